@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: Apache-2.0
+/* cfg: the option table and the parser, validator and --help it drives. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum opt_type { OPT_INT, OPT_SEC, OPT_STR, OPT_BOOL, OPT_NNODES };
+
+struct opt {
+    const char *flag;  /* long name without "--" */
+    enum opt_type type;
+    size_t off;        /* offset in struct cfg */
+    const char *def;   /* default as text (NULL = unset) */
+    double lo, hi;     /* bounds for INT/SEC */
+    const char *pet;   /* torchrun's PET_ variable, or NULL */
+    const char *meta;  /* value name in --help */
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct cfg, f)
+
+/* The one table. ELASTIC_<FLAG> (upper case, '-' -> '_') is implied for every entry. */
+static const struct opt opts[] = {
+    {"min", OPT_INT, OFF(min_nodes), "1", 1, 100000, NULL, "N",
+     "minimum number of nodes to run (a round starts with at least this many)"},
+    {"max", OPT_INT, OFF(max_nodes), NULL, 1, 100000, NULL, "N",
+     "maximum number of nodes (default: --min); extra nodes wait as spares"},
+    {"nnodes", OPT_NNODES, 0, NULL, 0, 0, "PET_NNODES", "MIN[:MAX]",
+     "torchrun form of --min/--max"},
+    {"nproc-per-node", OPT_INT, OFF(nproc_per_node), "1", 1, 4096, "PET_NPROC_PER_NODE", "N",
+     "worker processes on this node"},
+    {"run-id", OPT_STR, OFF(run_id), NULL, 0, 0, "PET_RDZV_ID", "ID",
+     "job id shared by every node of the run (default 'default')"},
+    {"rdzv-id", OPT_STR, OFF(run_id), NULL, 0, 0, NULL, "ID", "alias of --run-id (torchrun)"},
+    {"rdzv-backend", OPT_STR, OFF(backend), NULL, 0, 0, "PET_RDZV_BACKEND", "NAME",
+     "memory | file | etcd | etcd-gateway (default: from --rdzv-endpoint, else file)"},
+    {"rdzv-endpoint", OPT_STR, OFF(endpoints), NULL, 0, 0, "PET_RDZV_ENDPOINT", "LIST",
+     "etcd endpoints host:port[,host:port...]; http(s):// selects etcd-gateway"},
+    {"standalone", OPT_BOOL, OFF(standalone), "0", 0, 0, "PET_STANDALONE", NULL,
+     "single node: in-process (memory) rendezvous, min = max = 1"},
+    {"state-dir", OPT_STR, OFF(state_dir), NULL, 0, 0, NULL, "DIR",
+     "file backend directory (default $XDG_RUNTIME_DIR/elastic-agent or /tmp/elastic-agent-UID)"},
+    {"node-id", OPT_STR, OFF(node_id), NULL, 0, 0, NULL, "ID",
+     "this node's id (default: hostname-pid)"},
+    {"local-addr", OPT_STR, OFF(local_addr), NULL, 0, 0, "PET_LOCAL_ADDR", "ADDR",
+     "address other nodes' workers use to reach this node (MASTER_ADDR when rank 0)"},
+    {"prefix", OPT_STR, OFF(prefix), "/elastic/", 0, 0, NULL, "PREFIX",
+     "key prefix in the store; keys are PREFIX<run-id>/..."},
+    {"max-restarts", OPT_INT, OFF(max_restarts), "0", 0, 1000000, "PET_MAX_RESTARTS", "N",
+     "job-wide worker-failure restarts before the run fails"},
+    {"join-timeout", OPT_SEC, OFF(join_timeout_ms), "600", 0, 1e6, NULL, "SEC",
+     "give up when fewer than --min nodes are present for this long"},
+    {"last-call", OPT_SEC, OFF(last_call_ms), "30", 0, 86400, NULL, "SEC",
+     "once --min nodes are present, start at the latest after this long"},
+    {"settle", OPT_SEC, OFF(settle_ms), "1", 0, 3600, NULL, "SEC",
+     "start once no new node arrived for this long (batches arrivals)"},
+    {"lease-ttl", OPT_SEC, OFF(lease_ttl_ms), "10", 0.1, 3600, NULL, "SEC",
+     "a node is declared lost this long after its agent stops renewing its lease"},
+    {"stop-timeout", OPT_SEC, OFF(stop_timeout_ms), "10", 0, 3600, NULL, "SEC",
+     "grace between SIGTERM and SIGKILL when stopping workers"},
+    {"log-dir", OPT_STR, OFF(log_dir), NULL, 0, 0, "PET_LOG_DIR", "DIR",
+     "per-rank worker logs in DIR/<run-id>/<round>/rank_<r>.{out,err}"},
+    {"tee", OPT_BOOL, OFF(tee), "0", 0, 0, NULL, NULL,
+     "also print worker output on the console, lines prefixed [<rank>]:"},
+    {"log-level", OPT_STR, OFF(log_level), "info", 0, 0, NULL, "LEVEL",
+     "debug | info | warn | error"},
+    {"cacert", OPT_STR, OFF(cacert), NULL, 0, 0, NULL, "FILE", "etcd TLS CA certificate"},
+    {"cert", OPT_STR, OFF(cert), NULL, 0, 0, NULL, "FILE", "etcd TLS client certificate"},
+    {"key", OPT_STR, OFF(key), NULL, 0, 0, NULL, "FILE", "etcd TLS client key"},
+    {"user", OPT_STR, OFF(user), NULL, 0, 0, NULL, "NAME",
+     "etcd user; the password comes from ELASTIC_ETCD_PASSWORD or --password-file"},
+    {"password-file", OPT_STR, OFF(password_file), NULL, 0, 0, NULL, "FILE",
+     "file holding the etcd password (first line); never give it on the command line"},
+    {"help", OPT_BOOL, OFF(help), "0", 0, 0, NULL, NULL, "show this help and exit"},
+    {"version", OPT_BOOL, OFF(version), "0", 0, 0, NULL, NULL, "show the version and exit"},
+};
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+static const char *const backends[] = {"memory", "file", "etcd", "etcd-gateway"};
+
+/* What set each option, for conflict checks. */
+enum source { SRC_DEFAULT, SRC_PET, SRC_ENV, SRC_CLI };
+
+static void *field(struct cfg *c, const struct opt *o)
+{
+    return (char *)c + o->off;
+}
+
+static int copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size)
+        return -ENAMETOOLONG;
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+static int parse_int(const char *s, long *ret)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || isspace((unsigned char)*s))
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+    static const char *const yes[] = {"", "1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++)
+        if (strcasecmp(s, yes[i]) == 0)
+            return *ret = true, 0;
+    for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++)
+        if (strcasecmp(s, no[i]) == 0)
+            return *ret = false, 0;
+    return -EINVAL;
+}
+
+/* Apply one value from `origin` ("--min", "ELASTIC_MIN", ...). */
+static int apply(struct cfg *c, const struct opt *o, const char *v, const char *origin,
+                 struct ea_error *err)
+{
+    switch (o->type) {
+    case OPT_INT: {
+        long n;
+        if (parse_int(v, &n) < 0 || n < o->lo || n > o->hi)
+            return ea_errorf(err, -EINVAL, "%s: '%s' is not a whole number from %.0f to %.0f",
+                             origin, v, o->lo, o->hi);
+        *(int *)field(c, o) = (int)n;
+        break;
+    }
+    case OPT_SEC: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(d) || d < o->lo || d > o->hi)
+            return ea_errorf(err, -EINVAL, "%s: '%s' is not a number of seconds from %g to %g",
+                             origin, v, o->lo, o->hi);
+        *(int64_t *)field(c, o) = (int64_t)llround(d * 1000.0);
+        break;
+    }
+    case OPT_STR:
+        if (!v[0])
+            return ea_errorf(err, -EINVAL, "%s: empty value", origin);
+        *(const char **)field(c, o) = v;
+        break;
+    case OPT_BOOL:
+        if (parse_bool(v, (bool *)field(c, o)) < 0)
+            return ea_errorf(err, -EINVAL, "%s: '%s' is not a yes/no value (1/0, true/false)",
+                             origin, v);
+        break;
+    case OPT_NNODES: {
+        char buf[64];
+        long lo, hi;
+        snprintf(buf, sizeof(buf), "%s", v);
+        char *colon = strchr(buf, ':');
+        if (colon)
+            *colon = '\0';
+        if (parse_int(buf, &lo) < 0 || (colon && parse_int(colon + 1, &hi) < 0) || lo < 1 ||
+            lo > 100000)
+            return ea_errorf(err, -EINVAL, "%s: '%s' is not in MIN[:MAX] form", origin, v);
+        if (!colon)
+            hi = lo;
+        if (hi < lo || hi > 100000)
+            return ea_errorf(err, -EINVAL, "%s: '%s': MAX must be >= MIN", origin, v);
+        c->min_nodes = (int)lo;
+        c->max_nodes = (int)hi;
+        return 0;
+    }
+    }
+    return 0;
+}
+
+static const struct opt *find_opt(const char *name, size_t len)
+{
+    char norm[64];
+    if (len >= sizeof(norm))
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        norm[i] = name[i] == '_' ? '-' : name[i]; /* torchrun accepts --nproc_per_node */
+    norm[len] = '\0';
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (strcmp(opts[i].flag, norm) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static void env_name(const struct opt *o, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "ELASTIC_");
+    for (const char *p = o->flag; *p && n + 1 < size; p++)
+        buf[n++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    buf[n] = '\0';
+}
+
+static const char *getenv_from(char **envp, const char *name)
+{
+    size_t len = strlen(name);
+    for (char **e = envp; e && *e; e++)
+        if (strncmp(*e, name, len) == 0 && (*e)[len] == '=')
+            return *e + len + 1;
+    return NULL;
+}
+
+/* Index into the per-option source array; --nnodes records into min's and max's slots. */
+static size_t idx_of(const struct opt *o)
+{
+    return (size_t)(o - opts);
+}
+
+static int apply_tracked(struct cfg *c, const struct opt *o, const char *v, const char *origin,
+                         enum source *srcs, enum source from, struct ea_error *err)
+{
+    int r = apply(c, o, v, origin, err);
+    if (r < 0)
+        return r;
+    srcs[idx_of(o)] = from;
+    if (o->type == OPT_NNODES) /* sets both bounds */
+        srcs[idx_of(find_opt("min", 3))] = srcs[idx_of(find_opt("max", 3))] = from;
+    return 0;
+}
+
+static bool valid_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 100)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+            return false;
+    return true;
+}
+
+static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
+{
+    size_t i_min = idx_of(find_opt("min", 3)), i_max = idx_of(find_opt("max", 3));
+    if (c->standalone) {
+        if ((srcs[i_min] && c->min_nodes != 1) || (srcs[i_max] && c->max_nodes != 1))
+            return ea_errorf(err, -EINVAL, "--standalone runs exactly one node; drop --min/--max");
+        c->min_nodes = c->max_nodes = 1;
+        if (c->backend && strcmp(c->backend, "memory") != 0)
+            return ea_errorf(err, -EINVAL, "--standalone uses the memory backend, not '%s'",
+                             c->backend);
+        c->backend = "memory";
+    }
+    if (!srcs[i_max] || c->max_nodes == 0)
+        c->max_nodes = c->max_nodes > c->min_nodes ? c->max_nodes : c->min_nodes;
+    if (c->min_nodes > c->max_nodes)
+        return ea_errorf(err, -EINVAL, "--min %d is larger than --max %d", c->min_nodes,
+                         c->max_nodes);
+    if (!c->backend) {
+        if (c->endpoints)
+            c->backend = strncmp(c->endpoints, "http://", 7) == 0 ||
+                                 strncmp(c->endpoints, "https://", 8) == 0
+                             ? "etcd-gateway"
+                             : "etcd";
+        else
+            c->backend = "file";
+    }
+    bool known = false;
+    for (size_t i = 0; i < sizeof(backends) / sizeof(*backends); i++)
+        known |= strcmp(c->backend, backends[i]) == 0;
+    if (!known)
+        return ea_errorf(err, -EINVAL,
+                         "--rdzv-backend: unknown backend '%s' (use memory, file, etcd or "
+                         "etcd-gateway%s)",
+                         c->backend,
+                         strcmp(c->backend, "c10d") == 0 || strncmp(c->backend, "etcd-v", 6) == 0 ||
+                                 strcmp(c->backend, "static") == 0
+                             ? "; that name is a torchrun backend"
+                             : "");
+    bool remote = strncmp(c->backend, "etcd", 4) == 0;
+    if (remote && !c->endpoints)
+        return ea_errorf(err, -EINVAL, "the %s backend needs --rdzv-endpoint", c->backend);
+    if (!remote && c->endpoints)
+        return ea_errorf(err, -EINVAL, "--rdzv-endpoint '%s' has no meaning for the %s backend",
+                         c->endpoints, c->backend);
+    if (!c->run_id)
+        c->run_id = c->standalone ? "standalone" : "default";
+    if (!valid_id(c->run_id))
+        return ea_errorf(err, -EINVAL,
+                         "--run-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -",
+                         c->run_id);
+    if (!c->node_id) {
+        char host[64] = "node";
+        gethostname(host, sizeof(host) - 1);
+        host[sizeof(host) - 1] = '\0';
+        for (char *p = host; *p; p++)
+            if (!isalnum((unsigned char)*p) && *p != '-' && *p != '.')
+                *p = '-';
+        snprintf(c->node_id_buf, sizeof(c->node_id_buf), "%s-%ld", host, (long)getpid());
+        c->node_id = c->node_id_buf;
+    }
+    if (!valid_id(c->node_id))
+        return ea_errorf(err, -EINVAL,
+                         "--node-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -",
+                         c->node_id);
+    if (!c->state_dir) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && xdg[0])
+            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "%s/elastic-agent", xdg);
+        else
+            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "/tmp/elastic-agent-%ld",
+                     (long)getuid());
+        c->state_dir = c->state_dir_buf;
+    }
+    if (c->prefix[0] != '/' || c->prefix[strlen(c->prefix) - 1] != '/')
+        return ea_errorf(err, -EINVAL, "--prefix: '%s' must start and end with '/'", c->prefix);
+    static const char *const levels[] = {"debug", "info", "warn", "error"};
+    bool level_ok = false;
+    for (size_t i = 0; i < 4; i++)
+        level_ok |= strcmp(c->log_level, levels[i]) == 0;
+    if (!level_ok)
+        return ea_errorf(err, -EINVAL, "--log-level: '%s' is not debug, info, warn or error",
+                         c->log_level);
+    if (!c->command || !c->command[0])
+        return ea_errorf(err, -EINVAL,
+                         "missing the worker command: elastic-agent [OPTIONS] -- COMMAND [ARGS...]");
+    return 0;
+}
+
+/* The etcd password: from --password-file, else ELASTIC_ETCD_PASSWORD; only with --user. */
+static int read_password(struct cfg *c, char **envp, struct ea_error *err)
+{
+    const char *env = getenv_from(envp, "ELASTIC_ETCD_PASSWORD");
+    if (!c->user) {
+        if (c->password_file)
+            return ea_errorf(err, -EINVAL, "--password-file needs --user");
+        return 0;
+    }
+    if (c->password_file) {
+        FILE *f = fopen(c->password_file, "re");
+        if (!f)
+            return ea_errorf(err, -EINVAL, "--password-file: cannot read '%s': %s",
+                             c->password_file, strerror(errno));
+        char *ok = fgets(c->password_buf, sizeof(c->password_buf), f);
+        fclose(f);
+        if (!ok)
+            return ea_errorf(err, -EINVAL, "--password-file: '%s' is empty", c->password_file);
+        c->password_buf[strcspn(c->password_buf, "\r\n")] = '\0';
+    } else if (env) {
+        if (copy_str(c->password_buf, sizeof(c->password_buf), env) < 0)
+            return ea_errorf(err, -EINVAL, "ELASTIC_ETCD_PASSWORD is too long");
+    } else {
+        return ea_errorf(err, -EINVAL,
+                         "--user needs a password: set ELASTIC_ETCD_PASSWORD or --password-file");
+    }
+    c->password = c->password_buf;
+    return 0;
+}
+
+int cfg_parse(int argc, char **argv, char **envp, struct cfg *ret, struct ea_error *err)
+{
+    struct cfg c = {0};
+    enum source srcs[N_OPTS] = {0};
+    int r;
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (opts[i].def && (r = apply(&c, &opts[i], opts[i].def, opts[i].flag, err)) < 0)
+            return r;
+    /* environment: torchrun's PET_* first, then ours, so ELASTIC_* wins */
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const char *v = opts[i].pet ? getenv_from(envp, opts[i].pet) : NULL;
+        if (v && (r = apply_tracked(&c, &opts[i], v, opts[i].pet, srcs, SRC_PET, err)) < 0)
+            return r;
+    }
+    /* Kubeflow once wrote PET_N_PROC_PER_NODE (kubeflow/trainer#1992); accept it too */
+    const char *kf = getenv_from(envp, "PET_N_PROC_PER_NODE");
+    if (kf && !getenv_from(envp, "PET_NPROC_PER_NODE") &&
+        (r = apply_tracked(&c, find_opt("nproc-per-node", 14), kf, "PET_N_PROC_PER_NODE", srcs,
+                           SRC_PET, err)) < 0)
+        return r;
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char name[64];
+        env_name(&opts[i], name, sizeof(name));
+        const char *v = getenv_from(envp, name);
+        if (v && opts[i].type != OPT_BOOL && !v[0])
+            continue; /* an empty variable means "not set" */
+        if (v && (r = apply_tracked(&c, &opts[i], v, name, srcs, SRC_ENV, err)) < 0)
+            return r;
+    }
+    bool cli_nnodes = false, cli_minmax = false;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            if (a[0] == '-' && a[1])
+                return ea_errorf(err, -EINVAL, "unknown option '%s' (see --help)", a);
+            break; /* the worker command starts here */
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct opt *o = find_opt(name, len);
+        if (!o)
+            return ea_errorf(err, -EINVAL, "unknown option '%.*s' (see --help)", (int)len + 2, a);
+        char origin[80];
+        snprintf(origin, sizeof(origin), "--%s", o->flag);
+        const char *v;
+        if (eq)
+            v = eq + 1;
+        else if (o->type == OPT_BOOL)
+            v = "1";
+        else if (i + 1 < argc)
+            v = argv[++i];
+        else
+            return ea_errorf(err, -EINVAL, "%s needs a value (%s)", origin, o->meta);
+        if ((r = apply_tracked(&c, o, v, origin, srcs, SRC_CLI, err)) < 0)
+            return r;
+        cli_nnodes |= o->type == OPT_NNODES;
+        cli_minmax |= strcmp(o->flag, "min") == 0 || strcmp(o->flag, "max") == 0;
+    }
+    if (cli_nnodes && cli_minmax)
+        return ea_errorf(err, -EINVAL, "give either --nnodes or --min/--max, not both");
+    c.command = i < argc ? argv + i : NULL;
+    if (c.help || c.version) {
+        *ret = c;
+        return 0;
+    }
+    if ((r = resolve(&c, srcs, err)) < 0 || (r = read_password(&c, envp, err)) < 0)
+        return r;
+    *ret = c;
+    /* strings resolve() composed live in the struct itself: point at the caller's copy */
+    if (c.node_id == c.node_id_buf)
+        ret->node_id = ret->node_id_buf;
+    if (c.state_dir == c.state_dir_buf)
+        ret->state_dir = ret->state_dir_buf;
+    if (c.password == c.password_buf)
+        ret->password = ret->password_buf;
+    explicit_bzero(c.password_buf, sizeof(c.password_buf));
+    return 0;
+}
+
+void cfg_print_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: elastic-agent [OPTIONS] [--] COMMAND [ARGS...]\n"
+            "\n"
+            "Runs COMMAND as --nproc-per-node worker processes on this node, in an elastic job\n"
+            "whose nodes agree on membership through a shared store (file, memory, etcd v3).\n"
+            "Workers get torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) and are\n"
+            "restarted with new ranks whenever a node joins, leaves, dies or a worker fails.\n"
+            "\nOptions (each also from ELASTIC_<NAME>, e.g. ELASTIC_RUN_ID; SEC accepts "
+            "fractions):\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt *o = &opts[i];
+        char lhs[64], env[64];
+        snprintf(lhs, sizeof(lhs), "--%s%s%s", o->flag, o->meta ? " " : "",
+                 o->meta ? o->meta : "");
+        env_name(o, env, sizeof(env));
+        fprintf(out, "  %-28s %s", lhs, o->help);
+        if (o->def && o->type != OPT_BOOL)
+            fprintf(out, " [default %s]", o->def);
+        if (o->pet)
+            fprintf(out, " [env %s, %s]", env, o->pet);
+        fputc('\n', out);
+    }
+    fprintf(out, "\nExit status: 0 success, 1 workers failed past --max-restarts, 2 usage error,\n"
+                 "3 store unreachable past --join-timeout, 4 rendezvous closed or timed out,\n"
+                 "130/143 interrupted by SIGINT/SIGTERM (workers stopped).\n");
+}

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cfg: the agent's options as ONE declarative table (flag, environment names, type, default,
+ * bounds, help) that drives parsing, validation and --help, so they cannot drift apart.
+ * Precedence: command line > ELASTIC_<NAME> > PET_<NAME> (torchrun) > default.
+ */
+#ifndef EA_AGENT_CONFIG_H
+#define EA_AGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ea_error.h"
+
+struct cfg {
+    int min_nodes, max_nodes;
+    int nproc_per_node;
+    const char *run_id;
+    const char *backend;   /* memory, file, etcd, etcd-gateway (resolved, never NULL) */
+    const char *endpoints; /* NULL unless given */
+    bool standalone;
+    const char *state_dir;
+    const char *node_id;
+    const char *local_addr; /* NULL: chosen from the backend (loopback for memory/file) */
+    const char *prefix;     /* key prefix, default "/elastic/" */
+    int max_restarts;
+    int64_t join_timeout_ms, last_call_ms, settle_ms, lease_ttl_ms, stop_timeout_ms;
+    const char *log_dir;
+    bool tee;
+    const char *log_level;
+    const char *cacert, *cert, *key, *user;
+    const char *password_file;
+    const char *password; /* from --password-file or ELASTIC_ETCD_PASSWORD; never logged */
+    char *const *command; /* NULL-terminated worker argv (points into argv) */
+    bool help, version;
+
+    /* storage for strings the parser made (defaults computed at run time) */
+    char node_id_buf[128];
+    char state_dir_buf[512];
+    char run_id_buf[64];
+    char password_buf[256];
+};
+
+/*
+ * Parse argv (argv[0] is the program) and the environment `envp` into *ret. Returns 0, or -EINVAL
+ * with a one-line reason naming the option and value in `err` (the caller exits 2).
+ * --help/--version set the flags and skip command validation.
+ */
+int cfg_parse(int argc, char **argv, char **envp, struct cfg *ret, struct ea_error *err);
+
+/* Print --help, generated from the option table. */
+void cfg_print_help(FILE *out);
+
+#endif

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+/* group: start, stop and account for this node's workers of one round. */
+#include "group.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "workerenv.h"
+
+/* mkdir -p; 0 or -errno. */
+static int mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return -ENAMETOOLONG;
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                return -errno;
+            *p = '/';
+        }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+void group_clear(struct group *g)
+{
+    for (int i = 0; i < g->n; i++)
+        launch_release(g->launcher, g->w[i].proc);
+    free(g->w);
+    g->w = NULL;
+    g->n = g->live = 0;
+}
+
+static int start_one(struct group *g, const struct group_start *s, int local_rank,
+                     const char *rounddir, const char *topo, const char *logdir,
+                     struct ea_error *err)
+{
+    const struct rdzv_member *me = &s->state->members[s->my_index];
+    struct group_worker *w = &g->w[local_rank];
+    memset(w, 0, sizeof(*w));
+    w->local_rank = local_rank;
+    w->rank = me->rank_base + local_rank;
+    snprintf(w->error_file, sizeof(w->error_file), "%s/rank_%d.error.json", rounddir, w->rank);
+    unlink(w->error_file);
+
+    struct wenv_params wp = {
+        .state = s->state,
+        .my_index = s->my_index,
+        .local_rank = local_rank,
+        .master_addr = s->master_addr,
+        .master_port = s->master_port,
+        .generation = s->generation,
+        .run_id = g->cfg->run_id,
+        .error_file = w->error_file,
+        .topology_file = topo,
+        .base_env = s->envp,
+    };
+    char **env = NULL;
+    if (wenv_build(&wp, &env) < 0)
+        return ea_errorf(err, -ENOMEM, "out of memory building the worker environment");
+    char label[32], out[PATH_MAX], errp[PATH_MAX];
+    snprintf(label, sizeof(label), "%d", w->rank);
+    if (logdir) {
+        snprintf(out, sizeof(out), "%s/rank_%d.out", logdir, w->rank);
+        snprintf(errp, sizeof(errp), "%s/rank_%d.err", logdir, w->rank);
+    }
+    struct launch_spec spec = {
+        .argv = (const char *const *)g->cfg->command,
+        .envp = (const char *const *)env,
+        .label = label,
+        .stdout_path = logdir ? out : NULL,
+        .stderr_path = logdir ? errp : NULL,
+        .tee = g->cfg->tee,
+    };
+    int r = launch_start(g->launcher, &spec, &w->proc, err);
+    wenv_free(env);
+    if (r < 0)
+        return r;
+    w->pid = launch_pid(g->launcher, w->proc);
+    w->alive = true;
+    g->live++;
+    return 0;
+}
+
+int group_start(struct group *g, const struct group_start *s, int *ret_failed_rank,
+                struct ea_error *err)
+{
+    group_clear(g);
+    const struct rdzv_member *me = &s->state->members[s->my_index];
+    g->w = calloc((size_t)me->nproc, sizeof(*g->w));
+    if (!g->w)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    g->generation = s->generation;
+    g->round = s->state->round;
+
+    char rounddir[PATH_MAX], topo[PATH_MAX], logdir[PATH_MAX];
+    snprintf(rounddir, sizeof(rounddir), "%s/round_%lld", g->workdir, (long long)g->round);
+    int r = mkdirs(rounddir);
+    if (r < 0)
+        return ea_errorf(err, r, "cannot create '%s': %s", rounddir, strerror(-r));
+    snprintf(topo, sizeof(topo), "%s/topology.json", rounddir);
+    if ((r = wenv_write_topology(s->state, topo, err)) < 0)
+        return r;
+    if (g->cfg->log_dir) {
+        snprintf(logdir, sizeof(logdir), "%s/%s/%lld", g->cfg->log_dir, g->cfg->run_id,
+                 (long long)g->round);
+        if ((r = mkdirs(logdir)) < 0)
+            return ea_errorf(err, r, "--log-dir: cannot create '%s': %s", logdir, strerror(-r));
+    }
+    for (int i = 0; i < me->nproc; i++) {
+        g->n = i + 1;
+        r = start_one(g, s, i, rounddir, topo, g->cfg->log_dir ? logdir : NULL, err);
+        if (r < 0) {
+            g->n = i; /* the failed slot holds no process */
+            *ret_failed_rank = i;
+            return r;
+        }
+    }
+    return 0;
+}
+
+void group_stop(struct group *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->w[i].alive)
+            launch_stop(g->launcher, g->w[i].proc, g->cfg->stop_timeout_ms);
+}
+
+void group_kill(struct group *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->w[i].alive)
+            launch_signal(g->launcher, g->w[i].proc, SIGKILL);
+}
+
+struct group_worker *group_on_exit(struct group *g, const struct launch_exit *e)
+{
+    for (int i = 0; i < g->n; i++) {
+        struct group_worker *w = &g->w[i];
+        if (w->proc == e->proc && w->alive) {
+            w->alive = false;
+            w->exit_code = e->exit_code;
+            w->term_signal = e->term_signal;
+            g->live--;
+            return w;
+        }
+    }
+    return NULL;
+}
+
+bool group_all_succeeded(const struct group *g)
+{
+    if (g->live > 0 || g->n == 0)
+        return false;
+    for (int i = 0; i < g->n; i++)
+        if (g->w[i].exit_code != 0 || g->w[i].term_signal != 0)
+            return false;
+    return true;
+}

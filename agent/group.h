@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * group: this node's worker group for one round: start the nproc workers of a committed round
+ * with their environment, log files and error files; stop them; account for their exits. Talks to
+ * the launcher only; the rendezvous side (reporting failures, done) stays in agent.c.
+ */
+#ifndef EA_AGENT_GROUP_H
+#define EA_AGENT_GROUP_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "launcher.h"
+#include "state.h"
+
+struct group_worker {
+    struct launch_proc *proc;
+    int local_rank, rank;
+    pid_t pid;
+    bool alive;
+    int exit_code, term_signal;
+    char error_file[PATH_MAX];
+};
+
+struct group {
+    struct launcher *launcher; /* borrowed */
+    const struct cfg *cfg;     /* borrowed */
+    const char *workdir;       /* agent-private directory for error and topology files */
+    struct group_worker *w;
+    int n;    /* workers of the current/last start */
+    int live; /* still running */
+    int64_t generation, round;
+};
+
+/* Where a round's files go, everything after `workdir`. */
+struct group_start {
+    const struct rdzv_state *state;
+    int my_index;
+    int64_t generation;
+    const char *master_addr;
+    int master_port;
+    char **envp; /* agent environment the workers inherit */
+};
+
+/*
+ * Start every local worker of the round. On failure to start local rank i (e.g. the program does
+ * not exist), the workers already started keep running, *ret_failed_rank = i, and the error names
+ * the program: the caller reports it like a worker failure.
+ */
+int group_start(struct group *g, const struct group_start *s, int *ret_failed_rank,
+                struct ea_error *err);
+
+/* Begin stopping every live worker (SIGTERM now, SIGKILL after the stop timeout). */
+void group_stop(struct group *g);
+
+/* Escalate: SIGKILL every live worker's process group now. */
+void group_kill(struct group *g);
+
+/* Record an exit; returns the worker, or NULL when the process is not one of ours. */
+struct group_worker *group_on_exit(struct group *g, const struct launch_exit *e);
+
+/* True when every worker of the last start exited 0. */
+bool group_all_succeeded(const struct group *g);
+
+/* Release finished processes and free. */
+void group_clear(struct group *g);
+
+#endif

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+/* elastic-agent: entry point. Parses options, dispatches the hidden exec-guard subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "config.h"
+#include "launcher.h"
+
+extern char **environ;
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "exec-guard") == 0)
+        return launch_guard_main(argc - 1, argv + 1);
+    struct cfg cfg;
+    struct ea_error err = {0};
+    if (cfg_parse(argc, argv, environ, &cfg, &err) < 0) {
+        fprintf(stderr, "elastic-agent: %s\n", err.msg);
+        return AGENT_EXIT_USAGE;
+    }
+    if (cfg.help) {
+        cfg_print_help(stdout);
+        return 0;
+    }
+    if (cfg.version) {
+        printf("elastic-agent %s\n", EA_VERSION);
+        return 0;
+    }
+    return agent_run(&cfg, environ);
+}

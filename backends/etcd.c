@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * etcd: kv_etcd_ops, the kv.h contract over etcd v3 gRPC. The request/response operations live
+ * here (Range, Put, DeleteRange, Txn for CAS, LeaseGrant/Revoke, Compact); gRPC plumbing is in
+ * etcd_grpc.c, streams in etcd_stream.c, watch and keepalive in etcd_watch.c.
+ * open() does no network I/O: channels connect on first use, so an unreachable store shows up as
+ * KV_ECONN from the first request, which the agent retries with backoff.
+ */
+#include "etcd.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcd_internal.h"
+
+size_t etcd_prefix_range_end(const uint8_t *key, size_t len, uint8_t *out)
+{
+    for (size_t i = len; i-- > 0;)
+        if (key[i] < 0xff) {
+            memcpy(out, key, i);
+            out[i] = (uint8_t)(key[i] + 1);
+            return i + 1;
+        }
+    out[0] = 0; /* "\0": no upper bound */
+    return 1;
+}
+
+int etcd_entry_from_kv(struct kv_entry *ret, const Mvccpb__KeyValue *kv)
+{
+    struct kv_entry x = {0};
+    x.key = strndup((const char *)kv->key.data, kv->key.len);
+    x.value = malloc(kv->value.len + 1);
+    if (!x.key || !x.value) {
+        kv_entry_clear(&x);
+        return -ENOMEM;
+    }
+    if (kv->value.len)
+        memcpy(x.value, kv->value.data, kv->value.len);
+    x.value[kv->value.len] = '\0';
+    x.value_len = kv->value.len;
+    x.mod_revision = kv->mod_revision;
+    x.create_revision = kv->create_revision;
+    x.lease = kv->lease;
+    *ret = x;
+    return 0;
+}
+
+int etcd_cond_wait(struct etcd *e, int64_t deadline_ms)
+{
+    struct timespec ts = {.tv_sec = deadline_ms / 1000, .tv_nsec = (deadline_ms % 1000) * 1000000};
+    return pthread_cond_timedwait(&e->cond, &e->lock, &ts) == ETIMEDOUT ? ETIMEDOUT : 0;
+}
+
+/* ---- open / close ---- */
+
+/* One "host:port" of the endpoint list, validated; a missing port means etcd's 2379. */
+static int parse_endpoint(const char *s, size_t len, char **ret, struct ea_error *err)
+{
+    while (len && isspace((unsigned char)*s))
+        s++, len--;
+    while (len && isspace((unsigned char)s[len - 1]))
+        len--;
+    if (len == 0)
+        return ea_errorf(err, KV_EINVAL, "etcd: empty endpoint in the endpoint list");
+    const char *scheme = memmem(s, len, "://", 3);
+    if (scheme) {
+        if ((len >= 7 && strncmp(s, "http://", 7) == 0) ||
+            (len >= 8 && strncmp(s, "https://", 8) == 0))
+            return ea_errorf(err, KV_EINVAL,
+                             "etcd: endpoint '%.*s' is an HTTP URL, which is the etcd-gateway "
+                             "backend; the etcd (gRPC) backend takes host:port",
+                             (int)len, s);
+        return ea_errorf(err, KV_EINVAL, "etcd: endpoint '%.*s': expected host:port", (int)len, s);
+    }
+    const char *close_br = s[0] == '[' ? memchr(s, ']', len) : NULL;
+    if (s[0] == '[' && !close_br)
+        return ea_errorf(err, KV_EINVAL, "etcd: endpoint '%.*s': unterminated '['", (int)len, s);
+    const char *after = close_br ? close_br + 1 : s;
+    const char *colon = memrchr(after, ':', len - (size_t)(after - s));
+    if (!close_br && colon && memchr(s, ':', (size_t)(colon - s)))
+        return ea_errorf(err, KV_EINVAL, "etcd: endpoint '%.*s': write IPv6 as [addr]:port",
+                         (int)len, s);
+    if (colon) {
+        const char *p = colon + 1;
+        size_t plen = len - (size_t)(p - s);
+        long port = 0;
+        for (size_t i = 0; i < plen && port <= 65535; i++)
+            port = isdigit((unsigned char)p[i]) ? port * 10 + (p[i] - '0') : -1000000;
+        if (colon == s || plen == 0 || port < 1 || port > 65535)
+            return ea_errorf(err, KV_EINVAL, "etcd: endpoint '%.*s': expected host:port", (int)len,
+                             s);
+    }
+    char *out = malloc(len + 6);
+    if (!out)
+        return ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    snprintf(out, len + 6, "%.*s%s", (int)len, s, colon ? "" : ":2379");
+    *ret = out;
+    return 0;
+}
+
+static int parse_endpoints(struct etcd *e, const char *list, struct ea_error *err)
+{
+    if (!list || !list[0])
+        return ea_errorf(err, KV_EINVAL, "etcd: no endpoint given (host:port[,host:port...])");
+    size_t n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    e->eps = calloc(n, sizeof(*e->eps));
+    if (!e->eps)
+        return ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    for (const char *p = list;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int rc = parse_endpoint(p, len, &e->eps[e->neps].addr, err);
+        if (rc)
+            return rc;
+        e->neps++;
+        if (!comma)
+            return 0;
+        p = comma;
+    }
+}
+
+static void etcd_free(struct etcd *e, int grpc_held, int sync_init)
+{
+    if (sync_init) {
+        etcd_streams_shutdown(e);
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+        pthread_mutex_destroy(&e->watch_op_lock);
+        pthread_mutex_destroy(&e->ka_op_lock);
+    }
+    etcd_watch_release(e);
+    for (size_t i = 0; i < e->neps; i++) {
+        if (e->eps[i].channel)
+            grpc_channel_destroy(e->eps[i].channel);
+        free(e->eps[i].addr);
+    }
+    free(e->eps);
+    if (e->creds)
+        grpc_channel_credentials_release(e->creds);
+    if (e->efd >= 0)
+        close(e->efd);
+    free(e->user);
+    if (e->password) {
+        memset(e->password, 0, strlen(e->password));
+        free(e->password);
+    }
+    free(e->token);
+    free(e);
+    if (grpc_held)
+        etcd_grpc_release();
+}
+
+static int etcd_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_error *err)
+{
+    struct etcd *e = calloc(1, sizeof(*e));
+    if (!e)
+        return ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    e->base.ops = &kv_etcd_ops;
+    e->efd = -1;
+    e->next_watch_id = 1;
+    e->timeout_ms = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : ETCD_DEFAULT_TIMEOUT_MS;
+    int grpc_held = 0, sync_init = 0;
+    int rc = parse_endpoints(e, cfg->endpoints, err);
+    if (rc)
+        goto error;
+    if (cfg->password && !cfg->user) {
+        rc = ea_errorf(err, KV_EINVAL, "etcd: a password was given without a user name");
+        goto error;
+    }
+    if (cfg->user && (!(e->user = strdup(cfg->user)) ||
+                      !(e->password = strdup(cfg->password ? cfg->password : "")))) {
+        rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
+        goto error;
+    }
+    e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (e->efd < 0) {
+        rc = ea_errorf(err, -errno, "etcd: eventfd: %s", strerror(errno));
+        goto error;
+    }
+    rc = etcd_grpc_acquire(err);
+    if (rc)
+        goto error;
+    grpc_held = 1;
+    e->pid = getpid();
+    rc = etcd_creds_create(cfg, &e->creds, &e->tls, err);
+    if (rc)
+        goto error;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_init(&e->watch_op_lock, NULL);
+    pthread_mutex_init(&e->ka_op_lock, NULL);
+    sync_init = 1;
+    *ret_kv = &e->base;
+    return 0;
+error:
+    etcd_free(e, grpc_held, sync_init);
+    return rc;
+}
+
+static void etcd_close(struct kv *kv)
+{
+    /* In a fork child the handle's gRPC objects belong to the parent's threads and sockets:
+     * touching them could hang or break the parent. Leave them; the child execs or exits. */
+    if (kv && !etcd_forked((struct etcd *)kv, NULL))
+        etcd_free((struct etcd *)kv, 1, 1);
+}
+
+/* ---- requests ---- */
+
+#define WHAT(buf, fmt, ...) snprintf(buf, sizeof(buf), fmt, __VA_ARGS__)
+
+static ProtobufCBinaryData bin(const char *s, size_t len)
+{
+    return (ProtobufCBinaryData){len, (uint8_t *)s};
+}
+
+static int etcd_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err)
+{
+    char what[160];
+    WHAT(what, "get '%.100s'", key);
+    Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    rq.key = bin(key, strlen(key));
+    const struct etcd_rpc rpc = {ETCD_M_RANGE, &etcdserverpb__range_response__descriptor, 1, what};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
+    if (rc)
+        return rc;
+    Etcdserverpb__RangeResponse *rr = (Etcdserverpb__RangeResponse *)out;
+    if (rr->n_kvs == 0)
+        rc = ea_errorf(err, KV_ENOTFOUND, "etcd: key '%s' not found", key);
+    else if (etcd_entry_from_kv(ret, rr->kvs[0]))
+        rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+static int etcd_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err)
+{
+    char what[160];
+    WHAT(what, "list '%.100s'", prefix);
+    size_t plen = strlen(prefix);
+    uint8_t *end = malloc(plen + 1);
+    if (!end)
+        return ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    static char zero[1] = {0};
+    Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    if (plen) {
+        rq.key = bin(prefix, plen);
+        rq.range_end.len = etcd_prefix_range_end(rq.key.data, plen, end);
+        rq.range_end.data = end;
+    } else { /* every key */
+        rq.key = bin(zero, 1);
+        rq.range_end = bin(zero, 1);
+    }
+    /* etcd's default order is by key, ascending: what kv_list promises. */
+    const struct etcd_rpc rpc = {ETCD_M_RANGE, &etcdserverpb__range_response__descriptor, 1, what};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
+    free(end);
+    if (rc)
+        return rc;
+    Etcdserverpb__RangeResponse *rr = (Etcdserverpb__RangeResponse *)out;
+    struct kv_list l = {0};
+    if (!rr->header) {
+        rc = ea_errorf(err, KV_ECORRUPT, "etcd %s: response without a revision", what);
+    } else if (rr->n_kvs && !(l.entries = calloc(rr->n_kvs, sizeof(*l.entries)))) {
+        rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    } else {
+        l.revision = rr->header->revision;
+        for (; l.n < rr->n_kvs && rc == 0; l.n++)
+            if (etcd_entry_from_kv(&l.entries[l.n], rr->kvs[l.n]))
+                rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    }
+    protobuf_c_message_free_unpacked(out, NULL);
+    if (rc)
+        kv_list_clear(&l);
+    else
+        *ret = l;
+    return rc;
+}
+
+static int etcd_cas(struct kv *kv, const char *key, const char *value, size_t len,
+                    int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
+                    struct kv_entry *ret_current, struct ea_error *err)
+{
+    if (expected_mod_revision < 0)
+        return ea_errorf(err, KV_EINVAL, "etcd cas '%s': negative expected revision", key);
+    char what[160];
+    WHAT(what, "cas '%.100s'", key);
+    Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT;
+    cmp.key = bin(key, strlen(key));
+    cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+    if (expected_mod_revision == 0) { /* create only: an absent key has create_revision 0 */
+        cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+        cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+        cmp.create_revision = 0;
+    } else {
+        cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
+        cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+        cmp.mod_revision = expected_mod_revision;
+    }
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    put.key = cmp.key;
+    put.value = bin(value, len);
+    put.lease = lease;
+    Etcdserverpb__RangeRequest get = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    get.key = cmp.key;
+    Etcdserverpb__RequestOp on_ok = ETCDSERVERPB__REQUEST_OP__INIT;
+    on_ok.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+    on_ok.request_put = &put;
+    /* The else branch reads the key, so a loser learns the winner in the same round trip. */
+    Etcdserverpb__RequestOp on_fail = ETCDSERVERPB__REQUEST_OP__INIT;
+    on_fail.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    on_fail.request_range = &get;
+    Etcdserverpb__Compare *cmps[] = {&cmp};
+    Etcdserverpb__RequestOp *oks[] = {&on_ok}, *fails[] = {&on_fail};
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_compare = 1;
+    txn.compare = cmps;
+    txn.n_success = 1;
+    txn.success = oks;
+    txn.n_failure = 1;
+    txn.failure = fails;
+
+    const struct etcd_rpc rpc = {ETCD_M_TXN, &etcdserverpb__txn_response__descriptor, 0, what};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &txn.base, &out, err);
+    if (rc)
+        return rc;
+    Etcdserverpb__TxnResponse *tr = (Etcdserverpb__TxnResponse *)out;
+    if (tr->succeeded) {
+        if (!tr->header)
+            rc = ea_errorf(err, KV_ECORRUPT, "etcd %s: response without a revision", what);
+        else if (ret_mod_revision)
+            *ret_mod_revision = tr->header->revision;
+    } else if (tr->n_responses != 1 ||
+               tr->responses[0]->response_case !=
+                   ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE ||
+               !tr->responses[0]->response_range) {
+        rc = ea_errorf(err, KV_ECORRUPT, "etcd %s: conflict without the current value", what);
+    } else {
+        const Etcdserverpb__RangeResponse *rr = tr->responses[0]->response_range;
+        rc = ea_errorf(err, KV_ECONFLICT, "etcd %s: expected revision %lld, found %lld", what,
+                       (long long)expected_mod_revision,
+                       rr->n_kvs ? (long long)rr->kvs[0]->mod_revision : 0LL);
+        if (ret_current) {
+            struct kv_entry cur = {0};
+            int mrc = 0;
+            if (rr->n_kvs) {
+                mrc = etcd_entry_from_kv(&cur, rr->kvs[0]);
+            } else if (!(cur.key = strdup(key)) || !(cur.value = strdup(""))) {
+                kv_entry_clear(&cur);
+                mrc = -ENOMEM;
+            }
+            if (mrc)
+                rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
+            else
+                *ret_current = cur;
+        }
+    }
+    protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+static int etcd_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
+                    int64_t *ret_mod_revision, struct ea_error *err)
+{
+    char what[160];
+    WHAT(what, "put '%.100s'", key);
+    Etcdserverpb__PutRequest rq = ETCDSERVERPB__PUT_REQUEST__INIT;
+    rq.key = bin(key, strlen(key));
+    rq.value = bin(value, len);
+    rq.lease = lease;
+    const struct etcd_rpc rpc = {ETCD_M_PUT, &etcdserverpb__put_response__descriptor, 0, what};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
+    if (rc)
+        return rc;
+    Etcdserverpb__PutResponse *pr = (Etcdserverpb__PutResponse *)out;
+    if (!pr->header)
+        rc = ea_errorf(err, KV_ECORRUPT, "etcd %s: response without a revision", what);
+    else if (ret_mod_revision)
+        *ret_mod_revision = pr->header->revision;
+    protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+static int etcd_del(struct kv *kv, const char *key, struct ea_error *err)
+{
+    char what[160];
+    WHAT(what, "delete '%.100s'", key);
+    Etcdserverpb__DeleteRangeRequest rq = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+    rq.key = bin(key, strlen(key));
+    /* Deleting twice deletes nothing the second time: safe to send to another member. */
+    const struct etcd_rpc rpc = {ETCD_M_DELETE, &etcdserverpb__delete_range_response__descriptor, 1,
+                                 what};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
+    if (rc == 0)
+        protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+static int etcd_lease_grant(struct kv *kv, int64_t ttl_ms, int64_t *ret_lease, struct ea_error *err)
+{
+    if (ttl_ms <= 0)
+        return ea_errorf(err, KV_EINVAL, "etcd lease grant: TTL must be positive (%lld ms)",
+                         (long long)ttl_ms);
+    Etcdserverpb__LeaseGrantRequest rq = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    rq.ttl = (ttl_ms + 999) / 1000; /* etcd counts whole seconds: round up, never below 1 */
+    const struct etcd_rpc rpc = {ETCD_M_LEASE_GRANT,
+                                 &etcdserverpb__lease_grant_response__descriptor, 0, "lease grant"};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
+    if (rc)
+        return rc;
+    Etcdserverpb__LeaseGrantResponse *gr = (Etcdserverpb__LeaseGrantResponse *)out;
+    if (gr->error && gr->error[0])
+        rc = ea_errorf(err, KV_EINVAL, "etcd lease grant: %s", gr->error);
+    else if (gr->id == 0)
+        rc = ea_errorf(err, KV_ECORRUPT, "etcd lease grant: response without a lease id");
+    else
+        *ret_lease = gr->id;
+    protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+static int etcd_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err)
+{
+    char what[64];
+    WHAT(what, "lease revoke %lld", (long long)lease);
+    Etcdserverpb__LeaseRevokeRequest rq = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+    rq.id = lease;
+    const struct etcd_rpc rpc = {ETCD_M_LEASE_REVOKE,
+                                 &etcdserverpb__lease_revoke_response__descriptor, 0, what};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
+    if (rc == 0)
+        protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+int etcd_compact(struct kv *kv, int64_t revision, struct ea_error *err)
+{
+    if (!kv || kv->ops != &kv_etcd_ops)
+        return ea_errorf(err, KV_EINVAL, "etcd_compact: not an etcd handle");
+    char what[64];
+    WHAT(what, "compact to %lld", (long long)revision);
+    Etcdserverpb__CompactionRequest rq = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+    rq.revision = revision;
+    rq.physical = 1;
+    const struct etcd_rpc rpc = {ETCD_M_COMPACT, &etcdserverpb__compaction_response__descriptor, 1,
+                                 what};
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
+    if (rc == 0)
+        protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+const struct kv_ops kv_etcd_ops = {
+    .name = "etcd",
+    .open = etcd_open,
+    .close = etcd_close,
+    .get = etcd_get,
+    .list = etcd_list,
+    .cas = etcd_cas,
+    .put = etcd_put,
+    .del = etcd_del,
+    .lease_grant = etcd_lease_grant,
+    .lease_keepalive = etcd_lease_keepalive,
+    .lease_revoke = etcd_lease_revoke,
+    .watch = etcd_watch,
+    .watch_cancel = etcd_watch_cancel,
+    .event_fd = etcd_event_fd,
+    .read_events = etcd_read_events,
+};

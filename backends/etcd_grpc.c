@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * etcd_grpc: the gRPC side of the etcd backend that is not a stream — process-wide init, channel
+ * credentials and arguments, the unary call (one batch, one pluck, a deadline), endpoint failover,
+ * the auth token, and the mapping of gRPC statuses and etcd's error text to KV_E* codes.
+ */
+#include "etcd_internal.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/log.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ea_time.h"
+
+static pthread_mutex_t grpc_refs_lock = PTHREAD_MUTEX_INITIALIZER;
+static int grpc_refs;
+static pid_t grpc_owner; /* the process that initialised gRPC */
+
+static void grpc_log_quiet(gpr_log_func_args *args)
+{
+    (void)args;
+}
+
+int etcd_grpc_acquire(struct ea_error *err)
+{
+    pthread_mutex_lock(&grpc_refs_lock);
+    if (grpc_refs > 0 && grpc_owner != getpid()) {
+        /* A child forked while the parent had gRPC running: gRPC's threads are gone, its
+         * sockets and epoll set are shared with the parent. Using it would hang or corrupt the
+         * parent's connections. */
+        pthread_mutex_unlock(&grpc_refs_lock);
+        return ea_errorf(err, KV_EINVAL,
+                         "etcd: this process was forked from one with an open "
+                         "etcd handle, and gRPC cannot run in such a child: "
+                         "open etcd handles before fork() or after exec()");
+    }
+    if (grpc_refs++ == 0) {
+        grpc_owner = getpid();
+        /* Backends do not log (the agent reports each failure once, from our error text);
+         * gRPC's own stderr lines stay available for debugging through GRPC_VERBOSITY. */
+        if (!getenv("GRPC_VERBOSITY"))
+            gpr_set_log_function(grpc_log_quiet);
+        grpc_init();
+    }
+    pthread_mutex_unlock(&grpc_refs_lock);
+    return 0;
+}
+
+int etcd_forked(const struct etcd *e, struct ea_error *err)
+{
+    if (e->pid == getpid())
+        return 0;
+    return ea_errorf(err, KV_EINVAL,
+                     "etcd: handle opened by process %d used in forked child "
+                     "%d; open a new one after exec()",
+                     (int)e->pid, (int)getpid());
+}
+
+void etcd_grpc_release(void)
+{
+    pthread_mutex_lock(&grpc_refs_lock);
+    /* Blocking, so that gRPC's own threads are gone when the last handle is: a process that
+     * closes its store and forks, or a leak checker at exit, sees no gRPC state left behind. */
+    if (--grpc_refs == 0)
+        grpc_shutdown_blocking();
+    pthread_mutex_unlock(&grpc_refs_lock);
+}
+
+/* Whole file as a NUL-terminated string (PEM for gRPC). */
+static int read_pem(const char *what, const char *path, char **ret, struct ea_error *err)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return ea_errorf(err, KV_EINVAL, "etcd: cannot open %s '%s': %s", what, path,
+                         strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (len < cap - 1)
+            break;
+        char *bigger = cap < (1u << 24) ? realloc(buf, cap * 2) : NULL;
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return ea_errorf(err, -ENOMEM, "etcd: %s '%s' is too large", what, path);
+    if (bad || len == 0) {
+        free(buf);
+        return ea_errorf(err, KV_EINVAL, "etcd: cannot read %s '%s'%s", what, path,
+                         bad ? "" : ": empty file");
+    }
+    buf[len] = '\0';
+    *ret = buf;
+    return 0;
+}
+
+int etcd_creds_create(const struct kv_config *cfg, grpc_channel_credentials **ret_creds,
+                      int *ret_tls, struct ea_error *err)
+{
+    if (!cfg->cacert && !cfg->cert && !cfg->key) {
+        *ret_creds = grpc_insecure_credentials_create();
+        *ret_tls = 0;
+        return 0;
+    }
+    if (!cfg->cert != !cfg->key)
+        return ea_errorf(err, KV_EINVAL,
+                         "etcd: a client certificate needs both cert and key "
+                         "(got only the %s)",
+                         cfg->cert ? "cert" : "key");
+    char *ca = NULL, *cert = NULL, *key = NULL;
+    int rc = 0;
+    if (cfg->cacert)
+        rc = read_pem("CA certificate", cfg->cacert, &ca, err);
+    if (rc == 0 && cfg->cert)
+        rc = read_pem("client certificate", cfg->cert, &cert, err);
+    if (rc == 0 && cfg->key)
+        rc = read_pem("client key", cfg->key, &key, err);
+    if (rc == 0) {
+        grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
+        /* No CA file: gRPC's default roots (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH or bundled). */
+        *ret_creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+        *ret_tls = 1;
+        if (!*ret_creds)
+            rc = ea_errorf(err, KV_EINVAL, "etcd: TLS credentials rejected by gRPC");
+    }
+    free(ca);
+    free(cert);
+    if (key) {
+        memset(key, 0, strlen(key));
+        free(key);
+    }
+    return rc;
+}
+
+grpc_channel *etcd_channel(struct etcd *e, size_t ep)
+{
+    if (e->eps[ep].channel)
+        return e->eps[ep].channel;
+    grpc_arg args[] = {
+        /* etcd may answer with more than gRPC's default 4 MiB (a large list). */
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
+        /* Pings find a dead peer under a long-idle watch; etcd's floor is 5 s. */
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIME_MS, {.integer = 10000}},
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = 5000}},
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, {.integer = 0}},
+        /* A restarted member is usable again within ~2 s instead of gRPC's 120 s backoff cap. */
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, {.integer = 250}},
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, {.integer = 2000}},
+        /* The store is addressed directly; an http_proxy meant for downloads must not apply. */
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_ENABLE_HTTP_PROXY, {.integer = 0}},
+    };
+    grpc_channel_args ca = {sizeof(args) / sizeof(args[0]), args};
+    e->eps[ep].channel = grpc_channel_create(e->eps[ep].addr, e->creds, &ca);
+    return e->eps[ep].channel;
+}
+
+size_t etcd_metadata_fill(struct etcd *e, grpc_metadata md[2])
+{
+    size_t n = 0;
+    memset(md, 0, 2 * sizeof(md[0]));
+    /* Fail fast with "no leader" on a partitioned member instead of hanging to the deadline. */
+    md[n].key = grpc_slice_from_static_string("hasleader");
+    md[n].value = grpc_slice_from_static_string("true");
+    n++;
+    if (e->token && e->token[0]) {
+        md[n].key = grpc_slice_from_static_string("token");
+        md[n].value = grpc_slice_from_copied_string(e->token);
+        n++;
+    }
+    return n;
+}
+
+void etcd_metadata_release(grpc_metadata *md, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        grpc_slice_unref(md[i].key);
+        grpc_slice_unref(md[i].value);
+    }
+}
+
+gpr_timespec etcd_deadline(int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - ea_now_ms();
+    if (left < 0)
+        left = 0;
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(left, GPR_TIMESPAN));
+}
+
+static const char *status_name(grpc_status_code code)
+{
+    /* grpc_status_code order */
+    static const char *const names[] = {
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    };
+    if ((unsigned)code < sizeof(names) / sizeof(names[0]))
+        return names[code];
+    return "status?";
+}
+
+int etcd_status_to_kv(grpc_status_code code, const char *details)
+{
+    switch (code) {
+    case GRPC_STATUS_OK:
+        return 0;
+    case GRPC_STATUS_UNAUTHENTICATED:
+    case GRPC_STATUS_PERMISSION_DENIED:
+        return KV_EAUTH;
+    case GRPC_STATUS_INVALID_ARGUMENT:
+        /* etcd reports a missing token / failed login as INVALID_ARGUMENT. */
+        if (strstr(details, "user name") || strstr(details, "authentication failed") ||
+            strstr(details, "auth token") || strstr(details, "password"))
+            return KV_EAUTH;
+        return KV_EINVAL;
+    case GRPC_STATUS_NOT_FOUND:
+        return strstr(details, "lease not found") ? KV_ENOLEASE : KV_EINVAL;
+    case GRPC_STATUS_OUT_OF_RANGE:
+        return strstr(details, "compacted") ? KV_ECOMPACTED : KV_EINVAL;
+    case GRPC_STATUS_DATA_LOSS:
+        return KV_ECORRUPT;
+    case GRPC_STATUS_FAILED_PRECONDITION:
+    case GRPC_STATUS_UNIMPLEMENTED:
+        return KV_EINVAL;
+    default: /* UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, RESOURCE_EXHAUSTED, INTERNAL, ... */
+        return KV_ECONN;
+    }
+}
+
+int etcd_status_failover(grpc_status_code code, const char *details, int idempotent)
+{
+    if (code != GRPC_STATUS_UNAVAILABLE)
+        return 0;
+    if (idempotent)
+        return 1;
+    /* Never left this process, or refused by the member before it was proposed: a write can
+     * go to another member without being applied twice. */
+    return strstr(details, "failed to connect") || strstr(details, "no leader") ||
+           strstr(details, "Connection refused");
+}
+
+struct call_result {
+    grpc_status_code code;
+    char details[256];
+};
+
+/* One attempt of a unary call on endpoint `ep`. 0 with cr->code set (and *ret when OK), or a
+ * KV_E* code when the call could not even be made or its answer is unreadable. */
+static int unary_once(struct etcd *e, size_t ep, const char *method, const ProtobufCMessage *req,
+                      const ProtobufCMessageDescriptor *resp_desc, int64_t deadline_ms,
+                      int with_token, ProtobufCMessage **ret, struct call_result *cr)
+{
+    grpc_metadata md[2];
+    pthread_mutex_lock(&e->lock);
+    grpc_channel *ch = etcd_channel(e, ep);
+    size_t nmd = etcd_metadata_fill(e, md);
+    pthread_mutex_unlock(&e->lock);
+    if (!with_token && nmd > 1) {
+        etcd_metadata_release(md + 1, 1);
+        nmd = 1;
+    }
+
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                               grpc_slice_from_static_string(method), NULL,
+                                               etcd_deadline(deadline_ms), NULL);
+    size_t n = protobuf_c_message_get_packed_size(req);
+    grpc_slice s = grpc_slice_malloc(n);
+    protobuf_c_message_pack(req, GRPC_SLICE_START_PTR(s));
+    grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+
+    grpc_metadata_array init_md, trail_md;
+    grpc_metadata_array_init(&init_md);
+    grpc_metadata_array_init(&trail_md);
+    grpc_byte_buffer *recv_bb = NULL;
+    grpc_slice details = grpc_empty_slice();
+    cr->code = GRPC_STATUS_UNKNOWN;
+    cr->details[0] = '\0';
+
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = nmd;
+    ops[0].data.send_initial_metadata.metadata = md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send_bb;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv_bb;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+    ops[5].data.recv_status_on_client.status = &cr->code;
+    ops[5].data.recv_status_on_client.status_details = &details;
+
+    int rc = 0;
+    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, ops, NULL);
+    if (ce == GRPC_CALL_OK) {
+        /* The call carries the deadline: the batch completes by then at the latest. */
+        grpc_completion_queue_pluck(cq, ops, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        size_t dl = GRPC_SLICE_LENGTH(details);
+        if (dl >= sizeof(cr->details))
+            dl = sizeof(cr->details) - 1;
+        memcpy(cr->details, GRPC_SLICE_START_PTR(details), dl);
+        cr->details[dl] = '\0';
+        if (cr->code == GRPC_STATUS_OK) {
+            ProtobufCMessage *msg = NULL;
+            grpc_byte_buffer_reader r;
+            if (recv_bb && grpc_byte_buffer_reader_init(&r, recv_bb)) {
+                grpc_slice all = grpc_byte_buffer_reader_readall(&r);
+                grpc_byte_buffer_reader_destroy(&r);
+                msg = protobuf_c_message_unpack(resp_desc, NULL, GRPC_SLICE_LENGTH(all),
+                                                GRPC_SLICE_START_PTR(all));
+                grpc_slice_unref(all);
+            }
+            if (msg)
+                *ret = msg;
+            else
+                rc = KV_ECORRUPT;
+        }
+    } else {
+        rc = KV_ECONN;
+        snprintf(cr->details, sizeof(cr->details), "gRPC refused the call: %s",
+                 grpc_call_error_to_string(ce));
+    }
+    if (recv_bb)
+        grpc_byte_buffer_destroy(recv_bb);
+    grpc_byte_buffer_destroy(send_bb);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&init_md);
+    grpc_metadata_array_destroy(&trail_md);
+    etcd_metadata_release(md, nmd);
+    grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(cq);
+    return rc;
+}
+
+void etcd_auth_invalidate(struct etcd *e)
+{
+    pthread_mutex_lock(&e->lock);
+    free(e->token);
+    e->token = NULL;
+    pthread_mutex_unlock(&e->lock);
+}
+
+int etcd_auth_ensure(struct etcd *e, size_t ep, int64_t deadline_ms, struct ea_error *err)
+{
+    if (!e->user)
+        return 0;
+    pthread_mutex_lock(&e->lock);
+    int have = e->token != NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (have)
+        return 0;
+
+    Etcdserverpb__AuthenticateRequest rq = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
+    rq.name = e->user;
+    rq.password = e->password ? e->password : (char *)"";
+    ProtobufCMessage *out = NULL;
+    struct call_result cr;
+    int rc =
+        unary_once(e, ep, ETCD_M_AUTHENTICATE, &rq.base,
+                   &etcdserverpb__authenticate_response__descriptor, deadline_ms, 0, &out, &cr);
+    const char *addr = e->eps[ep].addr;
+    if (rc)
+        return ea_errorf(err, rc, "etcd at %s: authenticate as '%s': %s", addr, e->user,
+                         rc == KV_ECORRUPT ? "unreadable response" : cr.details);
+    char *token = NULL;
+    if (cr.code == GRPC_STATUS_OK) {
+        const char *t = ((Etcdserverpb__AuthenticateResponse *)out)->token;
+        token = strdup(t ? t : "");
+        protobuf_c_message_free_unpacked(out, NULL);
+    } else if (cr.code == GRPC_STATUS_FAILED_PRECONDITION && strstr(cr.details, "not enabled")) {
+        token = strdup(""); /* credentials configured, auth off on the server: send no token */
+    } else {
+        rc = etcd_status_to_kv(cr.code, cr.details);
+        if (rc == KV_EINVAL)
+            rc = KV_EAUTH;
+        return ea_errorf(err, rc, "etcd at %s: authenticate as '%s' failed: %s (%s)", addr, e->user,
+                         cr.details, status_name(cr.code));
+    }
+    if (!token)
+        return ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    pthread_mutex_lock(&e->lock);
+    free(e->token);
+    e->token = token;
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
+static int token_rejected(const struct call_result *cr)
+{
+    return cr->code == GRPC_STATUS_UNAUTHENTICATED || strstr(cr->details, "auth token") ||
+           strstr(cr->details, "user name is empty");
+}
+
+/* Human text for a failed attempt: "<addr>: <what went wrong> (<STATUS>)". */
+static void describe(char *buf, size_t len, const char *addr, const struct call_result *cr,
+                     int timeout_ms)
+{
+    if (cr->code == GRPC_STATUS_DEADLINE_EXCEEDED)
+        snprintf(buf, len, "%s: no answer within %d ms (DEADLINE_EXCEEDED)", addr, timeout_ms);
+    else
+        snprintf(buf, len, "%s: %s (%s)", addr, cr->details, status_name(cr->code));
+}
+
+int etcd_unary(struct etcd *e, const struct etcd_rpc *rpc, const ProtobufCMessage *req,
+               ProtobufCMessage **ret, struct ea_error *err)
+{
+    if (etcd_forked(e, err))
+        return KV_EINVAL;
+    int64_t deadline = ea_now_ms() + e->timeout_ms;
+    pthread_mutex_lock(&e->lock);
+    size_t ep = e->current;
+    pthread_mutex_unlock(&e->lock);
+    size_t tried = 0;
+    char tried_list[256] = "";
+    int reauthed = 0;
+    for (;;) {
+        struct call_result cr = {GRPC_STATUS_OK, ""};
+        char last[EA_ERROR_MSG_MAX];
+        int failover = 0;
+        int rc = etcd_auth_ensure(e, ep, deadline, err);
+        if (rc == KV_ECONN) {
+            failover = 1; /* nothing of this request was sent yet */
+            snprintf(last, sizeof(last), "%s", err ? err->msg : "");
+        } else if (rc) {
+            return rc; /* auth refused etc., message already in err */
+        } else {
+            rc = unary_once(e, ep, rpc->method, req, rpc->resp_desc, deadline, 1, ret, &cr);
+            if (rc == 0 && cr.code == GRPC_STATUS_OK) {
+                pthread_mutex_lock(&e->lock);
+                e->current = ep; /* keep using the member that answers */
+                pthread_mutex_unlock(&e->lock);
+                return 0;
+            }
+            if (rc == KV_ECORRUPT)
+                return ea_errorf(err, rc, "etcd %s at %s: unreadable response", rpc->what,
+                                 e->eps[ep].addr);
+            if (rc == 0)
+                rc = etcd_status_to_kv(cr.code, cr.details);
+            if (rc == KV_EAUTH && e->user && !reauthed && token_rejected(&cr)) {
+                reauthed = 1; /* the token expired or auth was switched on: log in again */
+                etcd_auth_invalidate(e);
+                continue;
+            }
+            describe(last, sizeof(last), e->eps[ep].addr, &cr, e->timeout_ms);
+            if (rc != KV_ECONN)
+                return ea_errorf(err, rc, "etcd %s at %s", rpc->what, last);
+            failover = etcd_status_failover(cr.code, cr.details, rpc->idempotent);
+        }
+        size_t tl = strlen(tried_list);
+        snprintf(tried_list + tl, sizeof(tried_list) - tl, "%s%s", tried ? ", " : "",
+                 e->eps[ep].addr);
+        tried++;
+        /* KV_ECONN: the next call starts on the next member whatever happens now. */
+        size_t next = (ep + 1) % e->neps;
+        pthread_mutex_lock(&e->lock);
+        if (e->current == ep)
+            e->current = next;
+        pthread_mutex_unlock(&e->lock);
+        if (!failover || tried >= e->neps || ea_now_ms() >= deadline) {
+            if (tried == 1)
+                return ea_errorf(err, rc, "etcd %s: unreachable at %s", rpc->what, last);
+            return ea_errorf(err, rc, "etcd %s: no endpoint answered (tried %s); last: %s",
+                             rpc->what, tried_list, last);
+        }
+        ep = next;
+    }
+}

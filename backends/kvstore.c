@@ -1,0 +1,778 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * kvstore: keys live in one array sorted by key (binary search; the key count is small), leases
+ * in a short array, events in an array used as a queue (append at the end, drop at the front).
+ * Every write first allocates everything it needs, then mutates: a failed write changes nothing.
+ */
+#include "kvstore.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVENT_OVERHEAD 64 /* bytes a log event counts for besides its key and value */
+
+struct kvs_lease {
+    int64_t id;
+    int64_t ttl_ms;
+    int64_t deadline_ms;
+};
+
+struct kvs_event {
+    enum kv_event_type type;
+    struct kv_entry e; /* DELETE: value may be NULL, read as "" */
+};
+
+struct kvs {
+    struct kv_entry *keys;
+    size_t n_keys, cap_keys;
+    struct kvs_lease *leases;
+    size_t n_leases, cap_leases;
+    struct kvs_event *ev; /* live events are ev[ev_off .. ev_end) */
+    size_t ev_off, ev_end, ev_cap, ev_bytes;
+    size_t max_events, max_bytes;
+    int64_t revision;   /* last revision written */
+    int64_t first_rev;  /* every event with revision >= first_rev is in the log */
+    int64_t last_lease; /* lease ids are never reused */
+};
+
+static char *dup_bytes(const char *p, size_t len)
+{
+    char *d = malloc(len + 1);
+    if (!d)
+        return NULL;
+    if (len)
+        memcpy(d, p, len);
+    d[len] = '\0';
+    return d;
+}
+
+/* Grow *arr (of *cap elements of `size`) to hold at least `want`. 0 or -ENOMEM. */
+static int reserve(void **arr, size_t *cap, size_t want, size_t size)
+{
+    if (want <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 8;
+    while (c < want)
+        c *= 2;
+    void *p = realloc(*arr, c * size);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+int kvs_create(size_t max_events, size_t max_bytes, struct kvs **ret_store)
+{
+    struct kvs *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->max_events = max_events ? max_events : 1;
+    s->max_bytes = max_bytes;
+    s->first_rev = 1;
+    *ret_store = s;
+    return 0;
+}
+
+void kvs_destroy(struct kvs *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_keys; i++)
+        kv_entry_clear(&s->keys[i]);
+    for (size_t i = s->ev_off; i < s->ev_end; i++)
+        kv_entry_clear(&s->ev[i].e);
+    free(s->keys);
+    free(s->leases);
+    free(s->ev);
+    free(s);
+}
+
+int64_t kvs_revision(const struct kvs *s)
+{
+    return s->revision;
+}
+
+int64_t kvs_first_revision(const struct kvs *s)
+{
+    return s->first_rev;
+}
+
+int64_t kvs_next_expiry(const struct kvs *s)
+{
+    int64_t t = INT64_MAX;
+    for (size_t i = 0; i < s->n_leases; i++)
+        if (s->leases[i].deadline_ms < t)
+            t = s->leases[i].deadline_ms;
+    return t;
+}
+
+/* Index of `key`, or where it would be inserted; *found says which. */
+static size_t key_find(const struct kvs *s, const char *key, bool *found)
+{
+    size_t lo = 0, hi = s->n_keys;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(s->keys[mid].key, key);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+static struct kvs_lease *lease_find(const struct kvs *s, int64_t id)
+{
+    for (size_t i = 0; i < s->n_leases; i++)
+        if (s->leases[i].id == id)
+            return &s->leases[i];
+    return NULL;
+}
+
+/* ---- event log ---- */
+
+/* Make room for k more events without allocating later. */
+static int ev_reserve(struct kvs *s, size_t k)
+{
+    if (s->ev_end + k <= s->ev_cap)
+        return 0;
+    if (s->ev_off > 0) {
+        memmove(s->ev, s->ev + s->ev_off, (s->ev_end - s->ev_off) * sizeof(*s->ev));
+        s->ev_end -= s->ev_off;
+        s->ev_off = 0;
+    }
+    return reserve((void **)&s->ev, &s->ev_cap, s->ev_end + k, sizeof(*s->ev));
+}
+
+static size_t ev_size(const struct kv_entry *e)
+{
+    return strlen(e->key) + e->value_len + EVENT_OVERHEAD;
+}
+
+/* Append (room reserved); takes ownership of e's strings. */
+static void ev_push(struct kvs *s, enum kv_event_type type, struct kv_entry e)
+{
+    s->ev[s->ev_end++] = (struct kvs_event){.type = type, .e = e};
+    s->ev_bytes += ev_size(&e);
+}
+
+/* Drop the oldest events past the bounds, but never the newest revision's. */
+static void ev_trim(struct kvs *s)
+{
+    while (s->ev_off < s->ev_end &&
+           (s->ev_end - s->ev_off > s->max_events || s->ev_bytes > s->max_bytes)) {
+        struct kvs_event *old = &s->ev[s->ev_off];
+        if (old->e.mod_revision >= s->revision)
+            break;
+        if (old->e.mod_revision + 1 > s->first_rev)
+            s->first_rev = old->e.mod_revision + 1;
+        s->ev_bytes -= ev_size(&old->e);
+        kv_entry_clear(&old->e);
+        s->ev_off++;
+    }
+    if (s->ev_off == s->ev_end)
+        s->ev_off = s->ev_end = 0;
+}
+
+/* First log index whose revision is >= rev. */
+static size_t ev_lower_bound(const struct kvs *s, int64_t rev)
+{
+    size_t lo = s->ev_off, hi = s->ev_end;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ev[mid].e.mod_revision < rev)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* ---- reads ---- */
+
+int kvs_get(const struct kvs *s, const char *key, struct kv_entry *ret, struct ea_error *err)
+{
+    bool found;
+    size_t i = key_find(s, key, &found);
+    if (!found)
+        return ea_errorf(err, KV_ENOTFOUND, "key '%s' not found", key);
+    if (kv_entry_copy(ret, &s->keys[i]) < 0)
+        return ea_errorf(err, -ENOMEM, "out of memory reading key '%s'", key);
+    return 0;
+}
+
+int kvs_list(const struct kvs *s, const char *prefix, struct kv_list *ret, struct ea_error *err)
+{
+    size_t plen = strlen(prefix);
+    bool found;
+    size_t first = key_find(s, prefix, &found), last = first;
+    while (last < s->n_keys && strncmp(s->keys[last].key, prefix, plen) == 0)
+        last++;
+    struct kv_list l = {.revision = s->revision};
+    if (last > first) {
+        l.entries = calloc(last - first, sizeof(*l.entries));
+        if (!l.entries)
+            return ea_errorf(err, -ENOMEM, "out of memory listing '%s'", prefix);
+    }
+    for (size_t i = first; i < last; i++) {
+        if (kv_entry_copy(&l.entries[l.n], &s->keys[i]) < 0) {
+            kv_list_clear(&l);
+            return ea_errorf(err, -ENOMEM, "out of memory listing '%s'", prefix);
+        }
+        l.n++;
+    }
+    *ret = l;
+    return 0;
+}
+
+/* ---- writes ---- */
+
+static int write_key(struct kvs *s, const char *key, const char *value, size_t len, int64_t lease,
+                     int64_t *ret_mod_revision, struct ea_error *err)
+{
+    bool found;
+    size_t i = key_find(s, key, &found);
+    char *v = dup_bytes(value, len), *ek = strdup(key), *ev = dup_bytes(value, len);
+    char *k = found ? NULL : strdup(key);
+    if (!v || !ek || !ev || (!found && !k) || ev_reserve(s, 1) < 0 ||
+        reserve((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof(*s->keys)) < 0) {
+        free(v);
+        free(ek);
+        free(ev);
+        free(k);
+        return ea_errorf(err, -ENOMEM, "out of memory writing key '%s'", key);
+    }
+    int64_t rev = ++s->revision;
+    if (found) {
+        free(s->keys[i].value);
+    } else {
+        memmove(&s->keys[i + 1], &s->keys[i], (s->n_keys - i) * sizeof(*s->keys));
+        s->n_keys++;
+        s->keys[i] = (struct kv_entry){.key = k, .create_revision = rev};
+    }
+    struct kv_entry *e = &s->keys[i];
+    e->value = v;
+    e->value_len = len;
+    e->mod_revision = rev;
+    e->lease = lease;
+    ev_push(s, KV_EVENT_PUT,
+            (struct kv_entry){.key = ek,
+                              .value = ev,
+                              .value_len = len,
+                              .mod_revision = rev,
+                              .create_revision = e->create_revision,
+                              .lease = lease});
+    ev_trim(s);
+    if (ret_mod_revision)
+        *ret_mod_revision = rev;
+    return 0;
+}
+
+static int no_lease(const char *key, int64_t lease, struct ea_error *err)
+{
+    return ea_errorf(err, KV_ENOLEASE, "cannot write key '%s': lease %lld unknown or expired", key,
+                     (long long)lease);
+}
+
+int kvs_cas(struct kvs *s, const char *key, const char *value, size_t len, int64_t expected,
+            int64_t lease, int64_t *ret_mod_revision, struct kv_entry *ret_current,
+            struct ea_error *err)
+{
+    bool found;
+    size_t i = key_find(s, key, &found);
+    int64_t cur = found ? s->keys[i].mod_revision : 0;
+    if (cur != expected) {
+        struct kv_entry absent = {.key = (char *)key, .value = ""};
+        if (ret_current && kv_entry_copy(ret_current, found ? &s->keys[i] : &absent) < 0)
+            return ea_errorf(err, -ENOMEM, "out of memory reading key '%s'", key);
+        return ea_errorf(err, KV_ECONFLICT, "key '%s' is at revision %lld, not %lld", key,
+                         (long long)cur, (long long)expected);
+    }
+    if (lease && !lease_find(s, lease))
+        return no_lease(key, lease, err);
+    return write_key(s, key, value, len, lease, ret_mod_revision, err);
+}
+
+int kvs_put(struct kvs *s, const char *key, const char *value, size_t len, int64_t lease,
+            int64_t *ret_mod_revision, struct ea_error *err)
+{
+    if (lease && !lease_find(s, lease))
+        return no_lease(key, lease, err);
+    return write_key(s, key, value, len, lease, ret_mod_revision, err);
+}
+
+/* Remove keys[i] and log its DELETE at `rev` (room reserved). */
+static void delete_at(struct kvs *s, size_t i, int64_t rev)
+{
+    struct kv_entry e = s->keys[i];
+    memmove(&s->keys[i], &s->keys[i + 1], (s->n_keys - i - 1) * sizeof(*s->keys));
+    s->n_keys--;
+    free(e.value);
+    ev_push(s, KV_EVENT_DELETE, (struct kv_entry){.key = e.key, .mod_revision = rev});
+}
+
+int kvs_del(struct kvs *s, const char *key, bool *ret_deleted, struct ea_error *err)
+{
+    bool found;
+    size_t i = key_find(s, key, &found);
+    if (found) {
+        if (ev_reserve(s, 1) < 0)
+            return ea_errorf(err, -ENOMEM, "out of memory deleting key '%s'", key);
+        delete_at(s, i, ++s->revision);
+        ev_trim(s);
+    }
+    if (ret_deleted)
+        *ret_deleted = found;
+    return 0;
+}
+
+int kvs_lease_grant(struct kvs *s, int64_t ttl_ms, int64_t now_ms, int64_t *ret_lease,
+                    struct ea_error *err)
+{
+    if (ttl_ms <= 0 || ttl_ms > INT64_MAX / 4)
+        return ea_errorf(err, KV_EINVAL, "invalid lease TTL %lld ms", (long long)ttl_ms);
+    if (reserve((void **)&s->leases, &s->cap_leases, s->n_leases + 1, sizeof(*s->leases)) < 0)
+        return ea_errorf(err, -ENOMEM, "out of memory granting a lease");
+    int64_t id = ++s->last_lease;
+    s->leases[s->n_leases++] =
+        (struct kvs_lease){.id = id, .ttl_ms = ttl_ms, .deadline_ms = now_ms + ttl_ms};
+    *ret_lease = id;
+    return 0;
+}
+
+int kvs_lease_keepalive(struct kvs *s, int64_t lease, int64_t now_ms, int64_t *ret_ttl_ms,
+                        struct ea_error *err)
+{
+    struct kvs_lease *l = lease_find(s, lease);
+    if (!l || l->deadline_ms <= now_ms)
+        return ea_errorf(err, KV_ENOLEASE, "cannot renew lease %lld: unknown or expired",
+                         (long long)lease);
+    l->deadline_ms = now_ms + l->ttl_ms;
+    if (ret_ttl_ms)
+        *ret_ttl_ms = l->ttl_ms;
+    return 0;
+}
+
+int kvs_lease_revoke(struct kvs *s, int64_t lease, struct ea_error *err)
+{
+    struct kvs_lease *l = lease_find(s, lease);
+    if (!l)
+        return ea_errorf(err, KV_ENOLEASE, "cannot revoke lease %lld: unknown or expired",
+                         (long long)lease);
+    size_t k = 0;
+    for (size_t i = 0; i < s->n_keys; i++)
+        k += s->keys[i].lease == lease;
+    if (ev_reserve(s, k) < 0)
+        return ea_errorf(err, -ENOMEM, "out of memory revoking lease %lld", (long long)lease);
+    if (k) {
+        int64_t rev = ++s->revision;
+        for (size_t i = 0; i < s->n_keys;) {
+            if (s->keys[i].lease == lease)
+                delete_at(s, i, rev);
+            else
+                i++;
+        }
+        ev_trim(s);
+    }
+    *l = s->leases[--s->n_leases];
+    return 0;
+}
+
+int kvs_expire(struct kvs *s, int64_t now_ms)
+{
+    int n = 0;
+    for (;;) {
+        struct kvs_lease *due = NULL;
+        for (size_t i = 0; i < s->n_leases; i++)
+            if (s->leases[i].deadline_ms <= now_ms &&
+                (!due || s->leases[i].deadline_ms < due->deadline_ms))
+                due = &s->leases[i];
+        if (!due)
+            return n;
+        int r = kvs_lease_revoke(s, due->id, NULL);
+        if (r < 0)
+            return r;
+        n++;
+    }
+}
+
+/* ---- watches ---- */
+
+int kvs_watch_add(struct kvs_watchset *ws, const struct kvs *s, const char *prefix,
+                  int64_t from_revision, int64_t *ret_id, struct ea_error *err)
+{
+    int64_t next = from_revision > 0 ? from_revision : s->revision + 1;
+    if (next < s->first_rev)
+        return ea_errorf(err, KV_ECOMPACTED,
+                         "cannot watch from revision %lld: compacted (oldest kept: %lld)",
+                         (long long)next, (long long)s->first_rev);
+    char *p = strdup(prefix);
+    if (!p || reserve((void **)&ws->w, &ws->cap, ws->n + 1, sizeof(*ws->w)) < 0) {
+        free(p);
+        return ea_errorf(err, -ENOMEM, "out of memory adding a watch");
+    }
+    int64_t id = ++ws->last_id;
+    ws->w[ws->n++] = (struct kvs_watch){.id = id, .prefix = p, .next = next};
+    *ret_id = id;
+    return 0;
+}
+
+void kvs_watch_remove(struct kvs_watchset *ws, int64_t id)
+{
+    for (size_t i = 0; i < ws->n; i++) {
+        if (ws->w[i].id == id) {
+            free(ws->w[i].prefix);
+            memmove(&ws->w[i], &ws->w[i + 1], (ws->n - i - 1) * sizeof(*ws->w));
+            ws->n--;
+            return;
+        }
+    }
+}
+
+bool kvs_watch_pending(const struct kvs_watchset *ws, const struct kvs *s)
+{
+    for (size_t i = 0; i < ws->n; i++)
+        if (ws->w[i].next <= s->revision)
+            return true;
+    return false;
+}
+
+/* Events for one watch: count them (out == NULL) or copy them into out. -ENOMEM on copy failure. */
+static int watch_events(const struct kvs *s, const struct kvs_watch *w, struct kv_event *out,
+                        size_t *n)
+{
+    size_t plen = strlen(w->prefix);
+    if (w->next < s->first_rev) {
+        if (out) {
+            out[*n] = (struct kv_event){
+                .type = KV_EVENT_ERROR, .watch_id = w->id, .error = KV_ECOMPACTED};
+            snprintf(out[*n].message, sizeof(out[*n].message),
+                     "watch %lld fell behind: revision %lld compacted (oldest kept: %lld)",
+                     (long long)w->id, (long long)w->next, (long long)s->first_rev);
+            out[*n].entry.key = strdup(w->prefix);
+            out[*n].entry.value = strdup("");
+            if (!out[*n].entry.key || !out[*n].entry.value) {
+                kv_entry_clear(&out[*n].entry);
+                return -ENOMEM;
+            }
+        }
+        (*n)++;
+        return 0;
+    }
+    for (size_t i = ev_lower_bound(s, w->next); i < s->ev_end; i++) {
+        const struct kvs_event *ev = &s->ev[i];
+        if (strncmp(ev->e.key, w->prefix, plen) != 0)
+            continue;
+        if (out) {
+            out[*n] = (struct kv_event){.type = ev->type, .watch_id = w->id};
+            if (kv_entry_copy(&out[*n].entry, &ev->e) < 0)
+                return -ENOMEM;
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
+int kvs_watch_collect(struct kvs_watchset *ws, const struct kvs *s, struct kv_event **ret_events,
+                      size_t *ret_n)
+{
+    size_t total = 0, n = 0;
+    for (size_t i = 0; i < ws->n; i++)
+        watch_events(s, &ws->w[i], NULL, &total);
+    struct kv_event *out = NULL;
+    if (total) {
+        out = calloc(total, sizeof(*out));
+        if (!out)
+            return -ENOMEM;
+    }
+    for (size_t i = 0; i < ws->n; i++) {
+        if (watch_events(s, &ws->w[i], out, &n) < 0) {
+            kv_events_free(out, n);
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < ws->n;) {
+        struct kvs_watch *w = &ws->w[i];
+        if (w->next < s->first_rev) {
+            kvs_watch_remove(ws, w->id);
+            continue;
+        }
+        if (w->next <= s->revision)
+            w->next = s->revision + 1;
+        i++;
+    }
+    *ret_events = out;
+    *ret_n = n;
+    return 0;
+}
+
+void kvs_watchset_clear(struct kvs_watchset *ws)
+{
+    if (!ws)
+        return;
+    for (size_t i = 0; i < ws->n; i++)
+        free(ws->w[i].prefix);
+    free(ws->w);
+    ws->w = NULL;
+    ws->n = ws->cap = 0;
+}
+
+/* ---- snapshot codec ---- */
+
+/* Bytes as a JSON string when they are valid UTF-8, else {"hex": "..."}. */
+static json_t *bytes_to_json(const char *p, size_t len)
+{
+    json_t *j = json_stringn(p, len);
+    if (j)
+        return j;
+    char *h = malloc(2 * len + 1);
+    if (!h)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        snprintf(h + 2 * i, 3, "%02x", (unsigned char)p[i]);
+    j = json_pack("{s:s}", "hex", h);
+    free(h);
+    return j;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Inverse of bytes_to_json; a C string (`cstr`) may not contain NUL. 0 or -1 (malformed/ENOMEM). */
+static int json_to_bytes(const json_t *j, bool cstr, char **ret, size_t *ret_len)
+{
+    const char *src;
+    size_t len;
+    bool hex = false;
+    if (json_is_string(j)) {
+        src = json_string_value(j);
+        len = json_string_length(j);
+    } else {
+        const json_t *h = json_object_get(j, "hex");
+        if (!json_is_object(j) || json_object_size(j) != 1 || !json_is_string(h) ||
+            json_string_length(h) % 2)
+            return -1;
+        src = json_string_value(h);
+        len = json_string_length(h) / 2;
+        hex = true;
+    }
+    char *d = malloc(len + 1);
+    if (!d)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        int hi = hex ? hexval(src[2 * i]) : 0, lo = hex ? hexval(src[2 * i + 1]) : 0;
+        if (hi < 0 || lo < 0) {
+            free(d);
+            return -1;
+        }
+        d[i] = hex ? (char)(hi << 4 | lo) : src[i];
+    }
+    d[len] = '\0';
+    if (cstr && strlen(d) != len) {
+        free(d);
+        return -1;
+    }
+    *ret = d;
+    if (ret_len)
+        *ret_len = len;
+    return 0;
+}
+
+/* json array append that steals `v` and reports failure. */
+static int append(json_t *arr, json_t *v)
+{
+    return v && json_array_append_new(arr, v) == 0 ? 0 : -1;
+}
+
+static json_t *entry_tuple(const struct kv_entry *e, int type)
+{
+    json_t *t = json_array();
+    if (!t)
+        return NULL;
+    int r = type ? append(t, json_integer(type)) : 0;
+    r |= append(t, bytes_to_json(e->key, strlen(e->key)));
+    r |= append(t, bytes_to_json(e->value ? e->value : "", e->value_len));
+    r |= append(t, json_integer(e->mod_revision));
+    r |= append(t, json_integer(e->create_revision));
+    r |= append(t, json_integer(e->lease));
+    if (r) {
+        json_decref(t);
+        return NULL;
+    }
+    return t;
+}
+
+int kvs_dump(const struct kvs *s, const char *boot_id, char **ret_json, size_t *ret_len)
+{
+    json_t *keys = json_array(), *leases = json_array(), *events = json_array();
+    json_t *root = json_pack("{s:s, s:i, s:s, s:I, s:I, s:I}", "format", KVS_SNAPSHOT_FORMAT,
+                             "version", KVS_SNAPSHOT_VERSION, "boot_id", boot_id, "revision",
+                             (json_int_t)s->revision, "first_revision", (json_int_t)s->first_rev,
+                             "last_lease", (json_int_t)s->last_lease);
+    int r = keys && leases && events && root ? 0 : -1;
+    for (size_t i = 0; i < s->n_keys && !r; i++)
+        r = append(keys, entry_tuple(&s->keys[i], 0));
+    for (size_t i = 0; i < s->n_leases && !r; i++)
+        r = append(leases, json_pack("[I,I,I]", (json_int_t)s->leases[i].id,
+                                     (json_int_t)s->leases[i].ttl_ms,
+                                     (json_int_t)s->leases[i].deadline_ms));
+    for (size_t i = s->ev_off; i < s->ev_end && !r; i++)
+        r = append(events, entry_tuple(&s->ev[i].e, s->ev[i].type));
+    char *text = NULL;
+    if (!r && json_object_set(root, "keys", keys) == 0 &&
+        json_object_set(root, "leases", leases) == 0 &&
+        json_object_set(root, "events", events) == 0)
+        text = json_dumps(root, JSON_COMPACT);
+    json_decref(keys);
+    json_decref(leases);
+    json_decref(events);
+    json_decref(root);
+    if (!text)
+        return -ENOMEM;
+    *ret_json = text;
+    *ret_len = strlen(text);
+    return 0;
+}
+
+/* Parse one [type?, key, value, mod, create, lease] tuple. */
+static int tuple_entry(json_t *t, bool typed, int *ret_type, struct kv_entry *ret)
+{
+    json_t *k, *v;
+    json_int_t type = 0, mod, create, lease;
+    int r = typed ? json_unpack(t, "[I,o,o,I,I,I!]", &type, &k, &v, &mod, &create, &lease)
+                  : json_unpack(t, "[o,o,I,I,I!]", &k, &v, &mod, &create, &lease);
+    if (r < 0)
+        return -1;
+    struct kv_entry e = {.mod_revision = mod, .create_revision = create, .lease = lease};
+    if (json_to_bytes(k, true, &e.key, NULL) < 0)
+        return -1;
+    if (json_to_bytes(v, false, &e.value, &e.value_len) < 0) {
+        free(e.key);
+        return -1;
+    }
+    *ret = e;
+    if (ret_type)
+        *ret_type = (int)type;
+    return 0;
+}
+
+static int load_keys(struct kvs *s, const json_t *keys, struct ea_error *err)
+{
+    for (size_t i = 0; i < json_array_size(keys); i++) {
+        json_t *t = json_array_get(keys, i);
+        struct kv_entry e;
+        if (tuple_entry(t, false, NULL, &e) < 0)
+            return ea_errorf(err, KV_ECORRUPT, "key #%zu is malformed", i);
+        bool bad = e.create_revision < 1 || e.mod_revision < e.create_revision ||
+                   e.mod_revision > s->revision || (e.lease && !lease_find(s, e.lease)) ||
+                   (s->n_keys && strcmp(s->keys[s->n_keys - 1].key, e.key) >= 0);
+        if (bad || reserve((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof(e)) < 0) {
+            kv_entry_clear(&e);
+            return bad ? ea_errorf(err, KV_ECORRUPT, "key #%zu is inconsistent", i)
+                       : ea_errorf(err, -ENOMEM, "out of memory loading key #%zu", i);
+        }
+        s->keys[s->n_keys++] = e;
+    }
+    return 0;
+}
+
+static int load_events(struct kvs *s, const json_t *events, struct ea_error *err)
+{
+    for (size_t i = 0; i < json_array_size(events); i++) {
+        json_t *t = json_array_get(events, i);
+        struct kv_entry e;
+        int type;
+        if (tuple_entry(t, true, &type, &e) < 0)
+            return ea_errorf(err, KV_ECORRUPT, "event #%zu is malformed", i);
+        int64_t prev = s->ev_end > s->ev_off ? s->ev[s->ev_end - 1].e.mod_revision : 0;
+        bool bad = (type != KV_EVENT_PUT && type != KV_EVENT_DELETE) || e.mod_revision < prev ||
+                   e.mod_revision < 1 || e.mod_revision > s->revision;
+        if (bad || ev_reserve(s, 1) < 0) {
+            kv_entry_clear(&e);
+            return bad ? ea_errorf(err, KV_ECORRUPT, "event #%zu is inconsistent", i)
+                       : ea_errorf(err, -ENOMEM, "out of memory loading event #%zu", i);
+        }
+        ev_push(s, type, e);
+    }
+    return 0;
+}
+
+int kvs_load(const char *json, size_t len, size_t max_events, size_t max_bytes,
+             struct kvs **ret_store, char *ret_boot_id, size_t boot_id_size, struct ea_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(json, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return ea_errorf(err, KV_ECORRUPT, "not JSON (line %d: %s)", jerr.line, jerr.text);
+    const char *format = NULL, *boot_id = NULL;
+    json_int_t version = 0, revision, first_rev, last_lease;
+    json_t *keys, *leases, *events;
+    struct kvs *s = NULL;
+    int r = json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:o}",
+                           "format", &format, "version", &version, "boot_id", &boot_id, "revision",
+                           &revision, "first_revision", &first_rev, "last_lease", &last_lease,
+                           "keys", &keys, "leases", &leases, "events", &events);
+    if (r < 0 || strcmp(format, KVS_SNAPSHOT_FORMAT) != 0) {
+        r = ea_errorf(err, KV_ECORRUPT, "not an elastic-agent kv snapshot (%s)",
+                      r < 0 ? jerr.text : "wrong format tag");
+        goto out;
+    }
+    if (version != KVS_SNAPSHOT_VERSION) {
+        r = ea_errorf(err, KV_ECORRUPT, "snapshot version %lld, this build reads %d",
+                      (long long)version, KVS_SNAPSHOT_VERSION);
+        goto out;
+    }
+    if (revision < 0 || first_rev < 1 || first_rev > revision + 1 || last_lease < 0 ||
+        !json_is_array(keys) || !json_is_array(leases) || !json_is_array(events) ||
+        strlen(boot_id) >= boot_id_size) {
+        r = ea_errorf(err, KV_ECORRUPT, "inconsistent snapshot header");
+        goto out;
+    }
+    r = kvs_create(max_events, max_bytes, &s);
+    if (r < 0) {
+        r = ea_errorf(err, r, "out of memory loading a snapshot");
+        goto out;
+    }
+    s->revision = revision;
+    s->first_rev = first_rev;
+    s->last_lease = last_lease;
+    for (size_t i = 0; i < json_array_size(leases); i++) {
+        json_t *t = json_array_get(leases, i);
+        json_int_t id, ttl, deadline;
+        if (json_unpack(t, "[I,I,I!]", &id, &ttl, &deadline) < 0 || id < 1 || id > last_lease ||
+            ttl < 1 || lease_find(s, id) ||
+            reserve((void **)&s->leases, &s->cap_leases, s->n_leases + 1, sizeof(*s->leases))) {
+            r = ea_errorf(err, KV_ECORRUPT, "lease #%zu is malformed", i);
+            goto out;
+        }
+        s->leases[s->n_leases++] =
+            (struct kvs_lease){.id = id, .ttl_ms = ttl, .deadline_ms = deadline};
+    }
+    r = load_keys(s, keys, err);
+    if (r == 0)
+        r = load_events(s, events, err);
+    if (r < 0)
+        goto out;
+    ev_trim(s);
+    snprintf(ret_boot_id, boot_id_size, "%s", boot_id);
+    *ret_store = s;
+    s = NULL;
+out:
+    kvs_destroy(s);
+    json_decref(root);
+    return r;
+}

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ea_time.h"
+
+#include <stdint.h>
+#include <time.h>
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t ea_now_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t ea_wall_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
+}
+
+int ea_timeout_until(int64_t deadline_ms)
+{
+    if (deadline_ms < 0)
+        return -1;
+    int64_t left = deadline_ms - ea_now_ms();
+    if (left <= 0)
+        return 0;
+    if (left > INT32_MAX)
+        return INT32_MAX;
+    return (int)left;
+}

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * ea_time: monotonic milliseconds and helpers for deadlines. All timing in the project is on
+ * CLOCK_MONOTONIC (never wall time) unless a value is shown to a human or shared between hosts.
+ */
+#ifndef EA_COMMON_EA_TIME_H
+#define EA_COMMON_EA_TIME_H
+
+#include <stdint.h>
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t ea_now_ms(void);
+
+/* Milliseconds since the Unix epoch (CLOCK_REALTIME), for records humans read. */
+int64_t ea_wall_ms(void);
+
+/* Remaining milliseconds until `deadline_ms` (monotonic), clamped to [0, INT32_MAX]; -1 when
+ * deadline_ms < 0 (no deadline), suitable as a poll() timeout. */
+int ea_timeout_until(int64_t deadline_ms);
+
+#endif

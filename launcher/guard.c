@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * exec-guard: the middleman between the agent and one worker (DESIGN.md §6), run as
+ * `elastic-agent exec-guard [--report-fd N] [--watch-stdin] -- CMD ARGS...`.
+ *
+ * The local launcher starts it as the leader of a new session with PR_SET_PDEATHSIG(SIGTERM).
+ * The guard is a child subreaper and starts CMD (PATH looked up in its own environment, which is
+ * the worker's) as the leader of a process group of its own inside that session. The launcher
+ * signals that group directly, so a SIGKILL to the worker's group never kills the guard: it
+ * stays to clean up what the worker left behind, including descendants that called setsid() and
+ * were re-parented to it. It ends every descendant before it exits, with the worker's status.
+ *
+ * Signals are taken synchronously from a signalfd (tini's shape): SIGTERM/SIGINT/SIGHUP/SIGQUIT
+ * sent to the guard itself are forwarded to the worker's group, unless the parent has gone
+ * (the death signal), which kills everything; SIGCHLD drives a waitpid(-1) loop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ea_time.h"
+#include "launcher.h"
+#include "proc.h"
+
+#define GUARD_GRACE_MS 500    /* SIGTERM to leftovers, then SIGKILL this much later */
+#define GUARD_KILL_RECHECK_MS 1000 /* safety net while killing: re-list children */
+#define GUARD_MAX_KIDS 256
+
+enum guard_phase {
+    GUARD_RUN,   /* the worker runs */
+    GUARD_DRAIN, /* the worker ended by itself: SIGTERM to what is left, until kill_at */
+    GUARD_KILL,  /* SIGKILL to everything left (parent gone, worker SIGKILLed, grace over) */
+};
+
+struct guard {
+    pid_t ppid;     /* parent at start; another one later means it died */
+    pid_t wpid;     /* the worker, leader of the group we signal */
+    int wstatus;    /* valid once wdone */
+    bool wdone;
+    bool children;  /* false once waitpid() reports ECHILD */
+    enum guard_phase phase;
+    int64_t kill_at;
+    int sigfd;
+    int watch_fd;   /* stdin while --watch-stdin and not at EOF, else -1 */
+    pid_t termed[GUARD_MAX_KIDS]; /* leftovers already sent SIGTERM */
+    size_t ntermed;
+};
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: elastic-agent exec-guard [--report-fd N] [--watch-stdin] -- "
+                    "CMD [ARGS...]\n");
+}
+
+static int parse_args(int argc, char **argv, int *report_fd, bool *watch, char ***cmd)
+{
+    int i = 1;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(argv[i], "--watch-stdin") == 0) {
+            *watch = true;
+        } else if (strcmp(argv[i], "--report-fd") == 0 && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || end == argv[i] || v < 0 || v > 1 << 20)
+                return -EINVAL;
+            *report_fd = (int)v;
+        } else {
+            return -EINVAL;
+        }
+    }
+    if (i >= argc || strcmp(argv[i - 1], "--") != 0)
+        return -EINVAL;
+    *cmd = argv + i;
+    return 0;
+}
+
+/* Children of this (single-threaded) process, from /proc/self/task/<pid>/children, or from a
+ * scan of /proc when the kernel lacks CONFIG_PROC_CHILDREN. Zombies may be included. */
+static size_t scan_proc(pid_t *out, size_t max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    size_t n = 0;
+    pid_t self = getpid();
+    for (struct dirent *e; n < max && (e = readdir(d));) {
+        char path[300], buf[512];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t len = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (len <= 0)
+            continue;
+        buf[len] = '\0';
+        const char *rp = strrchr(buf, ')'); /* comm may contain spaces and ')' */
+        char state;
+        int ppid;
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == self)
+            out[n++] = (pid_t)atoi(e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+static size_t list_children(pid_t *out, size_t max)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return scan_proc(out, max);
+    size_t n = 0;
+    long cur = 0;
+    bool in_num = false;
+    char buf[1024];
+    ssize_t len;
+    while (n < max && ((len = read(fd, buf, sizeof(buf))) > 0 || (len < 0 && errno == EINTR))) {
+        for (ssize_t i = 0; i < len && n < max; i++) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                cur = cur * 10 + (buf[i] - '0');
+                in_num = true;
+            } else if (in_num) {
+                out[n++] = (pid_t)cur;
+                cur = 0;
+                in_num = false;
+            }
+        }
+    }
+    if (in_num && n < max)
+        out[n++] = (pid_t)cur;
+    close(fd);
+    return n;
+}
+
+static bool parent_gone(const struct guard *g)
+{
+    return getppid() != g->ppid;
+}
+
+static void begin_cleanup(struct guard *g, bool hard)
+{
+    if (hard) {
+        g->phase = GUARD_KILL;
+    } else if (g->phase == GUARD_RUN) {
+        g->phase = GUARD_DRAIN;
+        g->kill_at = ea_now_ms() + GUARD_GRACE_MS;
+        kill(-g->wpid, SIGTERM);
+    }
+}
+
+/* Reap everything that has exited; note the worker's status. */
+static void reap(struct guard *g)
+{
+    for (;;) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0) {
+            g->children = pid == 0;
+            return;
+        }
+        if (pid == g->wpid && !g->wdone) {
+            g->wdone = true;
+            g->wstatus = st;
+            /* a SIGKILLed worker means "now", not "after a grace" */
+            begin_cleanup(g, WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        }
+    }
+}
+
+static bool termed_already(struct guard *g, pid_t pid)
+{
+    for (size_t i = 0; i < g->ntermed; i++)
+        if (g->termed[i] == pid)
+            return true;
+    if (g->ntermed < GUARD_MAX_KIDS)
+        g->termed[g->ntermed++] = pid;
+    return false;
+}
+
+/* After the worker: its group and every child we have (re-parented descendants, some of which
+ * may have left the group with setsid) get SIGTERM once, or SIGKILL on every pass. */
+static void signal_leftovers(struct guard *g)
+{
+    if (g->phase == GUARD_DRAIN && ea_now_ms() >= g->kill_at)
+        g->phase = GUARD_KILL;
+    if (g->phase == GUARD_RUN)
+        return;
+    if (g->phase == GUARD_KILL)
+        kill(-g->wpid, SIGKILL);
+    pid_t kids[GUARD_MAX_KIDS];
+    size_t n = list_children(kids, GUARD_MAX_KIDS);
+    for (size_t i = 0; i < n; i++) {
+        if (g->phase == GUARD_KILL)
+            kill(kids[i], SIGKILL);
+        else if (!termed_already(g, kids[i]))
+            kill(kids[i], SIGTERM);
+    }
+}
+
+static void on_signals(struct guard *g)
+{
+    struct signalfd_siginfo si;
+    while (read(g->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGCHLD)
+            continue; /* reap() runs on every pass */
+        if (parent_gone(g))
+            g->phase = GUARD_KILL; /* the death signal */
+        else if (g->phase == GUARD_RUN)
+            kill(-g->wpid, (int)si.ssi_signo);
+    }
+}
+
+static void on_stdin(struct guard *g)
+{
+    char buf[512];
+    ssize_t n = read(g->watch_fd, buf, sizeof(buf));
+    if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)))
+        return; /* input is ignored; only its end matters */
+    g->watch_fd = -1; /* EOF or error: the connection (our lifeline) is gone */
+    g->phase = GUARD_KILL;
+}
+
+/* Exit like the worker did: its code, or its fatal signal re-raised on ourselves. */
+static int finish(const struct guard *g)
+{
+    if (WIFEXITED(g->wstatus))
+        return WEXITSTATUS(g->wstatus);
+    int sig = WTERMSIG(g->wstatus);
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core); /* the worker dumped its own core, if any */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    return 128 + sig; /* not reached for a fatal signal */
+}
+
+static void guard_loop(struct guard *g)
+{
+    for (;;) {
+        reap(g);
+        if (g->phase != GUARD_KILL && parent_gone(g))
+            g->phase = GUARD_KILL;
+        signal_leftovers(g);
+        if (g->wdone && !g->children)
+            return;
+        struct pollfd pfd[2] = {{.fd = g->sigfd, .events = POLLIN},
+                                {.fd = g->watch_fd, .events = POLLIN}};
+        int timeout = g->phase == GUARD_DRAIN  ? ea_timeout_until(g->kill_at)
+                      : g->phase == GUARD_KILL ? GUARD_KILL_RECHECK_MS
+                                               : -1;
+        int n = poll(pfd, 2, timeout);
+        if (n < 0 && errno != EINTR)
+            g->phase = GUARD_KILL; /* cannot wait for events: end it all */
+        if (n <= 0)
+            continue;
+        if (pfd[0].revents)
+            on_signals(g);
+        if (g->watch_fd >= 0 && pfd[1].revents)
+            on_stdin(g);
+    }
+}
+
+/* Start the worker; report its pid or why it could not start through report_fd. */
+static int start_worker(struct guard *g, char **cmd, int report_fd, bool watch)
+{
+    int devnull = -1;
+    if (watch && (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        proc_report_write(report_fd, PROC_REPORT_TARGET_SETUP, errno);
+        return 127;
+    }
+    struct proc_spawn_opts o = {
+        .argv = (const char *const *)cmd,
+        .stdin_fd = devnull, /* stdin is the lifeline being watched */
+        .stdout_fd = -1,
+        .stderr_fd = -1,
+        .flags = PROC_NEW_PGROUP | PROC_DEATHSIG | PROC_SEARCH_PATH | PROC_CLOSE_FDS,
+        .deathsig = SIGKILL, /* should the guard itself be SIGKILLed */
+        .report_fd = -1,
+    };
+    struct ea_error err = {0};
+    int r = proc_spawn(&o, &g->wpid, NULL, &err);
+    if (devnull >= 0)
+        close(devnull);
+    if (r < 0) {
+        if (report_fd >= 0)
+            proc_report_write(report_fd, PROC_REPORT_TARGET_EXEC, -r);
+        else
+            fprintf(stderr, "exec-guard: %s\n", err.msg);
+        return r == -ENOENT ? 127 : 126; /* the shell's convention */
+    }
+    if (report_fd >= 0) {
+        proc_report_write(report_fd, PROC_REPORT_TARGET_PID, g->wpid);
+        close(report_fd);
+    }
+    return 0;
+}
+
+int launch_guard_main(int argc, char **argv)
+{
+    /* First of all: the death signal was armed before our exec, so a parent that dies from
+     * here on either kills us (SIGTERM still has its default action) or is seen as a change. */
+    struct guard g = {.ppid = getppid(), .sigfd = -1, .watch_fd = -1};
+    int report_fd = -1;
+    bool watch = false;
+    char **cmd = NULL;
+    if (parse_args(argc, argv, &report_fd, &watch, &cmd) < 0 ||
+        (report_fd >= 0 && fcntl(report_fd, F_SETFD, FD_CLOEXEC) < 0)) {
+        usage();
+        if (report_fd >= 0)
+            proc_report_write(report_fd, PROC_REPORT_TARGET_SETUP, EINVAL);
+        return 2;
+    }
+    struct sigaction ign;
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, NULL); /* a dead agent must not kill us through report_fd */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    g.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (g.sigfd < 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        int e = errno;
+        if (report_fd >= 0)
+            proc_report_write(report_fd, PROC_REPORT_TARGET_SETUP, e);
+        else
+            fprintf(stderr, "exec-guard: cannot set up: %s\n", strerror(e));
+        if (g.sigfd >= 0)
+            close(g.sigfd);
+        return 127;
+    }
+    if (parent_gone(&g)) { /* nobody to work for: start nothing */
+        close(g.sigfd);
+        return 127;
+    }
+    int r = start_worker(&g, cmd, report_fd, watch);
+    if (r) {
+        close(g.sigfd);
+        return r;
+    }
+    if (watch)
+        g.watch_fd = STDIN_FILENO;
+    guard_loop(&g);
+    close(g.sigfd);
+    return finish(&g);
+}

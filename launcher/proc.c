@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * proc: the spawn recipe and the child table (see proc.h). The shape follows libuv's
+ * uv__spawn_and_init_child: a CLOEXEC pipe reports set-up or exec failure as an errno (EOF means
+ * the exec succeeded), and between fork and exec the child only makes async-signal-safe calls.
+ */
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ea_time.h"
+
+extern char **environ;
+
+#define PROC_DEFAULT_PATH "/bin:/usr/bin" /* glibc's execvp default when PATH is unset */
+#define PROC_START_TIMEOUT_MS 30000       /* a middleman that never reports is not a guard */
+
+/* ---- child side: async-signal-safe calls only, then exec or _exit(127) -------------------- */
+
+int proc_report_write(int fd, int kind, int value)
+{
+    struct proc_report r = {.kind = kind, .value = value};
+    for (;;) {
+        ssize_t n = write(fd, &r, sizeof(r));
+        if (n == (ssize_t)sizeof(r))
+            return 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 ? -errno : -EIO;
+    }
+}
+
+static void child_fail(int errw, int kind, int e) __attribute__((noreturn));
+static void child_fail(int errw, int kind, int e)
+{
+    proc_report_write(errw, kind, e);
+    _exit(127);
+}
+
+/* Default dispositions first, then an empty mask: a pending signal must not run a handler that
+ * belongs to the parent. Signals the C library reserves fail with EINVAL, which is fine. */
+static void child_reset_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            sigaction(s, &sa, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* dup2 the given fds onto 0/1/2. Sources that are themselves in 0..2 move up first, so that
+ * swapping 1 and 2 cannot clobber one of them. Returns 0 or an errno. */
+static int child_stdio(const int src[3])
+{
+    int fd[3];
+    for (int i = 0; i < 3; i++) {
+        fd[i] = src[i];
+        if (fd[i] >= 0 && fd[i] < 3 && fd[i] != i) {
+            fd[i] = fcntl(fd[i], F_DUPFD_CLOEXEC, 3);
+            if (fd[i] < 0)
+                return errno;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        if (fd[i] < 0)
+            continue;
+        if (fd[i] == i ? fcntl(i, F_SETFD, 0) < 0 : dup2(fd[i], i) < 0)
+            return errno;
+    }
+    return 0;
+}
+
+static void child_cloexec_all(int maxfd)
+{
+    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+        return;
+    for (int fd = 3; fd < maxfd; fd++)
+        fcntl(fd, F_SETFD, FD_CLOEXEC); /* EBADF for the holes */
+}
+
+static const char *env_get(const char *const *envp, const char *name, size_t len)
+{
+    for (size_t i = 0; envp[i]; i++)
+        if (strncmp(envp[i], name, len) == 0 && envp[i][len] == '=')
+            return envp[i] + len + 1;
+    return NULL;
+}
+
+/* execve argv[0], searching PATH like Python's os.execvpe: try every directory, report the first
+ * error that is not "not there" (ENOENT/ENOTDIR), else ENOENT. An empty element is the cwd. */
+static void child_exec(const char *const *argv, const char *const *envp, bool search, int errw)
+    __attribute__((noreturn));
+static void child_exec(const char *const *argv, const char *const *envp, bool search, int errw)
+{
+    const char *file = argv[0];
+    if (!search || strchr(file, '/')) {
+        execve(file, (char *const *)argv, (char *const *)envp);
+        child_fail(errw, PROC_REPORT_EXEC, errno);
+    }
+    const char *path = env_get(envp, "PATH", 4);
+    if (!path)
+        path = PROC_DEFAULT_PATH;
+    size_t flen = strlen(file);
+    char buf[4096];
+    int first = 0;
+    for (const char *p = path;;) {
+        const char *end = p;
+        while (*end && *end != ':')
+            end++;
+        size_t dlen = (size_t)(end - p);
+        if (dlen + flen + 2 <= sizeof(buf)) {
+            memcpy(buf, p, dlen);
+            if (dlen)
+                buf[dlen++] = '/';
+            memcpy(buf + dlen, file, flen + 1);
+            execve(buf, (char *const *)argv, (char *const *)envp);
+            if (errno != ENOENT && errno != ENOTDIR && !first)
+                first = errno;
+        }
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    child_fail(errw, PROC_REPORT_EXEC, first ? first : ENOENT);
+}
+
+static void child_main(const struct proc_spawn_opts *o, const char *const *envp, pid_t parent,
+                       int errw, int maxfd) __attribute__((noreturn));
+static void child_main(const struct proc_spawn_opts *o, const char *const *envp, pid_t parent,
+                       int errw, int maxfd)
+{
+    child_reset_signals();
+    if ((o->flags & PROC_NEW_SESSION) && setsid() < 0)
+        child_fail(errw, PROC_REPORT_SETUP, errno);
+    if ((o->flags & PROC_NEW_PGROUP) && setpgid(0, 0) < 0)
+        child_fail(errw, PROC_REPORT_SETUP, errno);
+    if (o->flags & PROC_DEATHSIG) {
+        if (prctl(PR_SET_PDEATHSIG, o->deathsig) < 0)
+            child_fail(errw, PROC_REPORT_SETUP, errno);
+        if (getppid() != parent) /* died before the death signal was armed */
+            _exit(127);
+    }
+    int fds[3] = {o->stdin_fd, o->stdout_fd, o->stderr_fd};
+    int e = child_stdio(fds);
+    if (e)
+        child_fail(errw, PROC_REPORT_SETUP, e);
+    if (o->flags & PROC_CLOSE_FDS)
+        child_cloexec_all(maxfd);
+    if (o->report_fd >= 0) {
+        /* the write end stays CLOEXEC (closed by a successful exec); its copy survives */
+        if (errw == o->report_fd ? fcntl(errw, F_SETFD, 0) < 0 : dup2(errw, o->report_fd) < 0)
+            child_fail(errw, PROC_REPORT_SETUP, errno);
+    }
+    if (o->cwd && chdir(o->cwd) < 0)
+        child_fail(errw, PROC_REPORT_CHDIR, errno);
+    child_exec(o->argv, envp, o->flags & PROC_SEARCH_PATH, errw);
+}
+
+/* ---- parent side ------------------------------------------------------------------------ */
+
+/* A pipe whose ends are CLOEXEC and above 2 (a parent with stdin closed would get fd 0, which
+ * the child's dup2 onto 0 would clobber). */
+static int error_pipe(int p[2])
+{
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    for (int i = 0; i < 2; i++) {
+        if (p[i] >= 3)
+            continue;
+        int fd = fcntl(p[i], F_DUPFD_CLOEXEC, 3);
+        int e = errno;
+        close(p[i]);
+        p[i] = fd;
+        if (fd < 0) {
+            if (p[1 - i] >= 0)
+                close(p[1 - i]);
+            return -e;
+        }
+    }
+    return 0;
+}
+
+static int open_max(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536)
+        return 65536;
+    return (int)rl.rlim_cur;
+}
+
+struct spawn_result {
+    int kind, value; /* first failure record, 0 = none */
+    pid_t target;    /* from PROC_REPORT_TARGET_PID, -1 = none */
+    bool timed_out;
+};
+
+/* Read records until EOF (every write end closed: the exec succeeded, or the child is gone). */
+static void read_reports(int fd, struct spawn_result *res)
+{
+    char buf[sizeof(struct proc_report) * 8];
+    size_t have = 0;
+    int64_t deadline = ea_now_ms() + PROC_START_TIMEOUT_MS;
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int n = poll(&pfd, 1, ea_timeout_until(deadline));
+        if (n == 0) {
+            res->timed_out = true;
+            return;
+        }
+        ssize_t got = n < 0 ? -1 : read(fd, buf + have, sizeof(buf) - have);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return;
+        have += (size_t)got;
+        while (have >= sizeof(struct proc_report)) {
+            struct proc_report r;
+            memcpy(&r, buf, sizeof(r));
+            have -= sizeof(r);
+            memmove(buf, buf + sizeof(r), have);
+            if (r.kind == PROC_REPORT_TARGET_PID)
+                res->target = r.value;
+            else if (!res->kind) {
+                res->kind = r.kind;
+                res->value = r.value > 0 ? r.value : EIO;
+            }
+        }
+    }
+}
+
+static int reap_blocking(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return st;
+}
+
+static int spawn_error(const struct proc_spawn_opts *o, const struct spawn_result *res, int st,
+                       struct ea_error *err)
+{
+    const char *prog = o->argv[0];
+    const char *target = o->target ? o->target : "its program";
+    int e = res->value;
+    switch (res->kind) {
+    case PROC_REPORT_CHDIR:
+        return ea_errorf(err, -e, "cannot change to directory '%s' to run '%s': %s", o->cwd,
+                         o->target ? o->target : prog, strerror(e));
+    case PROC_REPORT_EXEC:
+        return ea_errorf(err, -e, "cannot execute '%s': %s", prog, strerror(e));
+    case PROC_REPORT_TARGET_EXEC:
+        return ea_errorf(err, -e, "cannot execute '%s': %s", target, strerror(e));
+    case PROC_REPORT_TARGET_SETUP:
+        return ea_errorf(err, -e, "'%s' could not start '%s': %s", prog, target, strerror(e));
+    case 0:
+        break;
+    default:
+        return ea_errorf(err, -e, "cannot set up the process for '%s': %s", prog, strerror(e));
+    }
+    if (res->timed_out)
+        return ea_errorf(err, -ETIMEDOUT, "'%s' did not start '%s' within %d s", prog, target,
+                         PROC_START_TIMEOUT_MS / 1000);
+    if (WIFSIGNALED(st))
+        return ea_errorf(err, -EPROTO, "'%s' was killed by signal %d before starting '%s'", prog,
+                         WTERMSIG(st), target);
+    return ea_errorf(err, -EPROTO, "'%s' exited with status %d without starting '%s'", prog,
+                     WEXITSTATUS(st), target);
+}
+
+int proc_spawn(const struct proc_spawn_opts *o, pid_t *ret_pid, pid_t *ret_target_pid,
+               struct ea_error *err)
+{
+    if (!o->argv || !o->argv[0] || (o->report_fd >= 0 && o->report_fd < 3))
+        return ea_errorf(err, -EINVAL, "proc_spawn: no program, or a report fd below 3");
+    const char *const *envp = o->envp ? o->envp : (const char *const *)environ;
+    int p[2];
+    int r = error_pipe(p);
+    if (r < 0)
+        return ea_errorf(err, r, "cannot create a pipe: %s", strerror(-r));
+    int maxfd = open_max();
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        r = -errno;
+        close(p[0]);
+        close(p[1]);
+        return ea_errorf(err, r, "cannot fork to run '%s': %s", o->argv[0], strerror(-r));
+    }
+    if (pid == 0) {
+        close(p[0]);
+        child_main(o, envp, parent, p[1], maxfd);
+    }
+    close(p[1]);
+    struct spawn_result res = {.target = -1};
+    read_reports(p[0], &res);
+    close(p[0]);
+    if (res.kind || res.timed_out || (o->report_fd >= 0 && res.target <= 0)) {
+        kill(pid, SIGKILL); /* it is exiting already, unless it is not a middleman at all */
+        return spawn_error(o, &res, reap_blocking(pid), err);
+    }
+    *ret_pid = pid;
+    if (ret_target_pid)
+        *ret_target_pid = o->report_fd >= 0 ? res.target : pid;
+    return 0;
+}
+
+int proc_set_subreaper(struct ea_error *err)
+{
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        return ea_errorf(err, -errno, "cannot become a child subreaper: %s", strerror(errno));
+    return 0;
+}
+
+/* ---- the child table ---------------------------------------------------------------------- */
+
+struct proc_entry {
+    pid_t pid;
+    bool exited;
+    int status;
+    int64_t end_ms;
+};
+
+/* The one process-wide table (STYLE 6): SIGCHLD is process-wide, so is what it reports. */
+static struct {
+    struct proc_entry *v;
+    size_t n, cap;
+    int refs;
+    int sigfd;
+    bool was_blocked;
+} tab = {.sigfd = -1};
+
+int proc_table_open(int *ret_sigfd, struct ea_error *err)
+{
+    if (tab.refs == 0) {
+        sigset_t set, old;
+        sigemptyset(&set);
+        sigaddset(&set, SIGCHLD);
+        int e = pthread_sigmask(SIG_BLOCK, &set, &old);
+        if (e)
+            return ea_errorf(err, -e, "cannot block SIGCHLD: %s", strerror(e));
+        int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (fd < 0) {
+            e = errno;
+            if (!sigismember(&old, SIGCHLD))
+                pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+            return ea_errorf(err, -e, "cannot create a SIGCHLD signalfd: %s", strerror(e));
+        }
+        tab.sigfd = fd;
+        tab.was_blocked = sigismember(&old, SIGCHLD);
+    }
+    tab.refs++;
+    *ret_sigfd = tab.sigfd;
+    return 0;
+}
+
+void proc_table_close(void)
+{
+    if (tab.refs == 0 || --tab.refs > 0)
+        return;
+    close(tab.sigfd);
+    tab.sigfd = -1;
+    if (!tab.was_blocked) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGCHLD);
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    }
+    free(tab.v);
+    tab.v = NULL;
+    tab.n = tab.cap = 0;
+}
+
+static struct proc_entry *table_find(pid_t pid)
+{
+    for (size_t i = 0; i < tab.n; i++)
+        if (tab.v[i].pid == pid)
+            return &tab.v[i];
+    return NULL;
+}
+
+int proc_table_add(pid_t pid)
+{
+    if (tab.n == tab.cap) {
+        size_t cap = tab.cap ? tab.cap * 2 : 16;
+        struct proc_entry *v = realloc(tab.v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        tab.v = v;
+        tab.cap = cap;
+    }
+    tab.v[tab.n++] = (struct proc_entry){.pid = pid};
+    return 0;
+}
+
+void proc_table_remove(pid_t pid)
+{
+    struct proc_entry *e = table_find(pid);
+    if (e)
+        *e = tab.v[--tab.n];
+}
+
+void proc_reap(void)
+{
+    struct signalfd_siginfo si;
+    if (tab.sigfd >= 0)
+        while (read(tab.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            ;
+    for (;;) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return; /* 0: children left, none exited; ECHILD: none left */
+        struct proc_entry *e = table_find(pid);
+        if (e && !e->exited) {
+            e->exited = true;
+            e->status = st;
+            e->end_ms = ea_now_ms();
+        }
+    }
+}
+
+int proc_exit_status(pid_t pid, int *ret_status, int64_t *ret_end_ms)
+{
+    const struct proc_entry *e = table_find(pid);
+    if (!e)
+        return -ESRCH;
+    if (!e->exited)
+        return 0;
+    *ret_status = e->status;
+    if (ret_end_ms)
+        *ret_end_ms = e->end_ms;
+    return 1;
+}

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+/* rdzv plan: coordinator decisions and rank assignment as pure functions. */
+#include "plan.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool node_live(const struct rdzv_node *nodes, size_t n, const char *id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(nodes[i].node_id, id) == 0)
+            return true;
+    return false;
+}
+
+static void member_from_node(struct rdzv_member *m, const struct rdzv_node *n)
+{
+    memset(m, 0, sizeof(*m));
+    memcpy(m->node_id, n->node_id, sizeof(m->node_id));
+    memcpy(m->host, n->host, sizeof(m->host));
+    memcpy(m->addr, n->addr, sizeof(m->addr));
+    m->nproc = n->nproc;
+}
+
+int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, size_t n_nodes,
+                int max_nodes, struct rdzv_member **ret, size_t *ret_n)
+{
+    struct rdzv_member *out = calloc(n_nodes ? n_nodes : 1, sizeof(*out));
+    if (!out)
+        return -ENOMEM;
+    size_t n = 0;
+    /* survivors first, in their old rank order, with their current record (nproc may change) */
+    for (size_t i = 0; prev && i < prev->n_members && n < (size_t)max_nodes; i++)
+        for (size_t j = 0; j < n_nodes; j++)
+            if (strcmp(nodes[j].node_id, prev->members[i].node_id) == 0) {
+                member_from_node(&out[n++], &nodes[j]);
+                break;
+            }
+    /* then newcomers by arrival (nodes are sorted by create_revision) */
+    for (size_t j = 0; j < n_nodes && n < (size_t)max_nodes; j++)
+        if (!prev || rdzv_state_find(prev, nodes[j].node_id) < 0)
+            member_from_node(&out[n++], &nodes[j]);
+    int base = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i].group_rank = (int)i;
+        out[i].rank_base = base;
+        base += out[i].nproc;
+    }
+    *ret = out;
+    *ret_n = n;
+    return 0;
+}
+
+/* Fill `next` as a new round from `prev` (may be NULL) over the live nodes. */
+static int next_round(const struct rdzv_params *p, const struct rdzv_state *prev,
+                      const struct rdzv_node *nodes, size_t n_nodes, int restart_count,
+                      struct rdzv_state *next, struct ea_error *err)
+{
+    struct rdzv_state s = {0};
+    if (rdzv_assign(prev, nodes, n_nodes, p->max_nodes, &s.members, &s.n_members) < 0)
+        return ea_errorf(err, -ENOMEM, "out of memory assigning ranks");
+    s.round = (prev ? prev->round : 0) + 1;
+    s.status = RDZV_RUNNING;
+    for (size_t i = 0; i < s.n_members; i++)
+        s.world_size += s.members[i].nproc;
+    s.restart_count = restart_count;
+    s.max_restarts = p->max_restarts;
+    s.min_nodes = p->min_nodes;
+    s.max_nodes = p->max_nodes;
+    *next = s;
+    return 1;
+}
+
+/* A WAITING state that remembers the survivors (so they keep their order later). */
+static int waiting(const struct rdzv_params *p, const struct rdzv_state *prev,
+                   const struct rdzv_node *nodes, size_t n_nodes, int restart_count,
+                   struct rdzv_state *next, struct ea_error *err)
+{
+    int r = next_round(p, prev, nodes, n_nodes, restart_count, next, err);
+    if (r < 0)
+        return r;
+    next->round = prev->round; /* no round runs; the next commit is round + 1 */
+    next->status = RDZV_WAITING;
+    return 1;
+}
+
+static size_t count_survivors(const struct rdzv_state *s, const struct rdzv_node *nodes,
+                              size_t n_nodes)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_members; i++)
+        n += node_live(nodes, n_nodes, s->members[i].node_id);
+    return n;
+}
+
+static bool all_done(const struct rdzv_state *s, const char *const *done, size_t n_done)
+{
+    for (size_t i = 0; i < s->n_members; i++) {
+        bool found = false;
+        for (size_t j = 0; j < n_done && !found; j++)
+            found = strcmp(done[j], s->members[i].node_id) == 0;
+        if (!found)
+            return false;
+    }
+    return s->n_members > 0;
+}
+
+static int64_t earliest(int64_t a, int64_t b)
+{
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    return a < b ? a : b;
+}
+
+/* Cold start or waiting: commit at max, or at >= min after settle / last call. */
+static int plan_gather(const struct rdzv_params *p, const struct rdzv_view *v,
+                       struct rdzv_state *next, int64_t *wake, struct ea_error *err)
+{
+    const struct rdzv_state *s = v->state;
+    int restarts = s ? s->restart_count : 0;
+    if (v->n_nodes >= (size_t)p->max_nodes)
+        return next_round(p, s, v->nodes, v->n_nodes, restarts, next, err);
+    if (v->n_nodes < (size_t)p->min_nodes)
+        return 0;
+    int64_t t_settle = v->last_arrival_ms + p->settle_ms;
+    int64_t t_last = v->min_reached_ms >= 0 ? v->min_reached_ms + p->last_call_ms : -1;
+    if (v->now_ms >= t_settle || (t_last >= 0 && v->now_ms >= t_last))
+        return next_round(p, s, v->nodes, v->n_nodes, restarts, next, err);
+    *wake = earliest(t_settle, t_last);
+    return 0;
+}
+
+int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdzv_state *ret_next,
+              int64_t *ret_wake_ms, struct ea_error *err)
+{
+    const struct rdzv_state *s = v->state;
+    *ret_wake_ms = -1;
+    if (!s || s->status == RDZV_WAITING)
+        return plan_gather(p, v, ret_next, ret_wake_ms, err);
+    if (s->status != RDZV_RUNNING)
+        return 0; /* succeeded, failed, closed are final */
+
+    size_t survivors = count_survivors(s, v->nodes, v->n_nodes);
+    size_t newcomers = v->n_nodes - survivors;
+    if (survivors < s->n_members) {
+        /* a member left or its lease expired: re-form at once, without charging the budget */
+        if (v->n_nodes >= (size_t)p->min_nodes)
+            return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err);
+        return waiting(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err);
+    }
+    if (all_done(s, v->done, v->n_done)) {
+        int r = rdzv_state_copy(ret_next, s);
+        if (r < 0)
+            return ea_errorf(err, r, "out of memory");
+        ret_next->status = RDZV_SUCCEEDED;
+        return 1;
+    }
+    /* scale up: batch arrivals for `settle`; not while members are finishing (n_done > 0) */
+    if (newcomers > 0 && s->n_members < (size_t)p->max_nodes && v->n_done == 0) {
+        int64_t t_settle = v->last_arrival_ms + p->settle_ms;
+        if (v->now_ms >= t_settle)
+            return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err);
+        *ret_wake_ms = t_settle;
+    }
+    return 0;
+}
+
+int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
+                      const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,
+                      struct ea_error *err)
+{
+    int restarts = s->restart_count + 1;
+    if (restarts > s->max_restarts) {
+        int r = rdzv_state_copy(ret_next, s);
+        if (r < 0)
+            return ea_errorf(err, r, "out of memory");
+        ret_next->status = RDZV_FAILED;
+        ret_next->failure_round = s->round;
+        return 1;
+    }
+    struct rdzv_params q = *p;
+    q.max_restarts = s->max_restarts; /* the run's budget, as committed */
+    if (n_nodes < (size_t)p->min_nodes)
+        return waiting(&q, s, nodes, n_nodes, restarts, ret_next, err);
+    return next_round(&q, s, nodes, n_nodes, restarts, ret_next, err);
+}
+
+int rdzv_plan_reform(const struct rdzv_params *p, const struct rdzv_state *s,
+                     const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,
+                     struct ea_error *err)
+{
+    if (n_nodes < (size_t)p->min_nodes)
+        return waiting(p, s, nodes, n_nodes, s->restart_count, ret_next, err);
+    return next_round(p, s, nodes, n_nodes, s->restart_count, ret_next, err);
+}

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * rdzv plan: the protocol's decisions as pure functions (DESIGN.md §4): what the coordinator
+ * commits next given the state, the live nodes and the clock; rank assignment (survivors keep
+ * their order, newcomers are appended by arrival); the transition a worker failure causes.
+ * No I/O and no clock reads: everything comes in as arguments, so every rule is unit-tested.
+ */
+#ifndef EA_RENDEZVOUS_PLAN_H
+#define EA_RENDEZVOUS_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+struct rdzv_params {
+    int min_nodes, max_nodes;
+    int64_t settle_ms;    /* commit at >= min once no node arrived for this long */
+    int64_t last_call_ms; /* ... or once this long has passed since min was reached */
+    int max_restarts;
+};
+
+/* What the coordinator sees. */
+struct rdzv_view {
+    const struct rdzv_state *state; /* NULL: no state key yet */
+    const struct rdzv_node *nodes;  /* live nodes, sorted by create_revision (arrival) */
+    size_t n_nodes;
+    const char *const *done;        /* node ids with rounds/<state->round>/done/<id> */
+    size_t n_done;
+    int64_t now_ms;
+    int64_t last_arrival_ms; /* when the newest live node appeared (monotonic) */
+    int64_t min_reached_ms;  /* when the live count last reached >= min, -1 if below */
+};
+
+/*
+ * Decide the coordinator's next write. Returns 1 with *ret_next filled (caller owns; CAS it on the
+ * state's mod_revision), or 0 when nothing is to be written now; either way *ret_wake_ms is the
+ * monotonic time at which to evaluate again even without new events (-1: only on events).
+ * Negative errno on allocation failure.
+ */
+int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdzv_state *ret_next,
+              int64_t *ret_wake_ms, struct ea_error *err);
+
+/*
+ * Members of the next round: members of `prev` (may be NULL) that are still live, in their old
+ * order, then live newcomers in arrival order, at most max_nodes; group ranks and rank bases
+ * assigned contiguously. *ret is malloc'ed.
+ */
+int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, size_t n_nodes,
+                int max_nodes, struct rdzv_member **ret, size_t *ret_n);
+
+/*
+ * The state a worker failure in round `s->round` leads to: the next round with restart_count+1
+ * (live nodes re-assigned), WAITING if fewer than min are live, or FAILED (failure_round = round)
+ * when the budget is spent. *ret_next is owned by the caller.
+ */
+int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
+                      const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,
+                      struct ea_error *err);
+
+/*
+ * The next round over the live nodes, restart budget unchanged (or WAITING below min): used when a
+ * member had to stop its workers without a membership change (it lost its lease and rejoined).
+ */
+int rdzv_plan_reform(const struct rdzv_params *p, const struct rdzv_state *s,
+                     const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,
+                     struct ea_error *err);
+
+#endif

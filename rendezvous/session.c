@@ -1,0 +1,555 @@
+// SPDX-License-Identifier: Apache-2.0
+/* rdzv session: join, mirror the run's keys through one watch, coordinate with CAS. */
+#include "session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "ea_time.h"
+
+#define KEY_MAX 512
+
+struct rdzv_session {
+    struct kv *kv;
+    struct rdzv_config cfg;
+    char prefix[KEY_MAX];
+    char node_key[KEY_MAX];
+    int64_t lease;
+    int64_t watch_id;
+    int64_t keepalive_due_ms;
+    int64_t renewed_ms; /* last successful grant or renewal of the lease */
+
+    /* mirror of every key under the prefix */
+    struct kv_entry *keys;
+    size_t n_keys, cap_keys;
+    bool dirty;
+
+    /* derived from the mirror (rebuilt when dirty) */
+    struct rdzv_node *nodes; /* sorted by create_revision */
+    size_t n_nodes;
+    struct rdzv_state state;
+    bool have_state;
+    int64_t state_rev;
+    const char **done; /* node ids done in state.round; point into keys */
+    size_t n_done;
+
+    int64_t last_arrival_ms, min_reached_ms, plan_wake_ms;
+    char warning[EA_ERROR_MSG_MAX];      /* pending, not yet taken */
+    char last_warning[EA_ERROR_MSG_MAX]; /* so one bad key is reported once, not per event */
+};
+
+static void key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
+{
+    char rel[KEY_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof(rel), fmt, ap);
+    va_end(ap);
+    snprintf(buf, KEY_MAX, "%s%s", s->prefix, rel);
+}
+
+int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdzv_session **ret,
+                        struct ea_error *err)
+{
+    size_t plen = strlen(cfg->prefix);
+    if (plen == 0 || cfg->prefix[plen - 1] != '/' || plen > KEY_MAX / 2)
+        return ea_errorf(err, -EINVAL, "key prefix '%s' must end with '/' and be short",
+                         cfg->prefix);
+    struct rdzv_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    s->kv = kv;
+    s->cfg = *cfg;
+    memcpy(s->prefix, cfg->prefix, plen + 1);
+    s->cfg.prefix = s->prefix;
+    key_of(s, s->node_key, "nodes/%s", cfg->self.node_id);
+    s->min_reached_ms = -1;
+    s->plan_wake_ms = -1;
+    s->keepalive_due_ms = -1;
+    *ret = s;
+    return 0;
+}
+
+static void mirror_clear(struct rdzv_session *s)
+{
+    for (size_t i = 0; i < s->n_keys; i++)
+        kv_entry_clear(&s->keys[i]);
+    s->n_keys = 0;
+    s->dirty = true;
+}
+
+void rdzv_session_destroy(struct rdzv_session *s)
+{
+    if (!s)
+        return;
+    if (s->watch_id)
+        kv_watch_cancel(s->kv, s->watch_id);
+    mirror_clear(s);
+    free(s->keys);
+    free(s->nodes);
+    free(s->done);
+    rdzv_state_clear(&s->state);
+    free(s);
+}
+
+static ssize_t mirror_find(const struct rdzv_session *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_keys; i++)
+        if (strcmp(s->keys[i].key, key) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+static bool is_node_key(const struct rdzv_session *s, const char *key)
+{
+    size_t plen = strlen(s->prefix);
+    return strncmp(key, s->prefix, plen) == 0 && strncmp(key + plen, "nodes/", 6) == 0;
+}
+
+/* Insert or replace (takes ownership of e's strings) / delete a key in the mirror. */
+static int mirror_put(struct rdzv_session *s, struct kv_entry *e, int64_t now_ms)
+{
+    ssize_t i = mirror_find(s, e->key);
+    if (i >= 0) {
+        kv_entry_clear(&s->keys[i]);
+        s->keys[i] = *e;
+    } else {
+        if (s->n_keys == s->cap_keys) {
+            size_t cap = s->cap_keys ? s->cap_keys * 2 : 32;
+            struct kv_entry *k = realloc(s->keys, cap * sizeof(*k));
+            if (!k)
+                return -ENOMEM;
+            s->keys = k;
+            s->cap_keys = cap;
+        }
+        s->keys[s->n_keys++] = *e;
+        if (is_node_key(s, e->key))
+            s->last_arrival_ms = now_ms;
+    }
+    memset(e, 0, sizeof(*e));
+    s->dirty = true;
+    return 0;
+}
+
+static void mirror_del(struct rdzv_session *s, const char *key)
+{
+    ssize_t i = mirror_find(s, key);
+    if (i < 0)
+        return;
+    kv_entry_clear(&s->keys[i]);
+    s->keys[i] = s->keys[--s->n_keys];
+    s->dirty = true;
+}
+
+static int cmp_node(const void *a, const void *b)
+{
+    const struct rdzv_node *x = a, *y = b;
+    return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
+}
+
+static void warn(struct rdzv_session *s, const char *msg)
+{
+    if (strncmp(s->last_warning, msg, sizeof(s->last_warning) - 1) == 0)
+        return;
+    snprintf(s->last_warning, sizeof(s->last_warning), "%s", msg);
+    snprintf(s->warning, sizeof(s->warning), "%s", msg);
+}
+
+/* Rebuild nodes, state and done from the mirror. -EBADMSG when `state` is not ours. */
+static int derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (!s->dirty)
+        return 0;
+    size_t plen = strlen(s->prefix);
+    struct rdzv_node *nodes = calloc(s->n_keys ? s->n_keys : 1, sizeof(*nodes));
+    const char **done = calloc(s->n_keys ? s->n_keys : 1, sizeof(*done));
+    if (!nodes || !done) {
+        free(nodes);
+        free(done);
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    }
+    size_t n_nodes = 0;
+    const struct kv_entry *state_e = NULL;
+    for (size_t i = 0; i < s->n_keys; i++) {
+        const struct kv_entry *e = &s->keys[i];
+        const char *rel = e->key + plen;
+        if (strncmp(rel, "nodes/", 6) == 0) {
+            struct ea_error nerr = {0};
+            struct rdzv_node n;
+            if (rdzv_node_decode(e->value, e->value_len, &n, &nerr) < 0 ||
+                strcmp(n.node_id, rel + 6) != 0) {
+                char msg[EA_ERROR_MSG_MAX + 64];
+                snprintf(msg, sizeof(msg), "ignoring node key '%s': %s", e->key,
+                         nerr.msg[0] ? nerr.msg : "node id does not match the key");
+                warn(s, msg);
+                continue;
+            }
+            n.create_revision = e->create_revision;
+            nodes[n_nodes++] = n;
+        } else if (strcmp(rel, "state") == 0) {
+            state_e = e;
+        }
+    }
+    qsort(nodes, n_nodes, sizeof(*nodes), cmp_node);
+
+    struct rdzv_state st = {0};
+    if (state_e) {
+        int r = rdzv_state_decode(state_e->value, state_e->value_len, &st, err);
+        if (r < 0) {
+            free(nodes);
+            free(done);
+            return ea_error_wrap(err, r, "key '%s'", state_e->key);
+        }
+    }
+    size_t n_done = 0;
+    if (state_e) {
+        char dprefix[KEY_MAX];
+        key_of(s, dprefix, "rounds/%" PRId64 "/done/", st.round);
+        size_t dlen = strlen(dprefix);
+        for (size_t i = 0; i < s->n_keys; i++)
+            if (strncmp(s->keys[i].key, dprefix, dlen) == 0)
+                done[n_done++] = s->keys[i].key + dlen;
+    }
+    free(s->nodes);
+    free(s->done);
+    rdzv_state_clear(&s->state);
+    s->nodes = nodes;
+    s->n_nodes = n_nodes;
+    s->done = done;
+    s->n_done = n_done;
+    s->state = st;
+    s->have_state = state_e != NULL;
+    s->state_rev = state_e ? state_e->mod_revision : 0;
+    if (n_nodes >= (size_t)s->cfg.params.min_nodes) {
+        if (s->min_reached_ms < 0)
+            s->min_reached_ms = now_ms;
+    } else {
+        s->min_reached_ms = -1;
+    }
+    s->dirty = false;
+    return 0;
+}
+
+/* List the whole run and (re)start the watch just after the listed revision. */
+static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (s->watch_id) {
+        kv_watch_cancel(s->kv, s->watch_id);
+        s->watch_id = 0;
+    }
+    struct kv_list l = {0};
+    int r = kv_list(s->kv, s->prefix, &l, err);
+    if (r < 0)
+        return r;
+    mirror_clear(s);
+    for (size_t i = 0; i < l.n && r == 0; i++)
+        r = mirror_put(s, &l.entries[i], now_ms);
+    int64_t rev = l.revision;
+    kv_list_clear(&l);
+    if (r < 0)
+        return ea_errorf(err, r, "out of memory");
+    r = kv_watch(s->kv, s->prefix, rev + 1, &s->watch_id, err);
+    if (r < 0)
+        return r;
+    return derive(s, now_ms, err);
+}
+
+int rdzv_join(struct rdzv_session *s, struct ea_error *err)
+{
+    int64_t now = ea_now_ms();
+    char *json = NULL;
+    int r = rdzv_node_encode(&s->cfg.self, &json, err);
+    if (r < 0)
+        return r;
+    int64_t lease = 0;
+    r = kv_lease_grant(s->kv, s->cfg.lease_ttl_ms, &lease, err);
+    if (r == 0)
+        r = kv_put(s->kv, s->node_key, json, strlen(json), lease, NULL, err);
+    free(json);
+    if (r < 0)
+        return r;
+    s->lease = lease;
+    s->keepalive_due_ms = now + s->cfg.lease_ttl_ms / 3;
+    s->renewed_ms = now;
+    s->last_arrival_ms = now;
+    return resync(s, now, err);
+}
+
+int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
+{
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    int64_t now = ea_now_ms();
+    int r = kv_read_events(s->kv, &ev, &n, err);
+    if (r < 0)
+        return r;
+    bool broken = false;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        if (ev[i].watch_id != s->watch_id)
+            continue;
+        if (ev[i].type == KV_EVENT_PUT)
+            r = mirror_put(s, &ev[i].entry, now);
+        else if (ev[i].type == KV_EVENT_DELETE)
+            mirror_del(s, ev[i].entry.key);
+        else
+            broken = true;
+    }
+    kv_events_free(ev, n);
+    if (r < 0)
+        return ea_errorf(err, r, "out of memory");
+    if (broken)
+        return resync(s, now, err);
+    return derive(s, now, err);
+}
+
+bool rdzv_is_coordinator(const struct rdzv_session *s)
+{
+    return s->n_nodes > 0 && strcmp(s->nodes[0].node_id, s->cfg.self.node_id) == 0;
+}
+
+/* CAS `next` onto `state` fenced on `expected`; adopt the winner's value on conflict. */
+static int write_state(struct rdzv_session *s, const struct rdzv_state *next, int64_t expected,
+                       struct ea_error *err)
+{
+    char key[KEY_MAX], *json = NULL;
+    key_of(s, key, "state");
+    int r = rdzv_state_encode(next, &json, err);
+    if (r < 0)
+        return r;
+    struct kv_entry cur = {0};
+    int64_t rev = 0;
+    r = kv_cas(s->kv, key, json, strlen(json), expected, 0, &rev, &cur, err);
+    if (r == 0) {
+        /* mirror our own write at once (the watch will confirm it) */
+        ssize_t i = mirror_find(s, key);
+        struct kv_entry e = {.key = key, .value = json, .value_len = strlen(json),
+                             .mod_revision = rev,
+                             .create_revision = i >= 0 ? s->keys[i].create_revision : rev};
+        struct kv_entry copy;
+        r = kv_entry_copy(&copy, &e);
+        if (r == 0)
+            r = mirror_put(s, &copy, ea_now_ms());
+        free(json);
+        if (r < 0)
+            return ea_errorf(err, r, "out of memory");
+        r = derive(s, ea_now_ms(), err);
+        return r < 0 ? r : 1;
+    }
+    free(json);
+    if (r == KV_ECONFLICT) {
+        r = 0;
+        if (cur.mod_revision > 0)
+            r = mirror_put(s, &cur, ea_now_ms());
+        else
+            mirror_del(s, key);
+        kv_entry_clear(&cur);
+        if (r < 0)
+            return ea_errorf(err, r, "out of memory");
+        r = derive(s, ea_now_ms(), err);
+        return r < 0 ? r : 0;
+    }
+    return r;
+}
+
+int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    int r = derive(s, now_ms, err);
+    if (r < 0)
+        return r;
+    s->plan_wake_ms = -1;
+    if (!rdzv_is_coordinator(s))
+        return 0;
+    struct rdzv_view v = {
+        .state = s->have_state ? &s->state : NULL,
+        .nodes = s->nodes,
+        .n_nodes = s->n_nodes,
+        .done = s->done,
+        .n_done = s->n_done,
+        .now_ms = now_ms,
+        .last_arrival_ms = s->last_arrival_ms,
+        .min_reached_ms = s->min_reached_ms,
+    };
+    struct rdzv_state next = {0};
+    r = rdzv_plan(&s->cfg.params, &v, &next, &s->plan_wake_ms, err);
+    if (r <= 0)
+        return r;
+    r = write_state(s, &next, s->have_state ? s->state_rev : 0, err);
+    rdzv_state_clear(&next);
+    return r;
+}
+
+int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms)
+        return 0;
+    int r = kv_lease_keepalive(s->kv, s->lease, NULL, err);
+    if (r == 0) {
+        s->renewed_ms = now_ms;
+        s->keepalive_due_ms = now_ms + s->cfg.lease_ttl_ms / 3;
+        return 0;
+    }
+    if (r != KV_ENOLEASE && now_ms - s->renewed_ms < s->cfg.lease_ttl_ms) {
+        /* transient: retry soon, and decide no later than the moment the lease would expire */
+        int64_t retry = now_ms + s->cfg.lease_ttl_ms / 10;
+        int64_t expiry = s->renewed_ms + s->cfg.lease_ttl_ms;
+        s->keepalive_due_ms = retry < expiry ? retry : expiry;
+        return r;
+    }
+    if (r != KV_ENOLEASE)
+        ea_error_wrap(err, r, "lease not renewed for %.1f s (TTL %.1f s)",
+                      (double)(now_ms - s->renewed_ms) / 1000.0,
+                      (double)s->cfg.lease_ttl_ms / 1000.0);
+    /* expired, or unrenewable for a whole TTL: assume we have been fenced out */
+    s->keepalive_due_ms = -1;
+    return KV_ENOLEASE;
+}
+
+int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err)
+{
+    int r = derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    if (!s->have_state || s->state_rev != generation || s->state.status != RDZV_RUNNING)
+        return 0; /* the run has moved on already */
+    struct rdzv_state next = {0};
+    r = rdzv_plan_reform(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
+    if (r < 0)
+        return r;
+    r = write_state(s, &next, generation, err);
+    rdzv_state_clear(&next);
+    return r < 0 ? r : 0;
+}
+
+int64_t rdzv_wake_ms(const struct rdzv_session *s)
+{
+    int64_t a = s->plan_wake_ms, b = s->keepalive_due_ms;
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    return a < b ? a : b;
+}
+
+const struct rdzv_state *rdzv_current(const struct rdzv_session *s, int64_t *ret_generation)
+{
+    if (!s->have_state)
+        return NULL;
+    if (ret_generation)
+        *ret_generation = s->state_rev;
+    return &s->state;
+}
+
+int rdzv_my_index(const struct rdzv_session *s)
+{
+    return s->have_state ? rdzv_state_find(&s->state, s->cfg.self.node_id) : -1;
+}
+
+size_t rdzv_live_count(const struct rdzv_session *s)
+{
+    return s->n_nodes;
+}
+
+int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
+                        struct ea_error *err)
+{
+    char key[KEY_MAX];
+    key_of(s, key, "rounds/%" PRId64 "/master", round);
+    struct kv_entry cur = {0};
+    int64_t rev = 0;
+    int r = kv_cas(s->kv, key, addr_port, strlen(addr_port), 0, 0, &rev, &cur, err);
+    if (r == 0) {
+        /* mirror our own write at once, so the caller can use it without waiting for the watch */
+        struct kv_entry e = {.key = key, .value = (char *)addr_port,
+                             .value_len = strlen(addr_port), .mod_revision = rev,
+                             .create_revision = rev};
+        r = kv_entry_copy(&cur, &e);
+    } else if (r != KV_ECONFLICT) {
+        return r;
+    }
+    r = r < 0 && r != KV_ECONFLICT ? r : mirror_put(s, &cur, ea_now_ms()); /* first one wins */
+    kv_entry_clear(&cur);
+    return r < 0 ? ea_errorf(err, r, "out of memory") : 0;
+}
+
+const char *rdzv_master(const struct rdzv_session *s, int64_t round)
+{
+    char key[KEY_MAX];
+    key_of(s, key, "rounds/%" PRId64 "/master", round);
+    ssize_t i = mirror_find(s, key);
+    return i >= 0 ? s->keys[i].value : NULL;
+}
+
+int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct rdzv_failure *f,
+                        struct ea_error *err)
+{
+    int r = derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    if (!s->have_state || s->state_rev != generation || s->state.status != RDZV_RUNNING)
+        return 0; /* the run has moved on already: this failure is part of an older round */
+    char key[KEY_MAX], *json = NULL;
+    key_of(s, key, "failures/%" PRId64, s->state.round);
+    if ((r = rdzv_failure_encode(f, &json, err)) < 0)
+        return r;
+    r = kv_cas(s->kv, key, json, strlen(json), 0, 0, NULL, NULL, err);
+    free(json);
+    if (r < 0 && r != KV_ECONFLICT)
+        return r;
+    struct rdzv_state next = {0};
+    r = rdzv_plan_failure(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
+    if (r < 0)
+        return r;
+    r = write_state(s, &next, generation, err);
+    rdzv_state_clear(&next);
+    return r < 0 ? r : 0;
+}
+
+int rdzv_get_failure(struct rdzv_session *s, int64_t round, struct rdzv_failure *ret,
+                     struct ea_error *err)
+{
+    char key[KEY_MAX];
+    key_of(s, key, "failures/%" PRId64, round);
+    struct kv_entry e = {0};
+    int r = kv_get(s->kv, key, &e, err);
+    if (r < 0)
+        return r;
+    r = rdzv_failure_decode(e.value, e.value_len, ret, err);
+    kv_entry_clear(&e);
+    return r;
+}
+
+int rdzv_report_done(struct rdzv_session *s, int64_t round, struct ea_error *err)
+{
+    char key[KEY_MAX];
+    key_of(s, key, "rounds/%" PRId64 "/done/%s", round, s->cfg.self.node_id);
+    return kv_put(s->kv, key, "{}", 2, 0, NULL, err);
+}
+
+int rdzv_leave(struct rdzv_session *s, struct ea_error *err)
+{
+    int r = kv_del(s->kv, s->node_key, err);
+    if (s->lease) {
+        int r2 = kv_lease_revoke(s->kv, s->lease, r < 0 ? NULL : err);
+        if (r == 0 && r2 != KV_ENOLEASE)
+            r = r2;
+        s->lease = 0;
+    }
+    s->keepalive_due_ms = -1;
+    return r;
+}
+
+bool rdzv_take_warning(struct rdzv_session *s, char *buf, size_t size)
+{
+    if (!s->warning[0])
+        return false;
+    snprintf(buf, size, "%s", s->warning);
+    s->warning[0] = '\0';
+    return true;
+}

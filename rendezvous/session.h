@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * rdzv session: one node's side of the rendezvous protocol over a kv store (DESIGN.md §3–4).
+ * Joins with a leased `nodes/<id>` key, mirrors the run's keys through one watch, and, when this
+ * node is the coordinator (lowest create_revision), commits rounds with CAS on `state`. It reports
+ * what the agent should do through the mirrored state; it never starts processes and never logs.
+ */
+#ifndef EA_RENDEZVOUS_SESSION_H
+#define EA_RENDEZVOUS_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv.h"
+#include "plan.h"
+#include "state.h"
+
+struct rdzv_config {
+    const char *prefix;     /* "/elastic/<run-id>/" — must end with '/' */
+    struct rdzv_node self;  /* node_id, host, addr, nproc, pid of this agent */
+    struct rdzv_params params;
+    int64_t lease_ttl_ms;
+};
+
+struct rdzv_session;
+
+/* Create (no I/O). `kv` is borrowed and must outlive the session. */
+int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdzv_session **ret,
+                        struct ea_error *err);
+/* Free; does not leave (call rdzv_leave first for a graceful exit). NULL is a no-op. */
+void rdzv_session_destroy(struct rdzv_session *s);
+
+/* Grant a lease, publish nodes/<id>, list the run and watch it from the listed revision.
+ * Also used to rejoin after the lease was lost. */
+int rdzv_join(struct rdzv_session *s, struct ea_error *err);
+
+/* Apply everything the store's watch has delivered (call when kv_event_fd is readable). A broken
+ * or compacted watch is repaired by re-listing. A corrupt `state` value: -EBADMSG with a message. */
+int rdzv_on_events(struct rdzv_session *s, struct ea_error *err);
+
+/* Coordinator duties at monotonic time `now_ms`: when this node coordinates, evaluate the plan and
+ * CAS the result. Returns 1 when it wrote, 0 otherwise. Cheap when there is nothing to do. */
+int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+
+/* Renew the lease if due at `now_ms`. KV_ENOLEASE: the lease is gone, or could not be renewed for
+ * a whole TTL (the store may have expired it) — this node may have been fenced out; the caller
+ * must stop its workers and rdzv_join() again. Other errors are transient. */
+int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+
+/* Monotonic time at which rdzv_tick()/rdzv_keepalive() next need to run (-1: never). */
+int64_t rdzv_wake_ms(const struct rdzv_session *s);
+
+/* The mirrored state (NULL before the first commit) and the generation of its round: the
+ * mod_revision at which `state` was last written (while RUNNING, the commit of the round). */
+const struct rdzv_state *rdzv_current(const struct rdzv_session *s, int64_t *ret_generation);
+/* This node's index among the current members, or -1 (spare / not admitted). */
+int rdzv_my_index(const struct rdzv_session *s);
+bool rdzv_is_coordinator(const struct rdzv_session *s);
+/* Number of live nodes (nodes/ keys) seen. */
+size_t rdzv_live_count(const struct rdzv_session *s);
+
+/* rounds/<round>/master: publish "addr:port" (create-only; returns 0 if it already existed with
+ * another value and that value wins) and read it (NULL until known; owned by the session). */
+int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
+                        struct ea_error *err);
+const char *rdzv_master(const struct rdzv_session *s, int64_t round);
+
+/*
+ * A local worker failed in the round of `generation`: record failures/<round> (create-only, first
+ * wins) and CAS `state` (fenced on `generation`) to the next round, WAITING or FAILED. A lost CAS
+ * means somebody else already moved the run on: 0, nothing charged twice.
+ */
+int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct rdzv_failure *f,
+                        struct ea_error *err);
+/* This node stopped the workers of `generation` without the run moving on (it lost its lease and
+ * rejoined): CAS `state`, fenced on `generation`, to the next round with the live nodes, without
+ * charging the restart budget. 0 when the run has moved on already. */
+int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err);
+
+/* Read failures/<round>. KV_ENOTFOUND when absent. */
+int rdzv_get_failure(struct rdzv_session *s, int64_t round, struct rdzv_failure *ret,
+                     struct ea_error *err);
+/* All local workers of `round` exited 0: put rounds/<round>/done/<id>. */
+int rdzv_report_done(struct rdzv_session *s, int64_t round, struct ea_error *err);
+
+/* Graceful leave: delete nodes/<id> and revoke the lease. */
+int rdzv_leave(struct rdzv_session *s, struct ea_error *err);
+
+/* Copy out a message about something ignored in the store (e.g. a corrupt node record) and clear
+ * it: true when there was one. Each distinct problem is reported once, for the agent to log. */
+bool rdzv_take_warning(struct rdzv_session *s, char *buf, size_t size);
+
+#endif

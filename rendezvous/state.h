@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * rdzv state: the records the rendezvous keeps in the store (DESIGN.md §3) and their JSON codec:
+ * the run's `state` (round, status, members in rank order, restart budget), a node's `nodes/<id>`
+ * record and a `failures/<r>` record. Decoding validates everything: a foreign or corrupt value is
+ * an error naming what is wrong, never trusted. No I/O here.
+ */
+#ifndef EA_RENDEZVOUS_STATE_H
+#define EA_RENDEZVOUS_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ea_error.h"
+
+#define RDZV_SCHEMA "elastic-agent/v1"
+#define RDZV_ID_MAX 128
+#define RDZV_HOST_MAX 256
+#define RDZV_ADDR_MAX 64
+
+enum rdzv_status {
+    RDZV_WAITING = 0, /* fewer than min live nodes: no round runs */
+    RDZV_RUNNING,     /* round `round` runs with `members` */
+    RDZV_SUCCEEDED,   /* every member of the last round finished with exit 0: everybody exits 0 */
+    RDZV_FAILED,      /* restart budget exhausted: everybody stops and exits 1 */
+    RDZV_CLOSED,      /* closed by an operator: everybody stops and exits 4 */
+};
+
+/* One node of a round, in rank order. */
+struct rdzv_member {
+    char node_id[RDZV_ID_MAX];
+    char host[RDZV_HOST_MAX];
+    char addr[RDZV_ADDR_MAX]; /* address workers use to reach this node (MASTER_ADDR if rank 0) */
+    int nproc;
+    int group_rank;
+    int rank_base; /* global rank of its local rank 0 = sum of nproc of earlier members */
+};
+
+/* The run's `state` key. */
+struct rdzv_state {
+    int64_t round;          /* 0 before the first commit */
+    enum rdzv_status status;
+    struct rdzv_member *members; /* rank order; malloc'ed, owned */
+    size_t n_members;
+    int world_size;         /* sum of members' nproc */
+    int restart_count;      /* job-wide failures charged so far */
+    int max_restarts;
+    int min_nodes, max_nodes;
+    int64_t failure_round;  /* round whose failures/<r> record explains FAILED, else 0 */
+};
+
+/* A `nodes/<id>` record (value of the leased key). */
+struct rdzv_node {
+    char node_id[RDZV_ID_MAX];
+    char host[RDZV_HOST_MAX];
+    char addr[RDZV_ADDR_MAX];
+    int nproc;
+    int64_t pid;
+    int64_t create_revision; /* from the store, not the JSON */
+};
+
+/* A `failures/<r>` record: the first worker failure of round r. */
+struct rdzv_failure {
+    char node_id[RDZV_ID_MAX];
+    char host[RDZV_HOST_MAX];
+    int rank, local_rank;
+    int exit_code;   /* -1 when killed by a signal */
+    int signal;      /* 0 unless killed by a signal */
+    int64_t pid;
+    int64_t time_ms; /* wall clock, for humans */
+    char message[1024]; /* root cause: the worker's error file message, or a generated one */
+};
+
+const char *rdzv_status_name(enum rdzv_status s);
+
+/* Encode to a malloc'ed NUL-terminated JSON string in *ret_json. 0 or -ENOMEM. */
+int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err);
+/* Decode and validate; -EBADMSG with a message naming the field when the value is not ours. */
+int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, struct ea_error *err);
+/* Free members; NULL-safe; leaves a zeroed state. */
+void rdzv_state_clear(struct rdzv_state *s);
+/* Deep copy. 0 or -ENOMEM. */
+int rdzv_state_copy(struct rdzv_state *dst, const struct rdzv_state *src);
+/* Index of node_id among members, or -1. */
+int rdzv_state_find(const struct rdzv_state *s, const char *node_id);
+
+int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error *err);
+int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct ea_error *err);
+
+int rdzv_failure_encode(const struct rdzv_failure *f, char **ret_json, struct ea_error *err);
+int rdzv_failure_decode(const char *json, size_t len, struct rdzv_failure *ret,
+                        struct ea_error *err);
+
+/* Copy `src` into a fixed buffer; -ENAMETOOLONG when it does not fit (nothing written). */
+int rdzv_strlcpy(char *dst, size_t size, const char *src);
+
+#endif

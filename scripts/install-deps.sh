@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages elastic-agent needs. Idempotent: does nothing when everything is
+# present; runs `apt-get update` once otherwise. `--test` adds what the test suite needs.
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
+      libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev procps)
+if [[ "${1:-}" == "--test" ]]; then
+  pkgs+=(libcriterion-dev etcd-server etcd-client openssh-server openssh-client iproute2 python3)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  SUDO="sudo"
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# etcd-server's package starts a system etcd on 2379 by default; tests start their own, so keep
+# package scripts from starting services.
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, builds the release and the sanitizer
+# (ASan+UBSan) builds, and runs every test (unit, KV conformance, real etcd, end to end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh --test
+./scripts/build.sh build
+./scripts/build.sh build-asan -DEA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+echo "== tests under ASan+UBSan =="
+ctest --test-dir build-asan --output-on-failure --timeout 300
+echo "== end-to-end tests on the release build =="
+ctest --test-dir build --output-on-failure --timeout 300 -L e2e

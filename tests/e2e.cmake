@@ -1,0 +1,7 @@
+# End-to-end tests: real agent processes on one host (file backend), real workers and signals.
+add_library(ea_e2e_harness STATIC e2e/harness.c)
+target_include_directories(ea_e2e_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
+target_link_libraries(ea_e2e_harness PUBLIC PkgConfig::CRITERION)
+target_compile_definitions(ea_e2e_harness PRIVATE EA_AGENT_BIN="$<TARGET_FILE:elastic-agent>")
+ea_add_criterion_test(test_e2e_local SOURCES e2e/test_e2e_local.c LIBS ea_e2e_harness
+                      TIMEOUT 600 LABELS e2e)

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t h_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void h_mkdtemp(char *buf, size_t size, const char *tag)
+{
+    snprintf(buf, size, "/tmp/ea-e2e-%s-XXXXXX", tag);
+    cr_assert(mkdtemp(buf), "mkdtemp: %s", strerror(errno));
+}
+
+void h_rmdir(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+}
+
+void h_agent_start(struct h_agent *a, const char *dir, const char *name, const char *const *args)
+{
+    memset(a, 0, sizeof(*a));
+    snprintf(a->log, sizeof(a->log), "%s/%s.log", dir, name);
+    snprintf(a->out, sizeof(a->out), "%s/%s.out", dir, name);
+    const char *argv[64] = {EA_AGENT_BIN};
+    int n = 1;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int e = open(a->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int o = open(a->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (e < 0 || o < 0 || dup2(e, 2) < 0 || dup2(o, 1) < 0)
+            _exit(126);
+        execv(argv[0], (char **)argv);
+        _exit(127);
+    }
+    a->pid = pid;
+    a->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    cr_assert_geq(a->pidfd, 0, "pidfd_open: %s", strerror(errno));
+}
+
+int h_agent_wait(struct h_agent *a, int timeout_ms)
+{
+    if (!a->reaped) {
+        struct pollfd p = {.fd = a->pidfd, .events = POLLIN};
+        if (poll(&p, 1, timeout_ms) != 1) {
+            kill(a->pid, SIGKILL);
+            waitpid(a->pid, &a->status, 0);
+            a->reaped = true;
+            close(a->pidfd);
+            return -1;
+        }
+        waitpid(a->pid, &a->status, 0);
+        a->reaped = true;
+        close(a->pidfd);
+    }
+    if (WIFEXITED(a->status))
+        return WEXITSTATUS(a->status);
+    return 128 + WTERMSIG(a->status);
+}
+
+void h_agent_signal(struct h_agent *a, int sig)
+{
+    if (!a->reaped)
+        kill(a->pid, sig);
+}
+
+bool h_file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t len = getdelim(&buf, &cap, '\0', f);
+    fclose(f);
+    bool found = len > 0 && strstr(buf, needle);
+    free(buf);
+    return found;
+}
+
+/* Wait until check() holds, re-checking on every inotify event on `watch` (file or dir). */
+static bool wait_inotify(const char *watch, uint32_t mask, bool (*check)(const void *),
+                         const void *arg, int timeout_ms)
+{
+    int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    cr_assert_geq(fd, 0);
+    inotify_add_watch(fd, watch, mask);
+    int64_t deadline = h_now_ms() + timeout_ms;
+    bool ok;
+    while (!(ok = check(arg))) {
+        int64_t left = deadline - h_now_ms();
+        if (left <= 0)
+            break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)left) == 1) {
+            char buf[4096];
+            while (read(fd, buf, sizeof(buf)) > 0)
+                ;
+        }
+    }
+    close(fd);
+    return ok;
+}
+
+struct log_arg {
+    const char *path, *needle;
+};
+
+static bool log_check(const void *p)
+{
+    const struct log_arg *l = p;
+    return h_file_contains(l->path, l->needle);
+}
+
+bool h_log_wait(const struct h_agent *a, const char *needle, int timeout_ms)
+{
+    struct log_arg l = {a->log, needle};
+    return wait_inotify(a->log, IN_MODIFY, log_check, &l, timeout_ms);
+}
+
+int h_count_files(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    size_t len = strlen(prefix);
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, len) == 0 && !strstr(e->d_name, ".tmp");
+    closedir(d);
+    return n;
+}
+
+struct count_arg {
+    const char *dir, *prefix;
+    int count;
+};
+
+static bool count_check(const void *p)
+{
+    const struct count_arg *c = p;
+    return h_count_files(c->dir, c->prefix) >= c->count;
+}
+
+int h_wait_files(const char *dir, const char *prefix, int count, int timeout_ms)
+{
+    struct count_arg c = {dir, prefix, count};
+    wait_inotify(dir, IN_CREATE | IN_MOVED_TO, count_check, &c, timeout_ms);
+    return h_count_files(dir, prefix);
+}
+
+const char *h_env_value(const char *path, const char *name)
+{
+    static char val[1024];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char line[4096];
+    size_t len = strlen(name);
+    const char *found = NULL;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, name, len) == 0 && line[len] == '=') {
+            snprintf(val, sizeof(val), "%s", line + len + 1);
+            val[strcspn(val, "\n")] = '\0';
+            found = val;
+            break;
+        }
+    fclose(f);
+    return found;
+}
+
+bool h_pid_gone(pid_t pid, int timeout_ms)
+{
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return errno == ESRCH;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    bool gone = poll(&p, 1, timeout_ms) == 1;
+    close(fd);
+    /* terminated; if it was re-parented to us (the test is a subreaper), reap it */
+    if (gone)
+        waitpid(pid, NULL, WNOHANG);
+    return gone;
+}
+
+pid_t h_read_pid(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long pid = -1;
+    if (fscanf(f, "%ld", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    return (pid_t)pid;
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * harness: end-to-end test support. Starts elastic-agent processes with their stderr in files,
+ * waits on real events with deadlines (pidfd for exits, inotify for files) — never sleeps.
+ */
+#ifndef EA_TESTS_E2E_HARNESS_H
+#define EA_TESTS_E2E_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct h_agent {
+    pid_t pid;
+    int pidfd;
+    char log[512]; /* the agent's stderr */
+    char out[512]; /* the agent's stdout */
+    int status;    /* wait status once reaped */
+    bool reaped;
+};
+
+/* A fresh temp directory (removed by h_rmdir). */
+void h_mkdtemp(char *buf, size_t size, const char *tag);
+void h_rmdir(const char *dir);
+
+/* Start `EA_AGENT_BIN args...` (NULL-terminated); logs go to dir/<name>.{log,out}. */
+void h_agent_start(struct h_agent *a, const char *dir, const char *name, const char *const *args);
+
+/* Wait for the agent to exit within timeout_ms: its exit code (128+sig when killed), or -1 on
+ * timeout (the agent is then SIGKILLed and reaped). */
+int h_agent_wait(struct h_agent *a, int timeout_ms);
+
+/* Send a signal to the agent. */
+void h_agent_signal(struct h_agent *a, int sig);
+
+/* True once the agent's log contains `needle`; waits up to timeout_ms for it (inotify). */
+bool h_log_wait(const struct h_agent *a, const char *needle, int timeout_ms);
+bool h_file_contains(const char *path, const char *needle);
+
+/* Number of regular files in dir whose name starts with prefix. */
+int h_count_files(const char *dir, const char *prefix);
+/* Wait until at least `count` such files exist (inotify on dir); returns the final count. */
+int h_wait_files(const char *dir, const char *prefix, int count, int timeout_ms);
+
+/* Value of NAME in a KEY=VALUE-per-line env file written by `ea-testworker record`; static. */
+const char *h_env_value(const char *path, const char *name);
+
+/* Wait until process `pid` (not necessarily our child) has terminated; true if in time. */
+bool h_pid_gone(pid_t pid, int timeout_ms);
+/* Read a pid from a file; -1 if absent. */
+pid_t h_read_pid(const char *path);
+
+/* Monotonic milliseconds. */
+int64_t h_now_ms(void);
+
+#endif

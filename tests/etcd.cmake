@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: Apache-2.0
+# Integration tests of the etcd backend against a real etcd (Debian etcd-server, etcdctl) that
+# the tests start on free loopback ports (tests/etcd/etcd_harness.h). The harness is a small
+# library so other suites (the kv conformance suite) can run against etcd too.
+add_library(ea_etcd_harness STATIC etcd/etcd_harness.c)
+target_include_directories(ea_etcd_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/etcd)
+target_link_libraries(ea_etcd_harness PUBLIC ea_backends ea_common)
+
+foreach(t kv watch fault security cluster bench)
+  ea_add_criterion_test(test_etcd_${t} SOURCES etcd/test_etcd_${t}.c LIBS ea_etcd_harness
+                        TIMEOUT 90)
+  set_tests_properties(test_etcd_${t} PROPERTIES LABELS etcd)
+endforeach()
+ea_add_criterion_test(test_etcd_progress SOURCES etcd/test_etcd_progress.c LIBS ea_etcd_harness TIMEOUT 90 LABELS etcd)
+
+# The shared KV conformance suite (tests/kv_conformance, registered in backends.cmake) run
+# against etcd through this directory's fixture.
+if(DEFINED EA_KV_CONFORMANCE_SOURCES)
+  ea_add_criterion_test(test_kv_conformance_etcd
+    SOURCES ${EA_KV_CONFORMANCE_SOURCES} etcd/fixture_etcd.c
+    LIBS ${EA_KV_CONFORMANCE_LIBS} ea_etcd_harness TIMEOUT 120)
+  target_include_directories(test_kv_conformance_etcd PRIVATE
+    ${CMAKE_CURRENT_SOURCE_DIR}/kv_conformance)
+  set_tests_properties(test_kv_conformance_etcd PROPERTIES LABELS etcd)
+endif()

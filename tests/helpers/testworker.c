@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * ea-testworker: one multi-mode worker for the tests (STYLE 14). Every mode blocks on events
+ * (signals, pipes, inotify), never on sleeps. Modes:
+ *   exit N                  exit with N
+ *   signal N                die by signal N (reset to the default action first)
+ *   record DIR [N]          write DIR/env.<RANK or pid>.<pid>: the environment, one KEY=VALUE a
+ *                           line (temp file + rename), then exit N (default 0)
+ *   fail-once DIR N         exit N if DIR/failed.marker could be created, else `record DIR 0`
+ *   hang                    print "ready <pid>", block until a signal ends it
+ *   ignore-term             ignore SIGTERM, print "ready <pid>", block forever
+ *   orphan PIDFILE          fork a grandchild (ignores SIGHUP, writes its pid to PIDFILE
+ *                           atomically, blocks forever); exit 0 once PIDFILE exists
+ *   orphan-setsid PIDFILE   the same, the grandchild calls setsid() first
+ *   errorfile MSG N         write torch's error-file JSON to $TORCHELASTIC_ERROR_FILE, exit N
+ *   echo-lines K            "line 1".."line K" on stdout, "eline 1".."eline K" on stderr
+ *   wait-file PATH [N]      block until PATH exists (inotify on its directory), exit N
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static int die(const char *what)
+{
+    fprintf(stderr, "ea-testworker: %s: %s\n", what, strerror(errno));
+    return 120;
+}
+
+static int num(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s) {
+        fprintf(stderr, "ea-testworker: not a number: '%s'\n", s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+/* Write `len` bytes to `path` through a temp name in the same directory and rename(2). */
+static int write_atomic(const char *path, const char *data, size_t len)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    if (close(fd) < 0 || rename(tmp, path) < 0)
+        return -1;
+    return 0;
+}
+
+static void block_forever(void)
+{
+    for (;;)
+        pause();
+}
+
+static int ready_then_block(void)
+{
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    block_forever();
+    return 0;
+}
+
+static int do_record(const char *dir, int code)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (char **e = environ; buf && *e; e++) {
+        size_t n = strlen(*e);
+        while (len + n + 2 > cap)
+            buf = realloc(buf, cap *= 2);
+        if (!buf)
+            break;
+        memcpy(buf + len, *e, n);
+        len += n;
+        buf[len++] = '\n';
+    }
+    if (!buf)
+        return die("out of memory");
+    const char *rank = getenv("RANK");
+    char path[PATH_MAX];
+    if (rank)
+        snprintf(path, sizeof(path), "%s/env.%s.%d", dir, rank, (int)getpid());
+    else
+        snprintf(path, sizeof(path), "%s/env.%d.%d", dir, (int)getpid(), (int)getpid());
+    int r = write_atomic(path, buf, len);
+    free(buf);
+    return r < 0 ? die(path) : code;
+}
+
+static int do_fail_once(const char *dir, int code)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/failed.marker", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        return code;
+    }
+    if (errno != EEXIST)
+        return die(path);
+    return do_record(dir, 0);
+}
+
+/* The grandchild tells its parent it is set up by closing the pipe: no polling for the file. */
+static int do_orphan(const char *pidfile, int new_session)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return die("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        return die("fork");
+    if (pid == 0) {
+        close(p[0]);
+        signal(SIGHUP, SIG_IGN);
+        if (new_session && setsid() < 0)
+            _exit(die("setsid"));
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+        if (write_atomic(pidfile, buf, (size_t)n) < 0)
+            _exit(die(pidfile));
+        close(p[1]);
+        block_forever();
+    }
+    close(p[1]);
+    char c;
+    while (read(p[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    close(p[0]);
+    return access(pidfile, F_OK) == 0 ? 0 : 121;
+}
+
+/* JSON string body of s (quotes, backslashes, control characters escaped). */
+static void json_str(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+}
+
+static int do_errorfile(const char *msg, int code)
+{
+    const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+    if (!path) {
+        fprintf(stderr, "ea-testworker: TORCHELASTIC_ERROR_FILE is not set\n");
+        return code;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return die("open_memstream");
+    fputs("{\"message\": {\"message\": \"RuntimeError: ", f);
+    json_str(f, msg);
+    fputs("\", \"extraInfo\": {\"py_callstack\": \"", f);
+    json_str(f, "Traceback (most recent call last):\n  File \"ea-testworker\", line 1, in "
+                "<module>\nRuntimeError: ");
+    json_str(f, msg);
+    fprintf(f, "\\n\", \"timestamp\": \"%lld\"}}}\n", (long long)time(NULL));
+    fclose(f);
+    int r = write_atomic(path, buf, len);
+    free(buf);
+    return r < 0 ? die(path) : code;
+}
+
+static int do_echo_lines(int k)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i <= k; i++) {
+        printf("line %d\n", i);
+        fprintf(stderr, "eline %d\n", i);
+    }
+    return 0;
+}
+
+static int do_wait_file(const char *path, int code)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0)
+        return die("inotify_init1");
+    if (inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO | IN_ATTRIB) < 0)
+        return die(dir);
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (access(path, F_OK) < 0) { /* checked after the watch exists: no lost wake-up */
+        if (read(fd, buf, sizeof(buf)) < 0 && errno != EINTR)
+            return die("inotify read");
+    }
+    close(fd);
+    return code;
+}
+
+static int do_signal(int sig)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    return 128 + sig;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "exit") == 0 && argc == 3)
+        return num(argv[2]);
+    if (strcmp(mode, "signal") == 0 && argc == 3)
+        return do_signal(num(argv[2]));
+    if (strcmp(mode, "record") == 0 && (argc == 3 || argc == 4))
+        return do_record(argv[2], argc == 4 ? num(argv[3]) : 0);
+    if (strcmp(mode, "fail-once") == 0 && argc == 4)
+        return do_fail_once(argv[2], num(argv[3]));
+    if (strcmp(mode, "hang") == 0 && argc == 2)
+        return ready_then_block();
+    if (strcmp(mode, "ignore-term") == 0 && argc == 2) {
+        signal(SIGTERM, SIG_IGN);
+        return ready_then_block();
+    }
+    if (strcmp(mode, "orphan") == 0 && argc == 3)
+        return do_orphan(argv[2], 0);
+    if (strcmp(mode, "orphan-setsid") == 0 && argc == 3)
+        return do_orphan(argv[2], 1);
+    if (strcmp(mode, "errorfile") == 0 && argc == 4)
+        return do_errorfile(argv[2], num(argv[3]));
+    if (strcmp(mode, "echo-lines") == 0 && argc == 3)
+        return do_echo_lines(num(argv[2]));
+    if (strcmp(mode, "wait-file") == 0 && (argc == 3 || argc == 4))
+        return do_wait_file(argv[2], argc == 4 ? num(argv[3]) : 0);
+    fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
+                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE |"
+                    " errorfile MSG N | echo-lines K | wait-file PATH [N]\n");
+    return 2;
+}

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * KV conformance suite, part 1: reads, writes, CAS, revisions (part 2, conformance_watch.c:
+ * leases, watches, concurrency). Written once, run against every backend: the backend is the
+ * fixture linked into the binary (see kvtest.h, struct kv_fixture).
+ *
+ * Adding a backend (e.g. "etcd-gateway"):
+ *   1. write a fixture file (here as fixture_<name>.c, or next to the backend's own tests with
+ *      tests/kv_conformance on its include path) defining
+ *        const struct kv_fixture kv_fixture = {.name = "etcd-gateway", .shared = ..., ...};
+ *      its setup() fills ctx->cfg (backend name, endpoints...) and may start the server (or
+ *      reuse one: every test keeps to its own key prefix ctx->prefix, so a shared store is fine);
+ *      its compact() makes a revision unavailable (etcd: the Compact RPC); `shared` = true only
+ *      if a handle opened in a forked child works (else CAS writers race as threads);
+ *   2. register the binary next to the others (tests/backends.cmake or the backend's fragment,
+ *      which is included after backends.cmake):
+ *        ea_add_criterion_test(test_kv_conformance_<name> SOURCES ${EA_KV_CONFORMANCE_SOURCES}
+ *                              <fixture file> LIBS ${EA_KV_CONFORMANCE_LIBS} <its libs>)
+ * Every test is fixture-agnostic; capabilities differ only through the fixture's fields
+ * (shared, bounded_log, min_ttl_ms, late_ms). Run one binary per backend.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kvtest.h"
+
+struct kvt_ctx kvt_suite_ctx;
+struct kv *kvt_suite_kv;
+
+#define C kvt_suite_ctx
+#define KV kvt_suite_kv
+#define K(name) kvt_key(&C, name)
+
+void kvt_suite_init(void)
+{
+    kvt_ctx_init(&C, kv_fixture.name);
+    if (kv_fixture.setup)
+        cr_assert_eq(kv_fixture.setup(&C), 0, "fixture %s: setup failed", kv_fixture.name);
+    struct ea_error err = {0};
+    int r = kv_open(&C.cfg, &KV, &err);
+    cr_assert_eq(r, 0, "open %s: %s (%s)", kv_fixture.name, kv_strerror(r), err.msg);
+}
+
+void kvt_suite_fini(void)
+{
+    if (!C.dir[0])
+        return; /* already done (kvt_skip) */
+    kv_close(KV);
+    KV = NULL;
+    if (kv_fixture.teardown)
+        kv_fixture.teardown(&C);
+    kvt_ctx_fini(&C);
+}
+
+TestSuite(kv, .init = kvt_suite_init, .fini = kvt_suite_fini, .timeout = 30);
+
+static struct kv_entry get_ok(const char *key)
+{
+    struct kv_entry e = {0};
+    struct ea_error err = {0};
+    int r = kv_get(KV, key, &e, &err);
+    cr_assert_eq(r, 0, "get %s: %s (%s)", key, kv_strerror(r), err.msg);
+    return e;
+}
+
+static void assert_absent(const char *key)
+{
+    struct kv_entry e = {.mod_revision = 77};
+    struct ea_error err = {0};
+    int r = kv_get(KV, key, &e, &err);
+    cr_assert_eq(r, KV_ENOTFOUND, "get %s: expected not found, got %s", key, kv_strerror(r));
+    cr_assert(e.key == NULL && e.mod_revision == 77, "ret touched on failure");
+    cr_assert_neq(err.msg[0], '\0', "no error message for a missing key");
+}
+
+Test(kv, put_then_get_returns_value_and_revisions)
+{
+    const char *v1 = "{\"v\":1}";
+    int64_t r1 = kvt_put(KV, K("a"), v1);
+    struct kv_entry e = get_ok(K("a"));
+    cr_assert_str_eq(e.key, K("a"));
+    cr_assert_eq(e.value_len, strlen(v1));
+    cr_assert_str_eq(e.value, v1);
+    cr_assert_eq(e.mod_revision, r1);
+    cr_assert_eq(e.create_revision, r1);
+    cr_assert_eq(e.lease, 0);
+    kv_entry_clear(&e);
+
+    int64_t r2 = kvt_put(KV, K("a"), "two");
+    cr_assert_gt(r2, r1);
+    e = get_ok(K("a"));
+    cr_assert_str_eq(e.value, "two");
+    cr_assert_eq(e.value_len, 3);
+    cr_assert_eq(e.mod_revision, r2);
+    cr_assert_eq(e.create_revision, r1, "an update must keep create_revision");
+    kv_entry_clear(&e);
+}
+
+Test(kv, get_missing_is_notfound_and_leaves_ret_untouched)
+{
+    assert_absent(K("never-written"));
+}
+
+Test(kv, values_are_binary_safe)
+{
+    const char bin[] = {'a', '\0', 'b', (char)0xff, (char)0xfe, '"', '\\', '\n'};
+    int64_t rev = 0;
+    cr_assert_eq(kv_put(KV, K("bin"), bin, sizeof(bin), 0, &rev, NULL), 0);
+    cr_assert_eq(kv_put(KV, K("empty"), "", 0, 0, NULL, NULL), 0);
+    struct kv_entry e = get_ok(K("bin"));
+    cr_assert_eq(e.value_len, sizeof(bin));
+    cr_assert_eq(memcmp(e.value, bin, sizeof(bin)), 0, "value bytes changed");
+    cr_assert_eq(e.value[sizeof(bin)], '\0', "value not NUL-terminated");
+    kv_entry_clear(&e);
+    e = get_ok(K("empty"));
+    cr_assert_eq(e.value_len, 0);
+    cr_assert_str_eq(e.value, "");
+    kv_entry_clear(&e);
+
+    /* and through a watch replay */
+    int64_t w = 0;
+    cr_assert_eq(kv_watch(KV, K("bin"), rev, &w, NULL), 0);
+    struct kvt_events acc = {0};
+    cr_assert_geq(kvt_wait_events(KV, w, &acc, 1, 3000), 1);
+    cr_assert_eq(acc.ev[0].entry.value_len, sizeof(bin));
+    cr_assert_eq(memcmp(acc.ev[0].entry.value, bin, sizeof(bin)), 0);
+    kvt_events_clear(&acc);
+}
+
+Test(kv, list_is_sorted_by_bytes_and_bounded_by_prefix)
+{
+    const char *keys[] = {"b", "a/2", "\xc3\xa9", "a/10", "c", "ab", "a/1"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        kvt_put(KV, K(keys[i]), keys[i]);
+
+    struct kv_list l = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_list(KV, K("a/"), &l, &err), 0, "%s", err.msg);
+    const char *want_a[] = {"a/1", "a/10", "a/2"};
+    cr_assert_eq(l.n, 3, "list a/ returned %zu keys", l.n);
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_str_eq(l.entries[i].key, K(want_a[i]));
+        cr_assert_str_eq(l.entries[i].value, want_a[i]);
+    }
+    kv_list_clear(&l);
+
+    cr_assert_eq(kv_list(KV, C.prefix, &l, NULL), 0);
+    const char *want_all[] = {"a/1", "a/10", "a/2", "ab", "b", "c", "\xc3\xa9"};
+    cr_assert_eq(l.n, 7);
+    for (size_t i = 0; i < 7; i++)
+        cr_assert_str_eq(l.entries[i].key, K(want_all[i]), "entry %zu", i);
+    kv_list_clear(&l);
+
+    l.revision = 77;
+    cr_assert_eq(kv_list(KV, K("zzz/"), &l, NULL), 0);
+    cr_assert_eq(l.n, 0);
+    cr_assert_gt(l.revision, 0, "an empty list still carries the store revision");
+    kv_list_clear(&l);
+}
+
+Test(kv, list_revision_is_the_store_revision_to_watch_after)
+{
+    int64_t ra = kvt_put(KV, K("a"), "1");
+    struct kv_list l = {0};
+    cr_assert_eq(kv_list(KV, C.prefix, &l, NULL), 0);
+    int64_t listed = l.revision;
+    kv_list_clear(&l);
+    cr_assert_geq(listed, ra, "list revision %lld, before the last write %lld", (long long)listed,
+                  (long long)ra);
+    int64_t rb = kvt_put(KV, K("b"), "1");
+    cr_assert_gt(rb, listed);
+
+    int64_t w = 0;
+    cr_assert_eq(kv_watch(KV, C.prefix, listed + 1, &w, NULL), 0);
+    struct kvt_events acc = {0};
+    kvt_wait_events(KV, w, &acc, 1, 3000);
+    kvt_wait_events(KV, w, &acc, 2, 200); /* anything more would be a bug */
+    cr_assert_eq(acc.n, 1, "watch from list revision + 1 delivered %zu events", acc.n);
+    cr_assert_eq(acc.ev[0].type, KV_EVENT_PUT);
+    cr_assert_str_eq(acc.ev[0].entry.key, K("b"));
+    cr_assert_eq(acc.ev[0].entry.mod_revision, rb);
+    kvt_events_clear(&acc);
+}
+
+Test(kv, delete_removes_and_absent_delete_is_ok)
+{
+    kvt_put(KV, K("a"), "1");
+    kvt_put(KV, K("b"), "1");
+    struct ea_error err = {0};
+    cr_assert_eq(kv_del(KV, K("a"), &err), 0, "%s", err.msg);
+    assert_absent(K("a"));
+    struct kv_entry e = get_ok(K("b"));
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_del(KV, K("a"), NULL), 0, "deleting a deleted key");
+    cr_assert_eq(kv_del(KV, K("never"), NULL), 0, "deleting a never-written key");
+}
+
+Test(kv, revisions_strictly_increase_and_delete_is_a_revision)
+{
+    int64_t last = 0;
+    for (int i = 0; i < 20; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "k%d", i % 3);
+        int64_t r = kvt_put(KV, K(name), "v");
+        cr_assert_gt(r, last, "write %d got revision %lld after %lld", i, (long long)r,
+                     (long long)last);
+        last = r;
+    }
+    cr_assert_eq(kv_del(KV, K("k0"), NULL), 0);
+    int64_t after = kvt_put(KV, K("k9"), "v");
+    cr_assert_gt(after, last + 1, "the delete between must have taken a revision");
+}
+
+Test(kv, create_revision_kept_across_updates_and_reset_by_delete)
+{
+    int64_t r1 = kvt_put(KV, K("k"), "1");
+    int64_t r2 = kvt_put(KV, K("k"), "2");
+    int64_t r3 = 0;
+    cr_assert_eq(kv_cas(KV, K("k"), "3", 1, r2, 0, &r3, NULL, NULL), 0);
+    struct kv_entry e = get_ok(K("k"));
+    cr_assert_eq(e.create_revision, r1);
+    cr_assert_eq(e.mod_revision, r3);
+    kv_entry_clear(&e);
+
+    cr_assert_eq(kv_del(KV, K("k"), NULL), 0);
+    int64_t r5 = kvt_put(KV, K("k"), "again");
+    cr_assert_gt(r5, r3);
+    e = get_ok(K("k"));
+    cr_assert_eq(e.create_revision, r5, "a recreated key is a new incarnation");
+    cr_assert_eq(e.mod_revision, r5);
+    kv_entry_clear(&e);
+}
+
+Test(kv, cas_with_current_revision_writes)
+{
+    int64_t r1 = kvt_put(KV, K("k"), "1");
+    int64_t r2 = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(kv_cas(KV, K("k"), "2", 1, r1, 0, &r2, NULL, &err), 0, "%s", err.msg);
+    cr_assert_gt(r2, r1);
+    cr_assert_eq(kv_cas(KV, K("k"), "3", 1, r2, 0, NULL, NULL, NULL), 0, "NULL ret_mod_revision");
+    struct kv_entry e = get_ok(K("k"));
+    cr_assert_str_eq(e.value, "3");
+    cr_assert_gt(e.mod_revision, r2);
+    kv_entry_clear(&e);
+}
+
+Test(kv, cas_conflict_returns_current_value_and_revision)
+{
+    int64_t r1 = kvt_put(KV, K("k"), "one");
+    int64_t r2 = kvt_put(KV, K("k"), "two");
+    int64_t rev = 77;
+    struct kv_entry cur = {0};
+    struct ea_error err = {0};
+    int r = kv_cas(KV, K("k"), "three", 5, r1, 0, &rev, &cur, &err);
+    cr_assert_eq(r, KV_ECONFLICT, "stale CAS: %s", kv_strerror(r));
+    cr_assert_eq(rev, 77, "ret_mod_revision touched on conflict");
+    cr_assert_str_eq(cur.key, K("k"));
+    cr_assert_str_eq(cur.value, "two");
+    cr_assert_eq(cur.value_len, 3);
+    cr_assert_eq(cur.mod_revision, r2);
+    cr_assert_eq(cur.create_revision, r1);
+    kv_entry_clear(&cur);
+    struct kv_entry e = get_ok(K("k"));
+    cr_assert_str_eq(e.value, "two", "a lost CAS must not write");
+    kv_entry_clear(&e);
+    /* NULL ret_current is allowed */
+    cr_assert_eq(kv_cas(KV, K("k"), "x", 1, r1, 0, NULL, NULL, NULL), KV_ECONFLICT);
+}
+
+Test(kv, cas_expected_zero_is_create_only)
+{
+    int64_t r1 = 0;
+    cr_assert_eq(kv_cas(KV, K("k"), "first", 5, 0, 0, &r1, NULL, NULL), 0);
+    struct kv_entry e = get_ok(K("k"));
+    cr_assert_eq(e.create_revision, r1);
+    cr_assert_eq(e.mod_revision, r1);
+    kv_entry_clear(&e);
+
+    struct kv_entry cur = {0};
+    cr_assert_eq(kv_cas(KV, K("k"), "second", 6, 0, 0, NULL, &cur, NULL), KV_ECONFLICT);
+    cr_assert_str_eq(cur.value, "first");
+    cr_assert_eq(cur.mod_revision, r1);
+    kv_entry_clear(&cur);
+    e = get_ok(K("k"));
+    cr_assert_str_eq(e.value, "first");
+    kv_entry_clear(&e);
+
+    /* after a delete the key can be created again */
+    cr_assert_eq(kv_del(KV, K("k"), NULL), 0);
+    cr_assert_eq(kv_cas(KV, K("k"), "third", 5, 0, 0, NULL, NULL, NULL), 0);
+}
+
+Test(kv, cas_on_absent_key_with_nonzero_expected_conflicts_with_empty_current)
+{
+    struct kv_entry cur = {.mod_revision = 77};
+    int r = kv_cas(KV, K("absent"), "x", 1, 5, 0, NULL, &cur, NULL);
+    cr_assert_eq(r, KV_ECONFLICT, "got %s", kv_strerror(r));
+    cr_assert_str_eq(cur.key, K("absent"));
+    cr_assert_not_null(cur.value);
+    cr_assert_str_eq(cur.value, "");
+    cr_assert_eq(cur.value_len, 0);
+    cr_assert_eq(cur.mod_revision, 0);
+    cr_assert_eq(cur.create_revision, 0);
+    kv_entry_clear(&cur);
+    assert_absent(K("absent"));
+
+    /* a deleted key: its old revision no longer matches */
+    int64_t r1 = kvt_put(KV, K("gone"), "v");
+    cr_assert_eq(kv_del(KV, K("gone"), NULL), 0);
+    cr_assert_eq(kv_cas(KV, K("gone"), "y", 1, r1, 0, NULL, &cur, NULL), KV_ECONFLICT);
+    cr_assert_eq(cur.mod_revision, 0);
+    kv_entry_clear(&cur);
+    assert_absent(K("gone"));
+}
+
+Test(kv, put_with_unknown_lease_fails)
+{
+    struct ea_error err = {0};
+    int r = kv_put(KV, K("k"), "v", 1, 987654321, NULL, &err);
+    cr_assert_eq(r, KV_ENOLEASE, "got %s", kv_strerror(r));
+    assert_absent(K("k"));
+}

@@ -1,0 +1,5 @@
+# Unit tests of the rendezvous protocol (pure functions: codec, plan) and the session over the
+# memory backend.
+ea_add_criterion_test(test_rdzv_state SOURCES unit/test_rdzv_state.c LIBS ea_rendezvous)
+ea_add_criterion_test(test_rdzv_plan SOURCES unit/test_rdzv_plan.c LIBS ea_rendezvous)
+ea_add_criterion_test(test_rdzv_session SOURCES unit/test_rdzv_session.c LIBS ea_rendezvous)

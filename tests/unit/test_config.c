@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Options: the CLI contract (names, env, PET_*, precedence) and one-line errors for bad input. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define ARGV(...) ((char *[]){"elastic-agent", __VA_ARGS__, NULL})
+
+static int parse(char **argv, char **envp, struct cfg *c, struct ea_error *err)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    return cfg_parse(argc, argv, envp, c, err);
+}
+
+Test(config, defaults)
+{
+    struct cfg c;
+    char **argv = ARGV("--", "true");
+    cr_assert_eq(parse(argv, NULL, &c, NULL), 0);
+    cr_assert_eq(c.min_nodes, 1);
+    cr_assert_eq(c.max_nodes, 1);
+    cr_assert_eq(c.nproc_per_node, 1);
+    cr_assert_eq(c.max_restarts, 0);
+    cr_assert_eq(c.join_timeout_ms, 600000);
+    cr_assert_eq(c.last_call_ms, 30000);
+    cr_assert_eq(c.settle_ms, 1000);
+    cr_assert_eq(c.lease_ttl_ms, 10000);
+    cr_assert_eq(c.stop_timeout_ms, 10000);
+    cr_assert_str_eq(c.backend, "file");
+    cr_assert_str_eq(c.run_id, "default");
+    cr_assert_str_eq(c.command[0], "true");
+    cr_assert(c.node_id && c.node_id[0]);
+}
+
+Test(config, cli_contract)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    char **argv = ARGV("--min", "2", "--max=8", "--nproc-per-node", "4", "--run-id", "job1",
+                       "--max-restarts", "3", "--settle", "0.25", "--lease-ttl", "1.5", "--tee",
+                       "--log-dir", "/tmp/x", "python", "train.py", "--lr", "1");
+    cr_assert_eq(parse(argv, NULL, &c, &err), 0, "%s", err.msg);
+    cr_assert_eq(c.min_nodes, 2);
+    cr_assert_eq(c.max_nodes, 8);
+    cr_assert_eq(c.nproc_per_node, 4);
+    cr_assert_str_eq(c.run_id, "job1");
+    cr_assert_eq(c.max_restarts, 3);
+    cr_assert_eq(c.settle_ms, 250);
+    cr_assert_eq(c.lease_ttl_ms, 1500);
+    cr_assert(c.tee);
+    cr_assert_str_eq(c.command[0], "python");
+    cr_assert_str_eq(c.command[2], "--lr", "options after the command belong to the worker");
+}
+
+Test(config, torchrun_spellings)
+{
+    struct cfg c;
+    cr_assert_eq(parse(ARGV("--nnodes", "2:4", "--nproc_per_node", "2", "--rdzv_id", "r",
+                            "--rdzv-endpoint", "127.0.0.1:2379", "x"),
+                       NULL, &c, NULL),
+                 0);
+    cr_assert_eq(c.min_nodes, 2);
+    cr_assert_eq(c.max_nodes, 4);
+    cr_assert_eq(c.nproc_per_node, 2);
+    cr_assert_str_eq(c.run_id, "r");
+    cr_assert_str_eq(c.backend, "etcd");
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "http://127.0.0.1:2379", "x"), NULL, &c, NULL), 0);
+    cr_assert_str_eq(c.backend, "etcd-gateway");
+}
+
+Test(config, env_precedence)
+{
+    struct cfg c;
+    char *env[] = {"PET_NNODES=3", "PET_NPROC_PER_NODE=5", "ELASTIC_NPROC_PER_NODE=6",
+                   "ELASTIC_RUN_ID=fromenv", "PET_MAX_RESTARTS=2", NULL};
+    cr_assert_eq(parse(ARGV("--max-restarts", "9", "x"), env, &c, NULL), 0);
+    cr_assert_eq(c.min_nodes, 3);
+    cr_assert_eq(c.max_nodes, 3);
+    cr_assert_eq(c.nproc_per_node, 6, "ELASTIC_* wins over PET_*");
+    cr_assert_str_eq(c.run_id, "fromenv");
+    cr_assert_eq(c.max_restarts, 9, "the command line wins over the environment");
+    char *kf[] = {"PET_N_PROC_PER_NODE=7", "PET_STANDALONE=", NULL};
+    cr_assert_eq(parse(ARGV("x"), kf, &c, NULL), 0);
+    cr_assert_eq(c.nproc_per_node, 7);
+    cr_assert(c.standalone, "Kubeflow writes PET_STANDALONE=\"\" to mean on");
+    cr_assert_str_eq(c.backend, "memory");
+}
+
+static void expect_error(char **argv, const char *needle)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    cr_assert_eq(parse(argv, NULL, &c, &err), -EINVAL, "accepted, wanted '%s'", needle);
+    cr_assert(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
+    cr_assert_null(strchr(err.msg, '\n'), "one line");
+}
+
+Test(config, bad_input_is_named)
+{
+    expect_error(ARGV("--bogus", "x"), "unknown option '--bogus'");
+    expect_error(ARGV("-x", "y"), "unknown option '-x'");
+    expect_error(ARGV("--min", "3", "--max", "2", "x"), "--min 3 is larger than --max 2");
+    expect_error(ARGV("--min", "two", "x"), "--min: 'two'");
+    expect_error(ARGV("--min", "2x", "x"), "--min: '2x'");
+    expect_error(ARGV("--min", "0", "x"), "--min: '0'");
+    expect_error(ARGV("--settle", "-1", "x"), "--settle: '-1'");
+    expect_error(ARGV("--settle", "nan", "x"), "--settle: 'nan'");
+    expect_error(ARGV("--nnodes", "4:2", "x"), "MAX must be >= MIN");
+    expect_error(ARGV("--nnodes", "a:b", "x"), "MIN[:MAX]");
+    expect_error(ARGV("--nnodes", "2", "--min", "1", "x"), "either --nnodes or --min/--max");
+    expect_error(ARGV("--min", "2"), "missing the worker command");
+    expect_error(ARGV("--run-id"), "--run-id needs a value");
+    expect_error(ARGV("--run-id", "a/b", "x"), "--run-id: 'a/b'");
+    expect_error(ARGV("--rdzv-backend", "c10d", "x"), "torchrun backend");
+    expect_error(ARGV("--rdzv-backend", "etcd", "x"), "needs --rdzv-endpoint");
+    expect_error(ARGV("--rdzv-endpoint", "h:1", "--rdzv-backend", "file", "x"), "no meaning");
+    expect_error(ARGV("--standalone", "--max", "4", "x"), "--standalone");
+    expect_error(ARGV("--log-level", "loud", "x"), "--log-level: 'loud'");
+    expect_error(ARGV("--tee=maybe", "x"), "--tee: 'maybe'");
+}
+
+Test(config, env_errors_name_the_variable)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    char *env[] = {"ELASTIC_MAX_RESTARTS=lots", NULL};
+    cr_assert_eq(parse(ARGV("x"), env, &c, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "ELASTIC_MAX_RESTARTS: 'lots'"), "%s", err.msg);
+}
+
+Test(config, help_lists_every_option)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cfg_print_help(f);
+    fclose(f);
+    const char *flags[] = {"--min", "--max", "--nnodes", "--nproc-per-node", "--run-id",
+                           "--rdzv-backend", "--rdzv-endpoint", "--standalone", "--state-dir",
+                           "--node-id", "--max-restarts", "--join-timeout", "--last-call",
+                           "--settle", "--lease-ttl", "--stop-timeout", "--log-dir", "--tee",
+                           "--help", "--version", "PET_NPROC_PER_NODE"};
+    for (size_t i = 0; i < sizeof(flags) / sizeof(*flags); i++)
+        cr_assert(strstr(buf, flags[i]), "--help lacks %s", flags[i]);
+    free(buf);
+    struct cfg c;
+    cr_assert_eq(parse(ARGV("--help"), NULL, &c, NULL), 0);
+    cr_assert(c.help, "--help needs no command");
+}
+
+Test(config, etcd_password_never_from_the_command_line)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    char **argv = ARGV("--password", "hunter2", "x");
+    cr_assert_eq(parse(argv, NULL, &c, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "unknown option '--password'"), "%s", err.msg);
+
+    char **with_user = ARGV("--rdzv-endpoint", "127.0.0.1:2379", "--user", "root", "x");
+    cr_assert_eq(parse(with_user, NULL, &c, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "ELASTIC_ETCD_PASSWORD"), "%s", err.msg);
+
+    char *env[] = {"ELASTIC_ETCD_PASSWORD=s3cret", NULL};
+    cr_assert_eq(parse(with_user, env, &c, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(c.password, "s3cret");
+
+    char path[] = "/tmp/ea-pw-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_eq(write(fd, "fromfile\n", 9), 9);
+    close(fd);
+    char **with_file = ARGV("--rdzv-endpoint", "127.0.0.1:2379", "--user", "root",
+                            "--password-file", path, "x");
+    cr_assert_eq(parse(with_file, env, &c, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(c.password, "fromfile", "the file wins; its newline is dropped");
+    unlink(path);
+    cr_assert_eq(parse(with_file, env, &c, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "--password-file: cannot read"), "%s", err.msg);
+}

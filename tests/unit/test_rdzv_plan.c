@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The protocol's rules (DESIGN.md §4) as pure functions: cold start, scale up/down, failures,
+ * success, rank assignment. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan.h"
+
+static struct rdzv_params P = {.min_nodes = 2, .max_nodes = 4, .settle_ms = 1000,
+                               .last_call_ms = 30000, .max_restarts = 1};
+
+static struct rdzv_node nodes[8];
+
+static void mknodes(int n)
+{
+    memset(nodes, 0, sizeof(nodes));
+    for (int i = 0; i < n; i++) {
+        snprintf(nodes[i].node_id, sizeof(nodes[i].node_id), "n%d", i);
+        snprintf(nodes[i].host, sizeof(nodes[i].host), "h%d", i);
+        snprintf(nodes[i].addr, sizeof(nodes[i].addr), "10.0.0.%d", i);
+        nodes[i].nproc = 2;
+        nodes[i].create_revision = 10 + i;
+    }
+}
+
+static int plan(const struct rdzv_state *s, int n, int64_t now, int64_t last_arrival,
+                int64_t min_reached, struct rdzv_state *next, int64_t *wake)
+{
+    struct rdzv_view v = {.state = s, .nodes = nodes, .n_nodes = (size_t)n, .now_ms = now,
+                          .last_arrival_ms = last_arrival, .min_reached_ms = min_reached};
+    return rdzv_plan(&P, &v, next, wake, NULL);
+}
+
+Test(plan, cold_start_waits_below_min)
+{
+    mknodes(1);
+    struct rdzv_state next;
+    int64_t wake;
+    cr_assert_eq(plan(NULL, 1, 100000, 0, -1, &next, &wake), 0);
+    cr_assert_eq(wake, -1);
+}
+
+Test(plan, cold_start_settles_then_commits)
+{
+    mknodes(3);
+    struct rdzv_state next;
+    int64_t wake;
+    /* 3 of max 4 present, last arrival at t=5000: wait until 6000 */
+    cr_assert_eq(plan(NULL, 3, 5500, 5000, 4000, &next, &wake), 0);
+    cr_assert_eq(wake, 6000);
+    cr_assert_eq(plan(NULL, 3, 6000, 5000, 4000, &next, &wake), 1);
+    cr_assert_eq(next.round, 1);
+    cr_assert_eq(next.status, RDZV_RUNNING);
+    cr_assert_eq(next.n_members, 3);
+    cr_assert_eq(next.world_size, 6);
+    cr_assert_str_eq(next.members[2].node_id, "n2");
+    cr_assert_eq(next.members[2].rank_base, 4);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, last_call_bounds_a_trickle)
+{
+    mknodes(3);
+    struct rdzv_state next;
+    int64_t wake;
+    /* arrivals keep coming (last at 40000) but min was reached at 10000: last call at 40000 */
+    cr_assert_eq(plan(NULL, 3, 39999, 39500, 10000, &next, &wake), 0);
+    cr_assert_eq(wake, 40000);
+    cr_assert_eq(plan(NULL, 3, 40000, 39900, 10000, &next, &wake), 1);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, commits_at_max_at_once)
+{
+    mknodes(5);
+    struct rdzv_state next;
+    int64_t wake;
+    cr_assert_eq(plan(NULL, 5, 100, 100, 50, &next, &wake), 1);
+    cr_assert_eq(next.n_members, 4, "extra node must stay a spare");
+    cr_assert_str_eq(next.members[3].node_id, "n3");
+    rdzv_state_clear(&next);
+}
+
+static struct rdzv_state running(int n)
+{
+    struct rdzv_state s = {0};
+    cr_assert_eq(rdzv_plan(&P,
+                           &(struct rdzv_view){.nodes = nodes, .n_nodes = (size_t)n,
+                                               .now_ms = 1000000, .min_reached_ms = 0},
+                           &s, &(int64_t){0}, NULL),
+                 1);
+    return s;
+}
+
+Test(plan, scale_down_keeps_survivor_order_and_budget)
+{
+    mknodes(4);
+    struct rdzv_state s = running(4), next;
+    int64_t wake;
+    /* n1 dies: nodes n0, n2, n3 remain */
+    nodes[1] = nodes[3];
+    cr_assert_eq(plan(&s, 3, 2000000, 0, 0, &next, &wake), 1);
+    cr_assert_eq(next.round, 2);
+    cr_assert_eq(next.restart_count, 0, "a lost node is not a worker failure");
+    cr_assert_eq(next.n_members, 3);
+    cr_assert_str_eq(next.members[0].node_id, "n0");
+    cr_assert_str_eq(next.members[1].node_id, "n2");
+    cr_assert_str_eq(next.members[2].node_id, "n3");
+    cr_assert_eq(next.members[2].rank_base, 4);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, below_min_waits_then_restarts)
+{
+    mknodes(2);
+    struct rdzv_state s = running(2), next, next2;
+    int64_t wake;
+    cr_assert_eq(plan(&s, 1, 2000000, 0, -1, &next, &wake), 1);
+    cr_assert_eq(next.status, RDZV_WAITING);
+    cr_assert_eq(next.round, 1);
+    /* a node comes back: a new round after settle, survivors first */
+    snprintf(nodes[1].node_id, sizeof(nodes[1].node_id), "fresh");
+    cr_assert_eq(plan(&next, 2, 3000000, 2999000, 2999000, &next2, &wake), 1);
+    cr_assert_eq(next2.round, 2);
+    cr_assert_eq(next2.status, RDZV_RUNNING);
+    cr_assert_str_eq(next2.members[0].node_id, "n0");
+    cr_assert_str_eq(next2.members[1].node_id, "fresh");
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+    rdzv_state_clear(&next2);
+}
+
+Test(plan, scale_up_batches_arrivals)
+{
+    mknodes(3);
+    struct rdzv_state s = running(2), next;
+    int64_t wake;
+    /* n2 arrived at 5000: wait for settle */
+    cr_assert_eq(plan(&s, 3, 5500, 5000, 0, &next, &wake), 0);
+    cr_assert_eq(wake, 6000);
+    cr_assert_eq(plan(&s, 3, 6000, 5000, 0, &next, &wake), 1);
+    cr_assert_eq(next.round, 2);
+    cr_assert_eq(next.n_members, 3);
+    cr_assert_str_eq(next.members[2].node_id, "n2");
+    cr_assert_eq(next.restart_count, 0);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, no_scale_up_at_max_or_while_finishing)
+{
+    mknodes(5);
+    struct rdzv_state s = running(4), next;
+    int64_t wake;
+    cr_assert_eq(plan(&s, 5, 9000000, 0, 0, &next, &wake), 0, "at max: newcomer is a spare");
+    rdzv_state_clear(&s);
+    mknodes(3);
+    s = running(2);
+    const char *done[] = {"n0"};
+    struct rdzv_view v = {.state = &s, .nodes = nodes, .n_nodes = 3, .done = done, .n_done = 1,
+                          .now_ms = 9000000, .last_arrival_ms = 0, .min_reached_ms = 0};
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 0);
+    rdzv_state_clear(&s);
+}
+
+Test(plan, success_when_all_members_done)
+{
+    mknodes(2);
+    struct rdzv_state s = running(2), next;
+    int64_t wake;
+    const char *done[] = {"n1", "n0"};
+    struct rdzv_view v = {.state = &s, .nodes = nodes, .n_nodes = 2, .done = done, .n_done = 2,
+                          .now_ms = 1};
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 1);
+    cr_assert_eq(next.status, RDZV_SUCCEEDED);
+    cr_assert_eq(next.round, s.round);
+    struct rdzv_state after;
+    v.state = &next;
+    cr_assert_eq(rdzv_plan(&P, &v, &after, &wake, NULL), 0, "succeeded is final");
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, failure_charges_budget_then_fails)
+{
+    mknodes(2);
+    struct rdzv_state s = running(2), next, last;
+    cr_assert_eq(rdzv_plan_failure(&P, &s, nodes, 2, &next, NULL), 1);
+    cr_assert_eq(next.status, RDZV_RUNNING);
+    cr_assert_eq(next.round, 2);
+    cr_assert_eq(next.restart_count, 1);
+    cr_assert_eq(rdzv_plan_failure(&P, &next, nodes, 2, &last, NULL), 1);
+    cr_assert_eq(last.status, RDZV_FAILED, "max_restarts 1: the second failure ends the run");
+    cr_assert_eq(last.failure_round, 2);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+    rdzv_state_clear(&last);
+}
+
+Test(plan, assign_caps_and_orders)
+{
+    mknodes(6);
+    struct rdzv_member *m;
+    size_t n;
+    struct rdzv_member prev_m[2] = {{.node_id = "n4", .nproc = 1}, {.node_id = "n1", .nproc = 1}};
+    struct rdzv_state prev = {.members = prev_m, .n_members = 2};
+    nodes[5].nproc = 3;
+    cr_assert_eq(rdzv_assign(&prev, nodes, 6, 4, &m, &n), 0);
+    cr_assert_eq(n, 4);
+    const char *want[] = {"n4", "n1", "n0", "n2"};
+    int base = 0;
+    for (int i = 0; i < 4; i++) {
+        cr_assert_str_eq(m[i].node_id, want[i]);
+        cr_assert_eq(m[i].group_rank, i);
+        cr_assert_eq(m[i].rank_base, base);
+        base += m[i].nproc;
+    }
+    free(m);
+}
+
+Test(plan, reform_is_not_charged)
+{
+    mknodes(3);
+    struct rdzv_state s = running(3), next;
+    cr_assert_eq(rdzv_plan_reform(&P, &s, nodes, 3, &next, NULL), 1);
+    cr_assert_eq(next.round, 2);
+    cr_assert_eq(next.status, RDZV_RUNNING);
+    cr_assert_eq(next.restart_count, 0);
+    cr_assert_str_eq(next.members[0].node_id, "n0");
+    rdzv_state_clear(&next);
+    cr_assert_eq(rdzv_plan_reform(&P, &s, nodes, 1, &next, NULL), 1);
+    cr_assert_eq(next.status, RDZV_WAITING, "below min");
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+}

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Error files in torch's format become the root cause; the failure table has torch's shape. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report.h"
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(report, reads_torch_error_files)
+{
+    char path[] = "/tmp/ea-err-XXXXXX";
+    close(mkstemp(path));
+    char buf[512];
+    write_file(path, "{\"message\": {\"message\": \"RuntimeError: boom\", \"extraInfo\": "
+                     "{\"py_callstack\": \"Traceback: x\", \"timestamp\": \"1\"}}}");
+    cr_assert_eq(report_read_error_file(path, buf, sizeof(buf)), 0);
+    cr_assert(strstr(buf, "RuntimeError: boom"));
+    cr_assert(strstr(buf, "Traceback: x"));
+    write_file(path, "{\"message\": \"plain\", \"timestamp\": 3}");
+    cr_assert_eq(report_read_error_file(path, buf, sizeof(buf)), 0);
+    cr_assert_str_eq(buf, "plain");
+    write_file(path, "garbage");
+    cr_assert_eq(report_read_error_file(path, buf, sizeof(buf)), -EBADMSG);
+    write_file(path, "{\"other\": 1}");
+    cr_assert_eq(report_read_error_file(path, buf, sizeof(buf)), -EBADMSG);
+    unlink(path);
+    cr_assert_eq(report_read_error_file(path, buf, sizeof(buf)), -ENOENT);
+}
+
+Test(report, default_messages)
+{
+    char buf[256];
+    report_default_message(-1, 9, 123, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "Signal 9 (SIGKILL) received by PID 123");
+    report_default_message(3, 0, 1, buf, sizeof(buf));
+    cr_assert(strstr(buf, "exited with code 3"));
+}
+
+Test(report, failure_table)
+{
+    struct rdzv_failure f = {.node_id = "n1", .host = "h1", .rank = 5, .local_rank = 1,
+                             .exit_code = 2, .pid = 77, .time_ms = 0,
+                             .message = "ValueError: bad\nsecond line"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    report_print_failure(out, "train.py", &f);
+    fclose(out);
+    cr_assert(strstr(buf, "train.py FAILED"));
+    cr_assert(strstr(buf, "Root Cause (first observed failure):"));
+    cr_assert(strstr(buf, "  rank      : 5 (local_rank: 1)"));
+    cr_assert(strstr(buf, "  exitcode  : 2 (pid: 77)"));
+    cr_assert(strstr(buf, "  host      : h1"));
+    cr_assert(strstr(buf, "ValueError: bad\n    second line"), "%s", buf);
+    free(buf);
+}
