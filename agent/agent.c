@@ -23,6 +23,7 @@
 #include "launcher.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "preempt.h"
 #include "report.h"
 #include "session.h"
 #include "workdir.h"
@@ -34,6 +35,7 @@ struct agent {
     struct rdzv_session *rdzv;
     struct launcher *launcher;
     int sigfd;
+    struct preempt preempt;
     struct group group;
     enum lc_group state;
     char workdir[PATH_MAX];
@@ -210,9 +212,10 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     }
     a->state = LC_RUNNING;
     log_info("round %" PRId64 " (generation %" PRId64 "): started %d worker(s), ranks %d-%d of "
-             "world %d, group rank %d of %zu, master %s",
+             "world %d, group rank %d of %zu, master %s; restarts %d/%d, scale events %d",
              s->round, gen, m->nproc, m->rank_base, m->rank_base + m->nproc - 1, s->world_size,
-             m->group_rank, s->n_members, master);
+             m->group_rank, s->n_members, master, s->restart_count, s->max_restarts,
+             s->scale_events);
 }
 
 static void exit_with(struct agent *a, int code)
@@ -363,6 +366,14 @@ static void on_signal(struct agent *a)
     }
 }
 
+static void on_preemption(struct agent *a)
+{
+    if (a->term_signal)
+        return;
+    log_info("preemption notice '%s': stopping workers and leaving the run", a->preempt.path);
+    a->term_signal = SIGTERM; /* the same graceful leave, and exit 143 */
+}
+
 static void on_store_events(struct agent *a)
 {
     struct ea_error err = {0};
@@ -435,7 +446,9 @@ static int64_t next_wake(const struct agent *a)
 static void housekeeping(struct agent *a, int64_t now)
 {
     struct ea_error err = {0};
+    bool answered = false; /* a store request succeeded in this pass */
     int r = rdzv_keepalive(a->rdzv, now, &err);
+    answered = r > 0;
     if (r == KV_ENOLEASE) {
         log_error("lease lost (%s): this node may have been fenced out; stopping workers and "
                   "rejoining",
@@ -473,16 +486,17 @@ static void housekeeping(struct agent *a, int64_t now)
     r = rdzv_tick(a->rdzv, now, &err);
     if (r < 0)
         store_problem(a, r, &err);
-    else if (!a->failure_pending)
+    else if ((answered || r > 0) && !a->failure_pending)
         store_ok(a);
 }
 
 static void loop(struct agent *a)
 {
-    struct pollfd fds[3] = {
+    struct pollfd fds[4] = {
         {.fd = a->sigfd, .events = POLLIN},
         {.fd = kv_event_fd(a->kv), .events = POLLIN},
         {.fd = launcher_fd(a->launcher), .events = POLLIN},
+        {.fd = a->preempt.fd, .events = POLLIN}, /* -1 (ignored) without --preemption-file */
     };
     while (!a->exiting) {
         int64_t now = ea_now_ms();
@@ -496,7 +510,7 @@ static void loop(struct agent *a)
         if (a->exiting)
             break;
         int timeout = ea_timeout_until(next_wake(a));
-        int n = poll(fds, 3, timeout);
+        int n = poll(fds, 4, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %s", strerror(errno));
             exit_with(a, AGENT_EXIT_RDZV);
@@ -506,6 +520,8 @@ static void loop(struct agent *a)
             continue;
         if (fds[0].revents & POLLIN)
             on_signal(a);
+        if ((fds[3].revents & POLLIN) && preempt_check(&a->preempt))
+            on_preemption(a);
         if (fds[2].revents & POLLIN)
             on_worker_exits(a);
         if (fds[1].revents & POLLIN)
@@ -580,9 +596,11 @@ static int join(struct agent *a)
                       (double)(ea_now_ms() - start) / 1000.0, err.msg);
             return AGENT_EXIT_STORE;
         }
+        int64_t left = start + a->cfg->join_timeout_ms - ea_now_ms();
+        int64_t wait = delay < left ? delay : left; /* never past --join-timeout */
         log_warn("cannot reach the store yet: %s; retrying in %.1f s", err.msg,
-                 (double)delay / 1000.0);
-        wait_or_signal(a, delay);
+                 (double)wait / 1000.0);
+        wait_or_signal(a, wait);
         if (a->term_signal)
             return 128 + a->term_signal;
         delay = delay * 2 > 5000 ? 5000 : delay * 2;
@@ -607,9 +625,14 @@ static int open_all(struct agent *a)
 {
     const struct cfg *c = a->cfg;
     struct ea_error err = {0};
+    /* A request slower than a third of the lease TTL is as good as lost: the lease must be
+     * renewed (or given up on) in time, and the loop never waits on the store longer. */
+    int64_t timeout = c->lease_ttl_ms / 3;
+    timeout = timeout < 300 ? 300 : timeout > 5000 ? 5000 : timeout;
     struct kv_config kc = {.backend = c->backend, .endpoints = c->endpoints,
                            .state_dir = c->state_dir, .cacert = c->cacert, .cert = c->cert,
-                           .key = c->key, .user = c->user, .password = c->password};
+                           .key = c->key, .user = c->user, .password = c->password,
+                           .request_timeout_ms = (int)timeout};
     int r = kv_open(&kc, &a->kv, &err);
     if (r < 0) {
         log_error("cannot open the %s store: %s", c->backend, err.msg);
@@ -650,9 +673,9 @@ static void teardown(struct agent *a)
 {
     if (a->launcher)
         drain_workers(a);
-    if (a->rdzv) {
+    if (a->rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
         struct ea_error err = {0};
-        if (rdzv_leave(a->rdzv, &err) < 0 && a->exit_code != AGENT_EXIT_STORE)
+        if (rdzv_leave(a->rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
     }
     group_clear(&a->group);
@@ -663,11 +686,13 @@ static void teardown(struct agent *a)
         workdir_remove(a->workdir);
     if (a->sigfd >= 0)
         close(a->sigfd);
+    preempt_close(&a->preempt);
 }
 
 int agent_run(const struct cfg *cfg, char **envp)
 {
-    struct agent a = {.cfg = cfg, .envp = envp, .sigfd = -1, .waiting_since_ms = -1,
+    struct agent a = {.cfg = cfg, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
+                      .waiting_since_ms = -1,
                       .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
                       .last_generation_logged = -1};
     log_init(cfg->log_level, cfg->node_id);
@@ -682,7 +707,16 @@ int agent_run(const struct cfg *cfg, char **envp)
                   strerror(errno));
         return AGENT_EXIT_RDZV;
     }
+    struct ea_error perr = {0};
     int code = open_all(&a);
+    if (code == 0 && preempt_open(&a.preempt, cfg->preemption_file, &perr) < 0) {
+        log_error("%s", perr.msg);
+        code = AGENT_EXIT_USAGE;
+    }
+    if (code == 0 && preempt_check(&a.preempt)) {
+        log_info("preemption notice '%s' already present: not joining", a.preempt.path);
+        code = 128 + SIGTERM;
+    }
     if (code == 0)
         code = join(&a);
     if (code == 0) {

@@ -64,6 +64,8 @@ static const struct opt opts[] = {
      "a node is declared lost this long after its agent stops renewing its lease"},
     {"stop-timeout", OPT_SEC, OFF(stop_timeout_ms), "10", 0, 3600, NULL, "SEC",
      "grace between SIGTERM and SIGKILL when stopping workers"},
+    {"preemption-file", OPT_STR, OFF(preemption_file), NULL, 0, 0, NULL, "PATH",
+     "leave the run gracefully (like SIGTERM) as soon as PATH exists (a preemption notice)"},
     {"log-dir", OPT_STR, OFF(log_dir), NULL, 0, 0, "PET_LOG_DIR", "DIR",
      "per-rank worker logs in DIR/<run-id>/<round>/rank_<r>.{out,err}"},
     {"tee", OPT_BOOL, OFF(tee), "0", 0, 0, NULL, NULL,

@@ -27,6 +27,7 @@ struct cfg {
     int max_restarts;
     int64_t join_timeout_ms, last_call_ms, settle_ms, lease_ttl_ms, stop_timeout_ms;
     const char *log_dir;
+    const char *preemption_file;
     bool tee;
     const char *log_level;
     const char *cacert, *cert, *key, *user;

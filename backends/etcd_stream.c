@@ -238,8 +238,7 @@ static void *io_thread(void *arg)
         pthread_mutex_lock(&e->lock);
         int64_t due = idle_due(e);
         pthread_mutex_unlock(&e->lock);
-        gpr_timespec deadline =
-            due < 0 ? gpr_inf_future(GPR_CLOCK_REALTIME) : etcd_deadline(due);
+        gpr_timespec deadline = due < 0 ? gpr_inf_future(GPR_CLOCK_REALTIME) : etcd_deadline(due);
         grpc_event ev = grpc_completion_queue_next(e->cq, deadline, NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;

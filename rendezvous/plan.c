@@ -53,10 +53,9 @@ int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, si
     return 0;
 }
 
-/* Fill `next` as a new round from `prev` (may be NULL) over the live nodes. */
-static int next_round(const struct rdzv_params *p, const struct rdzv_state *prev,
-                      const struct rdzv_node *nodes, size_t n_nodes, int restart_count,
-                      struct rdzv_state *next, struct ea_error *err)
+static int new_round(const struct rdzv_params *p, const struct rdzv_state *prev,
+                     const struct rdzv_node *nodes, size_t n_nodes, int restart_count, bool scale,
+                     struct rdzv_state *next, struct ea_error *err)
 {
     struct rdzv_state s = {0};
     if (rdzv_assign(prev, nodes, n_nodes, p->max_nodes, &s.members, &s.n_members) < 0)
@@ -69,8 +68,18 @@ static int next_round(const struct rdzv_params *p, const struct rdzv_state *prev
     s.max_restarts = p->max_restarts;
     s.min_nodes = p->min_nodes;
     s.max_nodes = p->max_nodes;
+    s.scale_events = (prev ? prev->scale_events : 0) + (scale && prev && prev->round > 0);
     *next = s;
     return 1;
+}
+
+/* Fill `next` as a new round from `prev` (may be NULL) over the live nodes. A membership-driven
+ * round after the first counts as a scale event. */
+static int next_round(const struct rdzv_params *p, const struct rdzv_state *prev,
+                      const struct rdzv_node *nodes, size_t n_nodes, int restart_count,
+                      struct rdzv_state *next, struct ea_error *err)
+{
+    return new_round(p, prev, nodes, n_nodes, restart_count, true, next, err);
 }
 
 /* A WAITING state that remembers the survivors (so they keep their order later). */
@@ -78,7 +87,7 @@ static int waiting(const struct rdzv_params *p, const struct rdzv_state *prev,
                    const struct rdzv_node *nodes, size_t n_nodes, int restart_count,
                    struct rdzv_state *next, struct ea_error *err)
 {
-    int r = next_round(p, prev, nodes, n_nodes, restart_count, next, err);
+    int r = new_round(p, prev, nodes, n_nodes, restart_count, false, next, err);
     if (r < 0)
         return r;
     next->round = prev->round; /* no round runs; the next commit is round + 1 */
@@ -134,6 +143,12 @@ static int plan_gather(const struct rdzv_params *p, const struct rdzv_view *v,
     return 0;
 }
 
+int64_t rdzv_charge_window_ms(const struct rdzv_params *p)
+{
+    int64_t slack = p->lease_ttl_ms / 2 > 1000 ? p->lease_ttl_ms / 2 : 1000;
+    return p->lease_ttl_ms + slack;
+}
+
 int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdzv_state *ret_next,
               int64_t *ret_wake_ms, struct ea_error *err)
 {
@@ -146,11 +161,14 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
 
     size_t survivors = count_survivors(s, v->nodes, v->n_nodes);
     size_t newcomers = v->n_nodes - survivors;
+    bool pending = s->charge_round > 0 && s->charge_round == s->round;
     if (survivors < s->n_members) {
-        /* a member left or its lease expired: re-form at once, without charging the budget */
+        /* a member left or its lease expired: re-form at once, without charging the budget; a
+         * failure still pending within this lease TTL was the loss's symptom: refund it */
+        int restarts = s->restart_count - (pending ? 1 : 0);
         if (v->n_nodes >= (size_t)p->min_nodes)
-            return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err);
-        return waiting(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err);
+            return next_round(p, s, v->nodes, v->n_nodes, restarts, ret_next, err);
+        return waiting(p, s, v->nodes, v->n_nodes, restarts, ret_next, err);
     }
     if (all_done(s, v->done, v->n_done)) {
         int r = rdzv_state_copy(ret_next, s);
@@ -159,12 +177,30 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
         ret_next->status = RDZV_SUCCEEDED;
         return 1;
     }
+    if (pending && v->charge_seen_ms >= 0) {
+        /* no member lost within one lease TTL of the failure (plus the store's expiry
+         * granularity and delivery: etcd checks leases every 0.5 s): the charge is final */
+        int64_t t_final = v->charge_seen_ms + rdzv_charge_window_ms(p);
+        if (v->now_ms >= t_final) {
+            int r = rdzv_state_copy(ret_next, s);
+            if (r < 0)
+                return ea_errorf(err, r, "out of memory");
+            ret_next->generation = v->generation; /* same round: workers keep running */
+            ret_next->charge_round = 0;
+            if (s->restart_count > s->max_restarts) {
+                ret_next->status = RDZV_FAILED;
+                ret_next->failure_round = s->charge_failed_round;
+            }
+            return 1;
+        }
+        *ret_wake_ms = t_final;
+    }
     /* scale up: batch arrivals for `settle`; not while members are finishing (n_done > 0) */
     if (newcomers > 0 && s->n_members < (size_t)p->max_nodes && v->n_done == 0) {
         int64_t t_settle = v->last_arrival_ms + p->settle_ms;
         if (v->now_ms >= t_settle)
             return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err);
-        *ret_wake_ms = t_settle;
+        *ret_wake_ms = earliest(*ret_wake_ms, t_settle);
     }
     return 0;
 }
@@ -174,19 +210,28 @@ int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
                       struct ea_error *err)
 {
     int restarts = s->restart_count + 1;
-    if (restarts > s->max_restarts) {
+    bool pending = s->charge_round > 0 && s->charge_round == s->round;
+    /* a failure while the last charge is pending confirms it; below min nothing restarts */
+    if (restarts > s->max_restarts && (pending || n_nodes < (size_t)p->min_nodes)) {
         int r = rdzv_state_copy(ret_next, s);
         if (r < 0)
             return ea_errorf(err, r, "out of memory");
         ret_next->status = RDZV_FAILED;
         ret_next->failure_round = s->round;
+        ret_next->restart_count = restarts;
+        ret_next->charge_round = 0;
         return 1;
     }
     struct rdzv_params q = *p;
     q.max_restarts = s->max_restarts; /* the run's budget, as committed */
     if (n_nodes < (size_t)p->min_nodes)
         return waiting(&q, s, nodes, n_nodes, restarts, ret_next, err);
-    return next_round(&q, s, nodes, n_nodes, restarts, ret_next, err);
+    int r = new_round(&q, s, nodes, n_nodes, restarts, false, ret_next, err);
+    if (r > 0) {
+        ret_next->charge_round = ret_next->round;
+        ret_next->charge_failed_round = s->round;
+    }
+    return r;
 }
 
 int rdzv_plan_reform(const struct rdzv_params *p, const struct rdzv_state *s,

@@ -18,6 +18,7 @@ struct rdzv_params {
     int64_t settle_ms;    /* commit at >= min once no node arrived for this long */
     int64_t last_call_ms; /* ... or once this long has passed since min was reached */
     int max_restarts;
+    int64_t lease_ttl_ms; /* a failure's charge is final after this long without a member lost */
 };
 
 /* What the coordinator sees. */
@@ -30,6 +31,8 @@ struct rdzv_view {
     int64_t now_ms;
     int64_t last_arrival_ms; /* when the newest live node appeared (monotonic) */
     int64_t min_reached_ms;  /* when the live count last reached >= min, -1 if below */
+    int64_t generation;      /* of the state's round */
+    int64_t charge_seen_ms;  /* when this node first saw the state's pending charge, -1: none */
 };
 
 /*
@@ -41,6 +44,10 @@ struct rdzv_view {
 int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdzv_state *ret_next,
               int64_t *ret_wake_ms, struct ea_error *err);
 
+/* How long a worker failure's charge stays provisional: one lease TTL plus max(1 s, TTL/2) for
+ * the store's lease-expiry granularity and event delivery. */
+int64_t rdzv_charge_window_ms(const struct rdzv_params *p);
+
 /*
  * Members of the next round: members of `prev` (may be NULL) that are still live, in their old
  * order, then live newcomers in arrival order, at most max_nodes; group ranks and rank bases
@@ -50,9 +57,12 @@ int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, si
                 int max_nodes, struct rdzv_member **ret, size_t *ret_n);
 
 /*
- * The state a worker failure in round `s->round` leads to: the next round with restart_count+1
- * (live nodes re-assigned), WAITING if fewer than min are live, or FAILED (failure_round = round)
- * when the budget is spent. *ret_next is owned by the caller.
+ * The state a worker failure in round `s->round` leads to: the next round at once, with
+ * restart_count+1 charged provisionally (charge_round = the new round): rdzv_plan() refunds it if
+ * a member turns out lost within one lease TTL (the failure was a symptom of the loss) and makes
+ * it final otherwise — FAILED then if the budget is spent. A failure in a round whose own charge
+ * is still pending confirms that charge: FAILED at once when over budget. Fewer than min live:
+ * WAITING (or FAILED when over budget). *ret_next is owned by the caller.
  */
 int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
                       const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,

@@ -39,6 +39,7 @@ struct rdzv_session {
     size_t n_done;
 
     int64_t last_arrival_ms, min_reached_ms, plan_wake_ms;
+    int64_t charge_seen_round, charge_seen_ms; /* when we first saw the pending charge */
     char warning[EA_ERROR_MSG_MAX];      /* pending, not yet taken */
     char last_warning[EA_ERROR_MSG_MAX]; /* so one bad key is reported once, not per event */
 };
@@ -72,6 +73,8 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     key_of(s, s->node_key, "nodes/%s", cfg->self.node_id);
     s->min_reached_ms = -1;
     s->plan_wake_ms = -1;
+    s->charge_seen_ms = -1;
+    s->cfg.params.lease_ttl_ms = cfg->lease_ttl_ms;
     s->keepalive_due_ms = -1;
     *ret = s;
     return 0;
@@ -227,6 +230,15 @@ static int derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     s->state = st;
     s->have_state = state_e != NULL;
     s->state_rev = state_e ? state_e->mod_revision : 0;
+    if (s->have_state && st.charge_round > 0 && st.charge_round == st.round) {
+        if (s->charge_seen_round != st.charge_round) {
+            s->charge_seen_round = st.charge_round;
+            s->charge_seen_ms = now_ms;
+        }
+    } else {
+        s->charge_seen_round = 0;
+        s->charge_seen_ms = -1;
+    }
     if (n_nodes >= (size_t)s->cfg.params.min_nodes) {
         if (s->min_reached_ms < 0)
             s->min_reached_ms = now_ms;
@@ -375,6 +387,8 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         .now_ms = now_ms,
         .last_arrival_ms = s->last_arrival_ms,
         .min_reached_ms = s->min_reached_ms,
+        .generation = s->have_state ? rdzv_state_generation(&s->state, s->state_rev) : 0,
+        .charge_seen_ms = s->charge_seen_ms,
     };
     struct rdzv_state next = {0};
     r = rdzv_plan(&s->cfg.params, &v, &next, &s->plan_wake_ms, err);
@@ -391,22 +405,25 @@ int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         return 0;
     int r = kv_lease_keepalive(s->kv, s->lease, NULL, err);
     if (r == 0) {
-        s->renewed_ms = now_ms;
+        s->renewed_ms = now_ms; /* sent at now_ms: the store's TTL restarted no earlier */
         s->keepalive_due_ms = now_ms + s->cfg.lease_ttl_ms / 3;
-        return 0;
+        return 1;
     }
-    if (r != KV_ENOLEASE && now_ms - s->renewed_ms < s->cfg.lease_ttl_ms) {
-        /* transient: retry soon, and decide no later than the moment the lease would expire */
-        int64_t retry = now_ms + s->cfg.lease_ttl_ms / 10;
-        int64_t expiry = s->renewed_ms + s->cfg.lease_ttl_ms;
-        s->keepalive_due_ms = retry < expiry ? retry : expiry;
+    /* Give up on the lease at 2/3 of its TTL without a renewal: the store may expire it at
+     * TTL, and this node must have begun stopping its workers before the others can declare it
+     * dead and move on (a partitioned node never keeps running an abandoned generation). The
+     * clock is read again: the failed request itself took time. */
+    int64_t after = ea_now_ms();
+    int64_t give_up = s->renewed_ms + s->cfg.lease_ttl_ms * 2 / 3;
+    if (r != KV_ENOLEASE && after < give_up) {
+        int64_t retry = after + s->cfg.lease_ttl_ms / 10;
+        s->keepalive_due_ms = retry < give_up ? retry : give_up;
         return r;
     }
     if (r != KV_ENOLEASE)
         ea_error_wrap(err, r, "lease not renewed for %.1f s (TTL %.1f s)",
-                      (double)(now_ms - s->renewed_ms) / 1000.0,
+                      (double)(after - s->renewed_ms) / 1000.0,
                       (double)s->cfg.lease_ttl_ms / 1000.0);
-    /* expired, or unrenewable for a whole TTL: assume we have been fenced out */
     s->keepalive_due_ms = -1;
     return KV_ENOLEASE;
 }
@@ -416,13 +433,14 @@ int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err
     int r = derive(s, ea_now_ms(), err);
     if (r < 0)
         return r;
-    if (!s->have_state || s->state_rev != generation || s->state.status != RDZV_RUNNING)
+    if (!s->have_state || rdzv_state_generation(&s->state, s->state_rev) != generation ||
+        s->state.status != RDZV_RUNNING)
         return 0; /* the run has moved on already */
     struct rdzv_state next = {0};
     r = rdzv_plan_reform(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
     if (r < 0)
         return r;
-    r = write_state(s, &next, generation, err);
+    r = write_state(s, &next, s->state_rev, err);
     rdzv_state_clear(&next);
     return r < 0 ? r : 0;
 }
@@ -442,7 +460,7 @@ const struct rdzv_state *rdzv_current(const struct rdzv_session *s, int64_t *ret
     if (!s->have_state)
         return NULL;
     if (ret_generation)
-        *ret_generation = s->state_rev;
+        *ret_generation = rdzv_state_generation(&s->state, s->state_rev);
     return &s->state;
 }
 
@@ -492,7 +510,8 @@ int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct
     int r = derive(s, ea_now_ms(), err);
     if (r < 0)
         return r;
-    if (!s->have_state || s->state_rev != generation || s->state.status != RDZV_RUNNING)
+    if (!s->have_state || rdzv_state_generation(&s->state, s->state_rev) != generation ||
+        s->state.status != RDZV_RUNNING)
         return 0; /* the run has moved on already: this failure is part of an older round */
     char key[KEY_MAX], *json = NULL;
     key_of(s, key, "failures/%" PRId64, s->state.round);
@@ -506,7 +525,7 @@ int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct
     r = rdzv_plan_failure(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
     if (r < 0)
         return r;
-    r = write_state(s, &next, generation, err);
+    r = write_state(s, &next, s->state_rev, err);
     rdzv_state_clear(&next);
     return r < 0 ? r : 0;
 }
@@ -534,6 +553,8 @@ int rdzv_report_done(struct rdzv_session *s, int64_t round, struct ea_error *err
 
 int rdzv_leave(struct rdzv_session *s, struct ea_error *err)
 {
+    if (!s->lease)
+        return 0; /* never joined (or already left): nothing of ours is in the store */
     int r = kv_del(s->kv, s->node_key, err);
     if (s->lease) {
         int r2 = kv_lease_revoke(s->kv, s->lease, r < 0 ? NULL : err);

@@ -42,9 +42,9 @@ int rdzv_on_events(struct rdzv_session *s, struct ea_error *err);
  * CAS the result. Returns 1 when it wrote, 0 otherwise. Cheap when there is nothing to do. */
 int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 
-/* Renew the lease if due at `now_ms`. KV_ENOLEASE: the lease is gone, or could not be renewed for
- * a whole TTL (the store may have expired it) — this node may have been fenced out; the caller
- * must stop its workers and rdzv_join() again. Other errors are transient. */
+/* Renew the lease if due at `now_ms`: 1 when renewed, 0 when not due. KV_ENOLEASE: the lease is gone, or could not be renewed for
+ * 2/3 of its TTL (the store may expire it soon) — this node may be fenced out; the caller must
+ * stop its workers and rdzv_join() again. Other errors are transient. */
 int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 
 /* Monotonic time at which rdzv_tick()/rdzv_keepalive() next need to run (-1: never). */
@@ -83,7 +83,7 @@ int rdzv_get_failure(struct rdzv_session *s, int64_t round, struct rdzv_failure 
 /* All local workers of `round` exited 0: put rounds/<round>/done/<id>. */
 int rdzv_report_done(struct rdzv_session *s, int64_t round, struct ea_error *err);
 
-/* Graceful leave: delete nodes/<id> and revoke the lease. */
+/* Graceful leave: delete nodes/<id> and revoke the lease. No-op before a successful join. */
 int rdzv_leave(struct rdzv_session *s, struct ea_error *err);
 
 /* Copy out a message about something ignored in the store (e.g. a corrupt node record) and clear

@@ -105,12 +105,16 @@ int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_err
         }
     if (!members)
         return ea_errorf(err, -ENOMEM, "out of memory encoding the state");
-    json_t *j = json_pack("{s:s, s:I, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:I}", "schema",
-                          RDZV_SCHEMA, "round", (json_int_t)s->round, "status",
+    json_t *j = json_pack("{s:s, s:I, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, "
+                          "s:i}",
+                          "schema", RDZV_SCHEMA, "round", (json_int_t)s->round, "status",
                           rdzv_status_name(s->status), "members", members, "world_size",
                           s->world_size, "restart_count", s->restart_count, "max_restarts",
                           s->max_restarts, "min", s->min_nodes, "max", s->max_nodes,
-                          "failure_round", (json_int_t)s->failure_round);
+                          "failure_round", (json_int_t)s->failure_round, "generation",
+                          (json_int_t)s->generation, "charge_round",
+                          (json_int_t)s->charge_round, "charge_failed_round",
+                          (json_int_t)s->charge_failed_round, "scale_events", s->scale_events);
     return dump(j, ret_json, err);
 }
 
@@ -144,18 +148,24 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     struct rdzv_state s = {0};
     const char *status = NULL;
     json_t *members = NULL;
-    json_int_t round = 0, failure_round = 0;
+    json_int_t round = 0, failure_round = 0, generation = 0, charge = 0, charge_failed = 0;
     json_error_t jerr;
-    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s?I}",
+    if (json_unpack_ex(root, &jerr, 0,
+                       "{s:I, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i}",
                        "round", &round, "status", &status, "members", &members, "world_size",
                        &s.world_size, "restart_count", &s.restart_count, "max_restarts",
                        &s.max_restarts, "min", &s.min_nodes, "max", &s.max_nodes,
-                       "failure_round", &failure_round) < 0) {
+                       "failure_round", &failure_round, "generation", &generation,
+                       "charge_round", &charge, "charge_failed_round", &charge_failed,
+                       "scale_events", &s.scale_events) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: %s", jerr.text);
         goto out;
     }
     s.round = round;
     s.failure_round = failure_round;
+    s.generation = generation;
+    s.charge_round = charge;
+    s.charge_failed_round = charge_failed;
     if (status_parse(status, &s.status) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: unknown status '%s'", status);
         goto out;
@@ -184,6 +194,7 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
         sum += s.members[i].nproc;
     }
     if (round < 0 || s.min_nodes < 1 || s.max_nodes < s.min_nodes || s.restart_count < 0 ||
+        generation < 0 || charge < 0 || charge_failed < 0 || s.scale_events < 0 ||
         s.max_restarts < 0 || s.world_size != sum ||
         (s.status == RDZV_RUNNING && (s.n_members == 0 || round < 1))) {
         r = ea_errorf(err, -EBADMSG,
@@ -222,6 +233,11 @@ int rdzv_state_copy(struct rdzv_state *dst, const struct rdzv_state *src)
     }
     *dst = c;
     return 0;
+}
+
+int64_t rdzv_state_generation(const struct rdzv_state *s, int64_t mod_revision)
+{
+    return s->generation > 0 ? s->generation : mod_revision;
 }
 
 int rdzv_state_find(const struct rdzv_state *s, const char *node_id)

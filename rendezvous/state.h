@@ -47,6 +47,13 @@ struct rdzv_state {
     int max_restarts;
     int min_nodes, max_nodes;
     int64_t failure_round;  /* round whose failures/<r> record explains FAILED, else 0 */
+    int64_t generation;     /* generation of `round` when this value was written inside the round
+                               (a same-round update); 0: the write committed the round, so the
+                               generation is the key's mod_revision */
+    int64_t charge_round;   /* round started by a worker failure whose restart charge is not final
+                               yet (refunded if a member turns out lost within one lease TTL) */
+    int64_t charge_failed_round; /* the round in which that worker failed */
+    int scale_events;       /* rounds started by membership changes (not charged) */
 };
 
 /* A `nodes/<id>` record (value of the leased key). */
@@ -81,6 +88,8 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
 void rdzv_state_clear(struct rdzv_state *s);
 /* Deep copy. 0 or -ENOMEM. */
 int rdzv_state_copy(struct rdzv_state *dst, const struct rdzv_state *src);
+/* The generation of the state's round, given the state key's mod_revision. */
+int64_t rdzv_state_generation(const struct rdzv_state *s, int64_t mod_revision);
 /* Index of node_id among members, or -1. */
 int rdzv_state_find(const struct rdzv_state *s, const char *node_id);
 

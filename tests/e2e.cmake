@@ -5,3 +5,12 @@ target_link_libraries(ea_e2e_harness PUBLIC PkgConfig::CRITERION)
 target_compile_definitions(ea_e2e_harness PRIVATE EA_AGENT_BIN="$<TARGET_FILE:elastic-agent>")
 ea_add_criterion_test(test_e2e_local SOURCES e2e/test_e2e_local.c LIBS ea_e2e_harness
                       TIMEOUT 600 LABELS e2e)
+
+# Elastic membership (issue #7): one source, two backends.
+ea_add_criterion_test(test_e2e_elastic_file SOURCES e2e/test_e2e_elastic.c LIBS ea_e2e_harness
+                      TIMEOUT 600 LABELS e2e)
+if(TARGET ea_etcd_harness)
+  ea_add_criterion_test(test_e2e_elastic_etcd SOURCES e2e/test_e2e_elastic.c
+                        LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e etcd)
+  target_compile_definitions(test_e2e_elastic_etcd PRIVATE EA_E2E_ETCD)
+endif()

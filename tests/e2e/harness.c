@@ -47,16 +47,20 @@ void h_agent_start(struct h_agent *a, const char *dir, const char *name, const c
     for (; args[n - 1] && n < 63; n++)
         argv[n] = args[n - 1];
     argv[n] = NULL;
+    /* the files exist before the agent runs, so an inotify watch on them never misses a line */
+    int e = open(a->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int o = open(a->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert(e >= 0 && o >= 0, "cannot create %s: %s", a->log, strerror(errno));
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        int e = open(a->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        int o = open(a->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (e < 0 || o < 0 || dup2(e, 2) < 0 || dup2(o, 1) < 0)
             _exit(126);
         execv(argv[0], (char **)argv);
         _exit(127);
     }
+    close(e);
+    close(o);
     a->pid = pid;
     a->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     cr_assert_geq(a->pidfd, 0, "pidfd_open: %s", strerror(errno));
@@ -108,7 +112,8 @@ static bool wait_inotify(const char *watch, uint32_t mask, bool (*check)(const v
 {
     int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     cr_assert_geq(fd, 0);
-    inotify_add_watch(fd, watch, mask);
+    cr_assert_geq(inotify_add_watch(fd, watch, mask), 0, "cannot watch %s: %s", watch,
+                  strerror(errno));
     int64_t deadline = h_now_ms() + timeout_ms;
     bool ok;
     while (!(ok = check(arg))) {

@@ -38,8 +38,7 @@ TestSuite(etcd_progress, .fini = teardown, .timeout = 60);
 static void open_kv(const char *endpoints)
 {
     struct ea_error err = {0};
-    cr_assert_eq(etcd_harness_open(endpoints, TIMEOUT_MS, NULL, NULL, &kv, &err), 0, "%s",
-                 err.msg);
+    cr_assert_eq(etcd_harness_open(endpoints, TIMEOUT_MS, NULL, NULL, &kv, &err), 0, "%s", err.msg);
 }
 
 static int64_t put(const char *key, const char *value)
@@ -95,8 +94,8 @@ Test(etcd_progress, stopped_member_ends_the_watch_with_econn)
     long i = etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_ERROR, 5000);
     int64_t took = ea_now_ms() - t0;
     cr_assert_geq(i, 0, "no error %lld ms after the member stopped", (long long)took);
-    cr_log_info("silent stream noticed %lld ms after SIGSTOP (timeout %d ms): %s",
-                (long long)took, TIMEOUT_MS, evs[i].message);
+    cr_log_info("silent stream noticed %lld ms after SIGSTOP (timeout %d ms): %s", (long long)took,
+                TIMEOUT_MS, evs[i].message);
     cr_assert_eq(evs[i].error, KV_ECONN, "%s", evs[i].message);
     cr_assert(strstr(evs[i].message, "progress"), "says why: %s", evs[i].message);
     cr_assert_geq(took, TIMEOUT_MS, "not before one timeout of silence");

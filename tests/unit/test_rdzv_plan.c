@@ -8,7 +8,7 @@
 #include "plan.h"
 
 static struct rdzv_params P = {.min_nodes = 2, .max_nodes = 4, .settle_ms = 1000,
-                               .last_call_ms = 30000, .max_restarts = 1};
+                               .last_call_ms = 30000, .max_restarts = 1, .lease_ttl_ms = 2000};
 
 static struct rdzv_node nodes[8];
 
@@ -234,4 +234,104 @@ Test(plan, reform_is_not_charged)
     cr_assert_eq(next.status, RDZV_WAITING, "below min");
     rdzv_state_clear(&s);
     rdzv_state_clear(&next);
+}
+
+/* Round 2 started by a worker failure in round 1, its charge still pending. */
+static struct rdzv_state after_failure(int n)
+{
+    struct rdzv_state s = running(n), next;
+    cr_assert_eq(rdzv_plan_failure(&P, &s, nodes, (size_t)n, &next, NULL), 1);
+    rdzv_state_clear(&s);
+    cr_assert_eq(next.round, 2);
+    cr_assert_eq(next.restart_count, 1, "charged at once (workers see the count)");
+    cr_assert_eq(next.charge_round, 2);
+    cr_assert_eq(next.charge_failed_round, 1);
+    return next;
+}
+
+Test(plan, failure_coinciding_with_a_loss_is_refunded)
+{
+    mknodes(3);
+    struct rdzv_state s = after_failure(3), next;
+    int64_t wake;
+    /* n2's lease expires within the TTL after the failure: the failure was its symptom */
+    struct rdzv_view v = {.state = &s, .nodes = nodes, .n_nodes = 2, .now_ms = 1500,
+                          .generation = 40, .charge_seen_ms = 1000};
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 1);
+    cr_assert_eq(next.round, 3);
+    cr_assert_eq(next.restart_count, 0, "refunded");
+    cr_assert_eq(next.charge_round, 0);
+    cr_assert_eq(next.scale_events, 1);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, failure_charge_becomes_final_after_one_ttl_without_a_new_round)
+{
+    mknodes(3);
+    struct rdzv_state s = after_failure(3), next;
+    int64_t wake;
+    /* TTL 2000 + max(1000, TTL/2) = 3000 ms after the failure was seen */
+    cr_assert_eq(rdzv_charge_window_ms(&P), 3000);
+    struct rdzv_view v = {.state = &s, .nodes = nodes, .n_nodes = 3, .now_ms = 3999,
+                          .generation = 40, .charge_seen_ms = 1000};
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 0);
+    cr_assert_eq(wake, 4000);
+    v.now_ms = 4000;
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 1);
+    cr_assert_eq(next.status, RDZV_RUNNING);
+    cr_assert_eq(next.round, 2, "same round");
+    cr_assert_eq(next.generation, 40, "same generation: workers keep running");
+    cr_assert_eq(next.restart_count, 1);
+    cr_assert_eq(next.charge_round, 0);
+    cr_assert_eq(rdzv_state_generation(&next, 99), 40);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, over_budget_failure_restarts_then_fails_after_one_ttl)
+{
+    mknodes(2);
+    struct rdzv_params zero = P;
+    zero.max_restarts = 0;
+    struct rdzv_state s = {0}, r2, next;
+    cr_assert_eq(rdzv_plan(&zero,
+                           &(struct rdzv_view){.nodes = nodes, .n_nodes = 2, .now_ms = 1000000,
+                                               .min_reached_ms = 0},
+                           &s, &(int64_t){0}, NULL),
+                 1);
+    cr_assert_eq(rdzv_plan_failure(&zero, &s, nodes, 2, &r2, NULL), 1);
+    cr_assert_eq(r2.status, RDZV_RUNNING, "restart at once, decide the charge later");
+    cr_assert_eq(r2.restart_count, 1);
+    int64_t wake;
+    struct rdzv_view v = {.state = &r2, .nodes = nodes, .n_nodes = 2, .now_ms = 5000,
+                          .generation = 7, .charge_seen_ms = 1000};
+    cr_assert_eq(rdzv_plan(&zero, &v, &next, &wake, NULL), 1);
+    cr_assert_eq(next.status, RDZV_FAILED);
+    cr_assert_eq(next.failure_round, 1, "the round where the worker failed");
+    rdzv_state_clear(&next);
+    /* a second failure while the charge is pending confirms it at once */
+    cr_assert_eq(rdzv_plan_failure(&zero, &r2, nodes, 2, &next, NULL), 1);
+    cr_assert_eq(next.status, RDZV_FAILED);
+    cr_assert_eq(next.failure_round, 2);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&r2);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, scale_events_are_counted_not_charged)
+{
+    mknodes(4);
+    struct rdzv_state s = running(2), a, b;
+    int64_t wake;
+    cr_assert_eq(s.scale_events, 0, "the first round is not a scale event");
+    cr_assert_eq(plan(&s, 3, 9000, 1000, 0, &a, &wake), 1);
+    cr_assert_eq(a.scale_events, 1);
+    nodes[1] = nodes[2];
+    cr_assert_eq(plan(&a, 2, 9000, 1000, 0, &b, &wake), 1);
+    cr_assert_eq(b.scale_events, 2);
+    cr_assert_eq(b.restart_count, 0);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&a);
+    rdzv_state_clear(&b);
 }

@@ -1,0 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# End to end against a real etcd: elastic-agent processes on the etcd backend, etcd members
+# started by tests/etcd/etcd_harness (single member, 3-member cluster, TLS + auth), real workers.
+ea_add_criterion_test(test_e2e_etcd SOURCES e2e/test_e2e_etcd.c
+                      LIBS ea_e2e_harness ea_etcd_harness ea_rendezvous TIMEOUT 600 LABELS e2e etcd)
