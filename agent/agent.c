@@ -643,7 +643,8 @@ static int open_all(struct agent *a)
         .prefix = a->prefix,
         .params = {.min_nodes = c->min_nodes, .max_nodes = c->max_nodes,
                    .settle_ms = c->settle_ms, .last_call_ms = c->last_call_ms,
-                   .max_restarts = c->max_restarts},
+                   .max_restarts = c->max_restarts,
+                   .rank_by_host = strcmp(c->rank_order, "host") == 0},
         .lease_ttl_ms = c->lease_ttl_ms,
     };
     if (rdzv_strlcpy(rc.self.node_id, sizeof(rc.self.node_id), c->node_id) < 0 ||

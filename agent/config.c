@@ -50,6 +50,8 @@ static const struct opt opts[] = {
      "this node's id (default: hostname-pid)"},
     {"local-addr", OPT_STR, OFF(local_addr), NULL, 0, 0, "PET_LOCAL_ADDR", "ADDR",
      "address other nodes' workers use to reach this node (MASTER_ADDR when rank 0)"},
+    {"rank-order", OPT_STR, OFF(rank_order), "arrival", 0, 0, NULL, "ORDER",
+     "arrival (survivors keep their order, newcomers appended) | host (sorted host names)"},
     {"prefix", OPT_STR, OFF(prefix), "/elastic/", 0, 0, NULL, "PREFIX",
      "key prefix in the store; keys are PREFIX<run-id>/..."},
     {"max-restarts", OPT_INT, OFF(max_restarts), "0", 0, 1000000, "PET_MAX_RESTARTS", "N",
@@ -317,6 +319,9 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
     }
     if (c->prefix[0] != '/' || c->prefix[strlen(c->prefix) - 1] != '/')
         return ea_errorf(err, -EINVAL, "--prefix: '%s' must start and end with '/'", c->prefix);
+    if (strcmp(c->rank_order, "arrival") != 0 && strcmp(c->rank_order, "host") != 0)
+        return ea_errorf(err, -EINVAL, "--rank-order: '%s' is not arrival or host",
+                         c->rank_order);
     static const char *const levels[] = {"debug", "info", "warn", "error"};
     bool level_ok = false;
     for (size_t i = 0; i < 4; i++)

@@ -24,6 +24,7 @@ struct cfg {
     const char *node_id;
     const char *local_addr; /* NULL: chosen from the backend (loopback for memory/file) */
     const char *prefix;     /* key prefix, default "/elastic/" */
+    const char *rank_order; /* "arrival" or "host" */
     int max_restarts;
     int64_t join_timeout_ms, last_call_ms, settle_ms, lease_ttl_ms, stop_timeout_ms;
     const char *log_dir;

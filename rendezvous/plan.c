@@ -24,8 +24,15 @@ static void member_from_node(struct rdzv_member *m, const struct rdzv_node *n)
     m->nproc = n->nproc;
 }
 
+static int cmp_host(const void *a, const void *b)
+{
+    const struct rdzv_member *x = a, *y = b;
+    int c = strcmp(x->host, y->host);
+    return c ? c : strcmp(x->node_id, y->node_id);
+}
+
 int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, size_t n_nodes,
-                int max_nodes, struct rdzv_member **ret, size_t *ret_n)
+                int max_nodes, bool by_host, struct rdzv_member **ret, size_t *ret_n)
 {
     struct rdzv_member *out = calloc(n_nodes ? n_nodes : 1, sizeof(*out));
     if (!out)
@@ -42,6 +49,8 @@ int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, si
     for (size_t j = 0; j < n_nodes && n < (size_t)max_nodes; j++)
         if (!prev || rdzv_state_find(prev, nodes[j].node_id) < 0)
             member_from_node(&out[n++], &nodes[j]);
+    if (by_host)
+        qsort(out, n, sizeof(*out), cmp_host);
     int base = 0;
     for (size_t i = 0; i < n; i++) {
         out[i].group_rank = (int)i;
@@ -58,7 +67,8 @@ static int new_round(const struct rdzv_params *p, const struct rdzv_state *prev,
                      struct rdzv_state *next, struct ea_error *err)
 {
     struct rdzv_state s = {0};
-    if (rdzv_assign(prev, nodes, n_nodes, p->max_nodes, &s.members, &s.n_members) < 0)
+    if (rdzv_assign(prev, nodes, n_nodes, p->max_nodes, p->rank_by_host, &s.members,
+                    &s.n_members) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory assigning ranks");
     s.round = (prev ? prev->round : 0) + 1;
     s.status = RDZV_RUNNING;

@@ -8,6 +8,7 @@
 #ifndef EA_RENDEZVOUS_PLAN_H
 #define EA_RENDEZVOUS_PLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,7 @@ struct rdzv_params {
     int64_t last_call_ms; /* ... or once this long has passed since min was reached */
     int max_restarts;
     int64_t lease_ttl_ms; /* a failure's charge is final after this long without a member lost */
+    bool rank_by_host;    /* --rank-order host: group ranks follow sorted host names (DMLC) */
 };
 
 /* What the coordinator sees. */
@@ -50,11 +52,12 @@ int64_t rdzv_charge_window_ms(const struct rdzv_params *p);
 
 /*
  * Members of the next round: members of `prev` (may be NULL) that are still live, in their old
- * order, then live newcomers in arrival order, at most max_nodes; group ranks and rank bases
- * assigned contiguously. *ret is malloc'ed.
+ * order, then live newcomers in arrival order, at most max_nodes; with `by_host`, the chosen
+ * members are then ordered by host name (then node id), so a node keeps its rank as long as its
+ * host does. Group ranks and rank bases are assigned contiguously. *ret is malloc'ed.
  */
 int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, size_t n_nodes,
-                int max_nodes, struct rdzv_member **ret, size_t *ret_n);
+                int max_nodes, bool by_host, struct rdzv_member **ret, size_t *ret_n);
 
 /*
  * The state a worker failure in round `s->round` leads to: the next round at once, with

@@ -6,7 +6,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
       libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev procps)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(libcriterion-dev etcd-server etcd-client openssh-server openssh-client iproute2 python3)
+  pkgs+=(libcriterion-dev etcd-server etcd-client openssh-server openssh-client iproute2 python3
+        python3-torch time shellcheck kubernetes-client systemd curl)
 fi
 
 missing=()

@@ -122,6 +122,7 @@ Test(config, bad_input_is_named)
     expect_error(ARGV("--standalone", "--max", "4", "x"), "--standalone");
     expect_error(ARGV("--log-level", "loud", "x"), "--log-level: 'loud'");
     expect_error(ARGV("--tee=maybe", "x"), "--tee: 'maybe'");
+    expect_error(ARGV("--rank-order", "random", "x"), "--rank-order: 'random'");
 }
 
 Test(config, env_errors_name_the_variable)

@@ -3,6 +3,7 @@
  * success, rank assignment. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
@@ -207,7 +208,7 @@ Test(plan, assign_caps_and_orders)
     struct rdzv_member prev_m[2] = {{.node_id = "n4", .nproc = 1}, {.node_id = "n1", .nproc = 1}};
     struct rdzv_state prev = {.members = prev_m, .n_members = 2};
     nodes[5].nproc = 3;
-    cr_assert_eq(rdzv_assign(&prev, nodes, 6, 4, &m, &n), 0);
+    cr_assert_eq(rdzv_assign(&prev, nodes, 6, 4, false, &m, &n), 0);
     cr_assert_eq(n, 4);
     const char *want[] = {"n4", "n1", "n0", "n2"};
     int base = 0;
@@ -334,4 +335,25 @@ Test(plan, scale_events_are_counted_not_charged)
     rdzv_state_clear(&s);
     rdzv_state_clear(&a);
     rdzv_state_clear(&b);
+}
+
+Test(plan, rank_order_host_sorts_the_chosen_members_by_host)
+{
+    mknodes(5);
+    snprintf(nodes[0].host, sizeof(nodes[0].host), "zeta");
+    snprintf(nodes[1].host, sizeof(nodes[1].host), "alpha");
+    snprintf(nodes[2].host, sizeof(nodes[2].host), "mid");
+    snprintf(nodes[3].host, sizeof(nodes[3].host), "alpha");
+    struct rdzv_member *m;
+    size_t n;
+    /* the first 4 arrivals are chosen (max 4), then ordered by host, ties by node id */
+    cr_assert_eq(rdzv_assign(NULL, nodes, 5, 4, true, &m, &n), 0);
+    cr_assert_eq(n, 4);
+    const char *want[] = {"n1", "n3", "n2", "n0"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_str_eq(m[i].node_id, want[i]);
+        cr_assert_eq(m[i].group_rank, i);
+        cr_assert_eq(m[i].rank_base, 2 * i);
+    }
+    free(m);
 }
