@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,4 +223,32 @@ pid_t h_read_pid(const char *path)
         pid = -1;
     fclose(f);
     return (pid_t)pid;
+}
+
+char *h_fmt(const char *f, ...)
+{
+    static char bufs[16][512];
+    static int next;
+    char *b = bufs[next++ % 16];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(b, 512, f, ap);
+    va_end(ap);
+    return b;
+}
+
+void h_show_log(const struct h_agent *a)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "echo '---- %s' >&2; cat '%s' >&2", a->log, a->log);
+    int rc = system(cmd);
+    (void)rc;
+}
+
+void h_expect_exit(struct h_agent *a, int code, int timeout_ms)
+{
+    int got = h_agent_wait(a, timeout_ms);
+    if (got != code)
+        h_show_log(a);
+    cr_assert_eq(got, code, "agent %d: exit %d, wanted %d (log %s)", a->pid, got, code, a->log);
 }

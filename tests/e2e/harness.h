@@ -50,6 +50,16 @@ bool h_pid_gone(pid_t pid, int timeout_ms);
 /* Read a pid from a file; -1 if absent. */
 pid_t h_read_pid(const char *path);
 
+/* printf into one of 16 rotating static buffers (valid until 16 more calls): for building
+ * paths and arguments inline in tests. */
+char *h_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
+/* Copy the agent's log to stderr, framed, so a failing test shows what the agent said. */
+void h_show_log(const struct h_agent *a);
+
+/* Assert the agent exits with `code` within timeout_ms (showing its log when it does not). */
+void h_expect_exit(struct h_agent *a, int code, int timeout_ms);
+
 /* Monotonic milliseconds. */
 int64_t h_now_ms(void);
 

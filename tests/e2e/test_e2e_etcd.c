@@ -67,18 +67,6 @@ static void teardown(void)
 
 TestSuite(e2e_etcd, .init = setup, .fini = teardown, .timeout = 120);
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    static char bufs[16][512];
-    static int next;
-    char *b = bufs[next++ % 16];
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(b, 512, f, ap);
-    va_end(ap);
-    return b;
-}
 
 /* Start agent `name` of run `run` on `endpoints` with the common options, `extra`
  * (NULL-terminated, may be NULL) and the command. */
@@ -100,27 +88,13 @@ static void start(struct h_agent *a, const char *name, const char *run, const ch
     started[n_started++] = a;
 }
 
-static void show_log(const struct h_agent *a)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "echo '---- %s' >&2; cat '%s' >&2", a->log, a->log);
-    int rc = system(cmd);
-    (void)rc;
-}
 
-static void expect_exit(struct h_agent *a, int code, int timeout_ms)
-{
-    int got = h_agent_wait(a, timeout_ms);
-    if (got != code)
-        show_log(a);
-    cr_assert_eq(got, code, "agent %d: exit %d, wanted %d (log %s)", a->pid, got, code, a->log);
-}
 
 static void wait_log(const struct h_agent *a, const char *needle, int timeout_ms)
 {
     bool ok = h_log_wait(a, needle, timeout_ms);
     if (!ok)
-        show_log(a);
+        h_show_log(a);
     cr_assert(ok, "'%s' not in %s within %d ms", needle, a->log, timeout_ms);
 }
 
@@ -128,14 +102,14 @@ static void wait_log(const struct h_agent *a, const char *needle, int timeout_ms
  * run until the test creates envdir/go. */
 static const char *recording_worker(void)
 {
-    return fmt("f=%s/pid.$ELASTIC_ROUND.$RANK; echo $$ > $f.tmp && mv $f.tmp $f && %s record %s "
+    return h_fmt("f=%s/pid.$ELASTIC_ROUND.$RANK; echo $$ > $f.tmp && mv $f.tmp $f && %s record %s "
                "&& exec %s wait-file %s/go",
                envdir, W, envdir, W, envdir);
 }
 
 static void release_workers(void)
 {
-    FILE *f = fopen(fmt("%s/go", envdir), "w");
+    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
     cr_assert(f);
     fclose(f);
 }
@@ -157,7 +131,7 @@ static struct round_info check_round(int round, int n)
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, "env.", 4) != 0 || strstr(e->d_name, ".tmp"))
             continue;
-        const char *p = fmt("%s/%s", envdir, e->d_name);
+        const char *p = h_fmt("%s/%s", envdir, e->d_name);
         const char *r = h_env_value(p, "ELASTIC_ROUND");
         cr_assert(r, "%s has no ELASTIC_ROUND", p);
         if (atoi(r) != round)
@@ -191,7 +165,7 @@ static struct round_info check_round(int round, int n)
 static void worker_pids(int round, int n, pid_t *pids)
 {
     for (int r = 0; r < n; r++) {
-        pids[r] = h_read_pid(fmt("%s/pid.%d.%d", envdir, round, r));
+        pids[r] = h_read_pid(h_fmt("%s/pid.%d.%d", envdir, round, r));
         cr_assert_gt(pids[r], 0, "no pid file for round %d rank %d", round, r);
     }
 }
@@ -202,7 +176,7 @@ static void worker_pids(int round, int n, pid_t *pids)
 static const char *etcdctl(const char *const args[], int *ret_status)
 {
     static char out[65536];
-    const char *log = fmt("%s/etcdctl.log", eh.dir);
+    const char *log = h_fmt("%s/etcdctl.log", eh.dir);
     struct stat st;
     off_t off = stat(log, &st) == 0 ? st.st_size : 0;
     int status = etcd_harness_etcdctl(&eh, args);
@@ -290,7 +264,7 @@ static int wait_leader(int timeout_ms)
 /* "ep_first,others..." : every member, `first` first. */
 static const char *endpoints_from(int first)
 {
-    char *b = fmt("%s", eh.m[first].endpoint);
+    char *b = h_fmt("%s", eh.m[first].endpoint);
     for (int i = 0; i < eh.n; i++)
         if (i != first)
             snprintf(b + strlen(b), 512 - strlen(b), ",%s", eh.m[i].endpoint);
@@ -307,7 +281,7 @@ Test(e2e_etcd, eight_agents_get_ranks_0_to_7_and_etcd_holds_the_committed_round)
     const char *cmd[] = {"/bin/sh", "-c", recording_worker(), NULL};
     int64_t t0 = h_now_ms();
     for (int i = 0; i < 8; i++)
-        start(&a[i], fmt("n%d", i), "e2e-8", eh.endpoints, extra, cmd);
+        start(&a[i], h_fmt("n%d", i), "e2e-8", eh.endpoints, extra, cmd);
     cr_assert_eq(h_wait_files(envdir, "env.", 8, 30000), 8);
     cr_log_info("8 agents: launch -> 8 workers recorded their env in %lld ms",
                 (long long)(h_now_ms() - t0));
@@ -354,7 +328,7 @@ Test(e2e_etcd, eight_agents_get_ranks_0_to_7_and_etcd_holds_the_committed_round)
 
     release_workers();
     for (int i = 0; i < 8; i++)
-        expect_exit(&a[i], 0, 20000);
+        h_expect_exit(&a[i], 0, 20000);
     out = etcdctl(get, &st);
     cr_assert(strstr(out, "\"status\":\"succeeded\""), "final state: %s", out);
 }
@@ -371,7 +345,7 @@ Test(e2e_etcd, leader_killed_during_rendezvous_round_still_commits_once)
     const char *cmd[] = {"/bin/sh", "-c", recording_worker(), NULL};
     /* the first three talk to the leader, and are joined and waiting for a fourth */
     for (int i = 0; i < 3; i++)
-        start(&a[i], fmt("n%d", i), "e2e-lk1", endpoints_from(l), extra, cmd);
+        start(&a[i], h_fmt("n%d", i), "e2e-lk1", endpoints_from(l), extra, cmd);
     for (int i = 0; i < 3; i++)
         wait_log(&a[i], "waiting for nodes", 20000);
     cr_assert_eq(etcd_harness_kill(&eh, l), 0);
@@ -387,7 +361,7 @@ Test(e2e_etcd, leader_killed_during_rendezvous_round_still_commits_once)
     check_round(1, 4);
     release_workers();
     for (int i = 0; i < 4; i++)
-        expect_exit(&a[i], 0, 30000);
+        h_expect_exit(&a[i], 0, 30000);
     for (int i = 0; i < 4; i++)
         cr_assert(!h_file_contains(a[i].log, "round 2 "), "agent n%d saw a second round", i);
 }
@@ -402,7 +376,7 @@ Test(e2e_etcd, leader_killed_while_workers_run_disturbs_nobody)
     const char *extra[] = {"--min", "3", "--max", "3", "--lease-ttl", "3", NULL};
     const char *cmd[] = {"/bin/sh", "-c", recording_worker(), NULL};
     for (int i = 0; i < 3; i++)
-        start(&a[i], fmt("n%d", i), "e2e-lk2", endpoints_from(l), extra, cmd);
+        start(&a[i], h_fmt("n%d", i), "e2e-lk2", endpoints_from(l), extra, cmd);
     cr_assert_eq(h_wait_files(envdir, "pid.", 3, 30000), 3);
     cr_assert_eq(h_wait_files(envdir, "env.", 3, 10000), 3);
     struct round_info r1 = check_round(1, 3);
@@ -452,7 +426,7 @@ Test(e2e_etcd, leader_killed_while_workers_run_disturbs_nobody)
     /* The run still works on the new leader: the workers finish, every agent sees success. */
     release_workers();
     for (int i = 0; i < 3; i++)
-        expect_exit(&a[i], 0, 20000);
+        h_expect_exit(&a[i], 0, 20000);
     struct round_info again = check_round(1, 3);
     cr_assert_str_eq(again.generation, r1.generation);
 }
@@ -469,7 +443,7 @@ static void lease_loss(const char *run, void (*outage)(void), void (*back)(void)
     const char *extra[] = {"--min", "2", "--max", "2", "--lease-ttl", "2", NULL};
     const char *cmd[] = {"/bin/sh", "-c", recording_worker(), NULL};
     for (int i = 0; i < 2; i++)
-        start(&a[i], fmt("n%d", i), run, eh.endpoints, extra, cmd);
+        start(&a[i], h_fmt("n%d", i), run, eh.endpoints, extra, cmd);
     cr_assert_eq(h_wait_files(envdir, "pid.", 2, 30000), 2);
     cr_assert_eq(h_wait_files(envdir, "env.", 2, 10000), 2);
     check_round(1, 2);
@@ -510,7 +484,7 @@ static void lease_loss(const char *run, void (*outage)(void), void (*back)(void)
     cr_assert_neq(atoll(r2.generation), 0);
     release_workers();
     for (int i = 0; i < 2; i++)
-        expect_exit(&a[i], 0, 20000);
+        h_expect_exit(&a[i], 0, 20000);
 }
 
 static void etcd_sigstop(void)
@@ -561,10 +535,10 @@ Test(e2e_etcd, tls_and_auth_run_succeeds_and_wrong_password_exits_2)
     setenv("ELASTIC_ETCD_PASSWORD", PASSWORD, 1);
     static struct h_agent a[2];
     for (int i = 0; i < 2; i++)
-        start(&a[i], fmt("n%d", i), "e2e-tls", eh.endpoints, extra, cmd);
+        start(&a[i], h_fmt("n%d", i), "e2e-tls", eh.endpoints, extra, cmd);
     unsetenv("ELASTIC_ETCD_PASSWORD");
     for (int i = 0; i < 2; i++)
-        expect_exit(&a[i], 0, 30000);
+        h_expect_exit(&a[i], 0, 30000);
     check_round(1, 2);
     for (int i = 0; i < 2; i++) {
         cr_assert(!h_file_contains(a[i].log, PASSWORD), "the password is in %s", a[i].log);
@@ -576,7 +550,7 @@ Test(e2e_etcd, tls_and_auth_run_succeeds_and_wrong_password_exits_2)
     int64_t t0 = h_now_ms();
     start(&bad, "bad", "e2e-tls", eh.endpoints, extra, cmd);
     unsetenv("ELASTIC_ETCD_PASSWORD");
-    expect_exit(&bad, 2, 10000);
+    h_expect_exit(&bad, 2, 10000);
     int64_t took = h_now_ms() - t0;
     cr_assert_lt(took, 3000, "wrong credentials took %lld ms to refuse: not retried",
                  (long long)took);
@@ -613,19 +587,19 @@ static int closed_port(void)
 Test(e2e_etcd, unreachable_store_retries_until_join_timeout_then_exits_3)
 {
     int p1 = closed_port(), p2 = closed_port();
-    const char *eps = fmt("127.0.0.1:%d,127.0.0.1:%d", p1, p2);
+    const char *eps = h_fmt("127.0.0.1:%d,127.0.0.1:%d", p1, p2);
     const char *extra[] = {"--join-timeout", "2", NULL};
     const char *cmd[] = {"true", NULL};
     static struct h_agent a;
     int64_t t0 = h_now_ms();
     start(&a, "lonely", "e2e-unreach", eps, extra, cmd);
-    expect_exit(&a, 3, 15000);
+    h_expect_exit(&a, 3, 15000);
     int64_t took = h_now_ms() - t0;
     cr_log_info("unreachable store: exit 3 after %lld ms (--join-timeout 2)", (long long)took);
     cr_assert_geq(took, 2000, "gave up before --join-timeout");
     cr_assert_lt(took, 2000 + 5500, "more than one backoff step past --join-timeout");
-    cr_assert(h_file_contains(a.log, fmt("127.0.0.1:%d", p1)), "first endpoint not named");
-    cr_assert(h_file_contains(a.log, fmt("127.0.0.1:%d", p2)), "second endpoint not named");
+    cr_assert(h_file_contains(a.log, h_fmt("127.0.0.1:%d", p1)), "first endpoint not named");
+    cr_assert(h_file_contains(a.log, h_fmt("127.0.0.1:%d", p2)), "second endpoint not named");
     cr_assert(h_file_contains(a.log, "--join-timeout"));
     /* progress: several retry lines before giving up */
     int retries = 0;

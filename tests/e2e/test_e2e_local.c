@@ -42,7 +42,8 @@ static void start(struct h_agent *a, const char *name, const char *const *extra,
                   const char *const *cmd)
 {
     const char *args[48] = {"--state-dir", state, "--run-id", "e2e", "--node-id", name,
-                            "--settle", "0.3", "--stop-timeout", "2"};
+                            "--settle", "1", "--stop-timeout", "2"}; /* settle 1 s: agents started together
+                                                        share round 1 even on a loaded host */
     int n = 10;
     for (int i = 0; extra && extra[i]; i++)
         args[n++] = extra[i];
@@ -53,30 +54,7 @@ static void start(struct h_agent *a, const char *name, const char *const *extra,
     h_agent_start(a, dir, name, args);
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    static char bufs[8][512];
-    static int next;
-    char *b = bufs[next++ % 8];
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(b, 512, f, ap);
-    va_end(ap);
-    return b;
-}
 
-static void expect_exit(struct h_agent *a, int code, int timeout_ms)
-{
-    int got = h_agent_wait(a, timeout_ms);
-    if (got != code) {
-        char cmd[600];
-        snprintf(cmd, sizeof(cmd), "cat '%s' >&2", a->log);
-        int rc = system(cmd); /* show the agent's log with the failure */
-        (void)rc;
-    }
-    cr_assert_eq(got, code, "agent %d: exit %d, wanted %d (log %s)", a->pid, got, code, a->log);
-}
 
 Test(e2e, four_agents_two_workers_get_ranks_0_to_7)
 {
@@ -84,9 +62,9 @@ Test(e2e, four_agents_two_workers_get_ranks_0_to_7)
     const char *extra[] = {"--min", "4", "--max", "4", "--nproc-per-node", "2", NULL};
     const char *cmd[] = {W, "record", envdir, NULL};
     for (int i = 0; i < 4; i++)
-        start(&a[i], fmt("n%d", i), extra, cmd);
+        start(&a[i], h_fmt("n%d", i), extra, cmd);
     for (int i = 0; i < 4; i++)
-        expect_exit(&a[i], 0, 30000);
+        h_expect_exit(&a[i], 0, 30000);
     cr_assert_eq(h_count_files(envdir, "env."), 8);
     int seen[8] = {0};
     char master[128] = "", gen[64] = "";
@@ -94,7 +72,7 @@ Test(e2e, four_agents_two_workers_get_ranks_0_to_7)
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, "env.", 4) != 0)
             continue;
-        const char *p = fmt("%s/%s", envdir, e->d_name);
+        const char *p = h_fmt("%s/%s", envdir, e->d_name);
         int rank = atoi(h_env_value(p, "RANK"));
         int group = atoi(h_env_value(p, "GROUP_RANK"));
         cr_assert(rank >= 0 && rank < 8);
@@ -128,15 +106,15 @@ Test(e2e, failure_within_budget_restarts_everyone_with_count_1)
                            "--max-restarts", "1", NULL};
     const char *cmd[] = {W, "fail-once", envdir, "3", NULL};
     for (int i = 0; i < 2; i++)
-        start(&a[i], fmt("n%d", i), extra, cmd);
+        start(&a[i], h_fmt("n%d", i), extra, cmd);
     for (int i = 0; i < 2; i++)
-        expect_exit(&a[i], 0, 30000);
+        h_expect_exit(&a[i], 0, 30000);
     int restarted[4] = {0};
     DIR *d = opendir(envdir);
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, "env.", 4) != 0)
             continue;
-        const char *p = fmt("%s/%s", envdir, e->d_name);
+        const char *p = h_fmt("%s/%s", envdir, e->d_name);
         if (strcmp(h_env_value(p, "TORCHELASTIC_RESTART_COUNT"), "1") == 0) {
             restarted[atoi(h_env_value(p, "RANK"))]++;
             cr_assert_str_eq(h_env_value(p, "ELASTIC_ROUND"), "2");
@@ -156,9 +134,9 @@ Test(e2e, failure_past_budget_fails_every_agent_naming_the_first_failure)
                          " errorfile boom 7; fi; exec " W " hang";
     const char *cmd[] = {"/bin/sh", "-c", script, NULL};
     for (int i = 0; i < 2; i++)
-        start(&a[i], fmt("n%d", i), extra, cmd);
+        start(&a[i], h_fmt("n%d", i), extra, cmd);
     for (int i = 0; i < 2; i++) {
-        expect_exit(&a[i], 1, 30000);
+        h_expect_exit(&a[i], 1, 30000);
         cr_assert(h_file_contains(a[i].log, "sh FAILED"), "%s", a[i].log);
         cr_assert(h_file_contains(a[i].log, "rank      : 3 (local_rank: 1)"));
         cr_assert(h_file_contains(a[i].log, "exitcode  : 7"));
@@ -171,7 +149,7 @@ Test(e2e, failure_past_budget_fails_every_agent_naming_the_first_failure)
 /* A worker script that records its pid and its grandchild's pid, then hangs. */
 static const char *hang_script(void)
 {
-    return fmt("%s orphan %s/gc.$RANK; echo $$ > %s/pid.$RANK.tmp && mv %s/pid.$RANK.tmp "
+    return h_fmt("%s orphan %s/gc.$RANK; echo $$ > %s/pid.$RANK.tmp && mv %s/pid.$RANK.tmp "
                "%s/pid.$RANK; exec %s hang",
                W, envdir, envdir, envdir, envdir, W);
 }
@@ -180,8 +158,8 @@ static void collect_pids(pid_t *pids, int n_ranks)
 {
     cr_assert_eq(h_wait_files(envdir, "pid.", n_ranks, 20000), n_ranks);
     for (int r = 0; r < n_ranks; r++) {
-        pids[2 * r] = h_read_pid(fmt("%s/pid.%d", envdir, r));
-        pids[2 * r + 1] = h_read_pid(fmt("%s/gc.%d", envdir, r));
+        pids[2 * r] = h_read_pid(h_fmt("%s/pid.%d", envdir, r));
+        pids[2 * r + 1] = h_read_pid(h_fmt("%s/gc.%d", envdir, r));
         cr_assert_gt(pids[2 * r], 0);
         cr_assert_gt(pids[2 * r + 1], 0);
     }
@@ -212,7 +190,7 @@ Test(e2e, sigterm_stops_workers_and_exits_143)
     pid_t pids[4];
     collect_pids(pids, 2);
     h_agent_signal(&a, SIGTERM);
-    expect_exit(&a, 143, 10000);
+    h_expect_exit(&a, 143, 10000);
     for (int i = 0; i < 4; i++)
         cr_assert(h_pid_gone(pids[i], 100), "process %d left behind", pids[i]);
     cr_assert(h_file_contains(a.log, "SIGTERM"));
@@ -222,10 +200,10 @@ Test(e2e, grandchild_of_an_exited_worker_is_not_left_behind)
 {
     struct h_agent a;
     const char *extra[] = {"--standalone", NULL};
-    const char *gc = fmt("%s/gc", envdir);
+    const char *gc = h_fmt("%s/gc", envdir);
     const char *cmd[] = {W, "orphan", gc, NULL};
     start(&a, "solo", extra, cmd);
-    expect_exit(&a, 0, 20000);
+    h_expect_exit(&a, 0, 20000);
     pid_t pid = h_read_pid(gc);
     cr_assert_gt(pid, 0);
     cr_assert(h_pid_gone(pid, 2000), "grandchild %d still running", pid);
@@ -237,7 +215,7 @@ Test(e2e, missing_program_is_named)
     const char *extra[] = {"--standalone", NULL};
     const char *cmd[] = {"/nonexistent/prog", NULL};
     start(&a, "solo", extra, cmd);
-    expect_exit(&a, 1, 20000);
+    h_expect_exit(&a, 1, 20000);
     cr_assert(h_file_contains(a.log, "/nonexistent/prog"));
 }
 
@@ -251,8 +229,8 @@ Test(e2e, usage_errors_exit_2_with_one_line)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         struct h_agent a;
-        h_agent_start(&a, dir, fmt("usage%zu", i), cases[i]);
-        expect_exit(&a, 2, 5000);
+        h_agent_start(&a, dir, h_fmt("usage%zu", i), cases[i]);
+        h_expect_exit(&a, 2, 5000);
         cr_assert(h_file_contains(a.log, "elastic-agent: "), "no reason given (case %zu)", i);
     }
 }
@@ -263,19 +241,19 @@ Test(e2e, join_timeout_exits_4)
     const char *extra[] = {"--min", "2", "--join-timeout", "0.5", NULL};
     const char *cmd[] = {"true", NULL};
     start(&a, "lonely", extra, cmd);
-    expect_exit(&a, 4, 10000);
+    h_expect_exit(&a, 4, 10000);
     cr_assert(h_file_contains(a.log, "rendezvous timed out"));
 }
 
 /* Workers record their env, then run until the test creates envdir/go. */
 static const char *record_then_wait(void)
 {
-    return fmt("%s record %s && exec %s wait-file %s/go", W, envdir, W, envdir);
+    return h_fmt("%s record %s && exec %s wait-file %s/go", W, envdir, W, envdir);
 }
 
 static void release_workers(void)
 {
-    FILE *f = fopen(fmt("%s/go", envdir), "w");
+    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
     cr_assert(f);
     fclose(f);
 }
@@ -286,7 +264,7 @@ Test(e2e, scale_up_restarts_everyone_with_new_world)
     const char *extra[] = {"--min", "2", "--max", "3", NULL};
     const char *cmd[] = {"/bin/sh", "-c", record_then_wait(), NULL};
     for (int i = 0; i < 2; i++)
-        start(&a[i], fmt("n%d", i), extra, cmd);
+        start(&a[i], h_fmt("n%d", i), extra, cmd);
     for (int i = 0; i < 2; i++)
         cr_assert(h_log_wait(&a[i], "round 1 ", 20000));
     start(&a[2], "n2", extra, cmd);
@@ -295,12 +273,12 @@ Test(e2e, scale_up_restarts_everyone_with_new_world)
     cr_assert_geq(h_wait_files(envdir, "env.", 5, 20000), 5); /* 2 in round 1 + 3 in round 2 */
     release_workers();
     for (int i = 0; i < 3; i++)
-        expect_exit(&a[i], 0, 20000);
+        h_expect_exit(&a[i], 0, 20000);
     int in_round2 = 0;
     DIR *d = opendir(envdir);
     for (struct dirent *e; (e = readdir(d));)
         if (strncmp(e->d_name, "env.", 4) == 0) {
-            const char *p = fmt("%s/%s", envdir, e->d_name);
+            const char *p = h_fmt("%s/%s", envdir, e->d_name);
             if (strcmp(h_env_value(p, "ELASTIC_ROUND"), "2") == 0) {
                 in_round2++;
                 cr_assert_str_eq(h_env_value(p, "WORLD_SIZE"), "3");
@@ -318,7 +296,7 @@ Test(e2e, killed_node_is_replaced_after_its_lease)
     const char *extra[] = {"--min", "2", "--max", "3", "--lease-ttl", "1", NULL};
     const char *cmd[] = {"/bin/sh", "-c", record_then_wait(), NULL};
     for (int i = 0; i < 3; i++)
-        start(&a[i], fmt("n%d", i), extra, cmd);
+        start(&a[i], h_fmt("n%d", i), extra, cmd);
     for (int i = 0; i < 3; i++)
         cr_assert(h_log_wait(&a[i], "round 1 ", 20000));
     h_agent_signal(&a[2], SIGKILL);
@@ -331,7 +309,7 @@ Test(e2e, killed_node_is_replaced_after_its_lease)
                 (long long)took);
     release_workers();
     for (int i = 0; i < 2; i++)
-        expect_exit(&a[i], 0, 20000);
+        h_expect_exit(&a[i], 0, 20000);
 }
 
 Test(e2e, sigint_exits_130)
@@ -343,7 +321,7 @@ Test(e2e, sigint_exits_130)
     pid_t pids[2];
     collect_pids(pids, 1);
     h_agent_signal(&a, SIGINT);
-    expect_exit(&a, 130, 10000);
+    h_expect_exit(&a, 130, 10000);
     for (int i = 0; i < 2; i++)
         cr_assert(h_pid_gone(pids[i], 100), "process %d left behind", pids[i]);
 }
@@ -351,19 +329,19 @@ Test(e2e, sigint_exits_130)
 Test(e2e, log_dir_files_and_tee_prefixes)
 {
     struct h_agent a;
-    const char *logdir = fmt("%s/logs", dir);
+    const char *logdir = h_fmt("%s/logs", dir);
     const char *extra[] = {"--standalone", "--nproc-per-node", "2", "--log-dir", logdir, "--tee",
                            "--run-id", "logs", NULL};
     const char *cmd[] = {W, "echo-lines", "3", NULL};
     start(&a, "solo", extra, cmd);
-    expect_exit(&a, 0, 20000);
+    h_expect_exit(&a, 0, 20000);
     for (int r = 0; r < 2; r++) {
-        cr_assert(h_file_contains(fmt("%s/logs/1/rank_%d.out", logdir, r), "line 2"),
+        cr_assert(h_file_contains(h_fmt("%s/logs/1/rank_%d.out", logdir, r), "line 2"),
                   "rank %d stdout file", r);
-        cr_assert(h_file_contains(fmt("%s/logs/1/rank_%d.err", logdir, r), "eline 2"),
+        cr_assert(h_file_contains(h_fmt("%s/logs/1/rank_%d.err", logdir, r), "eline 2"),
                   "rank %d stderr file", r);
-        cr_assert(h_file_contains(a.out, fmt("[%d]:line 2", r)), "tee of rank %d stdout", r);
-        cr_assert(h_file_contains(a.log, fmt("[%d]:eline 2", r)), "tee of rank %d stderr", r);
+        cr_assert(h_file_contains(a.out, h_fmt("[%d]:line 2", r)), "tee of rank %d stdout", r);
+        cr_assert(h_file_contains(a.log, h_fmt("[%d]:eline 2", r)), "tee of rank %d stderr", r);
     }
 }
 
@@ -373,8 +351,8 @@ Test(e2e, late_joiner_of_a_finished_run_exits_0)
     const char *extra[] = {"--min", "1", NULL};
     const char *cmd[] = {"true", NULL};
     start(&a, "first", extra, cmd);
-    expect_exit(&a, 0, 20000);
+    h_expect_exit(&a, 0, 20000);
     start(&b, "late", extra, cmd);
-    expect_exit(&b, 0, 20000);
+    h_expect_exit(&b, 0, 20000);
     cr_assert(h_file_contains(b.log, "already finished"), "the late joiner says why it exits");
 }
