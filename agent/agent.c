@@ -299,8 +299,8 @@ static void reconcile(struct agent *a)
             .my_index = rdzv_my_index(a->rdzv),
             .master_known = s && rdzv_master(a->rdzv, s->round) != NULL,
         };
-        if (a->lease_lost && in.live_workers == 0)
-            return; /* the loop rejoins first */
+        if (a->lease_lost && in.live_workers == 0 && !a->term_signal)
+            return; /* the loop rejoins first (unless we are leaving anyway) */
         enum lc_action action = lc_decide(&in);
         if (action == LC_NOTHING)
             return;

@@ -21,6 +21,7 @@ struct rdzv_session {
     char node_key[KEY_MAX];
     int64_t lease;
     int64_t watch_id;
+    bool need_resync; /* the watch broke and re-listing failed: retry before anything else */
     int64_t keepalive_due_ms;
     int64_t renewed_ms; /* last successful grant or renewal of the lease */
 
@@ -256,6 +257,7 @@ static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         kv_watch_cancel(s->kv, s->watch_id);
         s->watch_id = 0;
     }
+    s->need_resync = true; /* until the list and the new watch both succeed */
     struct kv_list l = {0};
     int r = kv_list(s->kv, s->prefix, &l, err);
     if (r < 0)
@@ -270,6 +272,7 @@ static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     r = kv_watch(s->kv, s->prefix, rev + 1, &s->watch_id, err);
     if (r < 0)
         return r;
+    s->need_resync = false;
     return derive(s, now_ms, err);
 }
 
@@ -372,7 +375,7 @@ static int write_state(struct rdzv_session *s, const struct rdzv_state *next, in
 
 int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
-    int r = derive(s, now_ms, err);
+    int r = s->need_resync ? resync(s, now_ms, err) : derive(s, now_ms, err);
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;

@@ -39,7 +39,9 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err);
 int rdzv_on_events(struct rdzv_session *s, struct ea_error *err);
 
 /* Coordinator duties at monotonic time `now_ms`: when this node coordinates, evaluate the plan and
- * CAS the result. Returns 1 when it wrote, 0 otherwise. Cheap when there is nothing to do. */
+ * CAS the result. Returns 1 when it wrote, 0 otherwise. Cheap when there is nothing to do. A
+ * watch that broke and could not be re-established yet is re-established here first (an error
+ * then means: retry later). */
 int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 
 /* Renew the lease if due at `now_ms`: 1 when renewed, 0 when not due. KV_ENOLEASE: the lease is gone, or could not be renewed for

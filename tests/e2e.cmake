@@ -14,3 +14,9 @@ if(TARGET ea_etcd_harness)
                         LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e etcd)
   target_compile_definitions(test_e2e_elastic_etcd PRIVATE EA_E2E_ETCD)
 endif()
+
+# Agents on etcd's JSON gateway (issue #5): mixed fleet with gRPC agents; etcd restart.
+if(TARGET ea_etcd_harness)
+  ea_add_criterion_test(test_e2e_gateway SOURCES e2e/test_e2e_gateway.c
+                        LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 300 LABELS e2e etcd)
+endif()
