@@ -1,0 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Real PyTorch end to end (issue #13): elastic-agent on a real etcd running an unmodified DDP
+# training script (examples/pytorch/train_elastic.py) with Debian's python3-torch; node kill,
+# resume from checkpoint, scale back. Fails (never skips) when torch is not importable.
+ea_add_criterion_test(test_e2e_pytorch SOURCES e2e/test_e2e_pytorch.c
+                      LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e pytorch)
