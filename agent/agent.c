@@ -4,65 +4,37 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <net/if.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent_internal.h"
 #include "ea_time.h"
-#include "group.h"
-#include "kv.h"
-#include "launcher.h"
-#include "lifecycle.h"
 #include "log.h"
-#include "preempt.h"
 #include "report.h"
-#include "session.h"
-#include "workdir.h"
-
-struct agent {
-    const struct cfg *cfg;
-    char **envp;
-    struct kv *kv;
-    struct rdzv_session *rdzv;
-    struct launcher *launcher;
-    int sigfd;
-    struct preempt preempt;
-    struct group group;
-    enum lc_group state;
-    char workdir[PATH_MAX];
-    char prefix[512];
-    char addr[64];
-    char host[256];
-
-    int term_signal;  /* first SIGTERM/SIGINT/...; 0 while running */
-    bool lease_lost;  /* fenced out: stop workers, then rejoin */
-    bool reform_pending; /* rejoined: ask for a new round of reform_generation */
-    int64_t reform_generation;
-    bool exiting;
-    int exit_code;
-
-    bool failure_pending; /* a local failure still to be written to the store */
-    struct rdzv_failure failure;
-    int64_t failure_generation;
-
-    int64_t waiting_since_ms; /* not in a running round since (for --join-timeout), -1 */
-    int64_t store_down_since_ms;
-    int64_t retry_at_ms;
-    int64_t progress_at_ms;
-    size_t progress_count;
-    int64_t last_generation_logged;
-};
 
 static void exit_with(struct agent *a, int code);
+
+/* An event about the run's current round (see events.h for the names and fields). */
+void agent_emit(struct agent *a, const char *name, const char *fmt, ...)
+{
+    if (!a->events)
+        return;
+    int64_t gen = 0;
+    const struct rdzv_state *s = a->rdzv ? rdzv_current(a->rdzv, &gen) : NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    events_emitv(a->events, name, s ? s->round : 0, gen, fmt, ap);
+    va_end(ap);
+}
 
 /* ---- store trouble ---------------------------------------------------------------------- */
 
@@ -172,6 +144,11 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
                                sizeof(f->message));
     a->failure_generation = a->group.generation;
     a->failure_pending = true;
+    a->m.worker_failures++;
+    events_emit(a->events, "failure", a->group.round, a->group.generation,
+                "{s:i, s:i, s:i, s:i, s:I, s:s}", "rank", f->rank, "local_rank", f->local_rank,
+                "exit_code", f->exit_code, "signal", f->signal, "pid", (json_int_t)f->pid,
+                "message", f->message);
 }
 
 static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t gen)
@@ -211,6 +188,14 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
         return;
     }
     a->state = LC_RUNNING;
+    int64_t now = ea_now_ms();
+    a->m.rounds_started++;
+    a->m.last_rendezvous_seconds = (double)(now - a->rdzv_since_ms) / 1000.0;
+    events_emit(a->events, "workers_started", s->round, gen,
+                "{s:i, s:i, s:i, s:i, s:i, s:s, s:f}", "workers", m->nproc, "rank_first",
+                m->rank_base, "rank_last", m->rank_base + m->nproc - 1, "world_size",
+                s->world_size, "group_rank", m->group_rank, "master", master,
+                "rendezvous_seconds", a->m.last_rendezvous_seconds);
     log_info("round %" PRId64 " (generation %" PRId64 "): started %d worker(s), ranks %d-%d of "
              "world %d, group rank %d of %zu, master %s; restarts %d/%d, scale events %d",
              s->round, gen, m->nproc, m->rank_base, m->rank_base + m->nproc - 1, s->world_size,
@@ -230,6 +215,13 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     case LC_NOTHING:
         return;
     case LC_STOP_WORKERS:
+        a->stop_reason = a->term_signal                  ? "interrupted"
+                         : a->lease_lost                 ? "lease_lost"
+                         : a->state == LC_FAILED         ? "local_failure"
+                         : !s                            ? "no_state"
+                         : s->round != a->group.round    ? "new_round"
+                         : s->status != RDZV_RUNNING     ? rdzv_status_name(s->status)
+                                                         : "not_a_member";
         log_info("stopping %d worker(s) of round %" PRId64 "%s", a->group.live, a->group.round,
                  a->term_signal    ? " (interrupted)"
                  : a->lease_lost   ? " (lease lost: fenced out)"
@@ -253,6 +245,8 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
         else
             log_info("run '%s' succeeded (round %" PRId64 ", %d restart(s))", a->cfg->run_id,
                      s->round, s->restart_count);
+        agent_emit(a, "success", "{s:i, s:b}", "restart_count", s->restart_count,
+                   "already_finished", a->group.generation == 0);
         exit_with(a, AGENT_EXIT_OK);
         return;
     case LC_EXIT_FAILED: {
@@ -260,7 +254,12 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
         struct ea_error err = {0};
         log_error("run '%s' failed: worker failures exceeded --max-restarts %d", a->cfg->run_id,
                   s->max_restarts);
-        if (rdzv_get_failure(a->rdzv, s->failure_round, &f, &err) == 0) {
+        bool have = rdzv_get_failure(a->rdzv, s->failure_round, &f, &err) == 0;
+        agent_emit(a, "run_failed", "{s:i, s:i, s:I, s:s?, s:i}", "restart_count",
+                   s->restart_count, "max_restarts", s->max_restarts, "failure_round",
+                   (json_int_t)s->failure_round, "failed_node", have ? f.node_id : NULL,
+                   "failed_rank", have ? f.rank : -1);
+        if (have) {
             const char *entry = a->cfg->command[0];
             const char *slash = strrchr(entry, '/');
             report_print_failure(stderr, slash ? slash + 1 : entry, &f);
@@ -272,11 +271,14 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     }
     case LC_EXIT_CLOSED:
         log_error("run '%s' was closed", a->cfg->run_id);
+        agent_emit(a, "closed", NULL);
         exit_with(a, AGENT_EXIT_RDZV);
         return;
     case LC_EXIT_INTERRUPTED:
         log_info("interrupted by signal %d (SIG%s): workers stopped, leaving", a->term_signal,
                  sigabbrev_np(a->term_signal));
+        agent_emit(a, "interrupted", "{s:i, s:s}", "signal", a->term_signal, "signal_name",
+                   sigabbrev_np(a->term_signal));
         exit_with(a, 128 + a->term_signal);
         return;
     }
@@ -313,7 +315,7 @@ static void reconcile(struct agent *a)
 
 /* ---- events ---------------------------------------------------------------------------- */
 
-static void on_worker_exits(struct agent *a)
+void agent_on_worker_exits(struct agent *a)
 {
     struct launch_exit *ex = NULL;
     size_t n = 0;
@@ -327,6 +329,10 @@ static void on_worker_exits(struct agent *a)
         if (!w)
             continue;
         bool ok = w->exit_code == 0 && w->term_signal == 0;
+        events_emit(a->events, "worker_exited", a->group.round, a->group.generation,
+                    "{s:i, s:i, s:I, s:i, s:i, s:b, s:b}", "rank", w->rank, "local_rank",
+                    w->local_rank, "pid", (json_int_t)w->pid, "exit_code", w->exit_code,
+                    "signal", w->term_signal, "ok", ok, "stopped", a->state == LC_STOPPING);
         if (a->state == LC_RUNNING && !ok) {
             fill_failure(a, w, NULL);
             log_error("worker rank %d (local rank %d, pid %ld) failed: %s", w->rank, w->local_rank,
@@ -347,11 +353,16 @@ static void on_worker_exits(struct agent *a)
         if (r < 0)
             store_problem(a, r, &err);
     }
-    if (a->state == LC_STOPPING && a->group.live == 0)
+    if (a->state == LC_STOPPING && a->group.live == 0) {
         a->state = LC_IDLE;
+        a->rdzv_since_ms = ea_now_ms();
+        events_emit(a->events, "workers_stopped", a->group.round, a->group.generation,
+                    "{s:i, s:s}", "workers", a->group.n, "reason",
+                    a->stop_reason ? a->stop_reason : "?");
+    }
 }
 
-static void on_signal(struct agent *a)
+void agent_on_signal(struct agent *a)
 {
     struct signalfd_siginfo si;
     while (read(a->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
@@ -398,13 +409,19 @@ static void check_waiting(struct agent *a, int64_t now)
     bool run_going = s && s->status == RDZV_RUNNING;
     if (run_going || (s && s->status != RDZV_WAITING)) {
         if (run_going && rdzv_my_index(a->rdzv) < 0 && a->progress_count != (size_t)-1) {
-            log_info("spare: run '%s' is at its maximum of %d node(s); waiting for a slot",
-                     a->cfg->run_id, s->max_nodes);
+            if (s->n_members >= (size_t)s->max_nodes)
+                log_info("spare: run '%s' is at its maximum of %d node(s); waiting for a slot",
+                         a->cfg->run_id, s->max_nodes);
+            else
+                log_info("run '%s' is running round %" PRId64 " without this node; joining at "
+                         "its next round",
+                         a->cfg->run_id, s->round);
             a->progress_count = (size_t)-1;
         }
         if (run_going && gen != a->last_generation_logged && rdzv_my_index(a->rdzv) >= 0)
             a->progress_count = 0;
         a->waiting_since_ms = -1;
+        log_progress_end();
         return;
     }
     if (a->waiting_since_ms < 0)
@@ -412,11 +429,12 @@ static void check_waiting(struct agent *a, int64_t now)
     size_t live = rdzv_live_count(a->rdzv);
     if (live != a->progress_count || now >= a->progress_at_ms) {
         int64_t left = a->waiting_since_ms + a->cfg->join_timeout_ms - now;
-        log_info("waiting for nodes: %zu/%d (min %d, max %d), giving up in %.0f s", live,
-                 a->cfg->min_nodes, a->cfg->min_nodes, a->cfg->max_nodes,
-                 (double)(left > 0 ? left : 0) / 1000.0);
+        bool in_place = log_progress("waiting for nodes: %zu/%d (min %d, max %d), giving up "
+                                     "in %.0f s",
+                                     live, a->cfg->min_nodes, a->cfg->min_nodes,
+                                     a->cfg->max_nodes, (double)(left > 0 ? left : 0) / 1000.0);
         a->progress_count = live;
-        a->progress_at_ms = now + 5000;
+        a->progress_at_ms = now + (in_place ? 1000 : 5000); /* a terminal line counts down */
     }
     if (now - a->waiting_since_ms >= a->cfg->join_timeout_ms) {
         log_error("rendezvous timed out: %zu of at least %d node(s) present after %.1f s "
@@ -442,6 +460,40 @@ static int64_t next_wake(const struct agent *a)
     return t;
 }
 
+/* Derive run-level events, and hand the HTTP thread a fresh snapshot. */
+void agent_publish(struct agent *a)
+{
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    events_observe(a->events, s, gen);
+    log_set_round(s ? s->round : 0, gen);
+    if (!a->http)
+        return;
+    static const char *const group_names[] = {[LC_IDLE] = "idle", [LC_RUNNING] = "running",
+                                              [LC_STOPPING] = "stopping",
+                                              [LC_FINISHED] = "finished", [LC_FAILED] = "failed"};
+    struct metrics_snapshot *m = &a->m;
+    m->joined = a->joined;
+    m->exiting = a->exiting;
+    m->lease_lost = a->lease_lost;
+    m->store_down = a->store_down_since_ms >= 0;
+    snprintf(m->run_status, sizeof(m->run_status), "%s", s ? rdzv_status_name(s->status) : "none");
+    snprintf(m->group_state, sizeof(m->group_state), "%s", group_names[a->state]);
+    m->round = s ? s->round : 0;
+    m->generation = gen;
+    m->world_size = s ? s->world_size : 0;
+    m->members = s ? (int)s->n_members : 0;
+    m->restart_count = s ? s->restart_count : 0;
+    m->max_restarts = s ? s->max_restarts : a->cfg->max_restarts;
+    m->scale_events = s ? s->scale_events : 0;
+    m->live_nodes = (int)rdzv_live_count(a->rdzv);
+    m->group_rank = rdzv_my_index(a->rdzv);
+    m->workers_running = a->state == LC_RUNNING ? a->group.live : 0;
+    m->workers_ready = s && s->status == RDZV_RUNNING && a->state == LC_RUNNING &&
+                       a->group.live > 0 && a->group.generation == gen && !a->exiting;
+    http_publish(a->http, m);
+}
+
 /* Coordinator duties, lease renewal, rejoining and retries. */
 static void housekeeping(struct agent *a, int64_t now)
 {
@@ -449,11 +501,15 @@ static void housekeeping(struct agent *a, int64_t now)
     bool answered = false; /* a store request succeeded in this pass */
     int r = rdzv_keepalive(a->rdzv, now, &err);
     answered = r > 0;
+    if (r < 0)
+        a->m.lease_renew_failures++;
     if (r == KV_ENOLEASE) {
         log_error("lease lost (%s): this node may have been fenced out; stopping workers and "
                   "rejoining",
                   err.msg[0] ? err.msg : "expired");
         a->lease_lost = true;
+        agent_emit(a, "lease_lost", "{s:s, s:i}", "reason",
+                   err.msg[0] ? err.msg : "expired", "workers_running", a->group.live);
     } else if (r < 0) {
         store_problem(a, r, &err);
     }
@@ -464,6 +520,8 @@ static void housekeeping(struct agent *a, int64_t now)
             return;
         }
         log_info("rejoined run '%s'", a->cfg->run_id);
+        a->m.rejoins++;
+        agent_emit(a, "rejoined", NULL);
         a->lease_lost = false;
         a->state = LC_IDLE;
         /* our workers of that generation are gone: the run must form a new round */
@@ -490,7 +548,7 @@ static void housekeeping(struct agent *a, int64_t now)
         store_ok(a);
 }
 
-static void loop(struct agent *a)
+void agent_loop(struct agent *a)
 {
     struct pollfd fds[4] = {
         {.fd = a->sigfd, .events = POLLIN},
@@ -501,6 +559,7 @@ static void loop(struct agent *a)
     while (!a->exiting) {
         int64_t now = ea_now_ms();
         housekeeping(a, now);
+        agent_publish(a); /* before acting, so a round's events precede its workers' */
         if (a->exiting)
             break;
         reconcile(a);
@@ -509,6 +568,7 @@ static void loop(struct agent *a)
         check_waiting(a, now);
         if (a->exiting)
             break;
+        agent_publish(a);
         int timeout = ea_timeout_until(next_wake(a));
         int n = poll(fds, 4, timeout);
         if (n < 0 && errno != EINTR) {
@@ -519,216 +579,13 @@ static void loop(struct agent *a)
         if (n <= 0)
             continue;
         if (fds[0].revents & POLLIN)
-            on_signal(a);
+            agent_on_signal(a);
         if ((fds[3].revents & POLLIN) && preempt_check(&a->preempt))
             on_preemption(a);
         if (fds[2].revents & POLLIN)
-            on_worker_exits(a);
+            agent_on_worker_exits(a);
         if (fds[1].revents & POLLIN)
             on_store_events(a);
     }
 }
 
-/* ---- set-up and tear-down ----------------------------------------------------------------- */
-
-/* The address other nodes' workers use to reach this one. */
-static void choose_addr(struct agent *a)
-{
-    const struct cfg *c = a->cfg;
-    if (c->local_addr) {
-        snprintf(a->addr, sizeof(a->addr), "%s", c->local_addr);
-        return;
-    }
-    snprintf(a->addr, sizeof(a->addr), "127.0.0.1");
-    if (strcmp(c->backend, "memory") == 0 || strcmp(c->backend, "file") == 0)
-        return; /* every node is on this host */
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) < 0)
-        return;
-    for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
-        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
-            !(i->ifa_flags & IFF_LOOPBACK)) {
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a->addr,
-                      sizeof(a->addr));
-            break;
-        }
-    freeifaddrs(ifs);
-}
-
-static int setup_signals(struct agent *a)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
-    /* blocked before any thread exists, so backend threads never take these */
-    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-        return -errno;
-    signal(SIGPIPE, SIG_IGN);
-    a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    return a->sigfd < 0 ? -errno : 0;
-}
-
-/* Wait up to `ms` for a signal (used between join retries). */
-static void wait_or_signal(struct agent *a, int64_t ms)
-{
-    struct pollfd p = {.fd = a->sigfd, .events = POLLIN};
-    if (poll(&p, 1, (int)ms) > 0)
-        on_signal(a);
-}
-
-static int join(struct agent *a)
-{
-    int64_t start = ea_now_ms(), delay = 100;
-    for (;;) {
-        struct ea_error err = {0};
-        int r = rdzv_join(a->rdzv, &err);
-        if (r == 0)
-            return 0;
-        if (r == -EBADMSG || r == KV_ECORRUPT || r == KV_EINVAL || r == KV_EAUTH) {
-            log_error("cannot join run '%s': %s", a->cfg->run_id, err.msg);
-            return r == KV_EINVAL || r == KV_EAUTH ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
-        }
-        if (ea_now_ms() - start >= a->cfg->join_timeout_ms) {
-            log_error("store unreachable for %.1f s (--join-timeout): %s",
-                      (double)(ea_now_ms() - start) / 1000.0, err.msg);
-            return AGENT_EXIT_STORE;
-        }
-        int64_t left = start + a->cfg->join_timeout_ms - ea_now_ms();
-        int64_t wait = delay < left ? delay : left; /* never past --join-timeout */
-        log_warn("cannot reach the store yet: %s; retrying in %.1f s", err.msg,
-                 (double)wait / 1000.0);
-        wait_or_signal(a, wait);
-        if (a->term_signal)
-            return 128 + a->term_signal;
-        delay = delay * 2 > 5000 ? 5000 : delay * 2;
-    }
-}
-
-/* Stop whatever still runs (an exit while workers were alive), bounded by the stop timeout. */
-static void drain_workers(struct agent *a)
-{
-    if (a->group.live == 0)
-        return;
-    group_stop(&a->group);
-    a->state = LC_STOPPING;
-    int64_t deadline = ea_now_ms() + a->cfg->stop_timeout_ms + 2000;
-    struct pollfd p = {.fd = launcher_fd(a->launcher), .events = POLLIN};
-    while (a->group.live > 0 && ea_now_ms() < deadline)
-        if (poll(&p, 1, ea_timeout_until(deadline)) > 0)
-            on_worker_exits(a);
-}
-
-static int open_all(struct agent *a)
-{
-    const struct cfg *c = a->cfg;
-    struct ea_error err = {0};
-    /* A request slower than a third of the lease TTL is as good as lost: the lease must be
-     * renewed (or given up on) in time, and the loop never waits on the store longer. */
-    int64_t timeout = c->lease_ttl_ms / 3;
-    timeout = timeout < 300 ? 300 : timeout > 5000 ? 5000 : timeout;
-    struct kv_config kc = {.backend = c->backend, .endpoints = c->endpoints,
-                           .state_dir = c->state_dir, .cacert = c->cacert, .cert = c->cert,
-                           .key = c->key, .user = c->user, .password = c->password,
-                           .request_timeout_ms = (int)timeout};
-    int r = kv_open(&kc, &a->kv, &err);
-    if (r < 0) {
-        log_error("cannot open the %s store: %s", c->backend, err.msg);
-        return r == KV_EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_STORE;
-    }
-    snprintf(a->prefix, sizeof(a->prefix), "%s%s/", c->prefix, c->run_id);
-    struct rdzv_config rc = {
-        .prefix = a->prefix,
-        .params = {.min_nodes = c->min_nodes, .max_nodes = c->max_nodes,
-                   .settle_ms = c->settle_ms, .last_call_ms = c->last_call_ms,
-                   .max_restarts = c->max_restarts,
-                   .rank_by_host = strcmp(c->rank_order, "host") == 0},
-        .lease_ttl_ms = c->lease_ttl_ms,
-    };
-    if (rdzv_strlcpy(rc.self.node_id, sizeof(rc.self.node_id), c->node_id) < 0 ||
-        rdzv_strlcpy(rc.self.host, sizeof(rc.self.host), a->host) < 0 ||
-        rdzv_strlcpy(rc.self.addr, sizeof(rc.self.addr), a->addr) < 0) {
-        log_error("node id, host name or address too long");
-        return AGENT_EXIT_USAGE;
-    }
-    rc.self.nproc = c->nproc_per_node;
-    rc.self.pid = getpid();
-    if (rdzv_session_create(a->kv, &rc, &a->rdzv, &err) < 0) {
-        log_error("%s", err.msg);
-        return AGENT_EXIT_USAGE;
-    }
-    struct launcher_config lc = {.name = "local"};
-    if (launcher_create(&lc, &a->launcher, &err) < 0) {
-        log_error("cannot create the launcher: %s", err.msg);
-        return AGENT_EXIT_RDZV;
-    }
-    a->group.launcher = a->launcher;
-    a->group.cfg = c;
-    a->group.workdir = a->workdir;
-    return 0;
-}
-
-static void teardown(struct agent *a)
-{
-    if (a->launcher)
-        drain_workers(a);
-    if (a->rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
-        struct ea_error err = {0};
-        if (rdzv_leave(a->rdzv, &err) < 0)
-            log_warn("leaving the run: %s", err.msg);
-    }
-    group_clear(&a->group);
-    launcher_destroy(a->launcher);
-    rdzv_session_destroy(a->rdzv);
-    kv_close(a->kv);
-    if (a->workdir[0])
-        workdir_remove(a->workdir);
-    if (a->sigfd >= 0)
-        close(a->sigfd);
-    preempt_close(&a->preempt);
-}
-
-int agent_run(const struct cfg *cfg, char **envp)
-{
-    struct agent a = {.cfg = cfg, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
-                      .waiting_since_ms = -1,
-                      .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
-                      .last_generation_logged = -1};
-    log_init(cfg->log_level, cfg->node_id);
-    if (setup_signals(&a) < 0) {
-        log_error("cannot set up signal handling: %s", strerror(errno));
-        return AGENT_EXIT_RDZV;
-    }
-    gethostname(a.host, sizeof(a.host) - 1);
-    choose_addr(&a);
-    if (workdir_create(cfg->run_id, cfg->node_id, a.workdir, sizeof(a.workdir)) < 0) {
-        log_error("cannot create a private directory under $TMPDIR or /tmp: %s",
-                  strerror(errno));
-        return AGENT_EXIT_RDZV;
-    }
-    struct ea_error perr = {0};
-    int code = open_all(&a);
-    if (code == 0 && preempt_open(&a.preempt, cfg->preemption_file, &perr) < 0) {
-        log_error("%s", perr.msg);
-        code = AGENT_EXIT_USAGE;
-    }
-    if (code == 0 && preempt_check(&a.preempt)) {
-        log_info("preemption notice '%s' already present: not joining", a.preempt.path);
-        code = 128 + SIGTERM;
-    }
-    if (code == 0)
-        code = join(&a);
-    if (code == 0) {
-        log_info("joined run '%s' (%s backend) as node '%s' with %d worker slot(s); "
-                 "min %d, max %d",
-                 cfg->run_id, cfg->backend, cfg->node_id, cfg->nproc_per_node, cfg->min_nodes,
-                 cfg->max_nodes);
-        loop(&a);
-        code = a.exit_code;
-    }
-    a.exit_code = code;
-    teardown(&a);
-    return code;
-}

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -21,68 +22,85 @@ struct opt {
     const char *pet;   /* torchrun's PET_ variable, or NULL */
     const char *meta;  /* value name in --help */
     const char *help;
+    unsigned cmds;     /* the commands (enum cfg_cmd bits) that accept it */
 };
 
 #define OFF(f) offsetof(struct cfg, f)
+#define AGENT CFG_AGENT
+#define STORE (CFG_AGENT | CFG_STATUS) /* options that locate and open the store */
 
 /* The one table. ELASTIC_<FLAG> (upper case, '-' -> '_') is implied for every entry. */
 static const struct opt opts[] = {
     {"min", OPT_INT, OFF(min_nodes), "1", 1, 100000, NULL, "N",
-     "minimum number of nodes to run (a round starts with at least this many)"},
+     "minimum number of nodes to run (a round starts with at least this many)", AGENT},
     {"max", OPT_INT, OFF(max_nodes), NULL, 1, 100000, NULL, "N",
-     "maximum number of nodes (default: --min); extra nodes wait as spares"},
+     "maximum number of nodes (default: --min); extra nodes wait as spares", AGENT},
     {"nnodes", OPT_NNODES, 0, NULL, 0, 0, "PET_NNODES", "MIN[:MAX]",
-     "torchrun form of --min/--max"},
+     "torchrun form of --min/--max", AGENT},
     {"nproc-per-node", OPT_INT, OFF(nproc_per_node), "1", 1, 4096, "PET_NPROC_PER_NODE", "N",
-     "worker processes on this node"},
+     "worker processes on this node", AGENT},
     {"run-id", OPT_STR, OFF(run_id), NULL, 0, 0, "PET_RDZV_ID", "ID",
-     "job id shared by every node of the run (default 'default')"},
-    {"rdzv-id", OPT_STR, OFF(run_id), NULL, 0, 0, NULL, "ID", "alias of --run-id (torchrun)"},
+     "job id shared by every node of the run (default 'default')", STORE},
+    {"rdzv-id", OPT_STR, OFF(run_id), NULL, 0, 0, NULL, "ID", "alias of --run-id (torchrun)",
+     STORE},
     {"rdzv-backend", OPT_STR, OFF(backend), NULL, 0, 0, "PET_RDZV_BACKEND", "NAME",
-     "memory | file | etcd | etcd-gateway (default: from --rdzv-endpoint, else file)"},
+     "memory | file | etcd | etcd-gateway (default: from --rdzv-endpoint, else file)", STORE},
     {"rdzv-endpoint", OPT_STR, OFF(endpoints), NULL, 0, 0, "PET_RDZV_ENDPOINT", "LIST",
-     "etcd endpoints host:port[,host:port...]; http(s):// selects etcd-gateway"},
+     "etcd endpoints host:port[,host:port...]; http(s):// selects etcd-gateway", STORE},
     {"standalone", OPT_BOOL, OFF(standalone), "0", 0, 0, "PET_STANDALONE", NULL,
-     "single node: in-process (memory) rendezvous, min = max = 1"},
+     "single node: in-process (memory) rendezvous, min = max = 1", AGENT},
     {"state-dir", OPT_STR, OFF(state_dir), NULL, 0, 0, NULL, "DIR",
-     "file backend directory (default $XDG_RUNTIME_DIR/elastic-agent or /tmp/elastic-agent-UID)"},
+     "file backend directory (default $XDG_RUNTIME_DIR/elastic-agent or /tmp/elastic-agent-UID)",
+     STORE},
     {"node-id", OPT_STR, OFF(node_id), NULL, 0, 0, NULL, "ID",
-     "this node's id (default: hostname-pid)"},
+     "this node's id (default: hostname-pid)", AGENT},
     {"local-addr", OPT_STR, OFF(local_addr), NULL, 0, 0, "PET_LOCAL_ADDR", "ADDR",
-     "address other nodes' workers use to reach this node (MASTER_ADDR when rank 0)"},
+     "address other nodes' workers use to reach this node (MASTER_ADDR when rank 0)", AGENT},
     {"rank-order", OPT_STR, OFF(rank_order), "arrival", 0, 0, NULL, "ORDER",
-     "arrival (survivors keep their order, newcomers appended) | host (sorted host names)"},
+     "arrival (survivors keep their order, newcomers appended) | host (sorted host names)", AGENT},
     {"prefix", OPT_STR, OFF(prefix), "/elastic/", 0, 0, NULL, "PREFIX",
-     "key prefix in the store; keys are PREFIX<run-id>/..."},
+     "key prefix in the store; keys are PREFIX<run-id>/...", STORE},
     {"max-restarts", OPT_INT, OFF(max_restarts), "0", 0, 1000000, "PET_MAX_RESTARTS", "N",
-     "job-wide worker-failure restarts before the run fails"},
+     "job-wide worker-failure restarts before the run fails", AGENT},
     {"join-timeout", OPT_SEC, OFF(join_timeout_ms), "600", 0, 1e6, NULL, "SEC",
-     "give up when fewer than --min nodes are present for this long"},
+     "give up when fewer than --min nodes are present for this long", AGENT},
     {"last-call", OPT_SEC, OFF(last_call_ms), "30", 0, 86400, NULL, "SEC",
-     "once --min nodes are present, start at the latest after this long"},
+     "once --min nodes are present, start at the latest after this long", AGENT},
     {"settle", OPT_SEC, OFF(settle_ms), "1", 0, 3600, NULL, "SEC",
-     "start once no new node arrived for this long (batches arrivals)"},
+     "start once no new node arrived for this long (batches arrivals)", AGENT},
     {"lease-ttl", OPT_SEC, OFF(lease_ttl_ms), "10", 0.1, 3600, NULL, "SEC",
-     "a node is declared lost this long after its agent stops renewing its lease"},
+     "a node is declared lost this long after its agent stops renewing its lease", AGENT},
     {"stop-timeout", OPT_SEC, OFF(stop_timeout_ms), "10", 0, 3600, NULL, "SEC",
-     "grace between SIGTERM and SIGKILL when stopping workers"},
+     "grace between SIGTERM and SIGKILL when stopping workers", AGENT},
     {"preemption-file", OPT_STR, OFF(preemption_file), NULL, 0, 0, NULL, "PATH",
-     "leave the run gracefully (like SIGTERM) as soon as PATH exists (a preemption notice)"},
+     "leave the run gracefully (like SIGTERM) as soon as PATH exists (a preemption notice)", AGENT},
     {"log-dir", OPT_STR, OFF(log_dir), NULL, 0, 0, "PET_LOG_DIR", "DIR",
-     "per-rank worker logs in DIR/<run-id>/<round>/rank_<r>.{out,err}"},
+     "per-rank worker logs in DIR/<run-id>/<round>/rank_<r>.{out,err}", AGENT},
     {"tee", OPT_BOOL, OFF(tee), "0", 0, 0, NULL, NULL,
-     "also print worker output on the console, lines prefixed [<rank>]:"},
+     "also print worker output on the console, lines prefixed [<rank>]:", AGENT},
     {"log-level", OPT_STR, OFF(log_level), "info", 0, 0, NULL, "LEVEL",
-     "debug | info | warn | error"},
-    {"cacert", OPT_STR, OFF(cacert), NULL, 0, 0, NULL, "FILE", "etcd TLS CA certificate"},
-    {"cert", OPT_STR, OFF(cert), NULL, 0, 0, NULL, "FILE", "etcd TLS client certificate"},
-    {"key", OPT_STR, OFF(key), NULL, 0, 0, NULL, "FILE", "etcd TLS client key"},
+     "debug | info | warn | error", AGENT},
+    {"log-format", OPT_STR, OFF(log_format), "text", 0, 0, NULL, "FORMAT",
+     "text | json (one JSON object per log line and per event on stderr)", AGENT},
+    {"events", OPT_STR, OFF(events_path), NULL, 0, 0, NULL, "FILE",
+     "append one JSON object per line per event (joined, round, workers, failure...) to FILE",
+     AGENT},
+    {"http", OPT_STR, OFF(http), NULL, 0, 0, NULL, "[ADDR]:PORT",
+     "serve /healthz, /readyz and /metrics (Prometheus) on ADDR:PORT (default ADDR 127.0.0.1; "
+     "PORT 0 picks a free one and logs it)", AGENT},
+    {"json", OPT_BOOL, OFF(json), "0", 0, 0, NULL, NULL, "print the run as one JSON object",
+     CFG_STATUS},
+    {"watch", OPT_BOOL, OFF(watch), "0", 0, 0, NULL, NULL,
+     "print the run again on every change in the store, until SIGINT", CFG_STATUS},
+    {"cacert", OPT_STR, OFF(cacert), NULL, 0, 0, NULL, "FILE", "etcd TLS CA certificate", STORE},
+    {"cert", OPT_STR, OFF(cert), NULL, 0, 0, NULL, "FILE", "etcd TLS client certificate", STORE},
+    {"key", OPT_STR, OFF(key), NULL, 0, 0, NULL, "FILE", "etcd TLS client key", STORE},
     {"user", OPT_STR, OFF(user), NULL, 0, 0, NULL, "NAME",
-     "etcd user; the password comes from ELASTIC_ETCD_PASSWORD or --password-file"},
+     "etcd user; the password comes from ELASTIC_ETCD_PASSWORD or --password-file", STORE},
     {"password-file", OPT_STR, OFF(password_file), NULL, 0, 0, NULL, "FILE",
-     "file holding the etcd password (first line); never give it on the command line"},
-    {"help", OPT_BOOL, OFF(help), "0", 0, 0, NULL, NULL, "show this help and exit"},
-    {"version", OPT_BOOL, OFF(version), "0", 0, 0, NULL, NULL, "show the version and exit"},
+     "file holding the etcd password (first line); never give it on the command line", STORE},
+    {"help", OPT_BOOL, OFF(help), "0", 0, 0, NULL, NULL, "show this help and exit", STORE},
+    {"version", OPT_BOOL, OFF(version), "0", 0, 0, NULL, NULL, "show the version and exit", AGENT},
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -90,6 +108,11 @@ static const char *const backends[] = {"memory", "file", "etcd", "etcd-gateway"}
 
 /* What set each option, for conflict checks. */
 enum source { SRC_DEFAULT, SRC_PET, SRC_ENV, SRC_CLI };
+
+static bool in_cmd(const struct opt *o, enum cfg_cmd cmd)
+{
+    return (o->cmds & cmd) != 0;
+}
 
 static void *field(struct cfg *c, const struct opt *o)
 {
@@ -184,7 +207,7 @@ static int apply(struct cfg *c, const struct opt *o, const char *v, const char *
     return 0;
 }
 
-static const struct opt *find_opt(const char *name, size_t len)
+static const struct opt *find_opt(const char *name, size_t len, enum cfg_cmd cmd)
 {
     char norm[64];
     if (len >= sizeof(norm))
@@ -193,7 +216,7 @@ static const struct opt *find_opt(const char *name, size_t len)
         norm[i] = name[i] == '_' ? '-' : name[i]; /* torchrun accepts --nproc_per_node */
     norm[len] = '\0';
     for (size_t i = 0; i < N_OPTS; i++)
-        if (strcmp(opts[i].flag, norm) == 0)
+        if (strcmp(opts[i].flag, norm) == 0 && in_cmd(&opts[i], cmd))
             return &opts[i];
     return NULL;
 }
@@ -229,7 +252,8 @@ static int apply_tracked(struct cfg *c, const struct opt *o, const char *v, cons
         return r;
     srcs[idx_of(o)] = from;
     if (o->type == OPT_NNODES) /* sets both bounds */
-        srcs[idx_of(find_opt("min", 3))] = srcs[idx_of(find_opt("max", 3))] = from;
+        srcs[idx_of(find_opt("min", 3, CFG_AGENT))] =
+            srcs[idx_of(find_opt("max", 3, CFG_AGENT))] = from;
     return 0;
 }
 
@@ -244,23 +268,33 @@ static bool valid_id(const char *s)
     return true;
 }
 
-static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
+/* --http [ADDR]:PORT into http_addr/http_port. */
+static int resolve_http(struct cfg *c, struct ea_error *err)
 {
-    size_t i_min = idx_of(find_opt("min", 3)), i_max = idx_of(find_opt("max", 3));
-    if (c->standalone) {
-        if ((srcs[i_min] && c->min_nodes != 1) || (srcs[i_max] && c->max_nodes != 1))
-            return ea_errorf(err, -EINVAL, "--standalone runs exactly one node; drop --min/--max");
-        c->min_nodes = c->max_nodes = 1;
-        if (c->backend && strcmp(c->backend, "memory") != 0)
-            return ea_errorf(err, -EINVAL, "--standalone uses the memory backend, not '%s'",
-                             c->backend);
-        c->backend = "memory";
-    }
-    if (!srcs[i_max] || c->max_nodes == 0)
-        c->max_nodes = c->max_nodes > c->min_nodes ? c->max_nodes : c->min_nodes;
-    if (c->min_nodes > c->max_nodes)
-        return ea_errorf(err, -EINVAL, "--min %d is larger than --max %d", c->min_nodes,
-                         c->max_nodes);
+    const char *colon = strrchr(c->http, ':');
+    long port;
+    if (!colon || parse_int(colon + 1, &port) < 0 || port < 0 || port > 65535)
+        return ea_errorf(err, -EINVAL, "--http: '%s' is not [ADDR]:PORT (PORT 0-65535)",
+                         c->http);
+    size_t alen = (size_t)(colon - c->http);
+    if (alen == 0)
+        snprintf(c->http_addr, sizeof(c->http_addr), "127.0.0.1");
+    else if (alen >= sizeof(c->http_addr))
+        return ea_errorf(err, -EINVAL, "--http: address in '%s' is too long", c->http);
+    else
+        snprintf(c->http_addr, sizeof(c->http_addr), "%.*s", (int)alen, c->http);
+    if (strcmp(c->http_addr, "localhost") == 0)
+        snprintf(c->http_addr, sizeof(c->http_addr), "127.0.0.1");
+    struct in_addr in;
+    if (inet_pton(AF_INET, c->http_addr, &in) != 1)
+        return ea_errorf(err, -EINVAL, "--http: '%s' is not an IPv4 address", c->http_addr);
+    c->http_port = (int)port;
+    return 0;
+}
+
+/* Backend, endpoints, run id, state dir and prefix: what every command needs to find the run. */
+static int resolve_store(struct cfg *c, struct ea_error *err)
+{
     if (!c->backend) {
         if (c->endpoints)
             c->backend = strncmp(c->endpoints, "http://", 7) == 0 ||
@@ -294,6 +328,51 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
         return ea_errorf(err, -EINVAL,
                          "--run-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -",
                          c->run_id);
+    if (!c->state_dir) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && xdg[0])
+            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "%s/elastic-agent", xdg);
+        else
+            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "/tmp/elastic-agent-%ld",
+                     (long)getuid());
+        c->state_dir = c->state_dir_buf;
+    }
+    if (c->prefix[0] != '/' || c->prefix[strlen(c->prefix) - 1] != '/')
+        return ea_errorf(err, -EINVAL, "--prefix: '%s' must start and end with '/'", c->prefix);
+    return 0;
+}
+
+static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
+{
+    if (c->cmd == CFG_STATUS) {
+        if (c->command && c->command[0])
+            return ea_errorf(err, -EINVAL, "status takes no arguments ('%s'; see status --help)",
+                             c->command[0]);
+        int r = resolve_store(c, err);
+        if (r == 0 && strcmp(c->backend, "memory") == 0)
+            return ea_errorf(err, -EINVAL, "the memory backend lives inside one agent's process: "
+                                           "status cannot read it");
+        return r;
+    }
+    size_t i_min = idx_of(find_opt("min", 3, CFG_AGENT));
+    size_t i_max = idx_of(find_opt("max", 3, CFG_AGENT));
+    if (c->standalone) {
+        if ((srcs[i_min] && c->min_nodes != 1) || (srcs[i_max] && c->max_nodes != 1))
+            return ea_errorf(err, -EINVAL, "--standalone runs exactly one node; drop --min/--max");
+        c->min_nodes = c->max_nodes = 1;
+        if (c->backend && strcmp(c->backend, "memory") != 0)
+            return ea_errorf(err, -EINVAL, "--standalone uses the memory backend, not '%s'",
+                             c->backend);
+        c->backend = "memory";
+    }
+    if (!srcs[i_max] || c->max_nodes == 0)
+        c->max_nodes = c->max_nodes > c->min_nodes ? c->max_nodes : c->min_nodes;
+    if (c->min_nodes > c->max_nodes)
+        return ea_errorf(err, -EINVAL, "--min %d is larger than --max %d", c->min_nodes,
+                         c->max_nodes);
+    int r = resolve_store(c, err);
+    if (r < 0)
+        return r;
     if (!c->node_id) {
         char host[64] = "node";
         gethostname(host, sizeof(host) - 1);
@@ -308,17 +387,6 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
         return ea_errorf(err, -EINVAL,
                          "--node-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -",
                          c->node_id);
-    if (!c->state_dir) {
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        if (xdg && xdg[0])
-            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "%s/elastic-agent", xdg);
-        else
-            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "/tmp/elastic-agent-%ld",
-                     (long)getuid());
-        c->state_dir = c->state_dir_buf;
-    }
-    if (c->prefix[0] != '/' || c->prefix[strlen(c->prefix) - 1] != '/')
-        return ea_errorf(err, -EINVAL, "--prefix: '%s' must start and end with '/'", c->prefix);
     if (strcmp(c->rank_order, "arrival") != 0 && strcmp(c->rank_order, "host") != 0)
         return ea_errorf(err, -EINVAL, "--rank-order: '%s' is not arrival or host",
                          c->rank_order);
@@ -329,6 +397,10 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
     if (!level_ok)
         return ea_errorf(err, -EINVAL, "--log-level: '%s' is not debug, info, warn or error",
                          c->log_level);
+    if (strcmp(c->log_format, "text") != 0 && strcmp(c->log_format, "json") != 0)
+        return ea_errorf(err, -EINVAL, "--log-format: '%s' is not text or json", c->log_format);
+    if (c->http && (r = resolve_http(c, err)) < 0)
+        return r;
     if (!c->command || !c->command[0])
         return ea_errorf(err, -EINVAL,
                          "missing the worker command: elastic-agent [OPTIONS] -- COMMAND [ARGS...]");
@@ -367,26 +439,37 @@ static int read_password(struct cfg *c, char **envp, struct ea_error *err)
 
 int cfg_parse(int argc, char **argv, char **envp, struct cfg *ret, struct ea_error *err)
 {
-    struct cfg c = {0};
+    return cfg_parse_cmd(CFG_AGENT, argc, argv, envp, ret, err);
+}
+
+int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct cfg *ret,
+                  struct ea_error *err)
+{
+    struct cfg c = {.cmd = cmd};
     enum source srcs[N_OPTS] = {0};
     int r;
     for (size_t i = 0; i < N_OPTS; i++)
         if (opts[i].def && (r = apply(&c, &opts[i], opts[i].def, opts[i].flag, err)) < 0)
             return r;
-    /* environment: torchrun's PET_* first, then ours, so ELASTIC_* wins */
+    /* environment: torchrun's PET_* first, then ours, so ELASTIC_* wins; another command's
+     * variables are not ours to judge */
     for (size_t i = 0; i < N_OPTS; i++) {
+        if (!in_cmd(&opts[i], cmd))
+            continue;
         const char *v = opts[i].pet ? getenv_from(envp, opts[i].pet) : NULL;
         if (v && (r = apply_tracked(&c, &opts[i], v, opts[i].pet, srcs, SRC_PET, err)) < 0)
             return r;
     }
     /* Kubeflow once wrote PET_N_PROC_PER_NODE (kubeflow/trainer#1992); accept it too */
-    const char *kf = getenv_from(envp, "PET_N_PROC_PER_NODE");
+    const char *kf = cmd == CFG_AGENT ? getenv_from(envp, "PET_N_PROC_PER_NODE") : NULL;
     if (kf && !getenv_from(envp, "PET_NPROC_PER_NODE") &&
-        (r = apply_tracked(&c, find_opt("nproc-per-node", 14), kf, "PET_N_PROC_PER_NODE", srcs,
-                           SRC_PET, err)) < 0)
+        (r = apply_tracked(&c, find_opt("nproc-per-node", 14, CFG_AGENT), kf,
+                           "PET_N_PROC_PER_NODE", srcs, SRC_PET, err)) < 0)
         return r;
     for (size_t i = 0; i < N_OPTS; i++) {
         char name[64];
+        if (!in_cmd(&opts[i], cmd))
+            continue;
         env_name(&opts[i], name, sizeof(name));
         const char *v = getenv_from(envp, name);
         if (v && opts[i].type != OPT_BOOL && !v[0])
@@ -409,9 +492,11 @@ int cfg_parse(int argc, char **argv, char **envp, struct cfg *ret, struct ea_err
         }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const struct opt *o = find_opt(name, len);
+        const struct opt *o = find_opt(name, len, cmd);
         if (!o)
-            return ea_errorf(err, -EINVAL, "unknown option '%.*s' (see --help)", (int)len + 2, a);
+            return ea_errorf(err, -EINVAL, "unknown option '%.*s'%s (see %s--help)",
+                             (int)len + 2, a, cmd == CFG_STATUS ? " for status" : "",
+                             cmd == CFG_STATUS ? "status " : "");
         char origin[80];
         snprintf(origin, sizeof(origin), "--%s", o->flag);
         const char *v;
@@ -451,17 +536,33 @@ int cfg_parse(int argc, char **argv, char **envp, struct cfg *ret, struct ea_err
 
 void cfg_print_help(FILE *out)
 {
-    fprintf(out,
-            "Usage: elastic-agent [OPTIONS] [--] COMMAND [ARGS...]\n"
-            "\n"
-            "Runs COMMAND as --nproc-per-node worker processes on this node, in an elastic job\n"
-            "whose nodes agree on membership through a shared store (file, memory, etcd v3).\n"
-            "Workers get torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) and are\n"
-            "restarted with new ranks whenever a node joins, leaves, dies or a worker fails.\n"
-            "\nOptions (each also from ELASTIC_<NAME>, e.g. ELASTIC_RUN_ID; SEC accepts "
-            "fractions):\n");
+    cfg_print_help_cmd(CFG_AGENT, out);
+}
+
+static const char agent_intro[] =
+    "Usage: elastic-agent [OPTIONS] [--] COMMAND [ARGS...]\n"
+    "       elastic-agent status [OPTIONS]   (see elastic-agent status --help)\n"
+    "\n"
+    "Runs COMMAND as --nproc-per-node worker processes on this node, in an elastic job\n"
+    "whose nodes agree on membership through a shared store (file, memory, etcd v3).\n"
+    "Workers get torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) and are\n"
+    "restarted with new ranks whenever a node joins, leaves, dies or a worker fails.\n"
+    "\nOptions (each also from ELASTIC_<NAME>, e.g. ELASTIC_RUN_ID; SEC accepts fractions):\n";
+
+static const char status_intro[] =
+    "Usage: elastic-agent status [OPTIONS]\n"
+    "\n"
+    "Reads the store and prints the run: status, round, generation, world size, restarts,\n"
+    "members with their ranks, spares, nodes waiting and the last failure.\n"
+    "\nOptions (each also from ELASTIC_<NAME>):\n";
+
+void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out)
+{
+    fputs(cmd == CFG_STATUS ? status_intro : agent_intro, out);
     for (size_t i = 0; i < N_OPTS; i++) {
         const struct opt *o = &opts[i];
+        if (!in_cmd(o, cmd))
+            continue;
         char lhs[64], env[64];
         snprintf(lhs, sizeof(lhs), "--%s%s%s", o->flag, o->meta ? " " : "",
                  o->meta ? o->meta : "");
@@ -473,7 +574,12 @@ void cfg_print_help(FILE *out)
             fprintf(out, " [env %s, %s]", env, o->pet);
         fputc('\n', out);
     }
-    fprintf(out, "\nExit status: 0 success, 1 workers failed past --max-restarts, 2 usage error,\n"
-                 "3 store unreachable past --join-timeout, 4 rendezvous closed or timed out,\n"
-                 "130/143 interrupted by SIGINT/SIGTERM (workers stopped).\n");
+    if (cmd == CFG_STATUS)
+        fprintf(out, "\nExit status: 0 shown, 2 usage error, 3 store unreachable, 4 no such run\n"
+                     "(or its state is not ours).\n");
+    else
+        fprintf(out,
+                "\nExit status: 0 success, 1 workers failed past --max-restarts, 2 usage error,\n"
+                "3 store unreachable past --join-timeout, 4 rendezvous closed or timed out,\n"
+                "130/143 interrupted by SIGINT/SIGTERM (workers stopped).\n");
 }

@@ -13,7 +13,14 @@
 
 #include "ea_error.h"
 
+/* Which command an option belongs to (a bit set in the table). */
+enum cfg_cmd {
+    CFG_AGENT = 1,  /* elastic-agent [OPTIONS] -- COMMAND */
+    CFG_STATUS = 2, /* elastic-agent status [OPTIONS] */
+};
+
 struct cfg {
+    enum cfg_cmd cmd;
     int min_nodes, max_nodes;
     int nproc_per_node;
     const char *run_id;
@@ -31,6 +38,12 @@ struct cfg {
     const char *preemption_file;
     bool tee;
     const char *log_level;
+    const char *log_format;  /* "text" or "json" */
+    const char *events_path; /* --events FILE: one JSON object per line per event, or NULL */
+    const char *http;        /* --http [ADDR]:PORT as given, or NULL */
+    char http_addr[64];      /* resolved from --http (":PORT" binds 127.0.0.1) */
+    int http_port;           /* 0: the kernel picks one (logged) */
+    bool json, watch;        /* status: --json, --watch */
     const char *cacert, *cert, *key, *user;
     const char *password_file;
     const char *password; /* from --password-file or ELASTIC_ETCD_PASSWORD; never logged */
@@ -51,7 +64,18 @@ struct cfg {
  */
 int cfg_parse(int argc, char **argv, char **envp, struct cfg *ret, struct ea_error *err);
 
+/*
+ * The same for command `cmd`: only the table's options of that command are accepted (from the
+ * command line and the environment). For CFG_STATUS, argv[0] is "status", no worker command is
+ * allowed and only the store options are resolved (backend, endpoints, state dir, run id, prefix,
+ * credentials); the memory backend is refused (it lives inside one agent).
+ */
+int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct cfg *ret,
+                  struct ea_error *err);
+
 /* Print --help, generated from the option table. */
 void cfg_print_help(FILE *out);
+/* Print the help of command `cmd`. */
+void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out);
 
 #endif

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/* elastic-agent: entry point. Parses options, dispatches the hidden exec-guard subcommand. */
+/* elastic-agent: entry point. Parses options, dispatches the `status` subcommand and the hidden
+ * exec-guard one. */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent.h"
 #include "config.h"
 #include "launcher.h"
+#include "status.h"
 
 extern char **environ;
 
@@ -13,6 +15,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "exec-guard") == 0)
         return launch_guard_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "status") == 0)
+        return status_main(argc - 1, argv + 1, environ);
     struct cfg cfg;
     struct ea_error err = {0};
     if (cfg_parse(argc, argv, environ, &cfg, &err) < 0) {

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -144,8 +143,7 @@ static void etcd_free(struct etcd *e, int grpc_held, int sync_init)
     free(e->eps);
     if (e->creds)
         grpc_channel_credentials_release(e->creds);
-    if (e->efd >= 0)
-        close(e->efd);
+    kv_evq_destroy(&e->evq);
     free(e->user);
     if (e->password) {
         memset(e->password, 0, strlen(e->password));
@@ -163,11 +161,16 @@ static int etcd_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_
     if (!e)
         return ea_errorf(err, -ENOMEM, "etcd: out of memory");
     e->base.ops = &kv_etcd_ops;
-    e->efd = -1;
     e->next_watch_id = 1;
     e->timeout_ms = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : ETCD_DEFAULT_TIMEOUT_MS;
     int grpc_held = 0, sync_init = 0;
-    int rc = parse_endpoints(e, cfg->endpoints, err);
+    /* First, so that every error path below may destroy the queue. */
+    int rc = kv_evq_init(&e->evq);
+    if (rc) {
+        rc = ea_errorf(err, rc, "etcd: eventfd: %s", strerror(-rc));
+        goto error;
+    }
+    rc = parse_endpoints(e, cfg->endpoints, err);
     if (rc)
         goto error;
     if (cfg->password && !cfg->user) {
@@ -177,11 +180,6 @@ static int etcd_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_
     if (cfg->user && (!(e->user = strdup(cfg->user)) ||
                       !(e->password = strdup(cfg->password ? cfg->password : "")))) {
         rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
-        goto error;
-    }
-    e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (e->efd < 0) {
-        rc = ea_errorf(err, -errno, "etcd: eventfd: %s", strerror(errno));
         goto error;
     }
     rc = etcd_grpc_acquire(err);
@@ -223,6 +221,17 @@ static void etcd_close(struct kv *kv)
 static ProtobufCBinaryData bin(const char *s, size_t len)
 {
     return (ProtobufCBinaryData){len, (uint8_t *)s};
+}
+
+/* A request whose response says nothing beyond success. */
+static int call_discard(struct kv *kv, const struct etcd_rpc *rpc, const ProtobufCMessage *req,
+                        struct ea_error *err)
+{
+    ProtobufCMessage *out;
+    int rc = etcd_unary((struct etcd *)kv, rpc, req, &out, err);
+    if (rc == 0)
+        protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
 }
 
 static int etcd_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err)
@@ -405,11 +414,7 @@ static int etcd_del(struct kv *kv, const char *key, struct ea_error *err)
     /* Deleting twice deletes nothing the second time: safe to send to another member. */
     const struct etcd_rpc rpc = {ETCD_M_DELETE, &etcdserverpb__delete_range_response__descriptor, 1,
                                  what};
-    ProtobufCMessage *out;
-    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
-    if (rc == 0)
-        protobuf_c_message_free_unpacked(out, NULL);
-    return rc;
+    return call_discard(kv, &rpc, &rq.base, err);
 }
 
 static int etcd_lease_grant(struct kv *kv, int64_t ttl_ms, int64_t *ret_lease, struct ea_error *err)
@@ -444,11 +449,7 @@ static int etcd_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err)
     rq.id = lease;
     const struct etcd_rpc rpc = {ETCD_M_LEASE_REVOKE,
                                  &etcdserverpb__lease_revoke_response__descriptor, 0, what};
-    ProtobufCMessage *out;
-    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
-    if (rc == 0)
-        protobuf_c_message_free_unpacked(out, NULL);
-    return rc;
+    return call_discard(kv, &rpc, &rq.base, err);
 }
 
 int etcd_compact(struct kv *kv, int64_t revision, struct ea_error *err)
@@ -462,11 +463,7 @@ int etcd_compact(struct kv *kv, int64_t revision, struct ea_error *err)
     rq.physical = 1;
     const struct etcd_rpc rpc = {ETCD_M_COMPACT, &etcdserverpb__compaction_response__descriptor, 1,
                                  what};
-    ProtobufCMessage *out;
-    int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
-    if (rc == 0)
-        protobuf_c_message_free_unpacked(out, NULL);
-    return rc;
+    return call_discard(kv, &rpc, &rq.base, err);
 }
 
 const struct kv_ops kv_etcd_ops = {

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -239,8 +238,7 @@ static void gw_free(struct etcd_gw *g, int curl_held, int sync_init)
         free(g->password);
     }
     free(g->token);
-    if (g->efd >= 0)
-        close(g->efd);
+    kv_evq_destroy(&g->evq);
     free(g);
     if (curl_held)
         curl_release();
@@ -252,13 +250,17 @@ static int gw_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_er
     if (!g)
         return ea_errorf(err, -ENOMEM, "etcd-gateway: out of memory");
     g->base.ops = &kv_etcd_gateway_ops;
-    g->efd = -1;
     g->next_watch_id = 1;
     g->timeout_ms =
         cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : ETCD_GW_DEFAULT_TIMEOUT_MS;
     g->pid = getpid();
     int curl_held = 0, sync_init = 0, schemes = 0;
-    int rc = parse_endpoints(g, cfg->endpoints, &schemes, err);
+    /* First, so that every error path below may destroy the queue. */
+    int rc = kv_evq_init(&g->evq);
+    if (rc)
+        rc = ea_errorf(err, rc, "etcd-gateway: eventfd: %s", strerror(-rc));
+    if (rc == 0)
+        rc = parse_endpoints(g, cfg->endpoints, &schemes, err);
     if (rc == 0)
         rc = parse_tls(g, cfg, schemes, err);
     if (rc)
@@ -270,11 +272,6 @@ static int gw_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_er
     if (cfg->user && (!(g->user = strdup(cfg->user)) ||
                       !(g->password = strdup(cfg->password ? cfg->password : "")))) {
         rc = ea_errorf(err, -ENOMEM, "etcd-gateway: out of memory");
-        goto error;
-    }
-    g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (g->efd < 0) {
-        rc = ea_errorf(err, -errno, "etcd-gateway: eventfd: %s", strerror(errno));
         goto error;
     }
     rc = curl_acquire(err);

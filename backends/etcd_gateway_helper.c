@@ -261,7 +261,4 @@ void etcd_gw_watch_shutdown(struct etcd_gw *g)
     if (g->multi)
         curl_multi_cleanup(g->multi);
     g->multi = NULL;
-    kv_events_free(g->events, g->nevents);
-    g->events = NULL;
-    g->nevents = g->capevents = 0;
 }

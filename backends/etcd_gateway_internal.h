@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "kv.h"
+#include "kv_evq.h"
 
 #define ETCD_GW_DEFAULT_TIMEOUT_MS 5000
 /* Largest response body or watch message accepted; beyond it the answer is KV_ECORRUPT. */
@@ -56,9 +57,7 @@ struct etcd_gw {
     int closing;
     struct etcd_gw_watch *watches; /* every watch transfer not yet freed */
     int64_t next_watch_id;
-    int efd; /* eventfd, readable when `events` is non-empty */
-    struct kv_event *events;
-    size_t nevents, capevents;
+    struct kv_evq evq; /* events for read_events(); its eventfd is event_fd() */
 };
 
 /* ---- etcd_gateway.c ---- */
@@ -140,7 +139,7 @@ int etcd_gw_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms,
                             struct ea_error *err);
 int etcd_gw_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err);
 
-/* ---- etcd_gateway_watch.c: watch streams, their messages, the event queue ---- */
+/* ---- etcd_gateway_watch.c: watch streams, their messages, read_events (kv_evq.h) ---- */
 
 /* One kv watch = one streaming POST /v3/watch. Linked into g->watches under g->lock by watch();
  * from then on only the helper thread touches its curl handle, and frees it once it is `dead`
@@ -201,7 +200,7 @@ int etcd_gw_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret
 
 /* Start the helper thread (all signals blocked) and its multi handle, once per handle. */
 int etcd_gw_helper_start(struct etcd_gw *g, struct ea_error *err);
-/* Stop the helper thread, free every watch and queued event (close path, no lock held). */
+/* Stop the helper thread and free every watch (close path, no lock held). */
 void etcd_gw_watch_shutdown(struct etcd_gw *g);
 
 #endif

@@ -3,7 +3,7 @@
  * etcd_gateway_watch: watches over the gateway. Every kv watch is one long-lived POST /v3/watch
  * whose chunked response carries one JSON object per line ({"result":{...}}). The helper thread
  * (etcd_gateway_helper.c) drives the transfers; this file creates them, parses the lines as
- * they arrive and hands kv_events to the caller through a mutex-protected queue and an eventfd.
+ * they arrive and hands kv_events to the caller through the handle's kv_evq (under g->lock).
  * A stream that ends (etcd killed or restarted) becomes KV_EVENT_ERROR KV_ECONN, a compacted
  * start revision KV_ECOMPACTED: the agent re-lists and watches again.
  */
@@ -11,41 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ea_time.h"
 #include "etcd_gateway_internal.h"
 
-/* ---- event queue (g->lock held) ---- */
-
-static int push_event(struct etcd_gw *g, struct kv_event *ev)
-{
-    if (g->nevents == g->capevents) {
-        size_t cap = g->capevents ? g->capevents * 2 : 16;
-        struct kv_event *bigger = realloc(g->events, cap * sizeof(*bigger));
-        if (!bigger)
-            return -ENOMEM;
-        g->events = bigger;
-        g->capevents = cap;
-    }
-    g->events[g->nevents++] = *ev;
-    uint64_t one = 1;
-    /* Cannot fail short of a counter overflow; the reader drains it before taking the queue. */
-    if (write(g->efd, &one, sizeof(one)) < 0) {
-    }
-    return 0;
-}
-
-static int push_error(struct etcd_gw *g, struct etcd_gw_watch *w, int code, const char *msg)
-{
-    struct kv_event ev;
-    memset(&ev, 0, sizeof(ev));
-    ev.type = KV_EVENT_ERROR;
-    ev.watch_id = w->id;
-    ev.error = code;
-    snprintf(ev.message, sizeof(ev.message), "%s", msg);
-    return push_event(g, &ev);
-}
+/* ---- the end of a watch ---- */
 
 /* The watch is over with `code`: tell whoever needs to know, once. */
 void etcd_gw_end_locked(struct etcd_gw_watch *w, int code, const char *msg)
@@ -60,7 +30,7 @@ void etcd_gw_end_locked(struct etcd_gw_watch *w, int code, const char *msg)
         w->state = ETCD_GW_W_ENDED;
         if (w->dead)
             return;
-        if (push_error(g, w, code, msg))
+        if (kv_evq_push_error(&g->evq, w->id, code, msg))
             w->lost = 1; /* read_events reports it when it can */
         else
             w->dead = 1;
@@ -196,7 +166,7 @@ static int handle_line(struct etcd_gw_watch *w, const char *s, size_t len)
         stop = 1;
     }
     for (; !stop && w->state == ETCD_GW_W_ACTIVE && used < nev; used++) {
-        if (push_event(g, &evs[used])) {
+        if (kv_evq_push(&g->evq, &evs[used])) {
             etcd_gw_end_locked(w, -ENOMEM, "etcd-gateway watch: out of memory, events were lost");
             stop = 1;
         }
@@ -433,21 +403,14 @@ void etcd_gw_watch_cancel(struct kv *kv, int64_t watch_id)
         if (w->id == watch_id && !w->dead)
             w->dead = 1; /* the helper thread aborts the transfer */
     /* Undelivered events of this watch are dropped. */
-    size_t keep = 0;
-    for (size_t i = 0; i < g->nevents; i++) {
-        if (g->events[i].watch_id == watch_id)
-            kv_entry_clear(&g->events[i].entry);
-        else
-            g->events[keep++] = g->events[i];
-    }
-    g->nevents = keep;
+    kv_evq_drop_watch(&g->evq, watch_id);
     pthread_mutex_unlock(&g->lock);
     curl_multi_wakeup(g->multi);
 }
 
 int etcd_gw_event_fd(struct kv *kv)
 {
-    return ((struct etcd_gw *)kv)->efd;
+    return ((struct etcd_gw *)kv)->evq.fd;
 }
 
 int etcd_gw_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret_n,
@@ -456,30 +419,22 @@ int etcd_gw_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret
     struct etcd_gw *g = (struct etcd_gw *)kv;
     if (etcd_gw_forked(g, err))
         return KV_EINVAL;
-    uint64_t count;
-    /* Drain first: anything queued after this read signals the fd again. */
-    if (read(g->efd, &count, sizeof(count)) < 0) {
-    }
+    kv_evq_drain(&g->evq);
     int rc = 0, reap = 0;
     pthread_mutex_lock(&g->lock);
     for (struct etcd_gw_watch *w = g->watches; w && rc == 0; w = w->next) {
         if (!w->lost || w->dead)
             continue;
-        if (push_error(g, w, -ENOMEM, "etcd-gateway watch: out of memory, events were lost")) {
+        if (kv_evq_push_error(&g->evq, w->id, -ENOMEM,
+                              "etcd-gateway watch: out of memory, events were lost")) {
             rc = ea_errorf(err, -ENOMEM, "etcd-gateway: out of memory queueing watch events");
         } else {
             w->lost = 0;
             w->dead = reap = 1;
         }
     }
-    if (rc == 0) {
-        *ret_events = g->nevents ? g->events : NULL;
-        *ret_n = g->nevents;
-        if (!g->nevents)
-            free(g->events);
-        g->events = NULL;
-        g->nevents = g->capevents = 0;
-    }
+    if (rc == 0)
+        kv_evq_take(&g->evq, ret_events, ret_n);
     pthread_mutex_unlock(&g->lock);
     if (reap)
         curl_multi_wakeup(g->multi);

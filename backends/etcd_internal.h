@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "kv.h"
+#include "kv_evq.h"
 #include "rpc.pb-c.h"
 
 #define ETCD_DEFAULT_TIMEOUT_MS 5000
@@ -95,9 +96,7 @@ struct etcd {
     int64_t next_watch_id;
     struct etcd_ka ka;
 
-    int efd; /* eventfd, readable when `events` is non-empty */
-    struct kv_event *events;
-    size_t nevents, capevents;
+    struct kv_evq evq; /* events for read_events(); its eventfd is event_fd() */
 
     pthread_mutex_t watch_op_lock; /* one watch create at a time */
     pthread_mutex_t ka_op_lock;    /* one keepalive at a time */
@@ -184,7 +183,7 @@ struct etcd *etcd_stream_owner(const struct etcd_stream *s);
 /* Cancel every stream, stop the I/O thread and destroy its queue. Called by close, no lock. */
 void etcd_streams_shutdown(struct etcd *e);
 
-/* ---- etcd_watch.c: watch, keepalive, event queue ---- */
+/* ---- etcd_watch.c: watch, keepalive, read_events (queue: kv_evq.h) ---- */
 
 int etcd_watch(struct kv *kv, const char *prefix, int64_t from_revision, int64_t *ret_watch_id,
                struct ea_error *err);
@@ -193,7 +192,7 @@ int etcd_event_fd(struct kv *kv);
 int etcd_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret_n,
                      struct ea_error *err);
 int etcd_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, struct ea_error *err);
-/* Free the watcher table and queued events (close path, I/O thread already stopped). */
+/* Free the watcher table (close path, I/O thread already stopped). */
 void etcd_watch_release(struct etcd *e);
 
 /* ---- etcd.c helpers shared with etcd_watch.c ---- */

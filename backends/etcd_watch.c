@@ -2,8 +2,9 @@
 /*
  * etcd_watch: the two streaming protocols of the etcd backend and the hand-over to the caller.
  * Watch: every kv watch is one etcd watcher on a shared Watch stream; the I/O thread turns
- * WatchResponses into kv_events in a mutex-protected queue and signals an eventfd. Keepalive: one
- * LeaseKeepAlive stream, one request answered by one response, waited for with a deadline.
+ * WatchResponses into kv_events in the handle's kv_evq (under e->lock), which signals its
+ * eventfd. Keepalive: one LeaseKeepAlive stream, one request answered by one response, waited
+ * for with a deadline.
  * A broken stream becomes KV_EVENT_ERROR/KV_ECONN for its watches; compaction KV_ECOMPACTED.
  * A silent one too: a watch stream quiet for the handle's timeout is asked for a progress report
  * (etcd >= 3.4 answers at once), and one that stays quiet for another timeout is given up.
@@ -13,28 +14,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ea_time.h"
 
-/* ---- event queue ---- */
-
-static int push_event(struct etcd *e, struct kv_event *ev)
+/* The next request goes to the member after `ep`, unless another thread moved on already.
+ * e->lock held. */
+static void advance_locked(struct etcd *e, size_t ep)
 {
-    if (e->nevents == e->capevents) {
-        size_t cap = e->capevents ? e->capevents * 2 : 16;
-        struct kv_event *bigger = realloc(e->events, cap * sizeof(*bigger));
-        if (!bigger)
-            return -ENOMEM;
-        e->events = bigger;
-        e->capevents = cap;
-    }
-    e->events[e->nevents++] = *ev;
-    uint64_t one = 1;
-    /* Cannot fail short of a counter overflow; the reader drains it before taking the queue. */
-    if (write(e->efd, &one, sizeof(one)) < 0) {
-    }
-    return 0;
+    if (e->current == ep)
+        e->current = (ep + 1) % e->neps;
+}
+
+/* After an attempt on member `ep` ended with `rc`: whether to try the next member (only on
+ * KV_ECONN, while members and time are left), moving e->current on if so. No lock held. */
+static int fail_over(struct etcd *e, size_t ep, int rc, size_t *tried, int64_t deadline)
+{
+    if (rc != KV_ECONN || *tried >= e->neps || ea_now_ms() >= deadline)
+        return 0;
+    pthread_mutex_lock(&e->lock);
+    advance_locked(e, ep);
+    pthread_mutex_unlock(&e->lock);
+    (*tried)++;
+    return 1;
 }
 
 static struct etcd_watcher *find_watcher(struct etcd *e, int64_t id)
@@ -61,13 +62,7 @@ static int stream_has_watchers(struct etcd *e, const struct etcd_stream *s)
 /* Queue the end of watch `w` (the caller removes it). */
 static void push_error(struct etcd *e, struct etcd_watcher *w, int code, const char *msg)
 {
-    struct kv_event ev;
-    memset(&ev, 0, sizeof(ev));
-    ev.type = KV_EVENT_ERROR;
-    ev.watch_id = w->id;
-    ev.error = code;
-    snprintf(ev.message, sizeof(ev.message), "%s", msg);
-    if (push_event(e, &ev))
+    if (kv_evq_push_error(&e->evq, w->id, code, msg))
         w->lost = 1; /* read_events reports it when it can */
 }
 
@@ -92,7 +87,7 @@ static void push_change(struct etcd *e, struct etcd_watcher *w, const Mvccpb__Ev
         ev.type = KV_EVENT_PUT;
         rc = etcd_entry_from_kv(&ev.entry, mev->kv);
     }
-    if (rc == 0 && push_event(e, &ev) == 0)
+    if (rc == 0 && kv_evq_push(&e->evq, &ev) == 0)
         return;
     kv_entry_clear(&ev.entry);
     if (rc == KV_ECORRUPT)
@@ -196,8 +191,8 @@ static void watch_on_close(struct etcd_stream *s, int code, const char *message)
     }
     if (e->watch_stream == s)
         e->watch_stream = NULL;
-    if (code != GRPC_STATUS_CANCELLED && e->current == ep)
-        e->current = (ep + 1) % e->neps; /* re-watch on another member */
+    if (code != GRPC_STATUS_CANCELLED)
+        advance_locked(e, ep); /* re-watch on another member */
     pthread_cond_broadcast(&e->cond);
 }
 
@@ -291,8 +286,7 @@ static int create_once(struct etcd *e, Etcdserverpb__WatchCreateRequest *creq, i
         if (e->watch_stream == s)
             e->watch_stream = NULL;
         etcd_stream_cancel(s);
-        if (e->current == ep)
-            e->current = (ep + 1) % e->neps;
+        advance_locked(e, ep);
     }
     if (w)
         remove_watcher(e, w);
@@ -353,13 +347,8 @@ int etcd_watch(struct kv *kv, const char *prefix, int64_t from_revision, int64_t
             etcd_auth_invalidate(e);
             continue;
         }
-        if (rc != KV_ECONN || tried >= e->neps || ea_now_ms() >= deadline)
+        if (!fail_over(e, ep, rc, &tried, deadline))
             break;
-        pthread_mutex_lock(&e->lock);
-        if (e->current == ep)
-            e->current = (ep + 1) % e->neps;
-        pthread_mutex_unlock(&e->lock);
-        tried++;
     }
     pthread_mutex_unlock(&e->watch_op_lock);
     free(end);
@@ -392,20 +381,13 @@ void etcd_watch_cancel(struct kv *kv, int64_t watch_id)
         }
     }
     /* Undelivered events of this watch are dropped. */
-    size_t keep = 0;
-    for (size_t i = 0; i < e->nevents; i++) {
-        if (e->events[i].watch_id == watch_id)
-            kv_entry_clear(&e->events[i].entry);
-        else
-            e->events[keep++] = e->events[i];
-    }
-    e->nevents = keep;
+    kv_evq_drop_watch(&e->evq, watch_id);
     pthread_mutex_unlock(&e->lock);
 }
 
 int etcd_event_fd(struct kv *kv)
 {
-    return ((struct etcd *)kv)->efd;
+    return ((struct etcd *)kv)->evq.fd;
 }
 
 int etcd_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret_n,
@@ -414,10 +396,7 @@ int etcd_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret_n,
     struct etcd *e = (struct etcd *)kv;
     if (etcd_forked(e, err))
         return KV_EINVAL;
-    uint64_t count;
-    /* Drain first: anything queued after this read signals the fd again. */
-    if (read(e->efd, &count, sizeof(count)) < 0) {
-    }
+    kv_evq_drain(&e->evq);
     int rc = 0;
     pthread_mutex_lock(&e->lock);
     for (size_t i = 0; i < e->nwatchers && rc == 0;) {
@@ -433,23 +412,14 @@ int etcd_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret_n,
         else
             remove_watcher(e, w);
     }
-    if (rc == 0) {
-        *ret_events = e->nevents ? e->events : NULL;
-        *ret_n = e->nevents;
-        if (!e->nevents)
-            free(e->events);
-        e->events = NULL;
-        e->nevents = e->capevents = 0;
-    }
+    if (rc == 0)
+        kv_evq_take(&e->evq, ret_events, ret_n);
     pthread_mutex_unlock(&e->lock);
     return rc;
 }
 
 void etcd_watch_release(struct etcd *e)
 {
-    kv_events_free(e->events, e->nevents);
-    e->events = NULL;
-    e->nevents = e->capevents = 0;
     free(e->watchers);
     e->watchers = NULL;
     e->nwatchers = e->capwatchers = 0;
@@ -495,8 +465,8 @@ static void ka_on_close(struct etcd_stream *s, int code, const char *message)
     }
     if (e->ka_stream == s)
         e->ka_stream = NULL;
-    if (code != GRPC_STATUS_CANCELLED && e->current == ep)
-        e->current = (ep + 1) % e->neps;
+    if (code != GRPC_STATUS_CANCELLED)
+        advance_locked(e, ep);
 }
 
 static const struct etcd_stream_handler ka_handler = {
@@ -538,8 +508,7 @@ static int ka_once(struct etcd *e, int64_t lease, int64_t deadline, int64_t *ret
             if (e->ka_stream == s)
                 e->ka_stream = NULL;
             etcd_stream_cancel(s);
-            if (e->current == ep)
-                e->current = (ep + 1) % e->neps;
+            advance_locked(e, ep);
             break;
         }
     }
@@ -571,13 +540,8 @@ int etcd_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, stru
             pthread_mutex_unlock(&e->lock);
         }
         /* A keepalive is idempotent: any failure to reach a member may go to the next. */
-        if (rc != KV_ECONN || tried >= e->neps || ea_now_ms() >= deadline)
+        if (!fail_over(e, ep, rc, &tried, deadline))
             break;
-        pthread_mutex_lock(&e->lock);
-        if (e->current == ep)
-            e->current = (ep + 1) % e->neps;
-        pthread_mutex_unlock(&e->lock);
-        tried++;
     }
     pthread_mutex_unlock(&e->ka_op_lock);
     if (rc)

@@ -12,8 +12,11 @@
  *
  * Signals are taken synchronously from a signalfd (tini's shape): SIGTERM/SIGINT/SIGHUP/SIGQUIT
  * sent to the guard itself are forwarded to the worker's group, unless the parent has gone
- * (the death signal), which kills everything; SIGCHLD drives a waitpid(-1) loop.
+ * (the death signal), which kills everything; SIGCHLD wakes the reaping, which goes by pid
+ * through our list of children so that the worker's zombie can be kept until the very end.
+ * Exit codes of its own: 2 usage, 127/126 the worker could not be started (as a shell does).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -22,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -33,7 +35,7 @@
 #include "launcher.h"
 #include "proc.h"
 
-#define GUARD_GRACE_MS 500    /* SIGTERM to leftovers, then SIGKILL this much later */
+#define GUARD_GRACE_MS 500         /* SIGTERM to leftovers, then SIGKILL this much later */
 #define GUARD_KILL_RECHECK_MS 1000 /* safety net while killing: re-list children */
 #define GUARD_MAX_KIDS 256
 
@@ -44,15 +46,16 @@ enum guard_phase {
 };
 
 struct guard {
-    pid_t ppid;     /* parent at start; another one later means it died */
-    pid_t wpid;     /* the worker, leader of the group we signal */
-    int wstatus;    /* valid once wdone */
-    bool wdone;
-    bool children;  /* false once waitpid() reports ECHILD */
+    pid_t ppid;    /* parent at start; another one later means it died */
+    pid_t wpid;    /* the worker, leader of the group we signal */
+    bool wdone;    /* the worker has exited (it stays an unreaped zombie until we finish) */
+    int wcode;     /* its exit code, or */
+    int wsig;      /* the signal that killed it */
+    bool children; /* children other than the worker are left */
     enum guard_phase phase;
     int64_t kill_at;
     int sigfd;
-    int watch_fd;   /* stdin while --watch-stdin and not at EOF, else -1 */
+    int watch_fd;                 /* stdin while --watch-stdin and not at EOF, else -1 */
     pid_t termed[GUARD_MAX_KIDS]; /* leftovers already sent SIGTERM */
     size_t ntermed;
 };
@@ -90,12 +93,12 @@ static int parse_args(int argc, char **argv, int *report_fd, bool *watch, char *
 }
 
 /* Children of this (single-threaded) process, from /proc/self/task/<pid>/children, or from a
- * scan of /proc when the kernel lacks CONFIG_PROC_CHILDREN. Zombies may be included. */
-static size_t scan_proc(pid_t *out, size_t max)
+ * scan of /proc when the kernel lacks CONFIG_PROC_CHILDREN; zombies included. -1 without /proc. */
+static ssize_t scan_proc(pid_t *out, size_t max)
 {
     DIR *d = opendir("/proc");
     if (!d)
-        return 0;
+        return -1;
     size_t n = 0;
     pid_t self = getpid();
     for (struct dirent *e; n < max && (e = readdir(d));) {
@@ -118,10 +121,10 @@ static size_t scan_proc(pid_t *out, size_t max)
             out[n++] = (pid_t)atoi(e->d_name);
     }
     closedir(d);
-    return n;
+    return (ssize_t)n;
 }
 
-static size_t list_children(pid_t *out, size_t max)
+static ssize_t list_children(pid_t *out, size_t max)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
@@ -148,7 +151,7 @@ static size_t list_children(pid_t *out, size_t max)
     if (in_num && n < max)
         out[n++] = (pid_t)cur;
     close(fd);
-    return n;
+    return (ssize_t)n;
 }
 
 static bool parent_gone(const struct guard *g)
@@ -167,8 +170,17 @@ static void begin_cleanup(struct guard *g, bool hard)
     }
 }
 
-/* Reap everything that has exited; note the worker's status. */
-static void reap(struct guard *g)
+static void worker_ended(struct guard *g, int code, int sig)
+{
+    g->wdone = true;
+    g->wcode = code;
+    g->wsig = sig;
+    /* a SIGKILLed worker means "now", not "after a grace" */
+    begin_cleanup(g, sig == SIGKILL);
+}
+
+/* Without /proc: plain waitpid(-1) (the worker is reaped at once). */
+static void reap_blind(struct guard *g)
 {
     for (;;) {
         int st;
@@ -179,13 +191,45 @@ static void reap(struct guard *g)
             g->children = pid == 0;
             return;
         }
-        if (pid == g->wpid && !g->wdone) {
-            g->wdone = true;
-            g->wstatus = st;
-            /* a SIGKILLed worker means "now", not "after a grace" */
-            begin_cleanup(g, WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-        }
+        if (pid == g->wpid && !g->wdone)
+            worker_ended(g, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                         WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     }
+}
+
+/*
+ * Reap what has exited, except the worker: its end is only noted (WNOWAIT), and its zombie stays
+ * until everything else is gone. The zombie keeps the worker's pid, hence its process group id,
+ * from being reused while the agent may still signal -wpid. Returns the children still running
+ * (the worker excluded) in kids[].
+ */
+static size_t reap(struct guard *g, pid_t *kids)
+{
+    if (!g->wdone) {
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_PID, (id_t)g->wpid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == g->wpid)
+            worker_ended(g, si.si_code == CLD_EXITED ? si.si_status : -1,
+                         si.si_code == CLD_EXITED ? 0 : si.si_status);
+    }
+    ssize_t n = list_children(kids, GUARD_MAX_KIDS);
+    if (n < 0) {
+        reap_blind(g);
+        return 0;
+    }
+    size_t left = 0;
+    for (ssize_t i = 0; i < n; i++) {
+        if (kids[i] == g->wpid)
+            continue;
+        pid_t r;
+        while ((r = waitpid(kids[i], NULL, WNOHANG)) < 0 && errno == EINTR)
+            ;
+        if (r == 0) /* still ours and running: a zombie cannot be reused until we reap it */
+            kids[left++] = kids[i];
+    }
+    g->children = left > 0 || n == GUARD_MAX_KIDS;
+    return left;
 }
 
 static bool termed_already(struct guard *g, pid_t pid)
@@ -200,7 +244,7 @@ static bool termed_already(struct guard *g, pid_t pid)
 
 /* After the worker: its group and every child we have (re-parented descendants, some of which
  * may have left the group with setsid) get SIGTERM once, or SIGKILL on every pass. */
-static void signal_leftovers(struct guard *g)
+static void signal_leftovers(struct guard *g, const pid_t *kids, size_t n)
 {
     if (g->phase == GUARD_DRAIN && ea_now_ms() >= g->kill_at)
         g->phase = GUARD_KILL;
@@ -208,8 +252,6 @@ static void signal_leftovers(struct guard *g)
         return;
     if (g->phase == GUARD_KILL)
         kill(-g->wpid, SIGKILL);
-    pid_t kids[GUARD_MAX_KIDS];
-    size_t n = list_children(kids, GUARD_MAX_KIDS);
     for (size_t i = 0; i < n; i++) {
         if (g->phase == GUARD_KILL)
             kill(kids[i], SIGKILL);
@@ -236,7 +278,7 @@ static void on_stdin(struct guard *g)
     char buf[512];
     ssize_t n = read(g->watch_fd, buf, sizeof(buf));
     if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)))
-        return; /* input is ignored; only its end matters */
+        return;       /* input is ignored; only its end matters */
     g->watch_fd = -1; /* EOF or error: the connection (our lifeline) is gone */
     g->phase = GUARD_KILL;
 }
@@ -244,9 +286,11 @@ static void on_stdin(struct guard *g)
 /* Exit like the worker did: its code, or its fatal signal re-raised on ourselves. */
 static int finish(const struct guard *g)
 {
-    if (WIFEXITED(g->wstatus))
-        return WEXITSTATUS(g->wstatus);
-    int sig = WTERMSIG(g->wstatus);
+    while (waitpid(g->wpid, NULL, 0) < 0 && errno == EINTR)
+        ; /* the last zombie: only now may its pid and group id be reused */
+    if (!g->wsig)
+        return g->wcode;
+    int sig = g->wsig;
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core); /* the worker dumped its own core, if any */
     struct sigaction sa;
@@ -263,11 +307,12 @@ static int finish(const struct guard *g)
 
 static void guard_loop(struct guard *g)
 {
+    pid_t kids[GUARD_MAX_KIDS];
     for (;;) {
-        reap(g);
+        size_t n = reap(g, kids);
         if (g->phase != GUARD_KILL && parent_gone(g))
             g->phase = GUARD_KILL;
-        signal_leftovers(g);
+        signal_leftovers(g, kids, n);
         if (g->wdone && !g->children)
             return;
         struct pollfd pfd[2] = {{.fd = g->sigfd, .events = POLLIN},
@@ -275,10 +320,10 @@ static void guard_loop(struct guard *g)
         int timeout = g->phase == GUARD_DRAIN  ? ea_timeout_until(g->kill_at)
                       : g->phase == GUARD_KILL ? GUARD_KILL_RECHECK_MS
                                                : -1;
-        int n = poll(pfd, 2, timeout);
-        if (n < 0 && errno != EINTR)
+        int ready = poll(pfd, 2, timeout);
+        if (ready < 0 && errno != EINTR)
             g->phase = GUARD_KILL; /* cannot wait for events: end it all */
-        if (n <= 0)
+        if (ready <= 0)
             continue;
         if (pfd[0].revents)
             on_signals(g);

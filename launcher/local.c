@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -24,7 +25,6 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <limits.h>
 
 #include "ea_time.h"
 #include "launcher.h"
@@ -46,15 +46,15 @@ struct lstream {
 
 struct launch_proc {
     struct local *l;
-    pid_t pid;   /* the exec-guard: the child we reap */
-    pid_t wpid;  /* the worker, leader of the process group we signal */
-    int pidfd;   /* of the guard; -1 without pidfd_open (SIGCHLD then suffices) */
+    pid_t pid;  /* the exec-guard: the child we reap */
+    pid_t wpid; /* the worker, leader of the process group we signal */
+    int pidfd;  /* of the guard; -1 without pidfd_open (SIGCHLD then suffices) */
     char label[64];
     struct lstream *out[2]; /* tee only: stdout, stderr */
     int64_t kill_at;        /* monotonic ms of the pending SIGKILL, -1 = none */
     bool stopping, exited, reported;
     bool released; /* released while running: reaped and freed quietly by dispatch/destroy */
-    int status; /* wait status of the guard, once exited */
+    int status;    /* wait status of the guard, once exited */
     int64_t end_ms;
 };
 
@@ -249,6 +249,19 @@ static void lp_finish(struct local *l, struct launch_proc *p, int status, int64_
     p->end_ms = end_ms;
 }
 
+/* Signal the worker's group, unless its guard has already exited: the guard holds the worker's
+ * zombie (so the group id cannot be reused) until just before it exits, and a guard that exited
+ * but is not reaped yet no longer vouches for that id. */
+static int group_kill(const struct launch_proc *p, int sig)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (p->exited ||
+        (waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid))
+        return -ESRCH;
+    return kill(-p->wpid, sig) < 0 ? -errno : 0;
+}
+
 static void arm_timer(struct local *l)
 {
     int64_t next = -1;
@@ -281,7 +294,7 @@ static void collect(struct local *l)
     for (size_t i = 0; i < l->n; i++) {
         struct launch_proc *p = l->v[i];
         if (!p->exited && p->kill_at >= 0 && now >= p->kill_at) {
-            kill(-p->wpid, SIGKILL);
+            group_kill(p, SIGKILL);
             p->kill_at = -1;
         }
     }
@@ -312,8 +325,7 @@ static void local_destroy(struct launcher *base)
     if (!l)
         return;
     for (size_t i = 0; i < l->n; i++)
-        if (!l->v[i]->exited)
-            kill(-l->v[i]->wpid, SIGKILL);
+        group_kill(l->v[i], SIGKILL);
     /* each guard now removes what is left of its worker's tree, then exits */
     int64_t deadline = ea_now_ms() + LOCAL_DESTROY_WAIT_MS;
     while (l->epfd >= 0 && live_count(l) > 0 && ea_timeout_until(deadline) > 0) {
@@ -325,8 +337,8 @@ static void local_destroy(struct launcher *base)
         struct launch_proc *p = l->v[i];
         if (p->exited)
             continue;
+        group_kill(p, SIGKILL);
         kill(p->pid, SIGKILL); /* a guard that did not finish in time */
-        kill(-p->wpid, SIGKILL);
         while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
             ;
         proc_table_remove(p->pid);
@@ -358,8 +370,7 @@ static int resolve_guard(const char *path, char **ret, struct ea_error *err)
     if (!path) {
         ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
         if (n < 0)
-            return ea_errorf(err, -errno, "cannot find the running binary: %s",
-                             strerror(errno));
+            return ea_errorf(err, -errno, "cannot find the running binary: %s", strerror(errno));
         buf[n] = '\0';
     } else if (!realpath(path, buf)) {
         return ea_errorf(err, -errno, "exec-guard '%s': %s", path, strerror(errno));
@@ -403,7 +414,7 @@ error:
 /* After a successful spawn, something failed: kill the worker's tree and reap the guard. */
 static void abandon(struct launch_proc *p)
 {
-    kill(-p->wpid, SIGKILL);
+    group_kill(p, SIGKILL);
     while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
         ;
 }
@@ -494,9 +505,7 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
 
 static int local_signal(struct launch_proc *p, int sig)
 {
-    if (p->exited)
-        return -ESRCH;
-    return kill(-p->wpid, sig) < 0 ? -errno : 0;
+    return group_kill(p, sig);
 }
 
 static int local_stop(struct launch_proc *p, int64_t grace_ms)
@@ -507,7 +516,7 @@ static int local_stop(struct launch_proc *p, int64_t grace_ms)
     if (!p->stopping) {
         p->stopping = true;
         p->kill_at = at;
-        kill(-p->wpid, SIGTERM); /* ESRCH: the worker is gone, the guard is finishing */
+        group_kill(p, SIGTERM); /* ESRCH: the worker is gone, the guard is finishing */
     } else if (p->kill_at >= 0 && at < p->kill_at) {
         p->kill_at = at; /* a second stop may only shorten the grace */
     }
@@ -564,7 +573,7 @@ static void local_release(struct launch_proc *p)
         return;
     if (!p->exited) {
         /* misuse: kill it; it stays in the list, unreported, until its guard is reaped */
-        kill(-p->wpid, SIGKILL);
+        group_kill(p, SIGKILL);
         p->released = true;
         return;
     }

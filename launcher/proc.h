@@ -34,8 +34,8 @@ struct proc_spawn_opts {
     int stdin_fd;            /* dup2'ed onto 0/1/2 in the child; -1 = inherit */
     int stdout_fd;
     int stderr_fd;
-    unsigned flags;  /* enum proc_flags */
-    int deathsig;    /* with PROC_DEATHSIG */
+    unsigned flags; /* enum proc_flags */
+    int deathsig;   /* with PROC_DEATHSIG */
     /* >= 3: hand the error pipe's write end to the program as this fd (inherited, not CLOEXEC)
      * so that a middleman (exec-guard) can report its own child through it: the spawn then
      * waits for a PROC_REPORT_TARGET_PID or a failure record before returning. -1 = no. */
@@ -50,9 +50,9 @@ struct proc_spawn_opts {
  * PROC_REPORT_TARGET_EXEC/TARGET_SETUP when it could not start it, then closes the fd.
  */
 enum proc_report_kind {
-    PROC_REPORT_SETUP = 1,    /* value: errno of a failed dup2/setsid/... in the child */
-    PROC_REPORT_CHDIR = 2,    /* value: errno of chdir(cwd) */
-    PROC_REPORT_EXEC = 3,     /* value: errno of execve(argv[0]) */
+    PROC_REPORT_SETUP = 1,        /* value: errno of a failed dup2/setsid/... in the child */
+    PROC_REPORT_CHDIR = 2,        /* value: errno of chdir(cwd) */
+    PROC_REPORT_EXEC = 3,         /* value: errno of execve(argv[0]) */
     PROC_REPORT_TARGET_EXEC = 4,  /* value: errno of the middleman's exec of the target */
     PROC_REPORT_TARGET_SETUP = 5, /* value: errno of the middleman's own set-up */
     PROC_REPORT_TARGET_PID = 6,   /* value: pid of the target, which has exec'd */

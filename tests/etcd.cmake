@@ -5,13 +5,18 @@
 add_library(ea_etcd_harness STATIC etcd/etcd_harness.c)
 target_include_directories(ea_etcd_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/etcd)
 target_link_libraries(ea_etcd_harness PUBLIC ea_backends ea_common)
+# Criterion helpers shared with the etcd-gateway tests (etcd_testutil.h); kept out of the harness,
+# which the conformance suite links too.
+add_library(ea_etcd_testutil STATIC etcd/etcd_testutil.c)
+target_link_libraries(ea_etcd_testutil PUBLIC ea_etcd_harness PkgConfig::CRITERION)
 
 foreach(t kv watch fault security cluster bench)
-  ea_add_criterion_test(test_etcd_${t} SOURCES etcd/test_etcd_${t}.c LIBS ea_etcd_harness
+  ea_add_criterion_test(test_etcd_${t} SOURCES etcd/test_etcd_${t}.c LIBS ea_etcd_testutil
                         TIMEOUT 90)
   set_tests_properties(test_etcd_${t} PROPERTIES LABELS etcd)
 endforeach()
-ea_add_criterion_test(test_etcd_progress SOURCES etcd/test_etcd_progress.c LIBS ea_etcd_harness TIMEOUT 90 LABELS etcd)
+ea_add_criterion_test(test_etcd_progress SOURCES etcd/test_etcd_progress.c LIBS ea_etcd_testutil
+                      TIMEOUT 90 LABELS etcd)
 
 # The shared KV conformance suite (tests/kv_conformance, registered in backends.cmake) run
 # against etcd through this directory's fixture.

@@ -9,7 +9,7 @@ endif()
 
 add_library(ea_gw_testutil STATIC etcd_gateway/gw_test.c)
 target_include_directories(ea_gw_testutil PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/etcd_gateway)
-target_link_libraries(ea_gw_testutil PUBLIC ea_etcd_harness ea_backends ea_common
+target_link_libraries(ea_gw_testutil PUBLIC ea_etcd_testutil ea_etcd_harness ea_backends ea_common
                       Threads::Threads)
 
 foreach(t fault stream security cluster bench)

@@ -38,6 +38,25 @@ void h_rmdir(const char *dir)
         cr_log_warn("could not remove %s", dir);
 }
 
+/* Agents started by this (test) process, for h_kill_agents(). */
+static pid_t started[256];
+static size_t n_started;
+
+void h_kill_agents(void)
+{
+    for (size_t i = 0; i < n_started; i++)
+        if (started[i] > 0 && kill(started[i], SIGKILL) == 0)
+            waitpid(started[i], NULL, 0);
+    n_started = 0;
+}
+
+static void forget(pid_t pid)
+{
+    for (size_t i = 0; i < n_started; i++)
+        if (started[i] == pid)
+            started[i] = 0;
+}
+
 void h_agent_start(struct h_agent *a, const char *dir, const char *name, const char *const *args)
 {
     memset(a, 0, sizeof(*a));
@@ -63,6 +82,8 @@ void h_agent_start(struct h_agent *a, const char *dir, const char *name, const c
     close(e);
     close(o);
     a->pid = pid;
+    if (n_started < sizeof(started) / sizeof(*started))
+        started[n_started++] = pid;
     a->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     cr_assert_geq(a->pidfd, 0, "pidfd_open: %s", strerror(errno));
 }
@@ -70,6 +91,7 @@ void h_agent_start(struct h_agent *a, const char *dir, const char *name, const c
 int h_agent_wait(struct h_agent *a, int timeout_ms)
 {
     if (!a->reaped) {
+        forget(a->pid);
         struct pollfd p = {.fd = a->pidfd, .events = POLLIN};
         if (poll(&p, 1, timeout_ms) != 1) {
             kill(a->pid, SIGKILL);

@@ -26,6 +26,10 @@ void h_rmdir(const char *dir);
 /* Start `EA_AGENT_BIN args...` (NULL-terminated); logs go to dir/<name>.{log,out}. */
 void h_agent_start(struct h_agent *a, const char *dir, const char *name, const char *const *args);
 
+/* SIGKILL and reap every agent this process started and has not reaped: call it first in each
+ * suite's teardown, so a failed assertion never leaves agents (and their workers) running. */
+void h_kill_agents(void);
+
 /* Wait for the agent to exit within timeout_ms: its exit code (128+sig when killed), or -1 on
  * timeout (the agent is then SIGKILLed and reaped). */
 int h_agent_wait(struct h_agent *a, int timeout_ms);

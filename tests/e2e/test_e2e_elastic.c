@@ -44,6 +44,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    h_kill_agents(); /* whatever a failed assertion left running */
 #ifdef EA_E2E_ETCD
     etcd_harness_stop(&etcd);
 #endif
@@ -134,6 +135,8 @@ Test(elastic, sigkill_one_of_four_survivors_restart_after_the_lease)
     for (int i = 0; i < 4; i++)
         start(&a[i], h_fmt("n%d", i), extra, record_then_wait());
     wait_round(a, 4, 1, 30000);
+    /* "round N" is logged at fork: wait until every worker has recorded before killing */
+    cr_assert_eq(h_wait_files(envdir, "env.", 4, 10000), 4);
     h_agent_signal(&a[3], SIGKILL);
     int64_t t0 = h_now_ms();
     wait_round(a, 3, 2, TTL_MS + 10000);
@@ -158,6 +161,7 @@ Test(elastic, sigterm_leaves_at_once_without_charging)
     for (int i = 0; i < 3; i++)
         start(&a[i], h_fmt("n%d", i), extra, record_then_wait());
     wait_round(a, 3, 1, 30000);
+    cr_assert_eq(h_wait_files(envdir, "env.", 3, 10000), 3);
     h_agent_signal(&a[1], SIGTERM);
     int64_t t0 = h_now_ms();
     struct h_agent s[2] = {a[0], a[2]};

@@ -48,6 +48,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    h_kill_agents(); /* whatever a failed assertion left running */
     /* a failed assertion leaves agents behind: they (and their workers) go first */
     for (int i = 0; i < n_started; i++)
         if (!started[i]->reaped) {

@@ -32,6 +32,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    h_kill_agents(); /* whatever a failed assertion left running */
     etcd_harness_stop(&etcd);
     h_rmdir(dir);
 }

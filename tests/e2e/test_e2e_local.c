@@ -32,6 +32,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    h_kill_agents(); /* whatever a failed assertion left running */
     h_rmdir(dir);
 }
 
@@ -129,7 +130,7 @@ Test(e2e, failure_past_budget_fails_every_agent_naming_the_first_failure)
 {
     struct h_agent a[2];
     /* the charge is final one lease TTL after the failure (no peer was lost): then the run fails */
-    const char *extra[] = {"--min", "2", "--nproc-per-node", "2", "--lease-ttl", "0.5", NULL};
+    const char *extra[] = {"--min", "2", "--nproc-per-node", "2", "--lease-ttl", "1", NULL};
     const char *script = "if [ \"$RANK\" = 3 ] && [ \"$ELASTIC_ROUND\" = 1 ]; then exec " W
                          " errorfile boom 7; fi; exec " W " hang";
     const char *cmd[] = {"/bin/sh", "-c", script, NULL};

@@ -57,6 +57,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    h_kill_agents(); /* whatever a failed assertion left running */
     for (int i = 0; i < n_started; i++)
         if (!agents[i].reaped) {
             h_agent_signal(&agents[i], SIGKILL);

@@ -176,7 +176,8 @@ static int start_member(struct etcd_harness *h, int i, const char *state)
     return 0;
 }
 
-static int run(const char *const argv[], const char *log)
+/* Run argv (output to `log`) to the end: 0 and its wait status, or a negative errno. */
+static int spawn_wait(const char *const argv[], const char *log, int *ret_status)
 {
     pid_t pid = spawn(argv, log);
     if (pid < 0)
@@ -185,6 +186,16 @@ static int run(const char *const argv[], const char *log)
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return -errno;
+    *ret_status = status;
+    return 0;
+}
+
+static int run(const char *const argv[], const char *log)
+{
+    int status;
+    int rc = spawn_wait(argv, log, &status);
+    if (rc)
+        return rc;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "etcd_harness: %s failed\n", argv[0]);
         print_log_tail(log);
@@ -422,6 +433,27 @@ void etcd_harness_stop(struct etcd_harness *h)
     h->n = 0;
 }
 
+int etcd_harness_create(int nmembers, struct etcd_harness **ret)
+{
+    struct etcd_harness *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    int rc = etcd_harness_start(h, nmembers);
+    if (rc) {
+        free(h);
+        return rc;
+    }
+    *ret = h;
+    return 0;
+}
+
+void etcd_harness_destroy(struct etcd_harness *h)
+{
+    if (h)
+        etcd_harness_stop(h);
+    free(h);
+}
+
 int etcd_harness_kill(struct etcd_harness *h, int i)
 {
     if (i < 0 || i >= h->n)
@@ -475,13 +507,10 @@ int etcd_harness_etcdctl(struct etcd_harness *h, const char *const args[])
     for (size_t i = 0; args[i] && n < sizeof(argv) / sizeof(argv[0]) - 1; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    pid_t pid = spawn(argv, log);
-    if (pid < 0)
-        return (int)pid;
     int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -errno;
+    int rc = spawn_wait(argv, log, &status);
+    if (rc)
+        return rc;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "etcd_harness: etcdctl %s failed\n", args[0]);
         print_log_tail(log);

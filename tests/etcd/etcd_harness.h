@@ -55,6 +55,12 @@ int etcd_harness_start_opts(struct etcd_harness *h, const struct etcd_harness_op
 /* Kill every member and remove the directory. Safe on a zeroed or stopped harness. */
 void etcd_harness_stop(struct etcd_harness *h);
 
+/* A heap-allocated harness of `nmembers` started with etcd_harness_start(), for fixtures that
+ * keep it in a pointer. 0 and *ret, or -ENOMEM / the start error (nothing left running). */
+int etcd_harness_create(int nmembers, struct etcd_harness **ret);
+/* Stop and free a harness from etcd_harness_create(). NULL is a no-op. */
+void etcd_harness_destroy(struct etcd_harness *h);
+
 /* SIGKILL member i and reap it. */
 int etcd_harness_kill(struct etcd_harness *h, int i);
 

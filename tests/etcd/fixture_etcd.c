@@ -7,7 +7,6 @@
  * refuses with KV_EINVAL, see test_etcd_cluster.c); the threaded mode races CAS writers on one
  * handle instead, and test_etcd_cluster.c covers forked writers (forking before opening).
  */
-#include <stdlib.h>
 
 #include "etcd.h"
 #include "etcd_harness.h"
@@ -15,14 +14,10 @@
 
 static int etcd_fixture_setup(struct kvt_ctx *ctx)
 {
-    struct etcd_harness *h = calloc(1, sizeof(*h));
-    if (!h)
-        return -1;
-    int rc = etcd_harness_start(h, 1);
-    if (rc) {
-        free(h);
+    struct etcd_harness *h = NULL;
+    int rc = etcd_harness_create(1, &h);
+    if (rc)
         return rc;
-    }
     ctx->priv = h;
     ctx->cfg.backend = "etcd";
     ctx->cfg.endpoints = h->endpoints;
@@ -31,10 +26,7 @@ static int etcd_fixture_setup(struct kvt_ctx *ctx)
 
 static void etcd_fixture_teardown(struct kvt_ctx *ctx)
 {
-    struct etcd_harness *h = ctx->priv;
-    if (h)
-        etcd_harness_stop(h);
-    free(h);
+    etcd_harness_destroy(ctx->priv);
     ctx->priv = NULL;
 }
 

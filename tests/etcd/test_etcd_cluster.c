@@ -10,16 +10,15 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ea_time.h"
 #include "etcd.h"
 #include "etcd_harness.h"
+#include "etcd_testutil.h"
 
 static struct etcd_harness h;
 static struct kv *kv;
@@ -151,56 +150,7 @@ Test(etcd_cluster, failover_when_the_member_in_use_dies)
     cr_assert_eq(etcd_harness_start(&h, 3), 0);
     struct ea_error err = {0};
     cr_assert_eq(etcd_harness_open(h.endpoints, 2000, NULL, NULL, &kv, &err), 0, "%s", err.msg);
-    int64_t id = 0, lease = 0, rev = 0;
-    cr_assert_eq(kv_put(kv, "/f/a", "1", 1, 0, &rev, &err), 0, "%s", err.msg);
-    cr_assert_eq(kv_watch(kv, "/f/", 0, &id, &err), 0, "%s", err.msg);
-    cr_assert_eq(kv_lease_grant(kv, 10000, &lease, &err), 0, "%s", err.msg);
-    cr_assert_eq(kv_lease_keepalive(kv, lease, NULL, &err), 0, "%s", err.msg);
-
-    /* The client starts on the first endpoint, member 0. */
-    cr_assert_eq(etcd_harness_kill(&h, 0), 0);
-    struct kv_entry e = {0};
-    int64_t t0 = ea_now_ms();
-    cr_assert_eq(kv_get(kv, "/f/a", &e, &err), 0, "read fails over: %s", err.msg);
-    cr_assert_str_eq(e.value, "1");
-    kv_entry_clear(&e);
-    cr_log_info("first read after the kill took %lld ms", (long long)(ea_now_ms() - t0));
-    int64_t rev2 = 0;
-    cr_assert_eq(kv_cas(kv, "/f/a", "2", 1, rev, lease, &rev2, NULL, &err), 0, "%s", err.msg);
-    cr_assert_eq(kv_put(kv, "/f/b", "x", 1, 0, NULL, &err), 0, "%s", err.msg);
-    cr_assert_eq(kv_lease_keepalive(kv, lease, NULL, &err), 0, "%s", err.msg);
-
-    long i = etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_ERROR, 4000);
-    cr_assert_geq(i, 0, "the watch on the dead member ends");
-    cr_assert_eq(evs[i].error, KV_ECONN, "%s", evs[i].message);
-
-    /* Re-list and re-watch from the list's revision, as the agent does. */
-    struct kv_list l = {0};
-    cr_assert_eq(kv_list(kv, "/f/", &l, &err), 0, "%s", err.msg);
-    cr_assert_eq(l.n, 2);
-    int64_t id2 = 0;
-    cr_assert_eq(kv_watch(kv, "/f/", l.revision + 1, &id2, &err), 0, "%s", err.msg);
-    kv_list_clear(&l);
-    cr_assert_eq(kv_put(kv, "/f/c", "y", 1, 0, NULL, &err), 0, "%s", err.msg);
-    long j = etcd_harness_wait_type(kv, &evs, &nevs, id2, KV_EVENT_PUT, 4000);
-    cr_assert_geq(j, 0);
-    cr_assert_str_eq(evs[j].entry.key, "/f/c");
-
-    /* A second member down: no quorum. Requests fail within the timeout instead of hanging. */
-    cr_assert_eq(etcd_harness_kill(&h, 1), 0);
-    t0 = ea_now_ms();
-    int rc = kv_put(kv, "/f/d", "z", 1, 0, NULL, &err);
-    cr_assert_eq(rc, KV_ECONN, "no quorum: %d %s", rc, err.msg);
-    cr_assert_lt(ea_now_ms() - t0, 2000 + 1000);
-    cr_log_info("no quorum: %s", err.msg);
-
-    /* Quorum back (member 0 restarted): service resumes. */
-    cr_assert_eq(etcd_harness_restart(&h, 0), 0);
-    int64_t deadline = ea_now_ms() + 8000;
-    while ((rc = kv_get(kv, "/f/c", &e, &err)) == KV_ECONN && ea_now_ms() < deadline)
-        poll(NULL, 0, 50); /* the caller's backoff */
-    cr_assert_eq(rc, 0, "%s", err.msg);
-    kv_entry_clear(&e);
+    etcdt_failover_scenario(&h, kv, &evs, &nevs);
 }
 
 Test(etcd_cluster, fork_child_of_an_open_handle_is_refused_cleanly)

@@ -10,6 +10,7 @@
 
 #include "etcd.h"
 #include "etcd_harness.h"
+#include "etcd_testutil.h"
 
 static struct etcd_harness h;
 static struct kv *kv;
@@ -29,15 +30,6 @@ static void teardown(void)
 
 TestSuite(etcd_kv, .init = setup, .fini = teardown, .timeout = 30);
 
-static int64_t put(const char *key, const char *value)
-{
-    int64_t rev = 0;
-    struct ea_error err = {0};
-    cr_assert_eq(kv_put(kv, key, value, strlen(value), 0, &rev, &err), 0, "%s", err.msg);
-    cr_assert_gt(rev, 0);
-    return rev;
-}
-
 Test(etcd_kv, put_get_and_revisions)
 {
     struct ea_error err = {0};
@@ -45,7 +37,7 @@ Test(etcd_kv, put_get_and_revisions)
     cr_assert_eq(kv_get(kv, "/t/a", &e, &err), KV_ENOTFOUND);
     cr_assert(strstr(err.msg, "/t/a"), "message names the key: %s", err.msg);
 
-    int64_t r1 = put("/t/a", "one");
+    int64_t r1 = etcdt_put(kv, "/t/a", "one", 0);
     cr_assert_eq(kv_get(kv, "/t/a", &e, &err), 0, "%s", err.msg);
     cr_assert_str_eq(e.key, "/t/a");
     cr_assert_str_eq(e.value, "one");
@@ -55,7 +47,7 @@ Test(etcd_kv, put_get_and_revisions)
     cr_assert_eq(e.lease, 0);
     kv_entry_clear(&e);
 
-    int64_t r2 = put("/t/a", "two");
+    int64_t r2 = etcdt_put(kv, "/t/a", "two", 0);
     cr_assert_gt(r2, r1);
     cr_assert_eq(kv_get(kv, "/t/a", &e, &err), 0, "%s", err.msg);
     cr_assert_str_eq(e.value, "two");
@@ -88,11 +80,11 @@ Test(etcd_kv, binary_and_empty_values)
 
 Test(etcd_kv, list_prefix_sorted_with_revision)
 {
-    put("/l/b", "2");
-    put("/l/a", "1");
-    put("/l/a/x", "3");
-    int64_t last = put("/m/other", "4");
-    put("/l", "not under /l/");
+    etcdt_put(kv, "/l/b", "2", 0);
+    etcdt_put(kv, "/l/a", "1", 0);
+    etcdt_put(kv, "/l/a/x", "3", 0);
+    int64_t last = etcdt_put(kv, "/m/other", "4", 0);
+    etcdt_put(kv, "/l", "not under /l/", 0);
 
     struct ea_error err = {0};
     struct kv_list l = {0};
@@ -118,7 +110,7 @@ Test(etcd_kv, list_prefix_sorted_with_revision)
 Test(etcd_kv, delete_present_and_absent)
 {
     struct ea_error err = {0};
-    put("/d/k", "v");
+    etcdt_put(kv, "/d/k", "v", 0);
     cr_assert_eq(kv_del(kv, "/d/k", &err), 0, "%s", err.msg);
     struct kv_entry e = {0};
     cr_assert_eq(kv_get(kv, "/d/k", &e, &err), KV_ENOTFOUND);
@@ -146,8 +138,8 @@ Test(etcd_kv, cas_create_only)
 Test(etcd_kv, cas_fencing_on_mod_revision)
 {
     struct ea_error err = {0};
-    int64_t r1 = put("/c/state", "v1");
-    int64_t r2 = put("/c/state", "v2");
+    int64_t r1 = etcdt_put(kv, "/c/state", "v1", 0);
+    int64_t r2 = etcdt_put(kv, "/c/state", "v2", 0);
 
     struct kv_entry cur = {0};
     cr_assert_eq(kv_cas(kv, "/c/state", "stale", 5, r1, 0, NULL, &cur, &err), KV_ECONFLICT);

@@ -15,6 +15,7 @@
 #include "ea_time.h"
 #include "etcd.h"
 #include "etcd_harness.h"
+#include "etcd_testutil.h"
 
 #define TIMEOUT_MS 300
 
@@ -41,22 +42,6 @@ static void open_kv(const char *endpoints)
     cr_assert_eq(etcd_harness_open(endpoints, TIMEOUT_MS, NULL, NULL, &kv, &err), 0, "%s", err.msg);
 }
 
-static int64_t put(const char *key, const char *value)
-{
-    int64_t rev = 0;
-    struct ea_error err = {0};
-    cr_assert_eq(kv_put(kv, key, value, strlen(value), 0, &rev, &err), 0, "%s", err.msg);
-    return rev;
-}
-
-static int64_t watch(const char *prefix, int64_t from)
-{
-    int64_t id = -1;
-    struct ea_error err = {0};
-    cr_assert_eq(kv_watch(kv, prefix, from, &id, &err), 0, "%s", err.msg);
-    return id;
-}
-
 /* The next event must be a PUT of `key` on watch `id`. */
 static void expect_put(int64_t id, const char *key, int timeout_ms)
 {
@@ -73,11 +58,11 @@ Test(etcd_progress, idle_watch_on_a_healthy_member_stays_up)
 {
     cr_assert_eq(etcd_harness_start(&h, 1), 0);
     open_kv(h.endpoints);
-    int64_t id = watch("/p/", 0);
+    int64_t id = etcdt_watch(kv, "/p/", 0);
     /* Ten request timeouts of silence: five progress requests asked and answered, no error. */
     cr_assert_eq(etcd_harness_wait_events(kv, &evs, &nevs, 1, 10 * TIMEOUT_MS), 0,
                  "an idle watch ended: %s", nevs ? evs[0].message : "");
-    put("/p/k", "v");
+    etcdt_put(kv, "/p/k", "v", 0);
     expect_put(id, "/p/k", 4000);
 }
 
@@ -85,8 +70,8 @@ Test(etcd_progress, stopped_member_ends_the_watch_with_econn)
 {
     cr_assert_eq(etcd_harness_start(&h, 1), 0);
     open_kv(h.endpoints);
-    int64_t id = watch("/p/", 0);
-    int64_t rev = put("/p/a", "1");
+    int64_t id = etcdt_watch(kv, "/p/", 0);
+    int64_t rev = etcdt_put(kv, "/p/a", "1", 0);
     expect_put(id, "/p/a", 4000);
 
     cr_assert_eq(kill(h.m[0].pid, SIGSTOP), 0);
@@ -103,8 +88,8 @@ Test(etcd_progress, stopped_member_ends_the_watch_with_econn)
 
     /* Back again: re-watching from after the last seen revision misses nothing. */
     cr_assert_eq(kill(h.m[0].pid, SIGCONT), 0);
-    int64_t id2 = watch("/p/", rev + 1);
-    put("/p/b", "2");
+    int64_t id2 = etcdt_watch(kv, "/p/", rev + 1);
+    etcdt_put(kv, "/p/b", "2", 0);
     expect_put(id2, "/p/b", 4000);
 }
 
@@ -112,8 +97,8 @@ Test(etcd_progress, silent_member_of_a_cluster_is_left_for_another)
 {
     cr_assert_eq(etcd_harness_start(&h, 3), 0);
     open_kv(h.endpoints); /* member 0 first: the watch stream goes there */
-    int64_t id = watch("/p/", 0);
-    int64_t rev = put("/p/a", "1");
+    int64_t id = etcdt_watch(kv, "/p/", 0);
+    int64_t rev = etcdt_put(kv, "/p/a", "1", 0);
     expect_put(id, "/p/a", 4000);
 
     cr_assert_eq(kill(h.m[0].pid, SIGSTOP), 0);

@@ -12,6 +12,7 @@
 #include "ea_time.h"
 #include "etcd.h"
 #include "etcd_harness.h"
+#include "etcd_testutil.h"
 
 static struct etcd_harness h;
 static struct kv *kv;
@@ -34,28 +35,12 @@ static void teardown(void)
 
 TestSuite(etcd_watch, .init = setup, .fini = teardown, .timeout = 30);
 
-static int64_t put(const char *key, const char *value, int64_t lease)
-{
-    int64_t rev = 0;
-    struct ea_error err = {0};
-    cr_assert_eq(kv_put(kv, key, value, strlen(value), lease, &rev, &err), 0, "%s", err.msg);
-    return rev;
-}
-
-static int64_t watch(const char *prefix, int64_t from)
-{
-    int64_t id = -1;
-    struct ea_error err = {0};
-    cr_assert_eq(kv_watch(kv, prefix, from, &id, &err), 0, "%s", err.msg);
-    return id;
-}
-
 Test(etcd_watch, from_now_sees_next_put)
 {
-    put("/w/before", "x", 0);
-    int64_t id = watch("/w/", 0);
+    etcdt_put(kv, "/w/before", "x", 0);
+    int64_t id = etcdt_watch(kv, "/w/", 0);
     /* watch() returns once etcd has registered the watcher: nothing can slip in between. */
-    int64_t rev = put("/w/k", "v", 0);
+    int64_t rev = etcdt_put(kv, "/w/k", "v", 0);
     cr_assert_geq(etcd_harness_wait_events(kv, &evs, &nevs, 1, 4000), 1, "no event");
     cr_assert_eq(nevs, 1, "only the put after the watch");
     cr_assert_eq(evs[0].type, KV_EVENT_PUT);
@@ -76,14 +61,14 @@ Test(etcd_watch, from_now_sees_next_put)
 
 Test(etcd_watch, replay_from_old_revision_in_order)
 {
-    int64_t r1 = put("/r/a", "1", 0);
-    int64_t r2 = put("/r/b", "2", 0);
-    int64_t r3 = put("/r/a", "3", 0);
+    int64_t r1 = etcdt_put(kv, "/r/a", "1", 0);
+    int64_t r2 = etcdt_put(kv, "/r/b", "2", 0);
+    int64_t r3 = etcdt_put(kv, "/r/a", "3", 0);
     struct ea_error err = {0};
     cr_assert_eq(kv_del(kv, "/r/b", &err), 0, "%s", err.msg);
-    put("/other", "not watched", 0);
+    etcdt_put(kv, "/other", "not watched", 0);
 
-    int64_t id = watch("/r/", r1);
+    int64_t id = etcdt_watch(kv, "/r/", r1);
     cr_assert_eq(etcd_harness_wait_events(kv, &evs, &nevs, 4, 4000), 4);
     int64_t revs[] = {r1, r2, r3};
     const char *vals[] = {"1", "2", "3"};
@@ -102,43 +87,22 @@ Test(etcd_watch, replay_from_old_revision_in_order)
 
 Test(etcd_watch, several_watches_routed_by_id)
 {
-    int64_t a = watch("/x/", 0);
-    int64_t b = watch("/y/", 0);
-    int64_t all = watch("", 0);
-    cr_assert_neq(a, b);
-    put("/x/1", "x", 0);
-    put("/y/1", "y", 0);
-    cr_assert_eq(etcd_harness_wait_events(kv, &evs, &nevs, 4, 4000), 4);
-    int na = 0, nb = 0, nall = 0;
-    for (size_t i = 0; i < nevs; i++) {
-        if (evs[i].watch_id == a) {
-            na++;
-            cr_assert_str_eq(evs[i].entry.key, "/x/1");
-        } else if (evs[i].watch_id == b) {
-            nb++;
-            cr_assert_str_eq(evs[i].entry.key, "/y/1");
-        } else {
-            cr_assert_eq(evs[i].watch_id, all);
-            nall++;
-        }
-    }
-    cr_assert_eq(na, 1);
-    cr_assert_eq(nb, 1);
-    cr_assert_eq(nall, 2);
+    int64_t a, b, all;
+    etcdt_watches_routed_by_id(kv, &evs, &nevs, &a, &b, &all);
 }
 
 Test(etcd_watch, cancel_drops_pending_and_future_events)
 {
-    int64_t a = watch("/c/", 0);
-    int64_t b = watch("/c/", 0);
-    put("/c/1", "1", 0);
+    int64_t a = etcdt_watch(kv, "/c/", 0);
+    int64_t b = etcdt_watch(kv, "/c/", 0);
+    etcdt_put(kv, "/c/1", "1", 0);
     /* b's event is the marker that a's is queued too (same revision, same stream). */
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, b, KV_EVENT_PUT, 4000), 0);
     kv_events_free(evs, nevs);
     evs = NULL;
     nevs = 0;
 
-    put("/c/2", "2", 0);
+    etcdt_put(kv, "/c/2", "2", 0);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, b, KV_EVENT_PUT, 4000), 0);
     kv_watch_cancel(kv, a);     /* a's event for /c/2 may be queued or read already: drop queued */
     kv_watch_cancel(kv, 12345); /* unknown id: no-op */
@@ -146,7 +110,7 @@ Test(etcd_watch, cancel_drops_pending_and_future_events)
     evs = NULL;
     nevs = 0;
 
-    put("/c/3", "3", 0);
+    etcdt_put(kv, "/c/3", "3", 0);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, b, KV_EVENT_PUT, 4000), 0);
     for (size_t i = 0; i < nevs; i++)
         cr_assert_neq(evs[i].watch_id, a, "no event for a cancelled watch");
@@ -157,8 +121,8 @@ Test(etcd_watch, lease_expiry_deletes_key_and_watcher_sees_delete)
     struct ea_error err = {0};
     int64_t lease = 0;
     cr_assert_eq(kv_lease_grant(kv, 1000, &lease, &err), 0, "%s", err.msg);
-    int64_t id = watch("/alive/", 0);
-    put("/alive/node1", "{}", lease);
+    int64_t id = etcdt_watch(kv, "/alive/", 0);
+    etcdt_put(kv, "/alive/node1", "{}", lease);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_PUT, 4000), 0);
 
     int64_t t0 = ea_now_ms();
@@ -173,29 +137,8 @@ Test(etcd_watch, lease_expiry_deletes_key_and_watcher_sees_delete)
 
 Test(etcd_watch, compacted_revision_ends_watch_with_ecompacted)
 {
-    int64_t first = put("/k/a", "1", 0);
-    put("/k/a", "2", 0);
-    int64_t last = put("/k/a", "3", 0);
+    etcdt_compacted_watch(kv, &evs, &nevs, etcd_compact);
     struct ea_error err = {0};
-    cr_assert_eq(etcd_compact(kv, last, &err), 0, "%s", err.msg);
-    cr_assert_eq(etcd_compact(kv, last, &err), KV_ECOMPACTED, "compacting again");
-
-    int64_t id = -1;
-    int rc = kv_watch(kv, "/k/", first, &id, &err);
-    if (rc == 0) {
-        long i = etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_ERROR, 4000);
-        cr_assert_geq(i, 0, "no error event for a compacted watch");
-        cr_assert_eq(evs[i].error, KV_ECOMPACTED, "%s", evs[i].message);
-        cr_assert(strstr(evs[i].message, "compacted"), "%s", evs[i].message);
-    } else {
-        cr_assert_eq(rc, KV_ECOMPACTED, "%s", err.msg);
-    }
-    /* From the compaction point on, the history is still there. */
-    int64_t id2 = watch("/k/", last);
-    long j = etcd_harness_wait_type(kv, &evs, &nevs, id2, KV_EVENT_PUT, 4000);
-    cr_assert_geq(j, 0);
-    cr_assert_eq(evs[j].entry.mod_revision, last);
-
     cr_assert_eq(etcd_compact(NULL, 1, &err), KV_EINVAL, "not an etcd handle");
 }
 
@@ -204,8 +147,8 @@ Test(etcd_watch, event_fd_is_pollable_and_quiet_when_drained)
     int fd = kv_event_fd(kv);
     cr_assert_geq(fd, 0);
     cr_assert_eq(fd, kv_event_fd(kv), "stable for the handle's lifetime");
-    int64_t id = watch("/p/", 0);
-    put("/p/1", "1", 0);
+    int64_t id = etcdt_watch(kv, "/p/", 0);
+    etcdt_put(kv, "/p/1", "1", 0);
     struct pollfd p = {.fd = fd, .events = POLLIN};
     cr_assert_eq(poll(&p, 1, 4000), 1, "event fd readable after a change");
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_PUT, 4000), 0);

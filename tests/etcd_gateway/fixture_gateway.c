@@ -7,7 +7,6 @@
  * and the suite races CAS writers as separate processes, each with its own connection.
  */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "etcd_gateway.h"
 #include "etcd_harness.h"
@@ -16,14 +15,10 @@
 
 static int gw_fixture_setup(struct kvt_ctx *ctx)
 {
-    struct etcd_harness *h = calloc(1, sizeof(*h));
-    if (!h)
-        return -1;
-    int rc = etcd_harness_start(h, 1);
-    if (rc) {
-        free(h);
+    struct etcd_harness *h = NULL;
+    int rc = etcd_harness_create(1, &h);
+    if (rc)
         return rc;
-    }
     ctx->priv = h;
     gwt_urls(h, ctx->path, sizeof(ctx->path));
     ctx->cfg.backend = "etcd-gateway";
@@ -33,10 +28,7 @@ static int gw_fixture_setup(struct kvt_ctx *ctx)
 
 static void gw_fixture_teardown(struct kvt_ctx *ctx)
 {
-    struct etcd_harness *h = ctx->priv;
-    if (h)
-        etcd_harness_stop(h);
-    free(h);
+    etcd_harness_destroy(ctx->priv);
     ctx->priv = NULL;
 }
 

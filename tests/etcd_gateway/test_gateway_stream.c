@@ -23,6 +23,7 @@
 #include "ea_time.h"
 #include "etcd_gateway.h"
 #include "etcd_harness.h"
+#include "etcd_testutil.h"
 #include "gw_test.h"
 
 static struct etcd_harness h;
@@ -48,27 +49,11 @@ static void start(int timeout_ms)
     cr_assert_eq(gwt_open(&h, urls, timeout_ms, NULL, NULL, &kv, &err), 0, "%s", err.msg);
 }
 
-static int64_t put(const char *key, const char *value)
-{
-    int64_t rev = 0;
-    struct ea_error err = {0};
-    cr_assert_eq(kv_put(kv, key, value, strlen(value), 0, &rev, &err), 0, "%s", err.msg);
-    return rev;
-}
-
-static int64_t watch(const char *prefix, int64_t from)
-{
-    int64_t id = -1;
-    struct ea_error err = {0};
-    cr_assert_eq(kv_watch(kv, prefix, from, &id, &err), 0, "%s", err.msg);
-    return id;
-}
-
 Test(gateway_stream, cut_by_restart_then_relist_and_rewatch_on_the_same_handle)
 {
     start(1000);
-    int64_t id = watch("/s/", 0);
-    put("/s/1", "a");
+    int64_t id = etcdt_watch(kv, "/s/", 0);
+    etcdt_put(kv, "/s/1", "a", 0);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_PUT, 4000), 0);
 
     cr_assert_eq(etcd_harness_kill(&h, 0), 0);
@@ -96,9 +81,9 @@ Test(gateway_stream, cut_by_restart_then_relist_and_rewatch_on_the_same_handle)
     cr_assert_eq(l.n, 1);
     int64_t from = l.revision + 1;
     kv_list_clear(&l);
-    id2 = watch("/s/", from);
+    id2 = etcdt_watch(kv, "/s/", from);
     cr_assert_neq(id2, id);
-    int64_t rev = put("/s/3", "c");
+    int64_t rev = etcdt_put(kv, "/s/3", "c", 0);
     long j = etcd_harness_wait_type(kv, &evs, &nevs, id2, KV_EVENT_PUT, 4000);
     cr_assert_geq(j, 0, "the new watch delivers");
     cr_assert_str_eq(evs[j].entry.key, "/s/3");
@@ -110,13 +95,13 @@ Test(gateway_stream, cut_by_restart_then_relist_and_rewatch_on_the_same_handle)
 Test(gateway_stream, idle_stream_to_a_stopped_etcd_ends_with_econn)
 {
     start(500); /* probes after 1 s of silence, 500 ms for the answer */
-    int64_t id = watch("/z/", 0);
-    put("/z/1", "a");
+    int64_t id = etcdt_watch(kv, "/z/", 0);
+    etcdt_put(kv, "/z/1", "a", 0);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_PUT, 4000), 0);
     /* Idle but alive: probed (and answered) twice or more, the watch stays. */
     etcd_harness_wait_events(kv, &evs, &nevs, nevs + 1, 2500);
     cr_assert_eq(nevs, 1, "an idle watch on a live etcd ended: %s", nevs > 1 ? evs[1].message : "");
-    put("/z/2", "b");
+    etcdt_put(kv, "/z/2", "b", 0);
     cr_assert_eq(etcd_harness_wait_events(kv, &evs, &nevs, 2, 4000), 2);
     cr_assert(evs[1].type == KV_EVENT_PUT && evs[1].watch_id == id, "still delivering");
 
@@ -132,65 +117,27 @@ Test(gateway_stream, idle_stream_to_a_stopped_etcd_ends_with_econn)
     cr_log_info("stopped etcd noticed after %lld ms: %s", (long long)took, evs[i].message);
 
     /* Running again: watch anew. */
-    int64_t id2 = watch("/z/", 0);
-    put("/z/3", "c");
+    int64_t id2 = etcdt_watch(kv, "/z/", 0);
+    etcdt_put(kv, "/z/3", "c", 0);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, id2, KV_EVENT_PUT, 4000), 0);
 }
 
 Test(gateway_stream, compaction_ends_a_watch_with_ecompacted)
 {
     start(0);
-    int64_t first = put("/k/a", "1");
-    put("/k/a", "2");
-    int64_t last = put("/k/a", "3");
+    etcdt_compacted_watch(kv, &evs, &nevs, etcd_gateway_compact);
     struct ea_error err = {0};
-    cr_assert_eq(etcd_gateway_compact(kv, last, &err), 0, "%s", err.msg);
-    cr_assert_eq(etcd_gateway_compact(kv, last, &err), KV_ECOMPACTED, "compacting again");
     cr_assert_eq(etcd_gateway_compact(NULL, 1, &err), KV_EINVAL, "not a gateway handle");
-
-    int64_t id = -1;
-    int rc = kv_watch(kv, "/k/", first, &id, &err);
-    if (rc == 0) {
-        long i = etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_ERROR, 4000);
-        cr_assert_geq(i, 0, "no error event for a compacted watch");
-        cr_assert_eq(evs[i].error, KV_ECOMPACTED, "%s", evs[i].message);
-        cr_assert(strstr(evs[i].message, "compacted"), "%s", evs[i].message);
-        cr_log_info("%s", evs[i].message);
-    } else {
-        cr_assert_eq(rc, KV_ECOMPACTED, "%s", err.msg);
-    }
-    /* From the compaction point on, the history is still there. */
-    int64_t id2 = watch("/k/", last);
-    long j = etcd_harness_wait_type(kv, &evs, &nevs, id2, KV_EVENT_PUT, 4000);
-    cr_assert_geq(j, 0);
-    cr_assert_eq(evs[j].entry.mod_revision, last);
 }
 
 Test(gateway_stream, several_watches_routed_by_id)
 {
     start(0);
-    int64_t a = watch("/x/", 0), b = watch("/y/", 0), all = watch("", 0);
-    cr_assert(a != b && b != all);
-    put("/x/1", "x");
-    put("/y/1", "y");
-    cr_assert_eq(etcd_harness_wait_events(kv, &evs, &nevs, 4, 4000), 4);
-    int na = 0, nb = 0, nall = 0;
-    for (size_t i = 0; i < nevs; i++) {
-        if (evs[i].watch_id == a) {
-            na++;
-            cr_assert_str_eq(evs[i].entry.key, "/x/1");
-        } else if (evs[i].watch_id == b) {
-            nb++;
-            cr_assert_str_eq(evs[i].entry.key, "/y/1");
-        } else {
-            cr_assert_eq(evs[i].watch_id, all);
-            nall++;
-        }
-    }
-    cr_assert(na == 1 && nb == 1 && nall == 2);
+    int64_t a, b, all;
+    etcdt_watches_routed_by_id(kv, &evs, &nevs, &a, &b, &all);
     kv_watch_cancel(kv, b);
-    put("/y/2", "y");
-    put("/x/2", "x");
+    etcdt_put(kv, "/y/2", "y", 0);
+    etcdt_put(kv, "/x/2", "x", 0);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, a, KV_EVENT_PUT, 4000), 0);
     etcd_harness_wait_events(kv, &evs, &nevs, nevs + 3, 300);
     for (size_t i = 4; i < nevs; i++)
@@ -234,7 +181,7 @@ Test(gateway_stream, helper_thread_blocks_all_signals)
     start(0);
     struct threads before, after;
     list_threads(&before);
-    watch("/sig/", 0);
+    etcdt_watch(kv, "/sig/", 0);
     list_threads(&after);
     int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGQUIT};
     size_t fresh = 0;
@@ -255,7 +202,7 @@ Test(gateway_stream, helper_thread_blocks_all_signals)
     pthread_sigmask(SIG_SETMASK, NULL, &cur);
     cr_assert_eq(sigismember(&cur, SIGTERM), 0);
     /* A second watch reuses the same thread. */
-    watch("/sig2/", 0);
+    etcdt_watch(kv, "/sig2/", 0);
     list_threads(&before);
     cr_assert_eq(before.n, after.n);
 }
@@ -264,9 +211,9 @@ Test(gateway_stream, close_with_live_watches_and_queued_events)
 {
     start(0);
     for (int i = 0; i < 4; i++)
-        watch("/q/", 0);
+        etcdt_watch(kv, "/q/", 0);
     for (int i = 0; i < 5; i++)
-        put("/q/k", "v");
+        etcdt_put(kv, "/q/k", "v", 0);
     struct pollfd p = {.fd = kv_event_fd(kv), .events = POLLIN};
     cr_assert_eq(poll(&p, 1, 4000), 1, "events queued");
     int64_t t0 = ea_now_ms();
@@ -301,8 +248,8 @@ Test(gateway_stream, every_descriptor_of_the_handle_is_cloexec)
     snprintf(eps, sizeof(eps), "http://127.0.0.1:%d,%s", gwt_dead_port(), urls);
     struct ea_error err = {0};
     cr_assert_eq(gwt_open(&h, eps, 0, NULL, NULL, &kv, &err), 0, "%s", err.msg);
-    int64_t id = watch("/fd/", 0);
-    put("/fd/a", "1");
+    int64_t id = etcdt_watch(kv, "/fd/", 0);
+    etcdt_put(kv, "/fd/a", "1", 0);
     cr_assert_geq(etcd_harness_wait_type(kv, &evs, &nevs, id, KV_EVENT_PUT, 4000), 0);
     size_t na = open_fds(after, 1024), fresh = 0;
     for (size_t i = 0; i < na; i++) {

@@ -47,11 +47,14 @@ static int num(const char *s)
     return (int)v;
 }
 
-/* Write `len` bytes to `path` through a temp name in the same directory and rename(2). */
+/* Write `len` bytes to `path` through a temp name in the same directory and rename(2). The temp
+ * name is hidden (".tmp.<name>.<pid>") so a reader scanning for "<name>" never sees it. */
 static int write_atomic(const char *path, const char *data, size_t len)
 {
     char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    const char *slash = strrchr(path, '/');
+    int dirlen = slash ? (int)(slash - path + 1) : 0;
+    snprintf(tmp, sizeof(tmp), "%.*s.tmp.%s.%d", dirlen, path, path + dirlen, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;

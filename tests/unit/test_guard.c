@@ -53,8 +53,12 @@ static int guard_start_io(const char *const *cmd, bool watch, int stdin_fd, int 
     for (int i = 0; cmd[i]; i++)
         argv[n++] = cmd[i];
     argv[n] = NULL;
-    struct proc_spawn_opts o = {.argv = argv, .stdin_fd = stdin_fd, .stdout_fd = stdout_fd,
-                                .stderr_fd = -1, .flags = PROC_NEW_SESSION, .report_fd = 3,
+    struct proc_spawn_opts o = {.argv = argv,
+                                .stdin_fd = stdin_fd,
+                                .stdout_fd = stdout_fd,
+                                .stderr_fd = -1,
+                                .flags = PROC_NEW_SESSION,
+                                .report_fd = 3,
                                 .target = cmd[0]};
     return proc_spawn(&o, &g->pid, &g->wpid, err);
 }
@@ -148,7 +152,9 @@ Test(guard, exec_failure_is_relayed_with_errno)
 Test(guard, usage_error_exits_2)
 {
     const char *argv[] = {TG, "exec-guard", "--bogus", NULL};
-    struct proc_spawn_opts o = {.argv = argv, .stdin_fd = -1, .stdout_fd = -1,
+    struct proc_spawn_opts o = {.argv = argv,
+                                .stdin_fd = -1,
+                                .stdout_fd = -1,
                                 .stderr_fd = open("/dev/null", O_WRONLY | O_CLOEXEC),
                                 .report_fd = -1};
     pid_t pid;
@@ -167,8 +173,8 @@ Test(guard, signals_sent_to_the_guard_reach_the_worker)
         cr_assert_eq(guard_start(cmd, false, -1, &g, NULL), 0);
         cr_assert_eq(kill(g.pid, sigs[i]), 0);
         int st = guard_wait(&g);
-        cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "signal %d: status 0x%x",
-                  sigs[i], st);
+        cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "signal %d: status 0x%x", sigs[i],
+                  st);
     }
 }
 
@@ -227,6 +233,16 @@ Test(guard, leftovers_are_ended_before_the_guard_exits)
     cr_assert(tl_no_such_pid(gc2), "setsid'ed grandchild %d left behind", gc2);
 }
 
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (tl_read_file(path, buf, sizeof(buf)) <= 0)
+        return '?';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : '?';
+}
+
 Test(guard, leftovers_ignoring_sigterm_get_sigkill_after_the_grace)
 {
     char fifo[128], ready[128], script[768];
@@ -240,6 +256,12 @@ Test(guard, leftovers_ignoring_sigterm_get_sigkill_after_the_grace)
     struct g g;
     cr_assert_eq(guard_start(cmd, false, -1, &g, NULL), 0);
     int64_t t0 = tl_now_ms();
+    /* while the leftover holds the guard up, the worker stays a zombie: its pid (and so the
+     * group id the agent signals) cannot be reused yet */
+    int wfd = tl_pidfd(g.wpid);
+    cr_assert(tl_pidfds_gone(&wfd, 1, 5000));
+    close(wfd);
+    cr_assert_eq(proc_state(g.wpid), 'Z', "the guard reaped its worker before the leftovers");
     int st = guard_wait(&g);
     int64_t took = tl_now_ms() - t0;
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);

@@ -48,12 +48,14 @@ static char *path_in(const char *name)
     return b;
 }
 
-static struct launch_proc *start_io(struct launcher *l, const char *const *argv,
-                                    const char *label, const char *out, const char *errp,
-                                    int tee)
+static struct launch_proc *start_io(struct launcher *l, const char *const *argv, const char *label,
+                                    const char *out, const char *errp, int tee)
 {
-    struct launch_spec spec = {.argv = argv, .envp = (const char *const *)environ,
-                               .label = label, .stdout_path = out, .stderr_path = errp,
+    struct launch_spec spec = {.argv = argv,
+                               .envp = (const char *const *)environ,
+                               .label = label,
+                               .stdout_path = out,
+                               .stderr_path = errp,
                                .tee = tee};
     struct launch_proc *p = NULL;
     struct ea_error err = {0};
@@ -281,6 +283,7 @@ Test(local, setsid_grandchild_is_gone_when_the_worker_exits)
 
 Test(local, sigkill_of_the_agent_takes_every_worker_and_descendant_within_1s)
 {
+    enum { W = 3, N = 2 * W + 2 }; /* workers, their guards, two grandchildren */
     cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0); /* the guards come to us to be reaped */
     int keep, rfd = tl_fifo(path_in("fifo"), &keep);
     char script[768];
@@ -289,43 +292,49 @@ Test(local, sigkill_of_the_agent_takes_every_worker_and_descendant_within_1s)
     const char *fifo = path_in("fifo");
     pid_t agent = fork();
     cr_assert_geq(agent, 0);
-    if (agent == 0) { /* an agent-like parent: a launcher with two workers */
+    if (agent == 0) { /* an agent-like parent: a launcher with three workers */
         struct launcher_config cfg = {.name = "local", .guard_path = TG};
         struct launcher *l;
         if (launcher_create(&cfg, &l, NULL) < 0)
             _exit(1);
         const char *sh[] = {"/bin/sh", "-c", script, NULL};
         const char *hang[] = {TW, "hang", NULL};
-        struct launch_spec s = {.argv = sh, .envp = (const char *const *)environ,
-                                .stdout_path = fifo};
-        struct launch_proc *p;
-        if (launch_start(l, &s, &p, NULL) < 0)
-            _exit(2);
-        s.argv = hang;
-        if (launch_start(l, &s, &p, NULL) < 0)
-            _exit(3);
+        const char *stubborn[] = {TW, "ignore-term", NULL}; /* a forwarded SIGTERM is not enough */
+        const char *const *cmds[W] = {sh, hang, stubborn};
+        for (int i = 0; i < W; i++) {
+            struct launch_spec s = {
+                .argv = cmds[i], .envp = (const char *const *)environ, .stdout_path = fifo};
+            struct launch_proc *p;
+            if (launch_start(l, &s, &p, NULL) < 0)
+                _exit(2);
+        }
         for (;;)
             pause();
     }
-    pid_t w[2];
-    cr_assert_eq(tl_read_ready(rfd, w, 2, 10000), 2);
-    pid_t pids[6] = {w[0], w[1], tl_ppid(w[0]), tl_ppid(w[1]), tl_read_pid(path_in("gc1")),
-                     tl_read_pid(path_in("gc2"))};
-    int fds[6];
-    for (int i = 0; i < 6; i++) {
+    pid_t pids[N];
+    cr_assert_eq(tl_read_ready(rfd, pids, W, 10000), W);
+    for (int i = 0; i < W; i++)
+        pids[W + i] = tl_ppid(pids[i]);
+    pids[2 * W] = tl_read_pid(path_in("gc1"));
+    pids[2 * W + 1] = tl_read_pid(path_in("gc2"));
+    int fds[N];
+    for (int i = 0; i < N; i++) {
         cr_assert_gt(pids[i], 1);
         fds[i] = tl_pidfd(pids[i]);
         cr_assert_geq(fds[i], 0);
     }
-    cr_assert_eq(tl_ppid(pids[2]), agent);
+    cr_assert_eq(tl_ppid(pids[W]), agent);
     cr_assert_eq(kill(agent, SIGKILL), 0);
     cr_assert_eq(waitpid(agent, NULL, 0), agent);
-    cr_assert(tl_pidfds_gone(fds, 6, 1000), "a worker or descendant survived its agent by 1 s");
-    for (int i = 2; i < 4; i++) { /* guards, re-parented to us */
+    bool gone = tl_pidfds_gone(fds, N, 1000);
+    for (int i = 0; i < N && !gone; i++)
+        kill(pids[i], SIGKILL); /* do not leave them to the next test */
+    cr_assert(gone, "a worker or descendant survived its agent by 1 s");
+    for (int i = W; i < 2 * W; i++) { /* guards, re-parented to us */
         int st;
         cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < N; i++) {
         cr_assert(tl_no_such_pid(pids[i]), "pid %d left (zombie?)", pids[i]);
         close(fds[i]);
     }
@@ -431,8 +440,16 @@ Test(local, destroy_leaves_nothing_running_and_no_zombies)
     pid_t w[3];
     cr_assert_eq(tl_read_ready(rfd, w, 3, 10000), 3);
     pid_t t = launch_pid(l, teed);
-    pid_t pids[10] = {w[0], w[1], w[2], t, tl_ppid(w[0]), tl_ppid(w[1]), tl_ppid(w[2]),
-                      tl_ppid(t), tl_read_pid(path_in("gc1")), tl_read_pid(path_in("gc2"))};
+    pid_t pids[10] = {w[0],
+                      w[1],
+                      w[2],
+                      t,
+                      tl_ppid(w[0]),
+                      tl_ppid(w[1]),
+                      tl_ppid(w[2]),
+                      tl_ppid(t),
+                      tl_read_pid(path_in("gc1")),
+                      tl_read_pid(path_in("gc2"))};
     for (int i = 0; i < 10; i++)
         cr_assert_gt(pids[i], 1);
     int64_t t0 = tl_now_ms();

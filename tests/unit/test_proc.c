@@ -44,8 +44,13 @@ static int wait_status(pid_t pid)
 static int spawn(const char *const *argv, const char *const *envp, unsigned flags, pid_t *pid,
                  struct ea_error *err)
 {
-    struct proc_spawn_opts o = {.argv = argv, .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
-                                .stderr_fd = -1, .flags = flags, .report_fd = -1};
+    struct proc_spawn_opts o = {.argv = argv,
+                                .envp = envp,
+                                .stdin_fd = -1,
+                                .stdout_fd = -1,
+                                .stderr_fd = -1,
+                                .flags = flags,
+                                .report_fd = -1};
     return proc_spawn(&o, pid, NULL, err);
 }
 
@@ -54,8 +59,12 @@ static pid_t spawn_hang(unsigned flags, int deathsig)
 {
     int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     const char *argv[] = {TW, "hang", NULL};
-    struct proc_spawn_opts o = {.argv = argv, .stdin_fd = -1, .stdout_fd = devnull,
-                                .stderr_fd = -1, .flags = flags, .deathsig = deathsig,
+    struct proc_spawn_opts o = {.argv = argv,
+                                .stdin_fd = -1,
+                                .stdout_fd = devnull,
+                                .stderr_fd = -1,
+                                .flags = flags,
+                                .deathsig = deathsig,
                                 .report_fd = -1};
     pid_t pid = -1;
     struct ea_error err = {0};
@@ -68,8 +77,8 @@ Test(proc, exit_status_and_target_pid)
 {
     const char *argv[] = {TW, "exit", "7", NULL};
     pid_t pid = -1, target = -1;
-    struct proc_spawn_opts o = {.argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                                .report_fd = -1};
+    struct proc_spawn_opts o = {
+        .argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .report_fd = -1};
     cr_assert_eq(proc_spawn(&o, &pid, &target, NULL), 0);
     cr_assert_eq(target, pid);
     int st = wait_status(pid);
@@ -130,8 +139,13 @@ Test(proc, env_and_cwd_are_exact)
 {
     const char *argv[] = {TW, "record", ".", "4", NULL};
     const char *envp[] = {"A=1", "B=two words", "EMPTY=", "RANK=r9", NULL};
-    struct proc_spawn_opts o = {.argv = argv, .envp = envp, .cwd = dir, .stdin_fd = -1,
-                                .stdout_fd = -1, .stderr_fd = -1, .report_fd = -1};
+    struct proc_spawn_opts o = {.argv = argv,
+                                .envp = envp,
+                                .cwd = dir,
+                                .stdin_fd = -1,
+                                .stdout_fd = -1,
+                                .stderr_fd = -1,
+                                .report_fd = -1};
     pid_t pid;
     cr_assert_eq(proc_spawn(&o, &pid, NULL, NULL), 0);
     int st = wait_status(pid);
@@ -145,8 +159,12 @@ Test(proc, env_and_cwd_are_exact)
 Test(proc, chdir_failure_names_the_directory)
 {
     const char *argv[] = {TW, "exit", "0", NULL};
-    struct proc_spawn_opts o = {.argv = argv, .cwd = "/nonexistent/wd", .stdin_fd = -1,
-                                .stdout_fd = -1, .stderr_fd = -1, .report_fd = -1};
+    struct proc_spawn_opts o = {.argv = argv,
+                                .cwd = "/nonexistent/wd",
+                                .stdin_fd = -1,
+                                .stdout_fd = -1,
+                                .stderr_fd = -1,
+                                .report_fd = -1};
     pid_t pid;
     struct ea_error err = {0};
     cr_assert_eq(proc_spawn(&o, &pid, NULL, &err), -ENOENT);
@@ -200,7 +218,8 @@ Test(proc, close_fds_hides_leaked_descriptors)
     pid_t pid;
     cr_assert_eq(spawn(argv, NULL, 0, &pid, NULL), 0);
     int st = wait_status(pid);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "control: the fd is inherited without the flag");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "control: the fd is inherited without the flag");
     cr_assert_eq(spawn(argv, NULL, PROC_CLOSE_FDS, &pid, NULL), 0);
     st = wait_status(pid);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "PROC_CLOSE_FDS let fd %d through", leaked);
@@ -243,8 +262,12 @@ Test(proc, death_signal_fires_when_the_parent_dies)
 Test(proc, a_middleman_that_does_not_report_is_an_error)
 {
     const char *argv[] = {"/bin/true", NULL};
-    struct proc_spawn_opts o = {.argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                                .report_fd = 3, .target = "worker"};
+    struct proc_spawn_opts o = {.argv = argv,
+                                .stdin_fd = -1,
+                                .stdout_fd = -1,
+                                .stderr_fd = -1,
+                                .report_fd = 3,
+                                .target = "worker"};
     pid_t pid = -1;
     struct ea_error err = {0};
     cr_assert_eq(proc_spawn(&o, &pid, NULL, &err), -EPROTO);

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * agent internals, shared by agent.c (the event loop and the lifecycle's actions) and
+ * agent_setup.c (opening the store, launcher and endpoints, joining, leaving, tearing down).
+ * Not for other modules: agent.h is the agent's interface.
+ */
+#ifndef EA_AGENT_AGENT_INTERNAL_H
+#define EA_AGENT_AGENT_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "events.h"
+#include "group.h"
+#include "http.h"
+#include "kv.h"
+#include "launcher.h"
+#include "lifecycle.h"
+#include "metrics.h"
+#include "preempt.h"
+#include "session.h"
+
+struct agent {
+    const struct cfg *cfg;
+    char **envp;
+    struct kv *kv;
+    struct rdzv_session *rdzv;
+    struct launcher *launcher;
+    int sigfd;
+    struct preempt preempt;
+    struct group group;
+    enum lc_group state;
+    char workdir[PATH_MAX];
+    char prefix[512];
+    char addr[64];
+    char host[256];
+
+    int term_signal;     /* first SIGTERM/SIGINT/...; 0 while running */
+    bool lease_lost;     /* fenced out: stop workers, then rejoin */
+    bool reform_pending; /* rejoined: ask for a new round of reform_generation */
+    int64_t reform_generation;
+    bool exiting;
+    int exit_code;
+
+    bool failure_pending; /* a local failure still to be written to the store */
+    struct rdzv_failure failure;
+    int64_t failure_generation;
+
+    int64_t waiting_since_ms; /* not in a running round since (for --join-timeout), -1 */
+    int64_t store_down_since_ms;
+    int64_t retry_at_ms;
+    int64_t progress_at_ms;
+    size_t progress_count;
+    int64_t last_generation_logged;
+
+    /* observability (events.h, http.h): never read by the lifecycle */
+    struct events *events;     /* NULL without --events and --log-format json */
+    struct http *http;         /* NULL without --http */
+    struct metrics_snapshot m; /* counters and store latency; published every loop pass */
+    bool joined;
+    int64_t rdzv_since_ms; /* workers stopped (or joined) at: for last_rendezvous_seconds */
+    const char *stop_reason;
+};
+
+/* Run the event loop until a->exiting (agent.c). */
+void agent_loop(struct agent *a);
+/* Drain the signal fd: the first SIGTERM/SIGINT/... starts a graceful leave. */
+void agent_on_signal(struct agent *a);
+/* Account for every worker exit the launcher reports. */
+void agent_on_worker_exits(struct agent *a);
+/* Derive run-level events and hand the HTTP thread a fresh snapshot. */
+void agent_publish(struct agent *a);
+/* Emit an event about the run's current round (events.h); a no-op without an event stream. */
+void agent_emit(struct agent *a, const char *name, const char *fmt, ...);
+
+#endif

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+/* agent set-up and tear-down: address, signals, store, launcher, endpoints, join, leave. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent_internal.h"
+#include "ea_time.h"
+#include "log.h"
+#include "workdir.h"
+
+/* ---- set-up and tear-down ----------------------------------------------------------------- */
+
+/* The address other nodes' workers use to reach this one. */
+static void choose_addr(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    if (c->local_addr) {
+        snprintf(a->addr, sizeof(a->addr), "%s", c->local_addr);
+        return;
+    }
+    snprintf(a->addr, sizeof(a->addr), "127.0.0.1");
+    if (strcmp(c->backend, "memory") == 0 || strcmp(c->backend, "file") == 0)
+        return; /* every node is on this host */
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) < 0)
+        return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+            !(i->ifa_flags & IFF_LOOPBACK)) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a->addr,
+                      sizeof(a->addr));
+            break;
+        }
+    freeifaddrs(ifs);
+}
+
+static int setup_signals(struct agent *a)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    /* Blocked before any thread exists, so backend threads (gRPC, curl, HTTP) never take these.
+     * SIGCHLD too: the launcher reads it from its own signalfd. */
+    sigset_t blocked = set;
+    sigaddset(&blocked, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &blocked, NULL) < 0)
+        return -errno;
+    signal(SIGPIPE, SIG_IGN);
+    a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return a->sigfd < 0 ? -errno : 0;
+}
+
+/* Wait up to `ms` for a signal (used between join retries). */
+static void wait_or_signal(struct agent *a, int64_t ms)
+{
+    struct pollfd p = {.fd = a->sigfd, .events = POLLIN};
+    if (poll(&p, 1, (int)ms) > 0)
+        agent_on_signal(a);
+}
+
+static int join(struct agent *a)
+{
+    int64_t start = ea_now_ms(), delay = 100;
+    for (;;) {
+        struct ea_error err = {0};
+        int r = rdzv_join(a->rdzv, &err);
+        if (r == 0)
+            return 0;
+        if (r == -EBADMSG || r == KV_ECORRUPT || r == KV_EINVAL || r == KV_EAUTH) {
+            log_error("cannot join run '%s': %s", a->cfg->run_id, err.msg);
+            return r == KV_EINVAL || r == KV_EAUTH ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
+        }
+        if (ea_now_ms() - start >= a->cfg->join_timeout_ms) {
+            log_error("store unreachable for %.1f s (--join-timeout): %s",
+                      (double)(ea_now_ms() - start) / 1000.0, err.msg);
+            return AGENT_EXIT_STORE;
+        }
+        int64_t left = start + a->cfg->join_timeout_ms - ea_now_ms();
+        int64_t wait = delay < left ? delay : left; /* never past --join-timeout */
+        log_warn("cannot reach the store yet: %s; retrying in %.1f s", err.msg,
+                 (double)wait / 1000.0);
+        wait_or_signal(a, wait);
+        if (a->term_signal)
+            return 128 + a->term_signal;
+        delay = delay * 2 > 5000 ? 5000 : delay * 2;
+    }
+}
+
+/* Stop whatever still runs (an exit while workers were alive), bounded by the stop timeout. */
+static void drain_workers(struct agent *a)
+{
+    if (a->group.live == 0)
+        return;
+    group_stop(&a->group);
+    a->state = LC_STOPPING;
+    int64_t deadline = ea_now_ms() + a->cfg->stop_timeout_ms + 2000;
+    struct pollfd p = {.fd = launcher_fd(a->launcher), .events = POLLIN};
+    while (a->group.live > 0 && ea_now_ms() < deadline)
+        if (poll(&p, 1, ea_timeout_until(deadline)) > 0)
+            agent_on_worker_exits(a);
+}
+
+static int open_all(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    struct ea_error err = {0};
+    /* A request slower than a third of the lease TTL is as good as lost: the lease must be
+     * renewed (or given up on) in time, and the loop never waits on the store longer. */
+    int64_t timeout = c->lease_ttl_ms / 3;
+    timeout = timeout < 300 ? 300 : timeout > 5000 ? 5000 : timeout;
+    struct kv_config kc = {.backend = c->backend, .endpoints = c->endpoints,
+                           .state_dir = c->state_dir, .cacert = c->cacert, .cert = c->cert,
+                           .key = c->key, .user = c->user, .password = c->password,
+                           .request_timeout_ms = (int)timeout};
+    int r = kv_open(&kc, &a->kv, &err);
+    if (r < 0) {
+        log_error("cannot open the %s store: %s", c->backend, err.msg);
+        return r == KV_EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_STORE;
+    }
+    struct kv *timed = NULL; /* /metrics has the store's request latency */
+    if (c->http && metrics_kv_wrap(a->kv, &a->m.store, &timed, &err) == 0)
+        a->kv = timed;
+    snprintf(a->prefix, sizeof(a->prefix), "%s%s/", c->prefix, c->run_id);
+    struct rdzv_config rc = {
+        .prefix = a->prefix,
+        .params = {.min_nodes = c->min_nodes, .max_nodes = c->max_nodes,
+                   .settle_ms = c->settle_ms, .last_call_ms = c->last_call_ms,
+                   .max_restarts = c->max_restarts,
+                   .rank_by_host = strcmp(c->rank_order, "host") == 0},
+        .lease_ttl_ms = c->lease_ttl_ms,
+    };
+    if (rdzv_strlcpy(rc.self.node_id, sizeof(rc.self.node_id), c->node_id) < 0 ||
+        rdzv_strlcpy(rc.self.host, sizeof(rc.self.host), a->host) < 0 ||
+        rdzv_strlcpy(rc.self.addr, sizeof(rc.self.addr), a->addr) < 0) {
+        log_error("node id, host name or address too long");
+        return AGENT_EXIT_USAGE;
+    }
+    rc.self.nproc = c->nproc_per_node;
+    rc.self.pid = getpid();
+    if (rdzv_session_create(a->kv, &rc, &a->rdzv, &err) < 0) {
+        log_error("%s", err.msg);
+        return AGENT_EXIT_USAGE;
+    }
+    struct launcher_config lc = {.name = "local"};
+    if (launcher_create(&lc, &a->launcher, &err) < 0) {
+        log_error("cannot create the launcher: %s", err.msg);
+        return AGENT_EXIT_RDZV;
+    }
+    a->group.launcher = a->launcher;
+    a->group.cfg = c;
+    a->group.workdir = a->workdir;
+    return 0;
+}
+
+/* --http: after the launcher exists (it blocks SIGCHLD), and with every signal blocked in the
+ * server's thread (http_start sees to it). */
+static int start_http(struct agent *a)
+{
+    struct ea_error err = {0};
+    int port = 0;
+    if (http_start(a->cfg->http_addr, a->cfg->http_port, &a->http, &port, &err) < 0) {
+        log_error("%s", err.msg);
+        return AGENT_EXIT_USAGE;
+    }
+    log_info("serving /healthz, /readyz and /metrics on http://%s:%d", a->cfg->http_addr, port);
+    return 0;
+}
+
+static void teardown(struct agent *a)
+{
+    log_progress_end();
+    a->exiting = true;
+    if (a->rdzv)
+        agent_publish(a); /* /healthz says so while the workers drain */
+    if (a->launcher)
+        drain_workers(a);
+    if (a->rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
+        struct ea_error err = {0};
+        if (rdzv_leave(a->rdzv, &err) < 0)
+            log_warn("leaving the run: %s", err.msg);
+        else if (a->joined)
+            agent_emit(a, "left", NULL);
+    }
+    agent_emit(a, "exited", "{s:i}", "exit_code", a->exit_code);
+    http_stop(a->http);
+    events_close(a->events);
+    group_clear(&a->group);
+    launcher_destroy(a->launcher);
+    rdzv_session_destroy(a->rdzv);
+    kv_close(a->kv);
+    if (a->workdir[0])
+        workdir_remove(a->workdir);
+    if (a->sigfd >= 0)
+        close(a->sigfd);
+    preempt_close(&a->preempt);
+}
+
+int agent_run(const struct cfg *cfg, char **envp)
+{
+    struct agent a = {.cfg = cfg, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
+                      .waiting_since_ms = -1,
+                      .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
+                      .last_generation_logged = -1};
+    log_init(cfg->log_level, cfg->node_id);
+    bool json_log = strcmp(cfg->log_format, "json") == 0;
+    if (json_log)
+        log_set_json(cfg->run_id);
+    snprintf(a.m.run_id, sizeof(a.m.run_id), "%s", cfg->run_id);
+    snprintf(a.m.node_id, sizeof(a.m.node_id), "%s", cfg->node_id);
+    if (setup_signals(&a) < 0) {
+        log_error("cannot set up signal handling: %s", strerror(errno));
+        return AGENT_EXIT_RDZV;
+    }
+    gethostname(a.host, sizeof(a.host) - 1);
+    choose_addr(&a);
+    if (workdir_create(cfg->run_id, cfg->node_id, a.workdir, sizeof(a.workdir)) < 0) {
+        log_error("cannot create a private directory under $TMPDIR or /tmp: %s",
+                  strerror(errno));
+        return AGENT_EXIT_RDZV;
+    }
+    struct ea_error perr = {0};
+    int code = open_all(&a);
+    if (code == 0 && preempt_open(&a.preempt, cfg->preemption_file, &perr) < 0) {
+        log_error("%s", perr.msg);
+        code = AGENT_EXIT_USAGE;
+    }
+    if (code == 0 && events_open(cfg->events_path, json_log, cfg->run_id, cfg->node_id,
+                                 &a.events, &perr) < 0) {
+        log_error("%s", perr.msg);
+        code = AGENT_EXIT_USAGE;
+    }
+    if (code == 0 && cfg->http)
+        code = start_http(&a);
+    if (code == 0 && preempt_check(&a.preempt)) {
+        log_info("preemption notice '%s' already present: not joining", a.preempt.path);
+        code = 128 + SIGTERM;
+    }
+    if (code == 0)
+        code = join(&a);
+    if (code == 0) {
+        a.joined = true;
+        a.rdzv_since_ms = ea_now_ms();
+        agent_emit(&a, "joined", "{s:s, s:i, s:i, s:i, s:s}", "backend", cfg->backend,
+                   "nproc", cfg->nproc_per_node, "min", cfg->min_nodes, "max", cfg->max_nodes,
+                   "host", a.host);
+        log_info("joined run '%s' (%s backend) as node '%s' with %d worker slot(s); "
+                 "min %d, max %d",
+                 cfg->run_id, cfg->backend, cfg->node_id, cfg->nproc_per_node, cfg->min_nodes,
+                 cfg->max_nodes);
+        agent_loop(&a);
+        code = a.exit_code;
+    }
+    a.exit_code = code;
+    teardown(&a);
+    return code;
+}

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * metrics: what the agent exposes on /metrics, /healthz and /readyz — a plain snapshot struct the
+ * agent fills on its own thread and hands to the HTTP thread by copy (http.h), its rendering in
+ * Prometheus text format, and a timing wrapper around a kv handle that feeds the store request
+ * latency histogram. No locking here and no I/O: the snapshot is data.
+ */
+#ifndef EA_AGENT_METRICS_H
+#define EA_AGENT_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv.h"
+
+/* Upper bounds (seconds) of the store request latency buckets; +Inf is implied. */
+#define METRICS_N_BUCKETS 12
+extern const double metrics_buckets[METRICS_N_BUCKETS];
+
+struct metrics_latency {
+    uint64_t bucket[METRICS_N_BUCKETS]; /* cumulative is computed when rendering */
+    uint64_t count;
+    uint64_t errors; /* requests that failed with KV_ECONN (unreachable or timed out) */
+    double sum;      /* seconds */
+};
+
+struct metrics_snapshot {
+    char run_id[128], node_id[128];
+    /* health */
+    bool joined;        /* holds a lease in the run */
+    bool exiting;       /* the agent is leaving (signal, end of run, fatal error) */
+    bool lease_lost;    /* fenced out: stopping workers, about to rejoin */
+    bool store_down;    /* the last store request failed; retrying */
+    bool workers_ready; /* workers of the current round are running here */
+    /* the run, as last seen */
+    char run_status[16];  /* waiting, running, ... or "none" */
+    char group_state[16]; /* idle, running, stopping, finished, failed */
+    int64_t round, generation;
+    int world_size, members, live_nodes, restart_count, max_restarts, scale_events;
+    int group_rank; /* -1: not a member (spare or waiting) */
+    int workers_running;
+    /* counters since the agent started */
+    uint64_t rounds_started;        /* rounds this node started workers for */
+    uint64_t worker_failures;       /* local workers that failed */
+    uint64_t lease_renew_failures;  /* keepalives that failed */
+    uint64_t rejoins;               /* joins after a lost lease */
+    double last_rendezvous_seconds; /* from stopping (or joining) to the next workers started */
+    struct metrics_latency store;
+};
+
+/* The snapshot in Prometheus text exposition format (version 0.0.4), malloc'ed; NULL on OOM. */
+char *metrics_render(const struct metrics_snapshot *m);
+
+/* Why the agent is not healthy ("" when it is): for /healthz. */
+const char *metrics_unhealthy(const struct metrics_snapshot *m);
+
+/*
+ * Wrap `inner` so that every synchronous request (get, list, cas, put, del, lease and watch
+ * calls) is timed into `lat`. The wrapper owns `inner` (kv_close closes both); `lat` is borrowed
+ * and must outlive it. Only the thread making the requests may read `lat`.
+ */
+int metrics_kv_wrap(struct kv *inner, struct metrics_latency *lat, struct kv **ret,
+                    struct ea_error *err);
+
+#endif

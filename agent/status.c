@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: Apache-2.0
+/* status: read a run from the store and print it; --watch follows the store's watch. */
+#include "status.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "config.h"
+#include "kv.h"
+
+/* ---- what the view says ---------------------------------------------------------------- */
+
+static const char *status_word(const struct rdzv_run_view *v)
+{
+    return v->have_state ? rdzv_status_name(v->state.status) : "forming";
+}
+
+/* Live nodes waiting for a round: all of them while no round runs, the spares while one does,
+ * nobody once the run has ended. */
+static bool is_waiting(const struct rdzv_run_view *v, const struct rdzv_node *n)
+{
+    if (!v->have_state || v->state.status == RDZV_WAITING)
+        return true;
+    return v->state.status == RDZV_RUNNING && rdzv_state_find(&v->state, n->node_id) < 0;
+}
+
+static size_t count_waiting(const struct rdzv_run_view *v)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < v->n_nodes; i++)
+        k += is_waiting(v, &v->nodes[i]);
+    return k;
+}
+
+/* The failure worth showing: the one that failed the run, else the most recent one. */
+static const struct rdzv_view_failure *shown_failure(const struct rdzv_run_view *v)
+{
+    if (v->have_state && v->state.failure_round > 0) {
+        const struct rdzv_view_failure *f = rdzv_run_view_failure(v, v->state.failure_round);
+        if (f)
+            return f;
+    }
+    return v->n_failures ? &v->failures[v->n_failures - 1] : NULL;
+}
+
+static const char *member_state(const struct rdzv_run_view *v, const struct rdzv_member *m)
+{
+    if (rdzv_run_view_is_done(v, m->node_id))
+        return "done";
+    if (!rdzv_run_view_node(v, m->node_id))
+        return "gone";
+    return v->state.status == RDZV_RUNNING ? "running" : "live";
+}
+
+static void utc_time(int64_t ms, char *buf, size_t size)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms <= 0 || !gmtime_r(&t, &tm)) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+static int width(const char *s, int w)
+{
+    int n = (int)strlen(s);
+    return n > w ? n : w;
+}
+
+static void print_members(FILE *out, const struct rdzv_run_view *v)
+{
+    const struct rdzv_state *s = &v->state;
+    int wn = 4, wh = 4, wr = 5;
+    char ranks[64];
+    for (size_t i = 0; i < s->n_members; i++) {
+        const struct rdzv_member *m = &s->members[i];
+        wn = width(m->node_id, wn);
+        wh = width(m->host, wh);
+        snprintf(ranks, sizeof(ranks), "%d-%d", m->rank_base, m->rank_base + m->nproc - 1);
+        wr = width(ranks, wr);
+    }
+    fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %s\n", "GROUP", wn, "NODE", wh, "HOST", wr, "RANKS",
+            "STATE");
+    for (size_t i = 0; i < s->n_members; i++) {
+        const struct rdzv_member *m = &s->members[i];
+        snprintf(ranks, sizeof(ranks), "%d-%d", m->rank_base, m->rank_base + m->nproc - 1);
+        fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %s\n", m->group_rank, wn, m->node_id, wh, m->host,
+                wr, ranks, member_state(v, m));
+    }
+}
+
+static void print_failure(FILE *out, const struct rdzv_run_view *v)
+{
+    const struct rdzv_view_failure *vf = shown_failure(v);
+    if (!vf)
+        return;
+    const struct rdzv_failure *f = &vf->f;
+    char when[40], how[64];
+    utc_time(f->time_ms, when, sizeof(when));
+    if (f->signal > 0)
+        snprintf(how, sizeof(how), "signal %d (SIG%s)", f->signal,
+                 sigabbrev_np(f->signal) ? sigabbrev_np(f->signal) : "?");
+    else
+        snprintf(how, sizeof(how), "exit code %d", f->exit_code);
+    bool first = v->have_state && v->state.failure_round == vf->round;
+    fprintf(out, "\n%s failure (round %" PRId64 ", %zu recorded):\n", first ? "first" : "last",
+            vf->round, v->n_failures);
+    fprintf(out, "  rank %d (local rank %d) on node '%s', host '%s', pid %" PRId64 ": %s at %s\n",
+            f->rank, f->local_rank, f->node_id, f->host, f->pid, how, when);
+    const char *p = f->message;
+    for (int line = 0; *p && line < 6; line++) {
+        size_t len = strcspn(p, "\n");
+        fprintf(out, "    %.*s\n", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
+    if (*p)
+        fprintf(out, "    ...\n");
+}
+
+void status_print_text(FILE *out, const char *run_id, const struct rdzv_run_view *v)
+{
+    const struct rdzv_state *s = &v->state;
+    size_t waiting = count_waiting(v);
+    fprintf(out, "run           %s\n", run_id);
+    fprintf(out, "status        %s\n", status_word(v));
+    if (!v->have_state) {
+        fprintf(out, "round         none yet\n");
+    } else {
+        fprintf(out, "round         %" PRId64 " (generation %" PRId64 ")\n", s->round,
+                v->generation);
+        fprintf(out, "world size    %d on %zu node(s) (min %d, max %d)\n", s->world_size,
+                s->n_members, s->min_nodes, s->max_nodes);
+        fprintf(out, "restarts      %d of %d (job-wide)\n", s->restart_count, s->max_restarts);
+        fprintf(out, "scale events  %d\n", s->scale_events);
+        if (v->master[0])
+            fprintf(out, "master        %s\n", v->master);
+    }
+    fprintf(out, "live nodes    %zu", v->n_nodes);
+    if (waiting)
+        fprintf(out, ", %zu waiting", waiting);
+    if (v->have_state && s->status == RDZV_WAITING)
+        fprintf(out, " (a round needs at least %d)", s->min_nodes);
+    fputc('\n', out);
+    if (v->have_state && s->n_members)
+        print_members(out, v);
+    size_t spares = rdzv_run_view_spares(v);
+    if (spares) {
+        fprintf(out, "\n%s:\n",
+                v->have_state ? "spares (live, not in the round)" : "joined (no round yet)");
+        for (size_t i = 0; i < v->n_nodes; i++) {
+            const struct rdzv_node *n = &v->nodes[i];
+            if (!v->have_state || rdzv_state_find(s, n->node_id) < 0)
+                fprintf(out, "  %s (host '%s', %d slot(s))\n", n->node_id, n->host, n->nproc);
+        }
+    }
+    print_failure(out, v);
+    if (v->n_ignored)
+        fprintf(out, "\n(%zu record(s) in the store could not be read and were skipped)\n",
+                v->n_ignored);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------ */
+
+/* json_object_set_new for a value that may be NULL (allocation failure): remembered in *ok. */
+static void set(json_t *o, const char *k, json_t *val, bool *ok)
+{
+    if (!val || json_object_set_new(o, k, val) < 0)
+        *ok = false;
+}
+
+static json_t *failure_json(const struct rdzv_view_failure *vf)
+{
+    const struct rdzv_failure *f = &vf->f;
+    char when[40];
+    utc_time(f->time_ms, when, sizeof(when));
+    return json_pack("{s:I, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:s, s:s}", "round",
+                     (json_int_t)vf->round, "node", f->node_id, "host", f->host, "rank", f->rank,
+                     "local_rank", f->local_rank, "exit_code", f->exit_code, "signal", f->signal,
+                     "pid", (json_int_t)f->pid, "time", when, "message", f->message);
+}
+
+static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && v->have_state && i < v->state.n_members; i++) {
+        const struct rdzv_member *m = &v->state.members[i];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:s}", "node",
+                              m->node_id, "host", m->host, "addr", m->addr, "group_rank",
+                              m->group_rank, "nproc", m->nproc, "rank_first", m->rank_base,
+                              "rank_last", m->rank_base + m->nproc - 1, "live",
+                              rdzv_run_view_node(v, m->node_id) != NULL, "done",
+                              rdzv_run_view_is_done(v, m->node_id), "state", member_state(v, m));
+        if (!o || json_array_append_new(a, o) < 0)
+            *ok = false;
+    }
+    return a;
+}
+
+static json_t *spares_json(const struct rdzv_run_view *v, bool *ok)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < v->n_nodes; i++) {
+        const struct rdzv_node *n = &v->nodes[i];
+        if (v->have_state && rdzv_state_find(&v->state, n->node_id) >= 0)
+            continue;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i}", "node", n->node_id, "host", n->host, "addr",
+                              n->addr, "nproc", n->nproc);
+        if (!o || json_array_append_new(a, o) < 0)
+            *ok = false;
+    }
+    return a;
+}
+
+json_t *status_to_json(const char *run_id, const struct rdzv_run_view *v)
+{
+    const struct rdzv_state *s = &v->state;
+    bool ok = true;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    const struct rdzv_view_failure *f = shown_failure(v);
+    set(o, "run_id", json_string(run_id), &ok);
+    set(o, "status", json_string(status_word(v)), &ok);
+    set(o, "round", json_integer(s->round), &ok);
+    set(o, "generation", json_integer(v->generation), &ok);
+    set(o, "world_size", json_integer(s->world_size), &ok);
+    set(o, "min", v->have_state ? json_integer(s->min_nodes) : json_null(), &ok);
+    set(o, "max", v->have_state ? json_integer(s->max_nodes) : json_null(), &ok);
+    set(o, "restart_count", json_integer(s->restart_count), &ok);
+    set(o, "max_restarts", v->have_state ? json_integer(s->max_restarts) : json_null(), &ok);
+    set(o, "scale_events", json_integer(s->scale_events), &ok);
+    set(o, "master", v->master[0] ? json_string(v->master) : json_null(), &ok);
+    set(o, "live_nodes", json_integer((json_int_t)v->n_nodes), &ok);
+    set(o, "nodes_waiting", json_integer((json_int_t)count_waiting(v)), &ok);
+    set(o, "members", members_json(v, &ok), &ok);
+    set(o, "spares", spares_json(v, &ok), &ok);
+    set(o, "failure", f ? failure_json(f) : json_null(), &ok);
+    set(o, "failures_recorded", json_integer((json_int_t)v->n_failures), &ok);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- reading the store ----------------------------------------------------------------- */
+
+struct status_cmd {
+    const struct cfg *cfg;
+    struct kv *kv;
+    char prefix[512];
+    struct kv_entry *keys; /* mirror of the run's keys (order irrelevant) */
+    size_t n_keys, cap_keys;
+    int64_t watch_id;
+    char *last; /* the last view printed, to print only changes */
+    bool tty;
+};
+
+/* A store error as an exit code, with one line on stderr. */
+static int fail(int code, const struct ea_error *err, const char *what)
+{
+    fprintf(stderr, "elastic-agent status: %s: %s\n", what,
+            err->msg[0] ? err->msg : kv_strerror(code));
+    if (code == KV_EINVAL || code == KV_EAUTH)
+        return AGENT_EXIT_USAGE;
+    if (code == KV_ECORRUPT || code == -EBADMSG)
+        return AGENT_EXIT_RDZV;
+    return AGENT_EXIT_STORE;
+}
+
+static void mirror_clear(struct status_cmd *sc)
+{
+    for (size_t i = 0; i < sc->n_keys; i++)
+        kv_entry_clear(&sc->keys[i]);
+    sc->n_keys = 0;
+}
+
+/* Insert or replace `e` (its strings are taken over), or delete its key. */
+static int mirror_apply(struct status_cmd *sc, struct kv_entry *e, bool del)
+{
+    size_t i = 0;
+    while (i < sc->n_keys && strcmp(sc->keys[i].key, e->key) != 0)
+        i++;
+    if (del) {
+        if (i < sc->n_keys) {
+            kv_entry_clear(&sc->keys[i]);
+            sc->keys[i] = sc->keys[--sc->n_keys];
+        }
+        return 0;
+    }
+    if (i == sc->n_keys) {
+        if (sc->n_keys == sc->cap_keys) {
+            size_t cap = sc->cap_keys ? sc->cap_keys * 2 : 32;
+            struct kv_entry *k = realloc(sc->keys, cap * sizeof(*k));
+            if (!k)
+                return -ENOMEM;
+            sc->keys = k;
+            sc->cap_keys = cap;
+        }
+        sc->n_keys++;
+    } else {
+        kv_entry_clear(&sc->keys[i]);
+    }
+    sc->keys[i] = *e;
+    memset(e, 0, sizeof(*e));
+    return 0;
+}
+
+/* List the run into the mirror; with `watch`, (re)start the watch just after the listing. */
+static int resync(struct status_cmd *sc, bool watch, struct ea_error *err)
+{
+    if (sc->watch_id) {
+        kv_watch_cancel(sc->kv, sc->watch_id);
+        sc->watch_id = 0;
+    }
+    struct kv_list l = {0};
+    int r = kv_list(sc->kv, sc->prefix, &l, err);
+    if (r < 0)
+        return r;
+    mirror_clear(sc);
+    for (size_t i = 0; i < l.n && r == 0; i++)
+        r = mirror_apply(sc, &l.entries[i], false);
+    int64_t rev = l.revision;
+    kv_list_clear(&l);
+    if (r < 0)
+        return ea_errorf(err, r, "out of memory");
+    return watch ? kv_watch(sc->kv, sc->prefix, rev + 1, &sc->watch_id, err) : 0;
+}
+
+/* Print the mirrored run when it differs from the last print. -EPIPE when stdout is gone. */
+static int show(struct status_cmd *sc, struct ea_error *err)
+{
+    struct rdzv_run_view v;
+    int r = rdzv_run_view_decode(sc->prefix, sc->keys, sc->n_keys, &v, err);
+    if (r < 0)
+        return r;
+    char *text = NULL;
+    if (sc->cfg->json) {
+        json_t *j = status_to_json(sc->cfg->run_id, &v);
+        text = j ? json_dumps(j, sc->cfg->watch ? JSON_COMPACT : JSON_INDENT(2)) : NULL;
+        json_decref(j);
+    } else {
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        if (m) {
+            status_print_text(m, sc->cfg->run_id, &v);
+            fclose(m);
+        }
+    }
+    rdzv_run_view_clear(&v);
+    if (!text)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    if (sc->last && strcmp(sc->last, text) == 0) {
+        free(text);
+        return 0;
+    }
+    if (sc->cfg->watch && sc->tty)
+        fputs("\033[H\033[2J", stdout); /* redraw in place */
+    else if (sc->last && !sc->cfg->json)
+        fputc('\n', stdout);
+    fputs(text, stdout);
+    if (sc->cfg->json)
+        fputc('\n', stdout);
+    free(sc->last);
+    sc->last = text;
+    if (fflush(stdout) == EOF)
+        return ea_errorf(err, -EPIPE, "cannot write to stdout: %s", strerror(errno));
+    return 0;
+}
+
+/* Apply what the watch delivered; a broken watch is repaired by listing again. */
+static int on_events(struct status_cmd *sc, struct ea_error *err)
+{
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    int r = kv_read_events(sc->kv, &ev, &n, err);
+    if (r < 0)
+        return r;
+    bool broken = false;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        if (ev[i].watch_id != sc->watch_id)
+            continue;
+        if (ev[i].type == KV_EVENT_ERROR)
+            broken = true;
+        else
+            r = mirror_apply(sc, &ev[i].entry, ev[i].type == KV_EVENT_DELETE);
+    }
+    kv_events_free(ev, n);
+    if (r < 0)
+        return ea_errorf(err, r, "out of memory");
+    return broken ? resync(sc, true, err) : 0;
+}
+
+/* Follow the store until SIGINT/SIGTERM (0), or a store error (its code). */
+static int watch_loop(struct status_cmd *sc, int sigfd, struct ea_error *err)
+{
+    struct pollfd fds[2] = {{.fd = sigfd, .events = POLLIN},
+                            {.fd = kv_event_fd(sc->kv), .events = POLLIN}};
+    for (;;) {
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return ea_errorf(err, -errno, "poll: %s", strerror(errno));
+        }
+        if (fds[0].revents & POLLIN)
+            return 0;
+        if (!(fds[1].revents & POLLIN))
+            continue;
+        int r = on_events(sc, err);
+        if (r == 0)
+            r = show(sc, err);
+        if (r < 0)
+            return r;
+    }
+}
+
+static int run(struct status_cmd *sc, int sigfd)
+{
+    const struct cfg *c = sc->cfg;
+    struct ea_error err = {0};
+    struct stat st;
+    /* a file store that does not exist holds no run; opening it would create it */
+    if (strcmp(c->backend, "file") == 0 && stat(c->state_dir, &st) < 0) {
+        fprintf(stderr, "elastic-agent status: no run '%s': the file store '%s' does not exist\n",
+                c->run_id, c->state_dir);
+        return AGENT_EXIT_RDZV;
+    }
+    struct kv_config kc = {.backend = c->backend,
+                           .endpoints = c->endpoints,
+                           .state_dir = c->state_dir,
+                           .cacert = c->cacert,
+                           .cert = c->cert,
+                           .key = c->key,
+                           .user = c->user,
+                           .password = c->password};
+    int r = kv_open(&kc, &sc->kv, &err);
+    if (r < 0)
+        return fail(r, &err, "cannot open the store");
+    snprintf(sc->prefix, sizeof(sc->prefix), "%s%s/", c->prefix, c->run_id);
+    if ((r = resync(sc, c->watch, &err)) < 0)
+        return fail(r, &err, "cannot read the run");
+    if (sc->n_keys == 0) {
+        fprintf(stderr, "elastic-agent status: no run '%s' in the %s store (no keys under '%s')\n",
+                c->run_id, c->backend, sc->prefix);
+        return AGENT_EXIT_RDZV;
+    }
+    if ((r = show(sc, &err)) == 0 && c->watch)
+        r = watch_loop(sc, sigfd, &err);
+    if (r == -EPIPE)
+        return AGENT_EXIT_OK; /* the reader went away (| head): nothing more to say */
+    return r < 0 ? fail(r, &err, "cannot show the run") : AGENT_EXIT_OK;
+}
+
+int status_main(int argc, char **argv, char **envp)
+{
+    struct cfg cfg;
+    struct ea_error err = {0};
+    if (cfg_parse_cmd(CFG_STATUS, argc, argv, envp, &cfg, &err) < 0) {
+        fprintf(stderr, "elastic-agent status: %s\n", err.msg);
+        return AGENT_EXIT_USAGE;
+    }
+    if (cfg.help) {
+        cfg_print_help_cmd(CFG_STATUS, stdout);
+        return AGENT_EXIT_OK;
+    }
+    /* blocked before the backend starts any thread, so SIGINT ends --watch through the fd */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sigfd < 0) {
+        fprintf(stderr, "elastic-agent status: signalfd: %s\n", strerror(errno));
+        return AGENT_EXIT_STORE;
+    }
+    struct status_cmd sc = {.cfg = &cfg, .tty = isatty(STDOUT_FILENO) == 1};
+    int code = run(&sc, sigfd);
+    if (sc.watch_id)
+        kv_watch_cancel(sc.kv, sc.watch_id);
+    mirror_clear(&sc);
+    free(sc.keys);
+    free(sc.last);
+    kv_close(sc.kv);
+    close(sigfd);
+    explicit_bzero(cfg.password_buf, sizeof(cfg.password_buf));
+    return code;
+}

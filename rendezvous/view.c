@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+/* rdzv run view: decode a listing of a run's keys into one read-only picture. */
+#include "view.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A decimal round number that is the whole of [s, end) (or of s when end is NULL). */
+static bool parse_round(const char *s, const char *end, int64_t *ret)
+{
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    if (len == 0 || len > 18)
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *ret = v;
+    return true;
+}
+
+static int cmp_node(const void *a, const void *b)
+{
+    const struct rdzv_node *x = a, *y = b;
+    return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
+}
+
+static int cmp_failure(const void *a, const void *b)
+{
+    const struct rdzv_view_failure *x = a, *y = b;
+    return (x->round > y->round) - (x->round < y->round);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* First pass: the state key, so the second pass knows which round's keys matter. */
+static int decode_state(const char *prefix, const struct kv_entry *entries, size_t n,
+                        struct rdzv_run_view *v, struct ea_error *err)
+{
+    size_t plen = strlen(prefix);
+    for (size_t i = 0; i < n; i++) {
+        const struct kv_entry *e = &entries[i];
+        if (strncmp(e->key, prefix, plen) != 0 || strcmp(e->key + plen, "state") != 0)
+            continue;
+        int r = rdzv_state_decode(e->value, e->value_len, &v->state, err);
+        if (r < 0)
+            return ea_error_wrap(err, r, "key '%s'", e->key);
+        v->have_state = true;
+        v->generation = rdzv_state_generation(&v->state, e->mod_revision);
+    }
+    return 0;
+}
+
+/* One key of the run other than `state`; -ENOMEM only. */
+static int decode_key(const char *rel, const struct kv_entry *e, struct rdzv_run_view *v)
+{
+    int64_t round;
+    if (strncmp(rel, "nodes/", 6) == 0) {
+        struct rdzv_node nd;
+        if (rdzv_node_decode(e->value, e->value_len, &nd, NULL) < 0 ||
+            strcmp(nd.node_id, rel + 6) != 0) {
+            v->n_ignored++;
+            return 0;
+        }
+        nd.create_revision = e->create_revision;
+        v->nodes[v->n_nodes++] = nd;
+    } else if (strncmp(rel, "failures/", 9) == 0 && parse_round(rel + 9, NULL, &round)) {
+        struct rdzv_view_failure *f = &v->failures[v->n_failures];
+        if (rdzv_failure_decode(e->value, e->value_len, &f->f, NULL) < 0) {
+            v->n_ignored++;
+            return 0;
+        }
+        f->round = round;
+        v->n_failures++;
+    } else if (v->have_state && strncmp(rel, "rounds/", 7) == 0) {
+        const char *slash = strchr(rel + 7, '/');
+        if (!slash || !parse_round(rel + 7, slash, &round) || round != v->state.round)
+            return 0;
+        if (strcmp(slash, "/master") == 0) {
+            snprintf(v->master, sizeof(v->master), "%s", e->value);
+        } else if (strncmp(slash, "/done/", 6) == 0 && slash[6]) {
+            if (!(v->done[v->n_done] = strdup(slash + 6)))
+                return -ENOMEM;
+            v->n_done++;
+        }
+    }
+    return 0;
+}
+
+int rdzv_run_view_decode(const char *prefix, const struct kv_entry *entries, size_t n,
+                         struct rdzv_run_view *ret, struct ea_error *err)
+{
+    struct rdzv_run_view v = {0};
+    size_t plen = strlen(prefix);
+    int r = decode_state(prefix, entries, n, &v, err);
+    if (r < 0)
+        return r;
+    size_t cap = n ? n : 1;
+    v.nodes = calloc(cap, sizeof(*v.nodes));
+    v.done = calloc(cap, sizeof(*v.done));
+    v.failures = calloc(cap, sizeof(*v.failures));
+    if (!v.nodes || !v.done || !v.failures) {
+        r = -ENOMEM;
+        goto error;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(entries[i].key, prefix, plen) != 0)
+            continue;
+        v.n_keys++;
+        if ((r = decode_key(entries[i].key + plen, &entries[i], &v)) < 0)
+            goto error;
+    }
+    qsort(v.nodes, v.n_nodes, sizeof(*v.nodes), cmp_node);
+    qsort(v.failures, v.n_failures, sizeof(*v.failures), cmp_failure);
+    qsort(v.done, v.n_done, sizeof(*v.done), cmp_str);
+    *ret = v;
+    return 0;
+error:
+    rdzv_run_view_clear(&v);
+    return ea_errorf(err, r, "out of memory decoding the run");
+}
+
+void rdzv_run_view_clear(struct rdzv_run_view *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; v->done && i < v->n_done; i++)
+        free(v->done[i]);
+    free(v->done);
+    free(v->nodes);
+    free(v->failures);
+    rdzv_state_clear(&v->state);
+    memset(v, 0, sizeof(*v));
+}
+
+const struct rdzv_node *rdzv_run_view_node(const struct rdzv_run_view *v, const char *node_id)
+{
+    for (size_t i = 0; i < v->n_nodes; i++)
+        if (strcmp(v->nodes[i].node_id, node_id) == 0)
+            return &v->nodes[i];
+    return NULL;
+}
+
+bool rdzv_run_view_is_done(const struct rdzv_run_view *v, const char *node_id)
+{
+    for (size_t i = 0; i < v->n_done; i++)
+        if (strcmp(v->done[i], node_id) == 0)
+            return true;
+    return false;
+}
+
+size_t rdzv_run_view_spares(const struct rdzv_run_view *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->n_nodes; i++)
+        n += !v->have_state || rdzv_state_find(&v->state, v->nodes[i].node_id) < 0;
+    return n;
+}
+
+const struct rdzv_view_failure *rdzv_run_view_failure(const struct rdzv_run_view *v, int64_t round)
+{
+    for (size_t i = 0; i < v->n_failures; i++)
+        if (v->failures[i].round == round)
+            return &v->failures[i];
+    return NULL;
+}

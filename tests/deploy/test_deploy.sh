@@ -1,0 +1,445 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Checks deploy/ without a cluster, a cloud or a container engine:
+#   Kubernetes  `kubectl kustomize` renders the base and the GPU overlay (offline); the rendered
+#               objects agree with each other and with the binary (check_deploy.py k8s); the
+#               agent accepts their configuration
+#   package     scripts/build-deb.sh builds the .deb; its Depends cover the libraries the binary
+#               links; it unpacks into a scratch root where the binary runs; man page; postinst
+#   systemd     `systemd-analyze verify` on the packaged units; the unit's settings; its
+#               ExecStart line run here: a job succeeds, SIGTERM to the agent alone stops the
+#               workers (KillMode=mixed), the lifecycle hook's preemption file makes it leave
+#   cloud-init  the user data parses; its embedded scripts pass shellcheck
+#   container   the Dockerfile, statically (built too when a container engine is available)
+#   scripts     shellcheck on every shell script in deploy/, scripts/build-deb.sh, tests/deploy/
+# Usage: test_deploy.sh SOURCE_DIR ELASTIC_AGENT_BINARY
+# Prints one PASS/FAIL/SKIP line per check and a summary; exits 1 when a check failed.
+set -uo pipefail
+
+src=$(cd "${1:?usage: test_deploy.sh SOURCE_DIR ELASTIC_AGENT_BINARY}" && pwd)
+bin=$(realpath "${2:?usage: test_deploy.sh SOURCE_DIR ELASTIC_AGENT_BINARY}")
+here=$src/tests/deploy
+checker=(python3 "$here/check_deploy.py")
+tmp=$(mktemp -d)
+bg_pids=()
+cleanup() {
+  local p
+  for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+npass=0 nfail=0 nskip=0
+failed=()
+pass() { npass=$((npass + 1)); echo "PASS  $*"; }
+fail() { nfail=$((nfail + 1)); failed+=("$*"); echo "FAIL  $*"; }
+skip() { nskip=$((nskip + 1)); echo "SKIP  $*"; }
+section() { printf '\n== %s ==\n' "$*"; }
+indent() { sed 's/^/      /'; }
+# step NAME COMMAND...: PASS when COMMAND succeeds; its output is shown either way
+step() {
+  local name=$1 out rc
+  shift
+  out=$("$@" 2>&1)
+  rc=$?
+  [[ -n "$out" ]] && printf '%s\n' "$out" | indent
+  if ((rc == 0)); then pass "$name"; else fail "$name"; fi
+  return $rc
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+# verdict NAME COMMAND...: PASS when COMMAND succeeds (its output hidden)
+verdict() {
+  local name=$1
+  shift
+  if "$@" >/dev/null 2>&1; then pass "$name"; else fail "$name"; fi
+}
+
+# the environment for running the agent here: nothing from the caller's but PATH and sanitizer
+# settings; TMPDIR for the agent's per-run directory
+base_env=(PATH="/usr/sbin:/usr/bin:/sbin:/bin" TMPDIR="$tmp")
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+  [[ -n "${!v:-}" ]] && base_env+=("$v=${!v}")
+done
+
+# run_config NAME ENVFILE ARGVFILE: the agent, with a configuration's variables (NUL-separated)
+# and its argv, against a closed loopback port: exit 3 (store unreachable past --join-timeout)
+# means every value parsed and validated; 2 would be a configuration error.
+run_config() {
+  local name=$1 envs argv out rc
+  mapfile -d '' envs <"$2"
+  mapfile -d '' argv <"$3"
+  out=$(timeout 30 env -i "${base_env[@]}" "${envs[@]}" "$bin" "${argv[@]}" 2>&1)
+  rc=$?
+  if ((rc == 3)); then
+    pass "$name: the agent accepts the configuration (exit 3: store unreachable, as intended)"
+  else
+    printf '%s\n' "$out" | tail -5 | indent
+    fail "$name: the agent accepts the configuration (exit $rc, want 3)"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+section "prerequisites"
+missing=0
+for t in python3 kubectl shellcheck systemd-analyze dpkg-deb dpkg-shlibdeps readelf; do
+  if have "$t"; then pass "tool $t"; else fail "tool $t is missing (scripts/install-deps.sh --test)"; missing=1; fi
+done
+if python3 -c 'import yaml' 2>/dev/null; then
+  pass "python3 yaml module"
+else
+  fail "python3 yaml module is missing (Debian package python3-yaml)"
+  missing=1
+fi
+if ! "$bin" --help >"$tmp/help.txt" 2>&1; then
+  fail "elastic-agent --help"
+  missing=1
+fi
+version=$("$bin" --version | awk '{print $2}')
+echo "      elastic-agent $version ($bin)"
+has_http=0
+if grep -q -- '^  --http ' "$tmp/help.txt"; then
+  has_http=1
+  pass "elastic-agent has --http (the probes' /healthz and /readyz)"
+else
+  fail "elastic-agent has --http (the probes' /healthz and /readyz): not in --help yet (issue 12)"
+fi
+if ((missing)); then
+  echo "deploy: cannot go on without the tools above"
+  exit 1
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "shellcheck"
+scripts=("$src/scripts/build-deb.sh")
+while IFS= read -r -d '' f; do
+  if [[ "$f" == *.sh ]] || head -c 64 "$f" | grep -qE '^#!(/usr)?/bin/(env )?(ba|da)?sh'; then
+    scripts+=("$f")
+  fi
+done < <(find "$src/deploy" "$here" -type f -print0 | sort -z)
+for f in "${scripts[@]}"; do
+  step "shellcheck ${f#"$src"/}" shellcheck -x "$f"
+done
+
+# ---------------------------------------------------------------------------------------------
+section "Kubernetes (kubectl kustomize, offline)"
+etcd_help=()
+if have etcd; then
+  etcd --help >"$tmp/etcd-help.txt" 2>&1
+  etcd_help=(--etcd-help "$tmp/etcd-help.txt")
+else
+  skip "etcd's variables against etcd --help (no etcd here)"
+fi
+for overlay in base gpu; do
+  dir=$src/deploy/k8s
+  extra=()
+  if [[ $overlay == gpu ]]; then
+    dir=$src/deploy/k8s/overlays/gpu
+    extra=(--gpu)
+  fi
+  # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
+  if ! step "kubectl kustomize ${dir#"$src"/} renders" \
+      sh -c 'kubectl kustomize "$1" >"$2" 2>"$2.err" || { cat "$2.err"; exit 1; }' sh "$dir" "$tmp/k8s-$overlay.yaml"; then
+    continue
+  fi
+  step "$overlay: the manifests' essentials" "${checker[@]}" k8s "$tmp/k8s-$overlay.yaml" --name "$overlay" \
+    --help-file "$tmp/help.txt" --results "$src/bench/RESULTS.md" "${etcd_help[@]}" "${extra[@]}" \
+    --env-out "$tmp/k8s-$overlay.env" --uid-out "$tmp/k8s-uid"
+  if [[ -s "$tmp/k8s-$overlay.env" ]]; then
+    run_config "$overlay: ConfigMap + DaemonSet env" "$tmp/k8s-$overlay.env" "$tmp/k8s-$overlay.env.argv"
+  fi
+done
+
+# ---------------------------------------------------------------------------------------------
+section "Debian package (scripts/build-deb.sh)"
+deb=""
+if deb=$("$src/scripts/build-deb.sh" "$(dirname "$bin")" "$tmp/deb" 2>"$tmp/build-deb.err") && [[ -f "$deb" ]]; then
+  pass "scripts/build-deb.sh builds $(basename "$deb")"
+else
+  indent <"$tmp/build-deb.err"
+  fail "scripts/build-deb.sh builds a package"
+  deb=""
+fi
+root=$tmp/root
+if [[ -n "$deb" ]]; then
+  arch=$(dpkg --print-architecture)
+  verdict "file name $(basename "$deb") (want elastic-agent_${version}_${arch}.deb)" \
+    [ "$(basename "$deb")" = "elastic-agent_${version}_${arch}.deb" ]
+  field() { dpkg-deb -f "$deb" "$1"; }
+  verdict "Package: $(field Package) (want elastic-agent)" [ "$(field Package)" = elastic-agent ]
+  verdict "Version: $(field Version) (want $version, from --version)" [ "$(field Version)" = "$version" ]
+  verdict "Architecture: $(field Architecture) (want $arch)" [ "$(field Architecture)" = "$arch" ]
+  depends=$(field Depends)
+  echo "      Depends: $depends"
+  dep_names=" $(printf '%s\n' "${depends//[,|]/$'\n'}" | sed 's/(.*//; s/ //g' | tr '\n' ' ') "
+  # every library the binary links (NEEDED) must come from a package named in Depends
+  ldd "$bin" >"$tmp/ldd.txt" 2>&1
+  if grep -q "not found" "$tmp/ldd.txt"; then fail "ldd: every library resolves"; fi
+  while read -r soname; do
+    path=$(awk -v s="$soname" '$1 == s && $2 == "=>" {print $3}' "$tmp/ldd.txt")
+    pkg=""
+    for p in "$path" "$(realpath "$path" 2>/dev/null)" "/usr$path" "${path#/usr}"; do
+      [[ -n "$p" ]] || continue
+      pkg=$(dpkg -S "$p" 2>/dev/null | head -1 | cut -d: -f1) && [[ -n "$pkg" ]] && break
+    done
+    if [[ -z "$pkg" ]]; then
+      fail "Depends: $soname ($path) belongs to no Debian package"
+    elif [[ "$dep_names" == *" $pkg "* ]]; then
+      pass "Depends names $pkg (for $soname)"
+    else
+      fail "Depends names $pkg (for $soname)"
+    fi
+  done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  verdict "Depends has no -dev package" test "${dep_names//-dev /}" = "$dep_names"
+  dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./|/|' >"$tmp/contents.txt"
+  for f in /usr/bin/elastic-agent /usr/sbin/elastic-agent-lifecycle-hook \
+           /lib/systemd/system/elastic-agent@.service /lib/systemd/system/elastic-agent-lifecycle-hook.service \
+           /usr/share/man/man1/elastic-agent.1.gz /usr/share/doc/elastic-agent/copyright \
+           /usr/share/doc/elastic-agent/examples/example.env /etc/elastic-agent/; do
+    verdict "contains $f" grep -qxF "$f" "$tmp/contents.txt"
+  done
+  dpkg-deb -I "$deb" >"$tmp/info.txt"
+  for s in postinst prerm postrm; do
+    verdict "maintainer script $s (executable)" grep -qE "^ +[0-9]+ bytes, +[0-9]+ lines +\* +$s " "$tmp/info.txt"
+  done
+  # install into a scratch root with its own dpkg database (--unpack: maintainer scripts are
+  # exercised below with stubs, never run against this machine)
+  mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$root/var/lib/dpkg/triggers"
+  touch "$root/var/lib/dpkg/status" "$root/var/lib/dpkg/available"
+  step "dpkg --root=<scratch> --unpack" dpkg --root="$root" --log=/dev/null --force-not-root \
+    --force-depends --unpack "$deb"
+  got=$("$root/usr/bin/elastic-agent" --version 2>&1)
+  verdict "installed binary runs: $got" [ "$got" = "elastic-agent $version" ]
+  if have man; then
+    warnings=$(man --warnings -l "$root/usr/share/man/man1/elastic-agent.1.gz" 2>&1 >/dev/null)
+    out=$(man -l "$root/usr/share/man/man1/elastic-agent.1.gz" 2>/dev/null)
+    if [[ -z "$warnings" && "$out" == *"--stop-timeout"* ]]; then
+      pass "man page renders without warnings and lists the options"
+    else
+      printf '%s\n' "$warnings" | indent
+      fail "man page renders without warnings and lists the options"
+    fi
+  else
+    skip "man page rendering (no man here)"
+  fi
+  # postinst with stubbed getent/adduser/systemctl: creates the user only when it is missing
+  stubs=$tmp/stubs
+  mkdir -p "$stubs"
+  for s in adduser systemctl; do
+    printf '#!/bin/sh\necho "%s $*" >>"%s/calls"\n' "$s" "$stubs" >"$stubs/$s"
+  done
+  # shellcheck disable=SC2016 # expanded by the stub
+  printf '#!/bin/sh\nexit "${GETENT_RC:-2}"\n' >"$stubs/getent"
+  chmod +x "$stubs"/*
+  : >"$stubs/calls"
+  PATH="$stubs:$PATH" GETENT_RC=2 sh "$root/var/lib/dpkg/info/elastic-agent.postinst" configure
+  verdict "postinst configure creates the elastic-agent system user: $(tr '\n' ';' <"$stubs/calls")" \
+    grep -q '^adduser --system .*elastic-agent$' "$stubs/calls"
+  : >"$stubs/calls"
+  PATH="$stubs:$PATH" GETENT_RC=0 sh "$root/var/lib/dpkg/info/elastic-agent.postinst" configure
+  verdict "postinst keeps an existing elastic-agent user" test ! -s "$stubs/calls"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "systemd"
+unit=$src/deploy/systemd/elastic-agent@.service
+if [[ -n "$deb" ]] && [[ -d /lib/systemd/system ]]; then
+  verdict "the package ships deploy/systemd/elastic-agent@.service unchanged" \
+    cmp -s "$unit" "$root/lib/systemd/system/elastic-agent@.service"
+  # the host's targets, so that the unit's dependencies resolve inside the scratch root
+  cp /lib/systemd/system/*.target "$root/lib/systemd/system/" 2>/dev/null
+  mkdir -p "$root/etc/elastic-agent"
+  cp "$src/deploy/systemd/example.env" "$root/etc/elastic-agent/job1.env"
+  out=$(cd / && systemd-analyze verify --man=no --root="$root" elastic-agent@job1.service \
+          elastic-agent-lifecycle-hook.service 2>&1)
+  rc=$?
+  if ((rc == 0)) && [[ -z "$out" ]]; then
+    pass "systemd-analyze verify elastic-agent@job1.service elastic-agent-lifecycle-hook.service (in the package's root)"
+  else
+    printf '%s\n' "$out" | indent
+    fail "systemd-analyze verify (exit $rc; any warning counts)"
+  fi
+else
+  skip "systemd-analyze verify (no package or no /lib/systemd/system)"
+fi
+step "the unit's settings" "${checker[@]}" systemd "$unit" "$src/deploy/systemd/example.env" \
+  --help-file "$tmp/help.txt"
+
+# the unit's ExecStart line as systemd would run it (environment: the unit's Environment=, then
+# the example env file, then the test's overrides), on the file backend in a scratch directory
+rt=$tmp/run # %t
+mkdir -p "$rt"
+cat >"$tmp/worker.sh" <<'EOF'
+#!/bin/sh
+echo $$ >"$DEPLOY_TEST_PIDFILE"
+echo "worker rank $RANK of $WORLD_SIZE"
+[ "${1:-}" = sleep ] && exec sleep 1000
+exit 0
+EOF
+chmod +x "$tmp/worker.sh"
+# exec_start NAME [--set K=V...]: writes $tmp/NAME.argv and $tmp/NAME.argv.env
+# (whether the unit's settings pass is reported above; this only needs the command line)
+# Each run is its own instance NAME (run id NAME, preemption file in %t/elastic-agent/NAME/,
+# --state-dir in its own %S), so that no run sees another's finished state.
+exec_start() {
+  local name=$1
+  shift
+  rm -f "$tmp/$name.argv"
+  mkdir -p "$tmp/state-$name/elastic-agent" "$rt/elastic-agent/$name"
+  "${checker[@]}" systemd "$unit" "$src/deploy/systemd/example.env" --help-file "$tmp/help.txt" \
+    --argv-out "$tmp/$name.argv" --binary "$bin" --instance "$name" --runtime "$rt" \
+    --state "$tmp/state-$name" --set ELASTIC_HTTP=127.0.0.1:0 --set "ELASTIC_RUN_ID=$name" "$@" >/dev/null
+  [[ -s "$tmp/$name.argv" ]] || { fail "$name: cannot read the unit's ExecStart line"; return 1; }
+}
+# starts the ExecStart line in the background like systemd: the runtime directory exists while
+# it runs and is removed when it exits; the exit status lands in $tmp/NAME.rc
+start_unit() {
+  local name=$1 envs argv
+  mapfile -d '' envs <"$tmp/$name.argv.env"
+  mapfile -d '' argv <"$tmp/$name.argv"
+  rm -f "$tmp/pid"
+  (
+    env -i "${base_env[@]}" "${envs[@]}" "${argv[@]}" >"$tmp/$name.out" 2>&1 &
+    echo $! >"$tmp/$name.mainpid"
+    wait $!
+    echo $? >"$tmp/$name.rc"
+    rm -rf "${rt:?}/elastic-agent/$name"
+  ) &
+  bg_pids+=($!)
+  unit_pid=$!
+}
+wait_for() { # FILE SECONDS
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do [[ -s "$1" ]] && return 0; sleep 0.1; done
+  return 1
+}
+run_overrides=(--set ELASTIC_RDZV_ENDPOINT= --set ELASTIC_MIN=1 --set ELASTIC_MAX=1
+               --set ELASTIC_NPROC_PER_NODE=1 --set ELASTIC_STOP_TIMEOUT=5
+               --set "DEPLOY_TEST_PIDFILE=$tmp/pid")
+
+# the example env file's values (the store replaced by a closed loopback port); run_config runs
+# $bin itself, so argv[0] (the binary) is dropped from the ExecStart line
+if exec_start config --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 --set ELASTIC_JOIN_TIMEOUT=0.3; then
+  tail -z -n +2 "$tmp/config.argv" >"$tmp/config.args"
+  run_config "example env file + unit defaults" "$tmp/config.argv.env" "$tmp/config.args"
+  rm -rf "${rt:?}/elastic-agent/config" # as systemd does when the unit stops
+fi
+
+# 1. a job runs to success through ExecStart's `sh -c "exec ${WORKER_COMMAND}"`
+if exec_start ok "${run_overrides[@]}" --set "WORKER_COMMAND=$tmp/worker.sh"; then
+  start_unit ok
+  wait "$unit_pid"
+  if [[ "$(cat "$tmp/ok.rc" 2>/dev/null)" == 0 ]] && grep -q "worker rank 0 of 1" "$tmp/ok.out"; then
+    pass "ExecStart: a one-node job runs WORKER_COMMAND and exits 0"
+  else
+    indent <"$tmp/ok.out"
+    fail "ExecStart: a one-node job runs WORKER_COMMAND and exits 0 (exit $(cat "$tmp/ok.rc" 2>/dev/null))"
+  fi
+fi
+
+# http_code PORT PATH: the HTTP status of GET PATH on the agent's --http port (000: no answer)
+http_code() {
+  curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$1$2"
+}
+# 2. while the worker runs, the probes' endpoints answer 200 (when the agent has --http); then
+#    KillMode=mixed: SIGTERM to the agent alone stops its workers, exit 143 (SuccessExitStatus)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+if exec_start term "${run_overrides[@]}" --set "WORKER_COMMAND=$tmp/worker.sh sleep" \
+    --set "ELASTIC_HTTP=127.0.0.1:$port"; then
+  start_unit term
+  if wait_for "$tmp/pid" 15; then
+    worker=$(cat "$tmp/pid")
+    if ((has_http)) && have curl; then
+      for path in /healthz /readyz /metrics; do
+        code=000
+        for ((i = 0; i < 50; i++)); do
+          code=$(http_code "$port" "$path")
+          [[ "$code" == 200 ]] && break
+          sleep 0.1
+        done
+        verdict "GET $path on the agent's --http port while its worker runs: $code" [ "$code" = 200 ]
+      done
+    else
+      skip "probing /healthz and /readyz (no --http in this agent, or no curl)"
+    fi
+    t0=$SECONDS
+    kill -TERM "$(cat "$tmp/term.mainpid")"
+    wait "$unit_pid"
+    rc=$(cat "$tmp/term.rc" 2>/dev/null)
+    if [[ "$rc" == 143 ]] && ! kill -0 "$worker" 2>/dev/null && ((SECONDS - t0 <= 10)); then
+      pass "KillMode=mixed: SIGTERM to the agent alone stops its worker and exits 143 in $((SECONDS - t0)) s"
+    else
+      indent <"$tmp/term.out"
+      kill -0 "$worker" 2>/dev/null && { echo "      worker $worker still runs"; kill -KILL "$worker"; }
+      fail "KillMode=mixed: SIGTERM to the agent alone stops its worker and exits 143 (exit $rc)"
+    fi
+  else
+    indent <"$tmp/term.out"
+    fail "KillMode=mixed: the worker did not start"
+  fi
+fi
+
+# 3. the lifecycle hook's `leave`: preemption file -> graceful leave -> runtime directory gone
+if exec_start hook "${run_overrides[@]}" --set "WORKER_COMMAND=$tmp/worker.sh sleep"; then
+  start_unit hook
+  if wait_for "$tmp/pid" 15; then
+    worker=$(cat "$tmp/pid")
+    out=$(AGENT_RUNTIME_ROOT="$rt/elastic-agent" LEAVE_TIMEOUT=20 \
+            timeout 30 "$src/deploy/cloud-init/elastic-agent-lifecycle-hook" leave 2>&1)
+    hrc=$?
+    wait "$unit_pid"
+    rc=$(cat "$tmp/hook.rc" 2>/dev/null)
+    printf '%s\n' "$out" | indent
+    if ((hrc == 0)) && [[ "$rc" == 143 ]] && ! kill -0 "$worker" 2>/dev/null &&
+       grep -q "preemption notice" "$tmp/hook.out" && [[ "$out" == *"every agent has left: hook"* ]]; then
+      pass "elastic-agent-lifecycle-hook leave: the agent leaves on its preemption file, exit 143"
+    else
+      indent <"$tmp/hook.out"
+      kill -0 "$worker" 2>/dev/null && kill -KILL "$worker"
+      fail "elastic-agent-lifecycle-hook leave (hook exit $hrc, agent exit $rc)"
+    fi
+  else
+    indent <"$tmp/hook.out"
+    fail "lifecycle hook: the worker did not start"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "cloud-init"
+if step "user-data.yaml parses; its settings name real options and units" "${checker[@]}" cloudinit \
+    "$src/deploy/cloud-init/user-data.yaml" --help-file "$tmp/help.txt" --out "$tmp/cloud-init" \
+    --version "$version" --unit elastic-agent-lifecycle-hook.service --unit 'elastic-agent@'; then
+  for f in "$tmp"/cloud-init/*; do
+    step "shellcheck user-data: $(basename "$f")" shellcheck "$f"
+  done
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "container image"
+uid_arg=()
+[[ -s "$tmp/k8s-uid" ]] && uid_arg=(--k8s-uid "$tmp/k8s-uid")
+step "deploy/docker/Dockerfile (static)" "${checker[@]}" dockerfile "$src/deploy/docker/Dockerfile" \
+  --context "$src" "${uid_arg[@]}"
+if have hadolint; then
+  step "hadolint deploy/docker/Dockerfile" hadolint "$src/deploy/docker/Dockerfile"
+else
+  skip "hadolint (not installed)"
+fi
+if have docker && docker info >/dev/null 2>&1 &&
+   docker image inspect debian:bookworm debian:bookworm-slim >/dev/null 2>&1; then
+  if step "docker build" docker build -q -f "$src/deploy/docker/Dockerfile" -t elastic-agent:deploy-test "$src"; then
+    got=$(docker run --rm elastic-agent:deploy-test --version 2>&1)
+    verdict "the image runs: $got" [ "$got" = "elastic-agent $version" ]
+  fi
+else
+  skip "docker build: no container engine or no local debian:bookworm images here (Dockerfile checked statically)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+echo
+echo "deploy: $npass passed, $nfail failed, $nskip skipped"
+if ((nfail)); then
+  printf '  failed: %s\n' "${failed[@]}"
+  echo "deploy: FAIL"
+  exit 1
+fi
+echo "deploy: PASS"

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * status: a run's keys (as a listing would return them) decoded by rendezvous/view.c and printed
+ * by `elastic-agent status` — golden text for every status (forming, waiting, running with a
+ * spare, a finished and a lost member, failed with its first failure, succeeded), the JSON
+ * fields, and what the decoder refuses or skips.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+#include "view.h"
+
+#define P "/elastic/job/"
+
+static struct kv_entry keys[32];
+static size_t n_keys;
+
+static void clear_keys(void)
+{
+    for (size_t i = 0; i < n_keys; i++)
+        kv_entry_clear(&keys[i]);
+    n_keys = 0;
+}
+
+TestSuite(status, .fini = clear_keys);
+
+static void put(const char *key, const char *value, int64_t mod, int64_t create)
+{
+    cr_assert_lt(n_keys, 32);
+    struct kv_entry e = {.key = (char *)key,
+                         .value = (char *)value,
+                         .value_len = strlen(value),
+                         .mod_revision = mod,
+                         .create_revision = create};
+    cr_assert_eq(kv_entry_copy(&keys[n_keys++], &e), 0);
+}
+
+static void put_node(const char *id, const char *host, int nproc, int64_t rev)
+{
+    struct rdzv_node n = {.nproc = nproc, .pid = 100 + rev};
+    snprintf(n.node_id, sizeof(n.node_id), "%s", id);
+    snprintf(n.host, sizeof(n.host), "%s", host);
+    snprintf(n.addr, sizeof(n.addr), "10.0.0.%d", (int)rev);
+    char *json = NULL;
+    cr_assert_eq(rdzv_node_encode(&n, &json, NULL), 0);
+    char key[128];
+    snprintf(key, sizeof(key), P "nodes/%s", id);
+    put(key, json, rev, rev);
+    free(json);
+}
+
+/* A state with members "id:host" in rank order, 2 workers each. */
+static void put_state(enum rdzv_status st, int64_t round, int restarts, int64_t failure_round,
+                      int64_t mod, const char *const *members)
+{
+    struct rdzv_member ms[8] = {0};
+    struct rdzv_state s = {.round = round,
+                           .status = st,
+                           .members = ms,
+                           .max_restarts = 3,
+                           .restart_count = restarts,
+                           .min_nodes = 2,
+                           .max_nodes = 4,
+                           .failure_round = failure_round,
+                           .scale_events = 1};
+    for (size_t i = 0; members[i]; i++) {
+        struct rdzv_member *m = &ms[s.n_members++];
+        const char *colon = strchr(members[i], ':');
+        snprintf(m->node_id, sizeof(m->node_id), "%.*s", (int)(colon - members[i]), members[i]);
+        snprintf(m->host, sizeof(m->host), "%s", colon + 1);
+        snprintf(m->addr, sizeof(m->addr), "10.0.0.9");
+        m->nproc = 2;
+        m->group_rank = (int)i;
+        m->rank_base = 2 * (int)i;
+        s.world_size += 2;
+    }
+    char *json = NULL;
+    cr_assert_eq(rdzv_state_encode(&s, &json, NULL), 0);
+    put(P "state", json, mod, 2);
+    free(json);
+}
+
+static void put_failure(int64_t round, const char *node, int rank, int code, const char *msg)
+{
+    struct rdzv_failure f = {.rank = rank,
+                             .local_rank = rank % 2,
+                             .exit_code = code,
+                             .pid = 4242,
+                             .time_ms = 1700000000123};
+    snprintf(f.node_id, sizeof(f.node_id), "%s", node);
+    snprintf(f.host, sizeof(f.host), "h-%s", node);
+    snprintf(f.message, sizeof(f.message), "%s", msg);
+    char *json = NULL;
+    cr_assert_eq(rdzv_failure_encode(&f, &json, NULL), 0);
+    char key[128];
+    snprintf(key, sizeof(key), P "failures/%lld", (long long)round);
+    put(key, json, 50 + round, 50 + round);
+    free(json);
+}
+
+static char *text_of(const struct rdzv_run_view *v)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    status_print_text(f, "job", v);
+    fclose(f);
+    return buf;
+}
+
+static void decode(struct rdzv_run_view *v)
+{
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_run_view_decode(P, keys, n_keys, v, &err), 0, "%s", err.msg);
+}
+
+static void expect_text(const char *golden)
+{
+    struct rdzv_run_view v;
+    decode(&v);
+    char *got = text_of(&v);
+    cr_expect_str_eq(got, golden, "got:\n%s\nwanted:\n%s", got, golden);
+    free(got);
+    rdzv_run_view_clear(&v);
+}
+
+Test(status, forming_before_the_first_round)
+{
+    put_node("a", "host-a", 2, 3);
+    expect_text("run           job\n"
+                "status        forming\n"
+                "round         none yet\n"
+                "live nodes    1, 1 waiting\n"
+                "\n"
+                "joined (no round yet):\n"
+                "  a (host 'host-a', 2 slot(s))\n");
+}
+
+Test(status, waiting_below_min_keeps_the_survivor)
+{
+    const char *m[] = {"a:host-a", NULL};
+    put_state(RDZV_WAITING, 2, 0, 0, 20, m);
+    put_node("a", "host-a", 2, 3);
+    expect_text("run           job\n"
+                "status        waiting\n"
+                "round         2 (generation 20)\n"
+                "world size    2 on 1 node(s) (min 2, max 4)\n"
+                "restarts      0 of 3 (job-wide)\n"
+                "scale events  1\n"
+                "live nodes    1, 1 waiting (a round needs at least 2)\n"
+                "\n"
+                "  GROUP  NODE  HOST    RANKS  STATE\n"
+                "  0      a     host-a  0-1    live\n");
+}
+
+Test(status, running_with_done_lost_and_spare_nodes)
+{
+    const char *m[] = {"a:host-a", "bb:host-bbbbbb", "c:host-c", NULL};
+    put_state(RDZV_RUNNING, 3, 1, 0, 30, m);
+    put_node("a", "host-a", 2, 3);
+    put_node("bb", "host-bbbbbb", 2, 4);
+    put_node("spare1", "host-s", 4, 9); /* c is gone: its lease expired */
+    put(P "rounds/3/master", "10.0.0.3:29500", 31, 31);
+    put(P "rounds/3/done/bb", "{}", 33, 33);
+    put(P "rounds/2/done/a", "{}", 25, 25); /* an older round: not shown */
+    put_failure(2, "c", 5, 1, "boom");
+    expect_text("run           job\n"
+                "status        running\n"
+                "round         3 (generation 30)\n"
+                "world size    6 on 3 node(s) (min 2, max 4)\n"
+                "restarts      1 of 3 (job-wide)\n"
+                "scale events  1\n"
+                "master        10.0.0.3:29500\n"
+                "live nodes    3, 1 waiting\n"
+                "\n"
+                "  GROUP  NODE  HOST         RANKS  STATE\n"
+                "  0      a     host-a       0-1    running\n"
+                "  1      bb    host-bbbbbb  2-3    done\n"
+                "  2      c     host-c       4-5    gone\n"
+                "\n"
+                "spares (live, not in the round):\n"
+                "  spare1 (host 'host-s', 4 slot(s))\n"
+                "\n"
+                "last failure (round 2, 1 recorded):\n"
+                "  rank 5 (local rank 1) on node 'c', host 'h-c', pid 4242: exit code 1 at "
+                "2023-11-14T22:13:20.123Z\n"
+                "    boom\n");
+}
+
+Test(status, failed_shows_the_failure_that_ended_the_run)
+{
+    const char *m[] = {"a:host-a", "b:host-b", NULL};
+    put_state(RDZV_FAILED, 4, 3, 4, 40, m);
+    put_failure(4, "b", 3, 7, "RuntimeError: boom\nTraceback line");
+    put_failure(1, "a", 0, 1, "earlier");
+    expect_text("run           job\n"
+                "status        failed\n"
+                "round         4 (generation 40)\n"
+                "world size    4 on 2 node(s) (min 2, max 4)\n"
+                "restarts      3 of 3 (job-wide)\n"
+                "scale events  1\n"
+                "live nodes    0\n"
+                "\n"
+                "  GROUP  NODE  HOST    RANKS  STATE\n"
+                "  0      a     host-a  0-1    gone\n"
+                "  1      b     host-b  2-3    gone\n"
+                "\n"
+                "first failure (round 4, 2 recorded):\n"
+                "  rank 3 (local rank 1) on node 'b', host 'h-b', pid 4242: exit code 7 at "
+                "2023-11-14T22:13:20.123Z\n"
+                "    RuntimeError: boom\n"
+                "    Traceback line\n");
+}
+
+Test(status, succeeded)
+{
+    const char *m[] = {"a:host-a", NULL};
+    put_state(RDZV_SUCCEEDED, 1, 0, 0, 12, m);
+    put(P "rounds/1/done/a", "{}", 11, 11);
+    expect_text("run           job\n"
+                "status        succeeded\n"
+                "round         1 (generation 12)\n"
+                "world size    2 on 1 node(s) (min 2, max 4)\n"
+                "restarts      0 of 3 (job-wide)\n"
+                "scale events  1\n"
+                "live nodes    0\n"
+                "\n"
+                "  GROUP  NODE  HOST    RANKS  STATE\n"
+                "  0      a     host-a  0-1    done\n");
+}
+
+Test(status, json_fields)
+{
+    const char *m[] = {"a:host-a", "b:host-b", NULL};
+    put_state(RDZV_RUNNING, 2, 1, 0, 21, m);
+    put_node("a", "host-a", 2, 3);
+    put_node("b", "host-b", 2, 4);
+    put_node("s", "host-s", 2, 8);
+    put(P "rounds/2/master", "10.0.0.3:1234", 22, 22);
+    struct rdzv_run_view v;
+    decode(&v);
+    json_t *j = status_to_json("job", &v);
+    cr_assert(j);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "status")), "running");
+    cr_assert_eq(json_integer_value(json_object_get(j, "round")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(j, "generation")), 21);
+    cr_assert_eq(json_integer_value(json_object_get(j, "world_size")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(j, "restart_count")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(j, "live_nodes")), 3);
+    cr_assert_eq(json_integer_value(json_object_get(j, "nodes_waiting")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "master")), "10.0.0.3:1234");
+    json_t *ms = json_object_get(j, "members");
+    cr_assert_eq(json_array_size(ms), 2);
+    json_t *b = json_array_get(ms, 1);
+    cr_assert_str_eq(json_string_value(json_object_get(b, "node")), "b");
+    cr_assert_eq(json_integer_value(json_object_get(b, "group_rank")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(b, "rank_first")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(b, "rank_last")), 3);
+    cr_assert(json_is_true(json_object_get(b, "live")));
+    json_t *sp = json_object_get(j, "spares");
+    cr_assert_eq(json_array_size(sp), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(sp, 0), "node")), "s");
+    cr_assert(json_is_null(json_object_get(j, "failure")));
+    json_decref(j);
+    rdzv_run_view_clear(&v);
+}
+
+Test(status, a_foreign_state_is_refused_bad_records_are_skipped)
+{
+    put_node("a", "host-a", 2, 3);
+    put(P "nodes/b", "not json", 4, 4);
+    put(P "failures/1", "{}", 5, 5);
+    put("/elastic/other/state", "whatever", 6, 6); /* another run: ignored */
+    struct rdzv_run_view v;
+    decode(&v);
+    cr_assert_eq(v.n_keys, 3);
+    cr_assert_eq(v.n_nodes, 1);
+    cr_assert_eq(v.n_ignored, 2);
+    cr_assert_eq(v.n_failures, 0);
+    rdzv_run_view_clear(&v);
+    put(P "state", "{\"schema\":\"someone-else\"}", 7, 7);
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_run_view_decode(P, keys, n_keys, &v, &err), -EBADMSG);
+    cr_assert(strstr(err.msg, P "state"), "%s", err.msg);
+}

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * metrics (the data behind /metrics, /healthz, /readyz): the Prometheus text of a snapshot, the
+ * reasons /healthz gives (it flips to 503 when the store is lost or the lease is gone), and the
+ * timing kv wrapper counting every request into the latency histogram.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+static struct metrics_snapshot snap(void)
+{
+    struct metrics_snapshot m = {.joined = true,
+                                 .round = 3,
+                                 .generation = 42,
+                                 .world_size = 8,
+                                 .members = 2,
+                                 .live_nodes = 3,
+                                 .restart_count = 1,
+                                 .max_restarts = 5,
+                                 .scale_events = 2,
+                                 .group_rank = 1,
+                                 .workers_running = 4,
+                                 .rounds_started = 3,
+                                 .lease_renew_failures = 2,
+                                 .last_rendezvous_seconds = 1.25};
+    snprintf(m.run_id, sizeof(m.run_id), "job");
+    snprintf(m.node_id, sizeof(m.node_id), "n1");
+    snprintf(m.run_status, sizeof(m.run_status), "running");
+    snprintf(m.group_state, sizeof(m.group_state), "running");
+    m.store.bucket[0] = 5;
+    m.store.bucket[3] = 2;
+    m.store.count = 8; /* one slower than the last bucket */
+    m.store.sum = 6.5;
+    return m;
+}
+
+Test(metrics, prometheus_text)
+{
+    struct metrics_snapshot m = snap();
+    char *t = metrics_render(&m);
+    cr_assert(t);
+    const char *want[] = {
+        "# TYPE elastic_agent_round gauge\nelastic_agent_round 3\n",
+        "elastic_agent_generation 42\n",
+        "elastic_agent_info{run_id=\"job\",node=\"n1\",version=\"" EA_VERSION "\"} 1\n",
+        "elastic_agent_up 1\n",
+        "elastic_agent_world_size 8\n",
+        "elastic_agent_group_rank 1\n",
+        "elastic_agent_restart_count 1\n",
+        "elastic_agent_scale_events 2\n",
+        "elastic_agent_workers_running 4\n",
+        "# TYPE elastic_agent_rounds_started_total counter\nelastic_agent_rounds_started_total 3\n",
+        "elastic_agent_lease_renew_failures_total 2\n",
+        "elastic_agent_last_rendezvous_seconds 1.25\n",
+        "elastic_agent_run_status{state=\"running\"} 1\n",
+        "elastic_agent_run_status{state=\"waiting\"} 0\n",
+        "elastic_agent_state{state=\"running\"} 1\n",
+        "# TYPE elastic_agent_store_request_duration_seconds histogram\n",
+        "elastic_agent_store_request_duration_seconds_bucket{le=\"0.001\"} 5\n",
+        "elastic_agent_store_request_duration_seconds_bucket{le=\"0.01\"} 7\n",
+        "elastic_agent_store_request_duration_seconds_bucket{le=\"5\"} 7\n",
+        "elastic_agent_store_request_duration_seconds_bucket{le=\"+Inf\"} 8\n",
+        "elastic_agent_store_request_duration_seconds_sum 6.5\n",
+        "elastic_agent_store_request_duration_seconds_count 8\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+        cr_expect(strstr(t, want[i]), "missing: %s\nin:\n%s", want[i], t);
+    free(t);
+}
+
+Test(metrics, health_reasons)
+{
+    struct metrics_snapshot m = snap();
+    cr_assert_str_eq(metrics_unhealthy(&m), "");
+    m.store_down = true;
+    cr_assert_str_eq(metrics_unhealthy(&m), "store unreachable");
+    m.lease_lost = true;
+    cr_assert(strstr(metrics_unhealthy(&m), "lease lost"));
+    m.joined = false;
+    cr_assert_str_eq(metrics_unhealthy(&m), "not joined");
+    m.exiting = true;
+    cr_assert_str_eq(metrics_unhealthy(&m), "exiting");
+    char *t = metrics_render(&m);
+    cr_assert(strstr(t, "elastic_agent_up 0\n"));
+    free(t);
+}
+
+Test(metrics, timed_kv_counts_every_request)
+{
+    struct kv_config kc = {.backend = "memory"};
+    struct kv *inner = NULL, *kv = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(kv_open(&kc, &inner, &err), 0, "%s", err.msg);
+    struct metrics_latency lat = {0};
+    cr_assert_eq(metrics_kv_wrap(inner, &lat, &kv, &err), 0);
+    int64_t lease = 0, rev = 0, watch = 0;
+    cr_assert_eq(kv_lease_grant(kv, 5000, &lease, &err), 0);
+    cr_assert_eq(kv_put(kv, "/a", "1", 1, lease, &rev, &err), 0);
+    cr_assert_eq(kv_cas(kv, "/a", "2", 1, rev, 0, NULL, NULL, &err), 0);
+    struct kv_entry e = {0};
+    cr_assert_eq(kv_get(kv, "/a", &e, &err), 0);
+    cr_assert_str_eq(e.value, "2");
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_get(kv, "/b", &e, &err), KV_ENOTFOUND);
+    struct kv_list l = {0};
+    cr_assert_eq(kv_list(kv, "/", &l, &err), 0);
+    cr_assert_eq(l.n, 1);
+    kv_list_clear(&l);
+    cr_assert_eq(kv_watch(kv, "/", 0, &watch, &err), 0);
+    cr_assert_eq(kv_del(kv, "/a", &err), 0);
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    cr_assert_geq(kv_event_fd(kv), 0);
+    cr_assert_eq(kv_read_events(kv, &ev, &n, &err), 0); /* delivery is not a request */
+    kv_events_free(ev, n);
+    kv_watch_cancel(kv, watch);
+    cr_assert_eq(kv_lease_keepalive(kv, lease, NULL, &err), 0);
+    cr_assert_eq(kv_lease_revoke(kv, lease, &err), 0);
+    cr_assert_eq(lat.count, 10);
+    uint64_t in_buckets = 0;
+    for (size_t i = 0; i < METRICS_N_BUCKETS; i++)
+        in_buckets += lat.bucket[i];
+    cr_assert_eq(in_buckets, 10, "an in-memory request takes far less than 5 s");
+    cr_assert_eq(lat.errors, 0);
+    kv_close(kv); /* closes the memory store too (ASan checks) */
+}
