@@ -4,3 +4,8 @@ add_test(NAME test_deploy
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/test_deploy.sh ${PROJECT_SOURCE_DIR}
                  $<TARGET_FILE:elastic-agent>)
 set_tests_properties(test_deploy PROPERTIES LABELS deploy TIMEOUT 120)
+
+# `cmake --install` and `cpack -G DEB` from this build directory.
+add_test(NAME test_install
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/test_install.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(test_install PROPERTIES LABELS deploy TIMEOUT 180)
