@@ -130,7 +130,7 @@ set yrange [1:*]
 plot '$tmp_foot' using 2:xtic(1) lc rgb '#1f77b4' title 'max RSS (VmHWM)', '' using 4 lc rgb '#9edae5' title 'USS (private memory)'
 set ylabel 'CPU s per minute'
 unset logscale y
-set yrange [0:*]
+set yrange [0:$(awk -F, '$3 > m { m = $3 } END { print (m > 0 ? m : 0.01) * 1.2 }' "$tmp_foot")]
 plot '$tmp_foot' using 3:xtic(1) lc rgb '#d62728' title 'agent CPU seconds per minute (user + system)'
 unset multiplot
 EOF
