@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +30,15 @@ void h_mkdtemp(char *buf, size_t size, const char *tag)
 {
     snprintf(buf, size, "/tmp/ea-e2e-%s-XXXXXX", tag);
     cr_assert(mkdtemp(buf), "mkdtemp: %s", strerror(errno));
+}
+
+void h_suite_dirs(const char *tag, char *dir, char *state, char *envdir)
+{
+    h_mkdtemp(dir, 256, tag);
+    snprintf(state, 300, "%s/state", dir);
+    snprintf(envdir, 300, "%s/env", dir);
+    cr_assert_eq(mkdir(envdir, 0755), 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
 void h_rmdir(const char *dir)

@@ -23,6 +23,11 @@ struct h_agent {
 void h_mkdtemp(char *buf, size_t size, const char *tag);
 void h_rmdir(const char *dir);
 
+/* Suite set-up shared by the e2e suites: a fresh temp dir (tag), `state` = dir/state and
+ * `envdir` = dir/env (created), and this test process made a child subreaper so orphans of
+ * killed agents come to it (to be seen and reaped). Buffers are 256/300/300 bytes. */
+void h_suite_dirs(const char *tag, char *dir, char *state, char *envdir);
+
 /* Start `EA_AGENT_BIN args...` (NULL-terminated); logs go to dir/<name>.{log,out}. */
 void h_agent_start(struct h_agent *a, const char *dir, const char *name, const char *const *args);
 

@@ -32,11 +32,7 @@ static char dir[256], state[300], envdir[300];
 
 static void setup(void)
 {
-    h_mkdtemp(dir, sizeof(dir), "elastic");
-    snprintf(state, sizeof(state), "%s/state", dir);
-    snprintf(envdir, sizeof(envdir), "%s/env", dir);
-    cr_assert_eq(mkdir(envdir, 0755), 0);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    h_suite_dirs("elastic", dir, state, envdir);
 #ifdef EA_E2E_ETCD
     cr_assert_eq(etcd_harness_start(&etcd, 1), 0, "cannot start etcd");
 #endif

@@ -197,30 +197,8 @@ static const char *etcdctl(const char *const args[], int *ret_status)
 /* GET /metrics on member i's plain-HTTP metrics listener; the value of `name`, or -1. */
 static double metric(int i, const char *name)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)eh.m[i].health_port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     static char buf[1 << 20];
-    size_t len = 0;
-    static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1)) {
-        int64_t deadline = h_now_ms() + 2000;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        while (len < sizeof(buf) - 1) {
-            int left = (int)(deadline - h_now_ms());
-            if (left <= 0 || poll(&p, 1, left) <= 0)
-                break;
-            ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - len);
-            if (r <= 0)
-                break;
-            len += (size_t)r;
-        }
-    }
-    close(fd);
-    buf[len] = '\0';
+    etcd_harness_http_get(eh.m[i].health_port, "/metrics", buf, sizeof(buf), 2000);
     char needle[128];
     snprintf(needle, sizeof(needle), "\n%s ", name);
     const char *at = strstr(buf, needle);

@@ -22,12 +22,7 @@ static char dir[256], state[300], envdir[300];
 
 static void setup(void)
 {
-    h_mkdtemp(dir, sizeof(dir), "local");
-    snprintf(state, sizeof(state), "%s/state", dir);
-    snprintf(envdir, sizeof(envdir), "%s/env", dir);
-    cr_assert_eq(mkdir(envdir, 0755), 0);
-    /* orphans of killed agents come to us, so the test can see and reap them */
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    h_suite_dirs("local", dir, state, envdir);
 }
 
 static void teardown(void)

@@ -34,11 +34,7 @@ static char dir[256], state[300], envdir[300];
 
 static void setup(void)
 {
-    h_mkdtemp(dir, sizeof(dir), "observe");
-    snprintf(state, sizeof(state), "%s/state", dir);
-    snprintf(envdir, sizeof(envdir), "%s/env", dir);
-    cr_assert_eq(mkdir(envdir, 0755), 0);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    h_suite_dirs("observe", dir, state, envdir);
 }
 
 static void teardown(void)

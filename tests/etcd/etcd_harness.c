@@ -108,27 +108,26 @@ static void print_log_tail(const char *path)
     fprintf(stderr, "---- tail of %s ----\n%s\n----\n", path, buf);
 }
 
-/* GET /health over HTTP/1.0 on the client port: 1 healthy, 0 not (yet). */
-static int healthy(int port)
+size_t etcd_harness_http_get(int port, const char *path, char *buf, size_t size, int timeout_ms)
 {
+    size_t len = 0;
+    buf[0] = '\0';
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0;
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    char buf[1024];
-    size_t len = 0;
-    static const char req[] = "GET /health HTTP/1.0\r\n\r\n";
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1)) {
-        int64_t deadline = ea_now_ms() + 1000;
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, req, (size_t)n) == n) {
+        int64_t deadline = ea_now_ms() + timeout_ms;
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        while (len < sizeof(buf) - 1) {
+        while (len < size - 1) {
             int left = (int)(deadline - ea_now_ms());
             if (left <= 0 || poll(&p, 1, left) <= 0)
                 break;
-            ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - len);
+            ssize_t r = read(fd, buf + len, size - 1 - len);
             if (r <= 0)
                 break;
             len += (size_t)r;
@@ -136,6 +135,14 @@ static int healthy(int port)
     }
     close(fd);
     buf[len] = '\0';
+    return len;
+}
+
+/* GET /health on the member's plain-HTTP listener: 1 healthy, 0 not (yet). */
+static int healthy(int port)
+{
+    char buf[1024];
+    etcd_harness_http_get(port, "/health", buf, sizeof(buf), 1000);
     return strstr(buf, "\"health\":\"true\"") != NULL;
 }
 

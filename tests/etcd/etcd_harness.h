@@ -48,6 +48,10 @@ struct etcd_harness_opts {
 /* Start `nmembers` (1..ETCD_HARNESS_MAX) members and wait until every one reports healthy
  * (deadline 20 s). 0, or a negative errno after printing why to stderr (log tail included).
  * The data lives under $EA_ETCD_TMPDIR, else $TMPDIR, else /tmp. */
+/* GET `path` over HTTP/1.0 from 127.0.0.1:`port` (e.g. a member's health_port: /health,
+ * /metrics) into buf (NUL-terminated), waiting at most timeout_ms; the length read (0: none). */
+size_t etcd_harness_http_get(int port, const char *path, char *buf, size_t size, int timeout_ms);
+
 int etcd_harness_start(struct etcd_harness *h, int nmembers);
 /* Same with options (TLS). */
 int etcd_harness_start_opts(struct etcd_harness *h, const struct etcd_harness_opts *opts);
