@@ -172,7 +172,7 @@ static int apply(struct cfg *c, const struct opt *o, const char *v, const char *
         if (errno || end == v || *end || !isfinite(d) || d < o->lo || d > o->hi)
             return ea_errorf(err, -EINVAL, "%s: '%s' is not a number of seconds from %g to %g",
                              origin, v, o->lo, o->hi);
-        *(int64_t *)field(c, o) = (int64_t)llround(d * 1000.0);
+        *(int64_t *)field(c, o) = (int64_t)(d * 1000.0 + 0.5); /* d >= 0: rounds */
         break;
     }
     case OPT_STR:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The etcd v3 backend (DESIGN.md §2): gRPC core C API + protobuf-c messages generated at build
-# time from the trimmed protos in proto/. Included from backends/CMakeLists.txt; adds itself to
-# ea_backends and switches on its entry in the registry (kv.c) with EA_HAVE_ETCD.
+# time from the trimmed protos in proto/. Included from backends/CMakeLists.txt. Built twice over:
+# the static library ea_kv_etcd (tests link it) and the module ea-kv-etcd.so that the agent loads
+# only when --rdzv-backend etcd is chosen (kv.c), so no other run pays for loading gRPC.
 pkg_check_modules(GRPC REQUIRED IMPORTED_TARGET grpc)
 pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
 find_program(EA_PROTOC_C protoc-c REQUIRED)
@@ -25,12 +26,14 @@ set_source_files_properties(${EA_ETCD_GEN_SRC} PROPERTIES
   GENERATED TRUE
   COMPILE_OPTIONS "-Wno-error;-Wno-missing-prototypes;-Wno-shadow;-Wno-unused-parameter")
 
-target_sources(ea_backends PRIVATE
+add_library(ea_kv_etcd STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/etcd.c
   ${CMAKE_CURRENT_SOURCE_DIR}/etcd_grpc.c
   ${CMAKE_CURRENT_SOURCE_DIR}/etcd_stream.c
   ${CMAKE_CURRENT_SOURCE_DIR}/etcd_watch.c
   ${EA_ETCD_GEN_SRC} ${EA_ETCD_GEN_HDR})
-target_include_directories(ea_backends PRIVATE ${EA_ETCD_GEN_DIR})
-target_link_libraries(ea_backends PRIVATE PkgConfig::GRPC PkgConfig::PROTOBUF_C Threads::Threads)
-target_compile_definitions(ea_backends PRIVATE EA_HAVE_ETCD)
+target_include_directories(ea_kv_etcd PRIVATE ${EA_ETCD_GEN_DIR})
+target_include_directories(ea_kv_etcd PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(ea_kv_etcd PUBLIC ea_backends PkgConfig::GRPC PkgConfig::PROTOBUF_C
+                      Threads::Threads)
+ea_kv_module(etcd ea_kv_etcd kv_etcd_ops)

@@ -2,53 +2,117 @@
 /* kv: backend registry, generic wrappers and ownership helpers shared by every backend. */
 #include "kv.h"
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern const struct kv_ops kv_memory_ops;
 extern const struct kv_ops kv_file_ops;
-#ifdef EA_HAVE_ETCD
-extern const struct kv_ops kv_etcd_ops;
-#endif
-#ifdef EA_HAVE_ETCD_GATEWAY
-extern const struct kv_ops kv_etcd_gateway_ops;
-#endif
+/*
+ * The etcd backends pull in gRPC, libcurl and OpenSSL (~80 shared libraries, ~9 ms of dynamic
+ * loading per exec). The agent loads them as modules, only when one is chosen; a program that
+ * links their static libraries and uses one of their symbols (the tests, for etcd_compact) gets
+ * them directly: these weak references do not pull archive members in, they only see what is
+ * there.
+ */
+extern const struct kv_ops kv_etcd_ops __attribute__((weak));
+extern const struct kv_ops kv_etcd_gateway_ops __attribute__((weak));
 
-const struct kv_ops *const kv_backends[] = {
-    &kv_memory_ops,
-    &kv_file_ops,
-#ifdef EA_HAVE_ETCD
-    &kv_etcd_ops,
-#endif
-#ifdef EA_HAVE_ETCD_GATEWAY
-    &kv_etcd_gateway_ops,
-#endif
-    NULL,
-};
+const struct kv_ops *const kv_backends[] = {&kv_memory_ops, &kv_file_ops, NULL};
+static const char *const kv_module_names[] = {"etcd", "etcd-gateway", NULL};
 
-const struct kv_ops *kv_backend_find(const char *name)
+/* Modules loaded so far (each once; never unloaded: handles keep pointers into them). */
+static const struct kv_ops *kv_loaded[4];
+
+static const struct kv_ops *kv_linked(const char *name)
 {
-    if (!name)
-        return NULL;
+    if (strcmp(name, "etcd") == 0 && &kv_etcd_ops)
+        return &kv_etcd_ops;
+    if (strcmp(name, "etcd-gateway") == 0 && &kv_etcd_gateway_ops)
+        return &kv_etcd_gateway_ops;
+    return NULL;
+}
+
+/* ea-kv-NAME.so next to the running binary, in its installed module directory, or in the build
+ * tree (for test programs, which live elsewhere in it). */
+static const struct kv_ops *kv_module_load(const char *name, struct ea_error *err)
+{
+    char self[PATH_MAX], path[PATH_MAX + 64], tried[512] = "";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    int dlen = slash ? (int)(slash - self) : 0;
+    const char *where[][2] = {{self, ""}, {self, "/" EA_KV_MODULE_REL_DIR}, {EA_KV_MODULE_BUILD_DIR, ""}};
+    for (size_t i = 0; i < sizeof(where) / sizeof(*where); i++) {
+        if (where[i][0] == self)
+            snprintf(path, sizeof(path), "%.*s%s/ea-kv-%s.so", dlen, self, where[i][1], name);
+        else
+            snprintf(path, sizeof(path), "%s/ea-kv-%s.so", where[i][0], name);
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            const char *why = dlerror();
+            if (access(path, F_OK) == 0) /* there but broken: say why */
+                return ea_errorf(err, KV_EINVAL, "cannot load the %s backend '%s': %s", name,
+                                 path, why ? why : "?"),
+                       NULL;
+            size_t t = strlen(tried);
+            snprintf(tried + t, sizeof(tried) - t, "%s%s", t ? ", " : "", path);
+            continue;
+        }
+        const int *abi = dlsym(h, "kv_module_abi");
+        const struct kv_ops *(*entry)(void);
+        *(void **)&entry = dlsym(h, "kv_module");
+        const struct kv_ops *ops = abi && *abi == KV_MODULE_ABI && entry ? entry() : NULL;
+        if (!ops || strcmp(ops->name, name) != 0)
+            return ea_errorf(err, KV_EINVAL,
+                             "'%s' is not an elastic-agent %s backend of this version", path,
+                             name),
+                   NULL;
+        return ops;
+    }
+    ea_errorf(err, KV_EINVAL, "the %s backend is not installed (looked for %s)", name, tried);
+    return NULL;
+}
+
+static const struct kv_ops *kv_find(const char *name, struct ea_error *err)
+{
     for (size_t i = 0; kv_backends[i]; i++)
         if (strcmp(kv_backends[i]->name, name) == 0)
             return kv_backends[i];
+    const struct kv_ops *ops = kv_linked(name);
+    if (ops)
+        return ops;
+    for (size_t i = 0; kv_module_names[i]; i++) {
+        if (strcmp(kv_module_names[i], name) != 0)
+            continue;
+        if (!kv_loaded[i])
+            kv_loaded[i] = kv_module_load(name, err);
+        return kv_loaded[i];
+    }
+    char names[256] = "";
+    size_t off = 0;
+    for (size_t i = 0; kv_backends[i]; i++)
+        off += (size_t)snprintf(names + off, sizeof(names) - off, "%s, ", kv_backends[i]->name);
+    for (size_t i = 0; kv_module_names[i] && off < sizeof(names); i++)
+        off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", kv_module_names[i],
+                                kv_module_names[i + 1] ? ", " : "");
+    ea_errorf(err, KV_EINVAL, "unknown rendezvous backend '%s' (known: %s)", name, names);
     return NULL;
+}
+
+const struct kv_ops *kv_backend_find(const char *name)
+{
+    return name ? kv_find(name, NULL) : NULL;
 }
 
 int kv_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_error *err)
 {
-    const struct kv_ops *ops = kv_backend_find(cfg->backend);
-    if (!ops) {
-        char names[256] = "";
-        size_t off = 0;
-        for (size_t i = 0; kv_backends[i] && off < sizeof(names); i++)
-            off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
-                                    kv_backends[i]->name);
-        return ea_errorf(err, KV_EINVAL, "unknown rendezvous backend '%s' (built in: %s)",
-                         cfg->backend ? cfg->backend : "", names);
-    }
+    const struct kv_ops *ops = kv_find(cfg->backend ? cfg->backend : "", err);
+    if (!ops)
+        return KV_EINVAL;
     return ops->open(cfg, ret_kv, err);
 }
 

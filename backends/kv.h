@@ -137,13 +137,22 @@ struct kv {
     const struct kv_ops *ops;
 };
 
-/* Registry: backends compiled in, NULL-terminated. */
+/* Registry: backends always compiled in (memory, file), NULL-terminated. */
 extern const struct kv_ops *const kv_backends[];
 
-/* Find a backend by name; NULL if unknown. */
+/*
+ * The etcd and etcd-gateway backends are modules (ea-kv-<name>.so, loaded on first use, see
+ * kv.c) unless the program links them statically. A module exports `int kv_module_abi` (equal to
+ * KV_MODULE_ABI, bumped whenever this header's structs change) and
+ * `const struct kv_ops *kv_module(void)` (backends/kv_module.c).
+ */
+#define KV_MODULE_ABI 1
+
+/* Find a backend by name, loading its module if needed; NULL if unknown or not loadable. */
 const struct kv_ops *kv_backend_find(const char *name);
 
-/* Open the backend named by cfg->backend. Unknown name: KV_EINVAL with the list of names. */
+/* Open the backend named by cfg->backend. Unknown name or a module that cannot be loaded:
+ * KV_EINVAL saying which names are known or why the module did not load. */
 int kv_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_error *err);
 
 /* Thin wrappers over kv->ops (same contracts as above). */

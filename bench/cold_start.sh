@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 n=${1:-8}
 reps=${2:-5}
 nproc=${3:-1}
-bin=build/elastic-agent
+bin=${BIN:-build/elastic-agent}
 [[ -x $bin ]] || ./scripts/build.sh build
 results=()
 for rep in $(seq "$reps"); do

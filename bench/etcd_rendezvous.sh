@@ -32,33 +32,9 @@ cleanup() {
 trap cleanup EXIT
 
 # --- etcd on free loopback ports ---------------------------------------------------------------
-port_free() { [[ -z $(ss -Htan "sport = :$1" 2>/dev/null) ]]; }
-pick_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 40000))
-    port_free "$p" && { echo "$p"; return; }
-  done
-}
-for attempt in 1 2 3 4 5; do
-  cport=$(pick_port) pport=$(pick_port) mport=$(pick_port)
-  [[ $cport != "$pport" && $pport != "$mport" && $cport != "$mport" ]] || continue
-  rm -rf "$tmp/etcd.data"
-  etcd --name bench --data-dir "$tmp/etcd.data" \
-    --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
-    --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-    --initial-cluster "bench=http://127.0.0.1:$pport" --listen-metrics-urls "http://127.0.0.1:$mport" \
-    --logger zap --log-outputs stderr >"$tmp/etcd.log" 2>&1 &
-  etcd_pid=$!
-  for _ in $(seq 200); do # up to 10 s for /health
-    curl -sf "http://127.0.0.1:$mport/health" 2>/dev/null | grep -q '"health":"true"' && break 2
-    kill -0 "$etcd_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  kill -9 "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null || true; etcd_pid=
-done
-[[ -n $etcd_pid ]] || { echo "etcd_rendezvous: etcd did not start" >&2; tail "$tmp/etcd.log" >&2; exit 1; }
-endpoint=127.0.0.1:$cport
+# shellcheck source=bench/lib/etcd.sh
+source bench/lib/etcd.sh
+etcd_start "$tmp" || { echo "etcd_rendezvous: etcd did not start" >&2; tail "$tmp/etcd.log" >&2; exit 1; }
 echo "etcd $(etcd --version | head -1 | awk '{print $3}') on $endpoint (pid $etcd_pid); $n agents x 1 worker; $reps runs; $bin"
 
 snap() { curl -sf "http://127.0.0.1:$mport/metrics" | grep -E '^grpc_server_(msg_received|started)_total\{' >"$1"; }

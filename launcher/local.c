@@ -364,14 +364,39 @@ static int epoll_add(int epfd, int fd, void *ptr)
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/*
+ * The default middleman: the small libc-only elastic-agent-guard next to the running binary (build
+ * tree) or in its libexec directory (installed), else the running binary's own exec-guard
+ * subcommand. Exec'ing the agent again would load its ~85 shared libraries for every worker.
+ */
+static int default_guard(char *buf, size_t size, struct ea_error *err)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n < 0)
+        return ea_errorf(err, -errno, "cannot find the running binary: %s", strerror(errno));
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) {
+        const char *dirs[] = {"", "/" EA_GUARD_REL_DIR};
+        for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs); i++) {
+            int len = snprintf(buf, size, "%.*s%s/elastic-agent-guard", (int)(slash - self), self,
+                               dirs[i]);
+            if (len > 0 && (size_t)len < size && access(buf, X_OK) == 0)
+                return 0;
+        }
+    }
+    snprintf(buf, size, "%s", self);
+    return 0;
+}
+
 static int resolve_guard(const char *path, char **ret, struct ea_error *err)
 {
     char buf[PATH_MAX];
     if (!path) {
-        ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-        if (n < 0)
-            return ea_errorf(err, -errno, "cannot find the running binary: %s", strerror(errno));
-        buf[n] = '\0';
+        int r = default_guard(buf, sizeof(buf), err);
+        if (r < 0)
+            return r;
     } else if (!realpath(path, buf)) {
         return ea_errorf(err, -errno, "exec-guard '%s': %s", path, strerror(errno));
     }

@@ -25,13 +25,20 @@ struct rdzv_session {
     int64_t keepalive_due_ms;
     int64_t renewed_ms; /* last successful grant or renewal of the lease */
 
-    /* mirror of every key under the prefix */
+    /* mirror of every key under the prefix, with a hash index (slot: key index + 1, 0 = empty)
+     * and, for nodes/<id> keys, the record decoded once when it arrives (NULL: not a valid
+     * record). Everything per event is O(1) and per batch O(keys) without decoding, so a run of
+     * N nodes costs each agent O(N) work per round, not O(N) JSON decodes per event. */
     struct kv_entry *keys;
+    struct rdzv_node **dec;
     size_t n_keys, cap_keys;
-    bool dirty;
+    size_t *slots, n_slots;
+    bool dirty, nodes_dirty;
 
     /* derived from the mirror (rebuilt when dirty) */
-    struct rdzv_node *nodes; /* sorted by create_revision */
+    size_t n_live;           /* valid node records */
+    ssize_t coord;           /* index in keys of the coordinator's node key, -1: none */
+    struct rdzv_node *nodes; /* sorted by create_revision; built on demand (ensure_nodes) */
     size_t n_nodes;
     struct rdzv_state state;
     bool have_state;
@@ -75,6 +82,7 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     s->min_reached_ms = -1;
     s->plan_wake_ms = -1;
     s->charge_seen_ms = -1;
+    s->coord = -1;
     s->cfg.params.lease_ttl_ms = cfg->lease_ttl_ms;
     s->keepalive_due_ms = -1;
     *ret = s;
@@ -83,10 +91,15 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
 
 static void mirror_clear(struct rdzv_session *s)
 {
-    for (size_t i = 0; i < s->n_keys; i++)
+    for (size_t i = 0; i < s->n_keys; i++) {
         kv_entry_clear(&s->keys[i]);
+        free(s->dec[i]);
+    }
     s->n_keys = 0;
-    s->dirty = true;
+    if (s->slots)
+        memset(s->slots, 0, s->n_slots * sizeof(*s->slots));
+    s->coord = -1; /* until derive() */
+    s->dirty = s->nodes_dirty = true;
 }
 
 void rdzv_session_destroy(struct rdzv_session *s)
@@ -97,18 +110,59 @@ void rdzv_session_destroy(struct rdzv_session *s)
         kv_watch_cancel(s->kv, s->watch_id);
     mirror_clear(s);
     free(s->keys);
+    free(s->dec);
+    free(s->slots);
     free(s->nodes);
     free(s->done);
     rdzv_state_clear(&s->state);
     free(s);
 }
 
+static size_t key_hash(const char *key)
+{
+    size_t h = 14695981039346656037u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 1099511628211u;
+    return h;
+}
+
+/* The slot holding `key`, or the empty slot where it would go (n_slots is a power of two, at
+ * least twice n_keys, so there always is one). */
+static size_t slot_of(const struct rdzv_session *s, const char *key)
+{
+    size_t mask = s->n_slots - 1, i = key_hash(key) & mask;
+    while (s->slots[i] && strcmp(s->keys[s->slots[i] - 1].key, key) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
 static ssize_t mirror_find(const struct rdzv_session *s, const char *key)
 {
-    for (size_t i = 0; i < s->n_keys; i++)
-        if (strcmp(s->keys[i].key, key) == 0)
-            return (ssize_t)i;
-    return -1;
+    if (!s->n_slots)
+        return -1;
+    size_t i = s->slots[slot_of(s, key)];
+    return i ? (ssize_t)(i - 1) : -1;
+}
+
+/* Rebuild the index for n_keys (after a delete or when it is too full). */
+static int index_rebuild(struct rdzv_session *s, size_t want)
+{
+    size_t n = s->n_slots ? s->n_slots : 64;
+    while (n < 2 * want)
+        n *= 2;
+    if (n != s->n_slots) {
+        size_t *slots = calloc(n, sizeof(*slots));
+        if (!slots)
+            return -ENOMEM;
+        free(s->slots);
+        s->slots = slots;
+        s->n_slots = n;
+    } else {
+        memset(s->slots, 0, n * sizeof(*s->slots));
+    }
+    for (size_t k = 0; k < s->n_keys; k++)
+        s->slots[slot_of(s, s->keys[k].key)] = k + 1;
+    return 0;
 }
 
 static bool is_node_key(const struct rdzv_session *s, const char *key)
@@ -117,28 +171,66 @@ static bool is_node_key(const struct rdzv_session *s, const char *key)
     return strncmp(key, s->prefix, plen) == 0 && strncmp(key + plen, "nodes/", 6) == 0;
 }
 
+static void warn(struct rdzv_session *s, const char *msg);
+
+/* The record of a nodes/<id> entry, decoded (malloc'ed), or NULL with a warning. */
+static struct rdzv_node *node_decode(struct rdzv_session *s, const struct kv_entry *e)
+{
+    const char *id = e->key + strlen(s->prefix) + 6;
+    struct ea_error nerr = {0};
+    struct rdzv_node *n = malloc(sizeof(*n));
+    if (n && rdzv_node_decode(e->value, e->value_len, n, &nerr) == 0 &&
+        strcmp(n->node_id, id) == 0) {
+        n->create_revision = e->create_revision;
+        return n;
+    }
+    char msg[EA_ERROR_MSG_MAX + 64];
+    snprintf(msg, sizeof(msg), "ignoring node key '%s': %s", e->key,
+             !n ? "out of memory" : nerr.msg[0] ? nerr.msg : "node id does not match the key");
+    warn(s, msg);
+    free(n);
+    return NULL;
+}
+
 /* Insert or replace (takes ownership of e's strings) / delete a key in the mirror. */
 static int mirror_put(struct rdzv_session *s, struct kv_entry *e, int64_t now_ms)
 {
+    bool node = is_node_key(s, e->key);
     ssize_t i = mirror_find(s, e->key);
-    if (i >= 0) {
-        kv_entry_clear(&s->keys[i]);
-        s->keys[i] = *e;
-    } else {
+    if (i < 0) {
         if (s->n_keys == s->cap_keys) {
             size_t cap = s->cap_keys ? s->cap_keys * 2 : 32;
             struct kv_entry *k = realloc(s->keys, cap * sizeof(*k));
             if (!k)
                 return -ENOMEM;
             s->keys = k;
+            struct rdzv_node **d = realloc(s->dec, cap * sizeof(*d));
+            if (!d)
+                return -ENOMEM;
+            s->dec = d;
             s->cap_keys = cap;
         }
-        s->keys[s->n_keys++] = *e;
-        if (is_node_key(s, e->key))
+        if (2 * (s->n_keys + 1) > s->n_slots && index_rebuild(s, s->n_keys + 1) < 0)
+            return -ENOMEM;
+        i = (ssize_t)s->n_keys++;
+        s->keys[i] = (struct kv_entry){.key = e->key};
+        s->dec[i] = NULL;
+        s->slots[slot_of(s, e->key)] = (size_t)i + 1;
+        e->key = NULL; /* now the mirror's */
+        if (node)
             s->last_arrival_ms = now_ms;
     }
+    char *key = s->keys[i].key;
+    s->keys[i].key = NULL;
+    kv_entry_clear(&s->keys[i]);
+    free(e->key);
+    s->keys[i] = *e;
+    s->keys[i].key = key;
+    free(s->dec[i]);
+    s->dec[i] = node ? node_decode(s, &s->keys[i]) : NULL;
     memset(e, 0, sizeof(*e));
     s->dirty = true;
+    s->nodes_dirty |= node;
     return 0;
 }
 
@@ -147,8 +239,13 @@ static void mirror_del(struct rdzv_session *s, const char *key)
     ssize_t i = mirror_find(s, key);
     if (i < 0)
         return;
+    s->nodes_dirty |= is_node_key(s, key);
     kv_entry_clear(&s->keys[i]);
+    free(s->dec[i]);
     s->keys[i] = s->keys[--s->n_keys];
+    s->dec[i] = s->dec[s->n_keys];
+    index_rebuild(s, s->n_keys); /* deletes are rare: nodes leaving, rounds pruned */
+    s->coord = -1;                /* until derive() */
     s->dirty = true;
 }
 
@@ -166,81 +263,88 @@ static void warn(struct rdzv_session *s, const char *msg)
     snprintf(s->warning, sizeof(s->warning), "%s", msg);
 }
 
-/* Rebuild nodes, state and done from the mirror. -EBADMSG when `state` is not ours. */
+/* The live nodes sorted by create_revision (arrival), for the plan: rebuilt from the decoded
+ * records only when a node key changed, and only when somebody needs the list. */
+static int ensure_nodes(struct rdzv_session *s, struct ea_error *err)
+{
+    if (!s->nodes_dirty && s->nodes)
+        return 0;
+    struct rdzv_node *nodes = malloc((s->n_keys ? s->n_keys : 1) * sizeof(*nodes));
+    if (!nodes)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_keys; i++)
+        if (s->dec[i])
+            nodes[n++] = *s->dec[i];
+    qsort(nodes, n, sizeof(*nodes), cmp_node);
+    free(s->nodes);
+    s->nodes = nodes;
+    s->n_nodes = n;
+    s->nodes_dirty = false;
+    return 0;
+}
+
+/* Re-derive the coordinator, live count, state and done list from the mirror: no node record is
+ * decoded here, and `state` only when it changed. -EBADMSG when `state` is not ours. */
 static int derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
     if (!s->dirty)
         return 0;
     size_t plen = strlen(s->prefix);
-    struct rdzv_node *nodes = calloc(s->n_keys ? s->n_keys : 1, sizeof(*nodes));
-    const char **done = calloc(s->n_keys ? s->n_keys : 1, sizeof(*done));
-    if (!nodes || !done) {
-        free(nodes);
-        free(done);
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    }
-    size_t n_nodes = 0;
+    size_t n_live = 0;
+    ssize_t coord = -1;
     const struct kv_entry *state_e = NULL;
     for (size_t i = 0; i < s->n_keys; i++) {
         const struct kv_entry *e = &s->keys[i];
-        const char *rel = e->key + plen;
-        if (strncmp(rel, "nodes/", 6) == 0) {
-            struct ea_error nerr = {0};
-            struct rdzv_node n;
-            if (rdzv_node_decode(e->value, e->value_len, &n, &nerr) < 0 ||
-                strcmp(n.node_id, rel + 6) != 0) {
-                char msg[EA_ERROR_MSG_MAX + 64];
-                snprintf(msg, sizeof(msg), "ignoring node key '%s': %s", e->key,
-                         nerr.msg[0] ? nerr.msg : "node id does not match the key");
-                warn(s, msg);
-                continue;
-            }
-            n.create_revision = e->create_revision;
-            nodes[n_nodes++] = n;
-        } else if (strcmp(rel, "state") == 0) {
+        if (s->dec[i]) {
+            n_live++;
+            if (coord < 0 || e->create_revision < s->keys[coord].create_revision)
+                coord = (ssize_t)i;
+        } else if (strcmp(e->key + plen, "state") == 0) {
             state_e = e;
         }
     }
-    qsort(nodes, n_nodes, sizeof(*nodes), cmp_node);
-
-    struct rdzv_state st = {0};
-    if (state_e) {
-        int r = rdzv_state_decode(state_e->value, state_e->value_len, &st, err);
-        if (r < 0) {
-            free(nodes);
-            free(done);
-            return ea_error_wrap(err, r, "key '%s'", state_e->key);
+    int64_t state_rev = state_e ? state_e->mod_revision : 0;
+    if (state_rev != s->state_rev || !s->have_state != !state_e) {
+        struct rdzv_state st = {0};
+        if (state_e) {
+            int r = rdzv_state_decode(state_e->value, state_e->value_len, &st, err);
+            if (r < 0)
+                return ea_error_wrap(err, r, "key '%s'", state_e->key);
         }
+        rdzv_state_clear(&s->state);
+        s->state = st;
+        s->have_state = state_e != NULL;
+        s->state_rev = state_rev;
     }
+    const char **done = calloc(s->n_keys ? s->n_keys : 1, sizeof(*done));
+    if (!done)
+        return ea_errorf(err, -ENOMEM, "out of memory");
     size_t n_done = 0;
-    if (state_e) {
+    if (s->have_state) {
         char dprefix[KEY_MAX];
-        key_of(s, dprefix, "rounds/%" PRId64 "/done/", st.round);
+        key_of(s, dprefix, "rounds/%" PRId64 "/done/", s->state.round);
         size_t dlen = strlen(dprefix);
         for (size_t i = 0; i < s->n_keys; i++)
             if (strncmp(s->keys[i].key, dprefix, dlen) == 0)
                 done[n_done++] = s->keys[i].key + dlen;
     }
-    free(s->nodes);
     free(s->done);
-    rdzv_state_clear(&s->state);
-    s->nodes = nodes;
-    s->n_nodes = n_nodes;
     s->done = done;
     s->n_done = n_done;
-    s->state = st;
-    s->have_state = state_e != NULL;
-    s->state_rev = state_e ? state_e->mod_revision : 0;
-    if (s->have_state && st.charge_round > 0 && st.charge_round == st.round) {
-        if (s->charge_seen_round != st.charge_round) {
-            s->charge_seen_round = st.charge_round;
+    s->n_live = n_live;
+    s->coord = coord;
+    const struct rdzv_state *st = &s->state;
+    if (s->have_state && st->charge_round > 0 && st->charge_round == st->round) {
+        if (s->charge_seen_round != st->charge_round) {
+            s->charge_seen_round = st->charge_round;
             s->charge_seen_ms = now_ms;
         }
     } else {
         s->charge_seen_round = 0;
         s->charge_seen_ms = -1;
     }
-    if (n_nodes >= (size_t)s->cfg.params.min_nodes) {
+    if (n_live >= (size_t)s->cfg.params.min_nodes) {
         if (s->min_reached_ms < 0)
             s->min_reached_ms = now_ms;
     } else {
@@ -326,7 +430,7 @@ int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
 
 bool rdzv_is_coordinator(const struct rdzv_session *s)
 {
-    return s->n_nodes > 0 && strcmp(s->nodes[0].node_id, s->cfg.self.node_id) == 0;
+    return s->coord >= 0 && strcmp(s->dec[s->coord]->node_id, s->cfg.self.node_id) == 0;
 }
 
 /* CAS `next` onto `state` fenced on `expected`; adopt the winner's value on conflict. */
@@ -381,6 +485,8 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     s->plan_wake_ms = -1;
     if (!rdzv_is_coordinator(s))
         return 0;
+    if ((r = ensure_nodes(s, err)) < 0)
+        return r;
     struct rdzv_view v = {
         .state = s->have_state ? &s->state : NULL,
         .nodes = s->nodes,
@@ -440,6 +546,8 @@ int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err
         s->state.status != RDZV_RUNNING)
         return 0; /* the run has moved on already */
     struct rdzv_state next = {0};
+    if ((r = ensure_nodes(s, err)) < 0)
+        return r;
     r = rdzv_plan_reform(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
     if (r < 0)
         return r;
@@ -474,7 +582,7 @@ int rdzv_my_index(const struct rdzv_session *s)
 
 size_t rdzv_live_count(const struct rdzv_session *s)
 {
-    return s->n_nodes;
+    return s->n_live;
 }
 
 int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
@@ -525,6 +633,8 @@ int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct
     if (r < 0 && r != KV_ECONFLICT)
         return r;
     struct rdzv_state next = {0};
+    if ((r = ensure_nodes(s, err)) < 0)
+        return r;
     r = rdzv_plan_failure(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
     if (r < 0)
         return r;

@@ -7,5 +7,7 @@ set_tests_properties(test_deploy PROPERTIES LABELS deploy TIMEOUT 120)
 
 # `cmake --install` and `cpack -G DEB` from this build directory.
 add_test(NAME test_install
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/test_install.sh ${PROJECT_BINARY_DIR})
-set_tests_properties(test_install PROPERTIES LABELS deploy TIMEOUT 180)
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/test_install.sh ${PROJECT_BINARY_DIR}
+                 $<IF:$<BOOL:${EA_KV_MODULES}>,modules,linked>)
+# e2e too: the release build (with the backend modules) runs it in CI as well
+set_tests_properties(test_install PROPERTIES LABELS "deploy;e2e" TIMEOUT 180)

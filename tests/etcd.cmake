@@ -4,7 +4,7 @@
 # library so other suites (the kv conformance suite) can run against etcd too.
 add_library(ea_etcd_harness STATIC etcd/etcd_harness.c)
 target_include_directories(ea_etcd_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/etcd)
-target_link_libraries(ea_etcd_harness PUBLIC ea_backends ea_common)
+target_link_libraries(ea_etcd_harness PUBLIC ea_backends ea_kv_etcd ea_kv_etcd_gateway ea_common)
 # Criterion helpers shared with the etcd-gateway tests (etcd_testutil.h); kept out of the harness,
 # which the conformance suite links too.
 add_library(ea_etcd_testutil STATIC etcd/etcd_testutil.c)

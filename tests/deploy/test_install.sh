@@ -2,9 +2,10 @@
 # `cmake --install` into a scratch prefix and `cpack -G DEB` from the build directory: the files
 # land where they should, the package's dependencies come from the linked libraries, and the
 # packaged binary runs after `dpkg --unpack` into a scratch root.
-# Usage: test_install.sh BUILD_DIR
+# Usage: test_install.sh BUILD_DIR [modules|linked]
 set -euo pipefail
 build=$1
+mode=${2:-modules} # modules: the etcd backends are ea-kv-*.so; linked: built into the binary
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -15,13 +16,31 @@ check "install: binary" "[ -x '$tmp/prefix/bin/elastic-agent' ]"
 check "install: --version runs" "'$tmp/prefix/bin/elastic-agent' --version | grep -q '^elastic-agent '"
 check "install: systemd unit" "[ -f '$tmp/prefix/lib/systemd/system/elastic-agent@.service' ]"
 check "install: lifecycle hook" "[ -x '$tmp/prefix/sbin/elastic-agent-lifecycle-hook' ]"
+check "install: guard binary" "[ -x '$tmp/prefix/libexec/elastic-agent/elastic-agent-guard' ]"
+if [[ $mode == modules ]]; then
+  check "install: etcd backend modules" "[ -f '$tmp/prefix/lib/elastic-agent/ea-kv-etcd.so' ] && [ -f '$tmp/prefix/lib/elastic-agent/ea-kv-etcd-gateway.so' ]"
+  # the installed agent finds its modules (not the build tree's): a refused connection is exit 3
+  # "unreachable"; a module that did not load would be exit 2
+  for ep in 127.0.0.1:9 http://127.0.0.1:9; do
+    check "install: backend module for $ep loads from the prefix" \
+      "strace -f -e trace=openat -o '$tmp/trace' '$tmp/prefix/bin/elastic-agent' status --rdzv-endpoint $ep --run-id x 2>/dev/null; [ \$? = 3 ] && grep -q '$tmp/prefix/bin/../lib/elastic-agent/ea-kv-.*= [0-9]' '$tmp/trace'"
+  done
+else
+  check "install: no backend modules in a linked build" "[ ! -e '$tmp/prefix/lib/elastic-agent' ]"
+  for ep in 127.0.0.1:9 http://127.0.0.1:9; do
+    check "install: linked backend for $ep" \
+      "'$tmp/prefix/bin/elastic-agent' status --rdzv-endpoint $ep --run-id x 2>/dev/null; [ \$? = 3 ]"
+  done
+fi
 check "install: man page" "zcat '$tmp/prefix/share/man/man1/elastic-agent.1.gz' | grep -q '^.SH OPTIONS'"
 
 (cd "$tmp" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >/dev/null)
 deb=$(ls "$tmp"/pkg/elastic-agent_*.deb)
 check "cpack: one .deb" "[ -f '$deb' ]"
 contents=$(dpkg-deb -c "$deb")
-for f in usr/bin/elastic-agent systemd/system/elastic-agent@.service \
+files=(usr/bin/elastic-agent usr/libexec/elastic-agent/elastic-agent-guard)
+[[ $mode == modules ]] && files+=(usr/lib/elastic-agent/ea-kv-etcd.so usr/lib/elastic-agent/ea-kv-etcd-gateway.so)
+for f in "${files[@]}" systemd/system/elastic-agent@.service \
          usr/share/man/man1/elastic-agent.1.gz usr/sbin/elastic-agent-lifecycle-hook; do
   if grep -qF "$f" <<<"$contents"; then echo "PASS cpack: contains $f"
   else echo "FAIL cpack: contains $f"; fail=1; fi
@@ -33,5 +52,7 @@ mkdir -p "$tmp/root/var/lib/dpkg/updates" "$tmp/root/var/lib/dpkg/info"
 touch "$tmp/root/var/lib/dpkg/status"
 dpkg --root="$tmp/root" --force-not-root --force-depends --unpack "$deb" >/dev/null 2>&1
 check "dpkg --unpack: packaged binary runs" "'$tmp/root/usr/bin/elastic-agent' --version | grep -q '^elastic-agent '"
+check "dpkg --unpack: packaged agent loads the etcd module" \
+  "'$tmp/root/usr/bin/elastic-agent' status --rdzv-endpoint 127.0.0.1:9 --run-id x 2>/dev/null; [ \$? = 3 ]"
 if ((fail)); then echo "install/package: FAILED"; exit 1; fi
 echo "install/package: all checks passed"
