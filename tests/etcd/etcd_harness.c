@@ -20,6 +20,12 @@
 
 #include "ea_time.h"
 
+/* Every test program that starts an etcd links the etcd backends' static libraries (the agent
+ * may load them as modules instead, see backends/kv.c): this reference pulls them in. */
+extern const struct kv_ops kv_etcd_ops, kv_etcd_gateway_ops;
+__attribute__((used)) const struct kv_ops *const etcd_harness_backends[] = {&kv_etcd_ops,
+                                                                          &kv_etcd_gateway_ops};
+
 #define START_TIMEOUT_MS 20000
 #define POLL_STEP_MS 20
 
