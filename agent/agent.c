@@ -65,7 +65,13 @@ static void store_problem(struct agent *a, int code, const struct ea_error *err)
         a->exit_code = AGENT_EXIT_STORE;
         return;
     }
-    a->retry_at_ms = now + 200;
+    /* back off, doubling to 5 s, with jitter: when the store is overloaded, a thousand agents
+     * retrying in lockstep would keep it so */
+    int64_t d = a->retry_delay_ms ? a->retry_delay_ms * 2 : 200;
+    a->retry_delay_ms = d < 5000 ? d : 5000;
+    uint64_t x = ((uint64_t)now ^ ((uint64_t)getpid() << 20)) * 6364136223846793005u;
+    a->retry_at_ms =
+        now + a->retry_delay_ms / 2 + (int64_t)((x >> 33) % (uint64_t)a->retry_delay_ms);
 }
 
 static void store_ok(struct agent *a)
@@ -73,6 +79,7 @@ static void store_ok(struct agent *a)
     if (a->store_down_since_ms >= 0)
         log_info("store reachable again");
     a->store_down_since_ms = -1;
+    a->retry_delay_ms = 0;
 }
 
 /* ---- actions -------------------------------------------------------------------------- */
@@ -87,25 +94,32 @@ static int free_port(const char *addr)
     if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
         sa.sin_addr.s_addr = htonl(INADDR_ANY);
     socklen_t len = sizeof(sa);
-    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-                    getsockname(fd, (struct sockaddr *)&sa, &len) < 0
-                ? -errno
-                : ntohs(sa.sin_port);
+    int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    if (b < 0 && errno == EADDRNOTAVAIL) {
+        /* not an address of this machine: the workers run on another host (--host, over ssh);
+         * a port free here is a guess there, as good as any without asking that host */
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    }
+    int r = b < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0 ? -errno
+                                                                       : ntohs(sa.sin_port);
     close(fd);
     return r;
 }
 
 static void publish_master(struct agent *a, const struct rdzv_state *s)
 {
-    int port = free_port(a->addr);
+    const char *addr = nic_master_addr(a->nic); /* on a common interface, when discovery ran */
+    if (!addr)
+        addr = a->addr;
+    int port = free_port(addr);
     if (port < 0) {
-        log_error("cannot find a free port for MASTER_PORT on '%s': %s", a->addr,
-                  strerror(-port));
+        log_error("cannot find a free port for MASTER_PORT on '%s': %s", addr, strerror(-port));
         a->retry_at_ms = ea_now_ms() + 500;
         return;
     }
     char ap[128];
-    snprintf(ap, sizeof(ap), "%s:%d", a->addr, port);
+    snprintf(ap, sizeof(ap), "%s:%d", addr, port);
     struct ea_error err = {0};
     int r = rdzv_publish_master(a->rdzv, s->round, ap, &err);
     if (r < 0)
@@ -139,9 +153,12 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
     f->time_ms = ea_wall_ms();
     if (message)
         snprintf(f->message, sizeof(f->message), "%s", message);
-    else if (report_read_error_file(w->error_file, f->message, sizeof(f->message)) < 0)
+    else if (report_read_error_file(w->error_file, f->message, sizeof(f->message)) < 0) {
         report_default_message(w->exit_code, w->term_signal, (long)w->pid, f->message,
                                sizeof(f->message));
+        report_append_stderr_tail(f->message, sizeof(f->message), w->stderr_tail,
+                                  GROUP_STDERR_TAIL);
+    }
     a->failure_generation = a->group.generation;
     a->failure_pending = true;
     a->m.worker_failures++;
@@ -168,13 +185,16 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     }
     int me = rdzv_my_index(a->rdzv);
     struct group_start gs = {.state = s, .my_index = me, .generation = gen,
-                             .master_addr = maddr, .master_port = mport, .envp = a->envp};
+                             .master_addr = maddr, .master_port = mport, .envp = a->envp,
+                             .ifaces = nic_ifaces(a->nic)};
     struct ea_error err = {0};
     int failed_rank = -1;
     int r = group_start(&a->group, &gs, &failed_rank, &err);
     a->group.generation = gen;
     const struct rdzv_member *m = &s->members[me];
     if (r < 0) {
+        if (failed_rank < 0) /* before any worker (e.g. --log-dir): charge it to local rank 0 */
+            failed_rank = 0;
         log_error("round %" PRId64 ": cannot start local rank %d: %s", s->round, failed_rank,
                   err.msg);
         a->state = LC_FAILED;
@@ -284,6 +304,35 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     }
 }
 
+/* NIC discovery (nic.c) must finish before a round's master is chosen or its workers start.
+ * No common interface fails the round: a rendezvous failure, exit 4. */
+static bool nic_ready(struct agent *a, const struct rdzv_state *s)
+{
+    struct ea_error err = {0};
+    int r = nic_step(a->nic, a->rdzv, s, rdzv_my_index(a->rdzv), ea_now_ms(), &err);
+    if (r == NIC_DONE) {
+        log_info("round %" PRId64 ": NIC discovery: common interface(s) %s, master address %s "
+                 "(%" PRId64 " ms)",
+                 s->round, nic_ifaces(a->nic),
+                 nic_master_addr(a->nic) ? nic_master_addr(a->nic) : "?", nic_last_ms(a->nic));
+        agent_emit(a, "nic_discovered", "{s:s, s:I}", "ifaces", nic_ifaces(a->nic), "ms",
+                   (json_int_t)nic_last_ms(a->nic));
+    } else if (r == NIC_FAILED) {
+        /* close the run, so that members that have not got this far stop too (exit 4) */
+        int64_t gen = 0;
+        rdzv_current(a->rdzv, &gen);
+        log_error("round %" PRId64 ": %s; closing the run", s->round, err.msg);
+        agent_emit(a, "nic_failed", "{s:s}", "message", err.msg);
+        struct ea_error cerr = {0};
+        if (rdzv_close(a->rdzv, gen, &cerr) < 0)
+            log_warn("could not close the run: %s", cerr.msg);
+        exit_with(a, AGENT_EXIT_RDZV);
+    } else if (r < 0) {
+        store_problem(a, r, &err);
+    }
+    return r == NIC_READY || r == NIC_DONE;
+}
+
 /* Ask the lifecycle what to do next, and do it, until it says nothing. */
 static void reconcile(struct agent *a)
 {
@@ -303,14 +352,51 @@ static void reconcile(struct agent *a)
         };
         if (a->lease_lost && in.live_workers == 0 && !a->term_signal)
             return; /* the loop rejoins first (unless we are leaving anyway) */
+        /* every member probes as soon as the round is committed (group rank 0 publishes the
+         * master only afterwards), overlapping the stop of the previous round's workers */
+        bool nic_ok = !(s && s->status == RDZV_RUNNING && in.my_index >= 0 &&
+                        a->group.generation != gen) ||
+                      nic_ready(a, s);
+        if (a->exiting)
+            return;
         enum lc_action action = lc_decide(&in);
         if (action == LC_NOTHING)
+            return;
+        if ((action == LC_PUBLISH_MASTER || action == LC_START_WORKERS) && !nic_ok)
             return;
         log_debug("lifecycle: %s", lc_action_name(action));
         act(a, action, s, gen);
         if (action == LC_PUBLISH_MASTER && a->retry_at_ms >= 0)
             return;
     }
+}
+
+/* ---- fencing ---------------------------------------------------------------------------- */
+
+/* Past the deadline handed to the guards, they may be stopping the workers on their own: this
+ * agent could not renew its lease in time (it was frozen, starved or swapped out). */
+static bool fence_lapsed(const struct agent *a, int64_t now)
+{
+    return a->fence_until > 0 && now >= a->fence_until;
+}
+
+static void fenced_out(struct agent *a, int64_t now)
+{
+    log_error("lease not renewed for %.1f s past its deadline (was this agent stopped or "
+              "starved?): this node is fenced out; the workers' guards stop them; rejoining",
+              (double)(now - a->fence_until) / 1000.0);
+    a->lease_lost = true;
+    agent_emit(a, "lease_lost", "{s:s, s:i}", "reason", "agent stalled past its lease",
+               "workers_running", a->group.live);
+}
+
+/* Hand the lease's deadline to the guards (after housekeeping renewed or rejoined). */
+static void fence_refresh(struct agent *a, int64_t now)
+{
+    if (fence_lapsed(a, now) && a->group.live > 0 && !a->lease_lost)
+        fenced_out(a, now);
+    a->fence_until = rdzv_lease_valid_until(a->rdzv);
+    launcher_fence(a->launcher, a->fence_until);
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
@@ -333,10 +419,13 @@ void agent_on_worker_exits(struct agent *a)
                     "{s:i, s:i, s:I, s:i, s:i, s:b, s:b}", "rank", w->rank, "local_rank",
                     w->local_rank, "pid", (json_int_t)w->pid, "exit_code", w->exit_code,
                     "signal", w->term_signal, "ok", ok, "stopped", a->state == LC_STOPPING);
-        if (a->state == LC_RUNNING && !ok) {
+        if (a->state == LC_RUNNING && !ok && !a->lease_lost && fence_lapsed(a, ea_now_ms())) {
+            fenced_out(a, ea_now_ms()); /* its guard stopped it: not the worker's failure */
+        } else if (a->state == LC_RUNNING && !ok) {
             fill_failure(a, w, NULL);
-            log_error("worker rank %d (local rank %d, pid %ld) failed: %s", w->rank, w->local_rank,
-                      (long)w->pid, a->failure.message);
+            log_error("worker rank %d (local rank %d, pid %ld) failed: %.*s", w->rank,
+                      w->local_rank, (long)w->pid, (int)strcspn(a->failure.message, "\n"),
+                      a->failure.message);
             a->state = LC_FAILED;
             report_failure(a);
         } else if (a->state == LC_RUNNING || a->state == LC_STOPPING) {
@@ -428,11 +517,15 @@ static void check_waiting(struct agent *a, int64_t now)
         a->waiting_since_ms = now;
     size_t live = rdzv_live_count(a->rdzv);
     if (live != a->progress_count || now >= a->progress_at_ms) {
-        int64_t left = a->waiting_since_ms + a->cfg->join_timeout_ms - now;
-        bool in_place = log_progress("waiting for nodes: %zu/%d (min %d, max %d), giving up "
-                                     "in %.0f s",
-                                     live, a->cfg->min_nodes, a->cfg->min_nodes,
-                                     a->cfg->max_nodes, (double)(left > 0 ? left : 0) / 1000.0);
+        /* below min: how long until --join-timeout; at min or more: until the last call, when
+         * the round commits with whoever is there */
+        int64_t last_call = rdzv_last_call_ms(a->rdzv);
+        bool quorum = last_call >= 0 && live >= (size_t)a->cfg->min_nodes;
+        int64_t left = quorum ? last_call - now : a->waiting_since_ms + a->cfg->join_timeout_ms - now;
+        bool in_place = log_progress("waiting for nodes: %zu/%d (min %d, max %d), %s in %.0f s",
+                                     live, a->cfg->max_nodes, a->cfg->min_nodes,
+                                     a->cfg->max_nodes, quorum ? "last call" : "giving up",
+                                     (double)(left > 0 ? left : 0) / 1000.0);
         a->progress_count = live;
         a->progress_at_ms = now + (in_place ? 1000 : 5000); /* a terminal line counts down */
     }
@@ -453,6 +546,7 @@ static int64_t next_wake(const struct agent *a)
 {
     int64_t t = rdzv_wake_ms(a->rdzv);
     t = earliest(t, a->retry_at_ms);
+    t = earliest(t, nic_wake_ms(a->nic));
     if (a->waiting_since_ms >= 0) {
         t = earliest(t, a->progress_at_ms);
         t = earliest(t, a->waiting_since_ms + a->cfg->join_timeout_ms);
@@ -513,7 +607,8 @@ static void housekeeping(struct agent *a, int64_t now)
     } else if (r < 0) {
         store_problem(a, r, &err);
     }
-    if (a->lease_lost && a->group.live == 0 && !a->term_signal) {
+    if (a->lease_lost && a->group.live == 0 && !a->term_signal &&
+        (a->retry_at_ms < 0 || now >= a->retry_at_ms)) {
         ea_error_clear(&err);
         if ((r = rdzv_join(a->rdzv, &err)) < 0) {
             store_problem(a, r, &err);
@@ -550,7 +645,7 @@ static void housekeeping(struct agent *a, int64_t now)
 
 void agent_loop(struct agent *a)
 {
-    struct pollfd fds[4] = {
+    struct pollfd fds[4 + NIC_POLL_MAX] = {
         {.fd = a->sigfd, .events = POLLIN},
         {.fd = kv_event_fd(a->kv), .events = POLLIN},
         {.fd = launcher_fd(a->launcher), .events = POLLIN},
@@ -559,6 +654,7 @@ void agent_loop(struct agent *a)
     while (!a->exiting) {
         int64_t now = ea_now_ms();
         housekeeping(a, now);
+        fence_refresh(a, now);
         agent_publish(a); /* before acting, so a round's events precede its workers' */
         if (a->exiting)
             break;
@@ -570,7 +666,8 @@ void agent_loop(struct agent *a)
             break;
         agent_publish(a);
         int timeout = ea_timeout_until(next_wake(a));
-        int n = poll(fds, 4, timeout);
+        size_t n_nic = nic_pollfds(a->nic, fds + 4, NIC_POLL_MAX); /* listener, probes */
+        int n = poll(fds, 4 + n_nic, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %s", strerror(errno));
             exit_with(a, AGENT_EXIT_RDZV);
@@ -578,6 +675,7 @@ void agent_loop(struct agent *a)
         }
         if (n <= 0)
             continue;
+        nic_on_poll(a->nic, fds + 4, n_nic);
         if (fds[0].revents & POLLIN)
             agent_on_signal(a);
         if ((fds[3].revents & POLLIN) && preempt_check(&a->preempt))

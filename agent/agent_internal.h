@@ -19,6 +19,7 @@
 #include "launcher.h"
 #include "lifecycle.h"
 #include "metrics.h"
+#include "nic.h"
 #include "preempt.h"
 #include "session.h"
 
@@ -28,6 +29,7 @@ struct agent {
     struct kv *kv;
     struct rdzv_session *rdzv;
     struct launcher *launcher;
+    struct nic *nic; /* NIC discovery (nic.h); gates the start of each round's workers */
     int sigfd;
     struct preempt preempt;
     struct group group;
@@ -39,6 +41,7 @@ struct agent {
 
     int term_signal;     /* first SIGTERM/SIGINT/...; 0 while running */
     bool lease_lost;     /* fenced out: stop workers, then rejoin */
+    int64_t fence_until; /* last deadline handed to the workers' guards (launcher_fence), 0 */
     bool reform_pending; /* rejoined: ask for a new round of reform_generation */
     int64_t reform_generation;
     bool exiting;
@@ -51,6 +54,7 @@ struct agent {
     int64_t waiting_since_ms; /* not in a running round since (for --join-timeout), -1 */
     int64_t store_down_since_ms;
     int64_t retry_at_ms;
+    int64_t retry_delay_ms; /* store retries: jittered, doubling to 5 s; 0 after a success */
     int64_t progress_at_ms;
     size_t progress_count;
     int64_t last_generation_logged;

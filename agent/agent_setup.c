@@ -16,6 +16,7 @@
 #include "agent.h"
 #include "agent_internal.h"
 #include "ea_time.h"
+#include "hostsel.h"
 #include "log.h"
 #include "workdir.h"
 
@@ -151,15 +152,28 @@ static int open_all(struct agent *a)
     }
     rc.self.nproc = c->nproc_per_node;
     rc.self.pid = getpid();
+    if ((r = nic_create(c, &a->nic, &err)) < 0) {
+        log_error("%s", err.msg);
+        return r == -ENODEV ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
+    }
+    nic_fill_self(a->nic, &rc.self);
     if (rdzv_session_create(a->kv, &rc, &a->rdzv, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
-    struct launcher_config lc = {.name = "local"};
-    if (launcher_create(&lc, &a->launcher, &err) < 0) {
-        log_error("cannot create the launcher: %s", err.msg);
-        return AGENT_EXIT_RDZV;
+    struct launcher_config lc;
+    char lock_dir[512];
+    if (hostsel_config(c, &lc, lock_dir, sizeof(lock_dir), &err) < 0) {
+        log_error("%s", err.msg);
+        return AGENT_EXIT_USAGE;
     }
+    lc.fence_grace_ms = c->stop_timeout_ms;
+    if (launcher_create(&lc, &a->launcher, &err) < 0) {
+        log_error("cannot create the %s launcher: %s", lc.name, err.msg);
+        return strcmp(lc.name, "ssh") == 0 ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
+    }
+    if (strcmp(lc.name, "ssh") == 0)
+        log_info("workers run on host '%s' (%s) over ssh", c->host, a->addr);
     a->group.launcher = a->launcher;
     a->group.cfg = c;
     a->group.workdir = a->workdir;
@@ -176,7 +190,9 @@ static int start_http(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
-    log_info("serving /healthz, /readyz and /metrics on http://%s:%d", a->cfg->http_addr, port);
+    bool v6 = strchr(a->cfg->http_addr, ':') != NULL;
+    log_info("serving /healthz, /readyz and /metrics on http://%s%s%s:%d", v6 ? "[" : "",
+             a->cfg->http_addr, v6 ? "]" : "", port);
     return 0;
 }
 
@@ -200,6 +216,7 @@ static void teardown(struct agent *a)
     events_close(a->events);
     group_clear(&a->group);
     launcher_destroy(a->launcher);
+    nic_destroy(a->nic);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
     if (a->workdir[0])
@@ -227,6 +244,17 @@ int agent_run(const struct cfg *cfg, char **envp)
     }
     gethostname(a.host, sizeof(a.host) - 1);
     choose_addr(&a);
+    if (cfg->host) { /* the workers run there: other nodes reach this one there */
+        struct ea_error herr = {0};
+        snprintf(a.host, sizeof(a.host), "%s", cfg->host);
+        /* this machine: keep the address chosen above (a host name may map to 127.0.1.1) */
+        if (!cfg->local_addr && !hostsel_is_local(cfg->host) &&
+            hostsel_resolve(cfg->host, a.addr, sizeof(a.addr), &herr) < 0) {
+            /* perhaps an alias only ssh's config knows: other nodes get the name */
+            log_warn("%s; publishing the name itself as this node's address", herr.msg);
+            snprintf(a.addr, sizeof(a.addr), "%s", cfg->host);
+        }
+    }
     if (workdir_create(cfg->run_id, cfg->node_id, a.workdir, sizeof(a.workdir)) < 0) {
         log_error("cannot create a private directory under $TMPDIR or /tmp: %s",
                   strerror(errno));

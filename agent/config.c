@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /* cfg: the option table and the parser, validator and --help it drives. */
 #include "config.h"
+#include "hostsel.h"
+#include "netif.h"
+#include "workerenv.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum opt_type { OPT_INT, OPT_SEC, OPT_STR, OPT_BOOL, OPT_NNODES };
+enum opt_type { OPT_INT, OPT_SEC, OPT_STR, OPT_BOOL, OPT_NNODES, OPT_SSHOPT };
 
 struct opt {
     const char *flag;  /* long name without "--" */
@@ -87,11 +90,52 @@ static const struct opt opts[] = {
      AGENT},
     {"http", OPT_STR, OFF(http), NULL, 0, 0, NULL, "[ADDR]:PORT",
      "serve /healthz, /readyz and /metrics (Prometheus) on ADDR:PORT (default ADDR 127.0.0.1; "
-     "PORT 0 picks a free one and logs it)", AGENT},
+     "IPv6 as [::1]:PORT; PORT 0 picks a free one and logs it)", AGENT},
+    {"local-ranks-filter", OPT_STR, OFF(local_ranks_filter), NULL, 0, 0,
+     "PET_LOCAL_RANKS_FILTER", "LIST",
+     "show only these local ranks' output on the console, e.g. 0 or 0,3 (--log-dir files still get "
+     "every rank's)",
+     AGENT},
+    {"launcher", OPT_STR, OFF(launcher), "auto", 0, 0, NULL, "NAME",
+     "local | ssh | auto (ssh when --host names another machine, else local)", AGENT},
+    {"host", OPT_STR, OFF(host), NULL, 0, 0, NULL, "HOST",
+     "run this node's workers on HOST over SSH (the node's address is HOST's); this "
+     "machine's own names and addresses run them locally unless --launcher ssh", AGENT},
+    {"ssh-user", OPT_STR, OFF(ssh_user), NULL, 0, 0, NULL, "USER", "ssh login user", AGENT},
+    {"ssh-port", OPT_INT, OFF(ssh_port), "0", 0, 65535, NULL, "PORT",
+     "ssh port (0: ssh's default)", AGENT},
+    {"ssh-identity", OPT_STR, OFF(ssh_identity), NULL, 0, 0, NULL, "FILE",
+     "ssh private key file", AGENT},
+    {"ssh-option", OPT_SSHOPT, 0, NULL, 0, 0, NULL, "OPT",
+     "extra ssh -o option, e.g. StrictHostKeyChecking=no (repeatable)", AGENT},
+    {"ssh-parallel", OPT_INT, OFF(ssh_parallel), "8", 1, 1024, NULL, "N",
+     "SSH connections set up at once", AGENT},
+    {"hosts", OPT_STR, OFF(hosts), NULL, 0, 0, NULL, "LIST",
+     "driver mode: act for these hosts (host:slots,...), each a node running its workers over "
+     "SSH (locally for this machine, unless --launcher ssh)", AGENT},
+    {"hostfile", OPT_STR, OFF(hostfile), NULL, 0, 0, NULL, "FILE",
+     "driver mode: hosts from FILE, lines 'host slots=N' or 'host:N'", AGENT},
+    {"host-discovery-script", OPT_STR, OFF(host_discovery_script), NULL, 0, 0, NULL, "PATH",
+     "driver mode: hosts from PATH's output (host:slots lines), re-run every "
+     "--discovery-interval", AGENT},
+    {"discovery-interval", OPT_SEC, OFF(discovery_interval_ms), "5", 0.1, 86400, NULL, "SEC",
+     "how often --host-discovery-script runs", AGENT},
+    {"host-cooldown", OPT_SEC, OFF(host_cooldown_ms), "10", 0.1, 3600, NULL, "SEC",
+     "driver mode: a failed host sits out this long, doubling per failure up to 5 min", AGENT},
+    {"nic-discovery", OPT_STR, OFF(nic_discovery), "auto", 0, 0, NULL, "MODE",
+     "on | off | auto (on when the nodes are on more than one host): find the network "
+     "interfaces every node can reach", AGENT},
+    {"iface", OPT_STR, OFF(iface), NULL, 0, 0, NULL, "NAME,...",
+     "only consider these network interfaces", AGENT},
+    {"env-style", OPT_STR, OFF(env_style), "torch", 0, 0, NULL, "LIST",
+     "worker environment: torch, horovod, dmlc, or several (e.g. torch,horovod)", AGENT},
+    {"dmlc-tracker", OPT_STR, OFF(dmlc_tracker), NULL, 0, 0, NULL, "HOST:PORT",
+     "with --env-style dmlc: export DMLC_TRACKER_URI/PORT for an external tracker", AGENT},
     {"json", OPT_BOOL, OFF(json), "0", 0, 0, NULL, NULL, "print the run as one JSON object",
      CFG_STATUS},
     {"watch", OPT_BOOL, OFF(watch), "0", 0, 0, NULL, NULL,
-     "print the run again on every change in the store, until SIGINT", CFG_STATUS},
+     "print the run again on every change in the store, until SIGINT; a run that does not "
+     "exist yet is waited for", CFG_STATUS},
     {"cacert", OPT_STR, OFF(cacert), NULL, 0, 0, NULL, "FILE", "etcd TLS CA certificate", STORE},
     {"cert", OPT_STR, OFF(cert), NULL, 0, 0, NULL, "FILE", "etcd TLS client certificate", STORE},
     {"key", OPT_STR, OFF(key), NULL, 0, 0, NULL, "FILE", "etcd TLS client key", STORE},
@@ -185,6 +229,14 @@ static int apply(struct cfg *c, const struct opt *o, const char *v, const char *
             return ea_errorf(err, -EINVAL, "%s: '%s' is not a yes/no value (1/0, true/false)",
                              origin, v);
         break;
+    case OPT_SSHOPT:
+        if (!v[0])
+            return ea_errorf(err, -EINVAL, "%s: empty value", origin);
+        if (c->n_ssh_options >= CFG_MAX_SSH_OPTIONS)
+            return ea_errorf(err, -EINVAL, "%s: more than %d ssh options", origin,
+                             CFG_MAX_SSH_OPTIONS);
+        c->ssh_options[c->n_ssh_options++] = v;
+        break;
     case OPT_NNODES: {
         char buf[64];
         long lo, hi;
@@ -260,12 +312,141 @@ static int apply_tracked(struct cfg *c, const struct opt *o, const char *v, cons
 static bool valid_id(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 100)
+    if (n == 0 || n > 100 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) /* ids name paths */
         return false;
     for (const char *p = s; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
             return false;
     return true;
+}
+
+/* Is `v` one of the NULL-terminated `words`? */
+static bool one_of(const char *v, const char *const *words)
+{
+    for (; *words; words++)
+        if (strcmp(v, *words) == 0)
+            return true;
+    return false;
+}
+
+/* Is every comma-separated item of `v` one of `words` (no empty item)? */
+static bool list_of(const char *v, const char *const *words)
+{
+    char buf[256];
+    if (copy_str(buf, sizeof(buf), v) < 0)
+        return false;
+    char *save = NULL;
+    size_t n = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++)
+        if (!one_of(t, words))
+            return false;
+    return n > 0 && v[0] != ',' && v[strlen(v) - 1] != ',' && !strstr(v, ",,");
+}
+
+/* Launcher, driver-mode, NIC and environment options. */
+/* Whether option `flag` was given on the command line (not a default or an environment
+ * variable: a deployment's shared environment may carry settings for other modes). */
+static bool on_cli(const enum source *srcs, const char *flag)
+{
+    const struct opt *o = find_opt(flag, strlen(flag), CFG_AGENT);
+    return o && srcs[idx_of(o)] == SRC_CLI;
+}
+
+/* Options that only mean something in another mode are refused, never silently ignored. */
+static int check_mode_options(struct cfg *c, const enum source *srcs, bool driver,
+                              struct ea_error *err)
+{
+    if (!c->host_discovery_script && on_cli(srcs, "discovery-interval"))
+        return ea_errorf(err, -EINVAL, "--discovery-interval is how often "
+                                       "--host-discovery-script runs, which is not given");
+    if (!driver && on_cli(srcs, "host-cooldown"))
+        return ea_errorf(err, -EINVAL, "--host-cooldown is for driver mode (--hosts, "
+                                       "--hostfile, --host-discovery-script)");
+    /* with --host, ssh settings apply when it is another machine: one command line can serve
+     * every host, this one included */
+    bool ssh = driver || c->host || strcmp(c->launcher, "ssh") == 0;
+    static const char *const ssh_flags[] = {"ssh-user", "ssh-port", "ssh-identity", "ssh-option",
+                                            "ssh-parallel"};
+    for (size_t i = 0; !ssh && i < sizeof(ssh_flags) / sizeof(*ssh_flags); i++)
+        if (on_cli(srcs, ssh_flags[i]))
+            return ea_errorf(err, -EINVAL,
+                             "--%s has no effect: without --host (or driver mode) this node's "
+                             "workers run on this machine",
+                             ssh_flags[i]);
+    /* NIC discovery probes this machine's interfaces: with the workers on another host (one
+     * node over ssh) they are not the workers' (driver mode turns it off for its nodes) */
+    if (ssh && !driver && c->host && !hostsel_is_local(c->host)) {
+        if (strcmp(c->nic_discovery, "on") == 0)
+            return ea_errorf(err, -EINVAL,
+                             "--nic-discovery on probes this machine's interfaces, but the "
+                             "workers run on '%s': give --nic-discovery off",
+                             c->host);
+        c->nic_discovery = "off";
+    }
+    return 0;
+}
+
+static int resolve_launch(struct cfg *c, const enum source *srcs, struct ea_error *err)
+{
+    static const char *const launchers[] = {"auto", "local", "ssh", NULL};
+    static const char *const nic_modes[] = {"on", "off", "auto", NULL};
+    static const char *const styles[] = {"torch", "horovod", "dmlc", NULL};
+    if (!one_of(c->launcher, launchers))
+        return ea_errorf(err, -EINVAL, "--launcher: '%s' is not local, ssh or auto",
+                         c->launcher);
+    if (!one_of(c->nic_discovery, nic_modes))
+        return ea_errorf(err, -EINVAL, "--nic-discovery: '%s' is not on, off or auto",
+                         c->nic_discovery);
+    if (!list_of(c->env_style, styles))
+        return ea_errorf(err, -EINVAL,
+                         "--env-style: '%s' is not a comma list of torch, horovod, dmlc",
+                         c->env_style);
+    if (c->dmlc_tracker && wenv_parse_tracker(c->dmlc_tracker, NULL, 0, NULL, err) < 0)
+        return -EINVAL;
+    if (c->dmlc_tracker && !strstr(c->env_style, "dmlc"))
+        return ea_errorf(err, -EINVAL, "--dmlc-tracker needs --env-style with dmlc (e.g. "
+                                       "--env-style torch,dmlc)");
+    if (c->iface && netif_check_list(c->iface, err) < 0)
+        return -EINVAL;
+    if (c->iface && strcmp(c->nic_discovery, "off") == 0)
+        return ea_errorf(err, -EINVAL, "--iface restricts NIC discovery, which --nic-discovery "
+                                       "off turns off: give one or the other");
+    int sources = !!c->hosts + !!c->hostfile + !!c->host_discovery_script;
+    if (sources > 1)
+        return ea_errorf(err, -EINVAL,
+                         "give one of --hosts, --hostfile, --host-discovery-script");
+    if (sources && c->host)
+        return ea_errorf(err, -EINVAL,
+                         "--host names one node's host; driver mode (--hosts, --hostfile, "
+                         "--host-discovery-script) names them all: give one or the other");
+    if (!sources && !c->host && strcmp(c->launcher, "ssh") == 0)
+        return ea_errorf(err, -EINVAL, "--launcher ssh needs --host HOST (the machine to run "
+                                       "this node's workers on) or driver mode (--hosts ...)");
+    return check_mode_options(c, srcs, sources > 0, err);
+}
+
+/* --local-ranks-filter: comma-separated local ranks, each in 0..nproc-1. */
+static int resolve_ranks_filter(const struct cfg *c, struct ea_error *err)
+{
+    const char *v = c->local_ranks_filter;
+    for (const char *p = v;;) {
+        char *end;
+        errno = 0;
+        long r = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : -1;
+        if (r < 0 || errno || (*end != ',' && *end != '\0'))
+            return ea_errorf(err, -EINVAL,
+                             "--local-ranks-filter: '%s' is not a comma-separated list of local "
+                             "ranks (e.g. 0 or 0,3)",
+                             v);
+        if (r >= c->nproc_per_node)
+            return ea_errorf(err, -EINVAL,
+                             "--local-ranks-filter: local rank %ld is out of range (0..%d with "
+                             "--nproc-per-node %d)",
+                             r, c->nproc_per_node - 1, c->nproc_per_node);
+        if (*end == '\0')
+            return 0;
+        p = end + 1;
+    }
 }
 
 /* --http [ADDR]:PORT into http_addr/http_port. */
@@ -277,17 +458,26 @@ static int resolve_http(struct cfg *c, struct ea_error *err)
         return ea_errorf(err, -EINVAL, "--http: '%s' is not [ADDR]:PORT (PORT 0-65535)",
                          c->http);
     size_t alen = (size_t)(colon - c->http);
-    if (alen == 0)
+    const char *a = c->http;
+    bool v6 = alen >= 2 && a[0] == '[' && a[alen - 1] == ']'; /* [::1]:PORT */
+    if (v6) {
+        a++;
+        alen -= 2;
+    }
+    if (alen == 0 && !v6)
         snprintf(c->http_addr, sizeof(c->http_addr), "127.0.0.1");
     else if (alen >= sizeof(c->http_addr))
         return ea_errorf(err, -EINVAL, "--http: address in '%s' is too long", c->http);
     else
-        snprintf(c->http_addr, sizeof(c->http_addr), "%.*s", (int)alen, c->http);
-    if (strcmp(c->http_addr, "localhost") == 0)
+        snprintf(c->http_addr, sizeof(c->http_addr), "%.*s", (int)alen, a);
+    if (!v6 && strcmp(c->http_addr, "localhost") == 0)
         snprintf(c->http_addr, sizeof(c->http_addr), "127.0.0.1");
-    struct in_addr in;
-    if (inet_pton(AF_INET, c->http_addr, &in) != 1)
-        return ea_errorf(err, -EINVAL, "--http: '%s' is not an IPv4 address", c->http_addr);
+    struct in6_addr in;
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, c->http_addr, &in) != 1)
+        return ea_errorf(err, -EINVAL,
+                         v6 ? "--http: '%s' is not an IPv6 address"
+                            : "--http: '%s' is not an IPv4 address (IPv6: [ADDR]:PORT)",
+                         c->http_addr);
     c->http_port = (int)port;
     return 0;
 }
@@ -326,7 +516,8 @@ static int resolve_store(struct cfg *c, struct ea_error *err)
         c->run_id = c->standalone ? "standalone" : "default";
     if (!valid_id(c->run_id))
         return ea_errorf(err, -EINVAL,
-                         "--run-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -",
+                         "--run-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ - "
+                         "(not . or ..)",
                          c->run_id);
     if (!c->state_dir) {
         const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -385,7 +576,8 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
     }
     if (!valid_id(c->node_id))
         return ea_errorf(err, -EINVAL,
-                         "--node-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -",
+                         "--node-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ - "
+                         "(not . or ..)",
                          c->node_id);
     if (strcmp(c->rank_order, "arrival") != 0 && strcmp(c->rank_order, "host") != 0)
         return ea_errorf(err, -EINVAL, "--rank-order: '%s' is not arrival or host",
@@ -400,6 +592,10 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
     if (strcmp(c->log_format, "text") != 0 && strcmp(c->log_format, "json") != 0)
         return ea_errorf(err, -EINVAL, "--log-format: '%s' is not text or json", c->log_format);
     if (c->http && (r = resolve_http(c, err)) < 0)
+        return r;
+    if (c->local_ranks_filter && (r = resolve_ranks_filter(c, err)) < 0)
+        return r;
+    if ((r = resolve_launch(c, srcs, err)) < 0)
         return r;
     if (!c->command || !c->command[0])
         return ea_errorf(err, -EINVAL,
@@ -534,6 +730,20 @@ int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct c
     return 0;
 }
 
+size_t cfg_option_count(void)
+{
+    return N_OPTS;
+}
+
+const char *cfg_option_flag(size_t i, unsigned *ret_cmds)
+{
+    if (i >= N_OPTS)
+        return NULL;
+    if (ret_cmds)
+        *ret_cmds = opts[i].cmds;
+    return opts[i].flag;
+}
+
 void cfg_print_help(FILE *out)
 {
     cfg_print_help_cmd(CFG_AGENT, out);
@@ -553,7 +763,11 @@ static const char status_intro[] =
     "Usage: elastic-agent status [OPTIONS]\n"
     "\n"
     "Reads the store and prints the run: status, round, generation, world size, restarts,\n"
-    "members with their ranks, spares, nodes waiting and the last failure.\n"
+    "members with their ranks, spares, nodes waiting and the failure that ended the run (else\n"
+    "the last one recorded). A member's SINCE (since_revision in --json) is the store revision\n"
+    "at which its node record was created, when its agent joined; compare it with the round's\n"
+    "generation, the revision that committed the round. The store keeps no wall-clock time\n"
+    "for it, and a gone member's record is deleted with its lease (SINCE '-').\n"
     "\nOptions (each also from ELASTIC_<NAME>):\n";
 
 void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out)
@@ -575,8 +789,11 @@ void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out)
         fputc('\n', out);
     }
     if (cmd == CFG_STATUS)
-        fprintf(out, "\nExit status: 0 shown, 2 usage error, 3 store unreachable, 4 no such run\n"
-                     "(or its state is not ours).\n");
+        fprintf(out, "\nStatus: forming (no round yet), starting or restarting (a round is\n"
+                     "committed, its workers are being started), running, waiting (fewer than\n"
+                     "--min nodes), succeeded, failed, closed.\n"
+                     "\nExit status: 0 shown, 2 usage error, 3 store unreachable, 4 no such run\n"
+                     "(or its state is not ours; with --watch, a missing run is waited for).\n");
     else
         fprintf(out,
                 "\nExit status: 0 success, 1 workers failed past --max-restarts, 2 usage error,\n"

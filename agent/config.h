@@ -19,6 +19,8 @@ enum cfg_cmd {
     CFG_STATUS = 2, /* elastic-agent status [OPTIONS] */
 };
 
+#define CFG_MAX_SSH_OPTIONS 16
+
 struct cfg {
     enum cfg_cmd cmd;
     int min_nodes, max_nodes;
@@ -47,6 +49,26 @@ struct cfg {
     const char *cacert, *cert, *key, *user;
     const char *password_file;
     const char *password; /* from --password-file or ELASTIC_ETCD_PASSWORD; never logged */
+    /* launcher (--launcher, --host, --ssh-*) */
+    const char *launcher; /* "auto" (local, or ssh when --host is not this machine), "local", "ssh" */
+    const char *host;     /* --host: the host this node's workers run on, or NULL (this machine) */
+    const char *ssh_user, *ssh_identity;
+    int ssh_port;     /* 0: ssh's own default */
+    int ssh_parallel; /* SSH connections being set up at once (driver mode: across hosts) */
+    const char *ssh_options[CFG_MAX_SSH_OPTIONS + 1]; /* --ssh-option, repeatable; NULL-ended */
+    int n_ssh_options;
+    /* driver mode: one agent acting for many hosts */
+    const char *hosts;                 /* --hosts a:4,b:4 */
+    const char *hostfile;              /* --hostfile FILE */
+    const char *host_discovery_script; /* --host-discovery-script PATH */
+    int64_t discovery_interval_ms;
+    int64_t host_cooldown_ms; /* first blacklist period of a failed host (doubles, capped) */
+    /* NIC discovery and worker environment */
+    const char *nic_discovery; /* "on" | "off" | "auto" */
+    const char *iface;         /* --iface NAME,... or NULL */
+    const char *env_style;     /* comma list of torch, horovod, dmlc */
+    const char *dmlc_tracker;  /* --dmlc-tracker HOST:PORT or NULL */
+    const char *local_ranks_filter; /* --local-ranks-filter 0,2 or NULL (all) */
     char *const *command; /* NULL-terminated worker argv (points into argv) */
     bool help, version;
 
@@ -72,6 +94,12 @@ int cfg_parse(int argc, char **argv, char **envp, struct cfg *ret, struct ea_err
  */
 int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct cfg *ret,
                   struct ea_error *err);
+
+/* The option table, for tests and generators: its number of entries, and entry i's long flag
+ * (without "--"; static storage) with the commands (enum cfg_cmd bits) that accept it in
+ * *ret_cmds (may be NULL). NULL, *ret_cmds untouched, when i >= cfg_option_count(). */
+size_t cfg_option_count(void);
+const char *cfg_option_flag(size_t i, unsigned *ret_cmds);
 
 /* Print --help, generated from the option table. */
 void cfg_print_help(FILE *out);

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "workerenv.h"
 
 /* mkdir -p; 0 or -errno. */
@@ -39,6 +41,23 @@ void group_clear(struct group *g)
     g->n = g->live = 0;
 }
 
+/* Is local rank `r` in the --local-ranks-filter list (validated by cfg: "0,3")? NULL: all are. */
+static bool shown_on_console(const char *filter, int r)
+{
+    if (!filter)
+        return true;
+    for (const char *p = filter; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            return false;
+        if (v == r)
+            return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
 static int start_one(struct group *g, const struct group_start *s, int local_rank,
                      const char *rounddir, const char *topo, const char *logdir,
                      struct ea_error *err)
@@ -62,7 +81,11 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
         .error_file = w->error_file,
         .topology_file = topo,
         .base_env = s->envp,
+        .dmlc_tracker = g->cfg->dmlc_tracker,
+        .ifaces = s->ifaces,
     };
+    if (g->cfg->env_style && wenv_parse_styles(g->cfg->env_style, &wp.styles, NULL) < 0)
+        wp.styles = WENV_TORCH; /* validated by cfg; never reached */
     char **env = NULL;
     if (wenv_build(&wp, &env) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory building the worker environment");
@@ -72,13 +95,16 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
         snprintf(out, sizeof(out), "%s/rank_%d.out", logdir, w->rank);
         snprintf(errp, sizeof(errp), "%s/rank_%d.err", logdir, w->rank);
     }
+    /* a rank left out by --local-ranks-filter writes to its log files only, or nowhere */
+    bool shown = shown_on_console(g->cfg->local_ranks_filter, local_rank);
     struct launch_spec spec = {
         .argv = (const char *const *)g->cfg->command,
         .envp = (const char *const *)env,
         .label = label,
-        .stdout_path = logdir ? out : NULL,
-        .stderr_path = logdir ? errp : NULL,
-        .tee = g->cfg->tee,
+        .stdout_path = logdir ? out : shown ? NULL : "/dev/null",
+        .stderr_path = logdir ? errp : shown ? NULL : "/dev/null",
+        .tee = g->cfg->tee && shown,
+        .stderr_tail = GROUP_STDERR_TAIL,
     };
     int r = launch_start(g->launcher, &spec, &w->proc, err);
     wenv_free(env);
@@ -114,6 +140,10 @@ int group_start(struct group *g, const struct group_start *s, int *ret_failed_ra
                  (long long)g->round);
         if ((r = mkdirs(logdir)) < 0)
             return ea_errorf(err, r, "--log-dir: cannot create '%s': %s", logdir, strerror(-r));
+        struct statvfs vfs;
+        if (statvfs(logdir, &vfs) == 0 && (vfs.f_bavail == 0 || (vfs.f_files && !vfs.f_favail)))
+            log_warn("--log-dir: no space left on the file system of '%s': worker output there "
+                     "is lost", logdir);
     }
     for (int i = 0; i < me->nproc; i++) {
         g->n = i + 1;
@@ -149,6 +179,7 @@ struct group_worker *group_on_exit(struct group *g, const struct launch_exit *e)
             w->alive = false;
             w->exit_code = e->exit_code;
             w->term_signal = e->term_signal;
+            w->stderr_tail = e->stderr_tail;
             g->live--;
             return w;
         }

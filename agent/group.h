@@ -23,7 +23,12 @@ struct group_worker {
     bool alive;
     int exit_code, term_signal;
     char error_file[PATH_MAX];
+    const char *stderr_tail; /* once exited: the last bytes of its stderr (GROUP_STDERR_TAIL), or
+                                NULL; owned by the launcher until the next start or clear */
 };
+
+/* How much of each worker's stderr is kept for the failure report. */
+#define GROUP_STDERR_TAIL 2048
 
 struct group {
     struct launcher *launcher; /* borrowed */
@@ -43,6 +48,7 @@ struct group_start {
     const char *master_addr;
     int master_port;
     char **envp; /* agent environment the workers inherit */
+    const char *ifaces; /* NIC discovery's common interfaces ("eth0,eth1"), or NULL */
 };
 
 /*

@@ -78,8 +78,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 int http_start(const char *addr, int port, struct http **ret, int *ret_port, struct ea_error *err)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
-        return ea_errorf(err, -EINVAL, "--http: '%s' is not an IPv4 address", addr);
+    struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+    bool v6 = strchr(addr, ':') != NULL;
+    if (v6 ? inet_pton(AF_INET6, addr, &sa6.sin6_addr) != 1
+           : inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return ea_errorf(err, -EINVAL, "--http: '%s' is not an IPv4 or IPv6 address", addr);
     struct http *h = calloc(1, sizeof(*h));
     if (!h)
         return ea_errorf(err, -ENOMEM, "out of memory");
@@ -91,17 +94,19 @@ int http_start(const char *addr, int port, struct http **ret, int *ret_port, str
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    h->d =
-        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, (uint16_t)port, NULL, NULL, handle, h,
-                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)32, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    h->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | (v6 ? MHD_USE_IPv6 : 0), (uint16_t)port,
+                            NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
+                            v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
     int saved = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!h->d) {
         pthread_mutex_destroy(&h->mu);
         free(h);
-        return ea_errorf(err, saved ? -saved : -EADDRINUSE, "--http: cannot listen on %s:%d%s%s",
-                         addr, port, saved ? ": " : "", saved ? strerror(saved) : "");
+        return ea_errorf(err, saved ? -saved : -EADDRINUSE,
+                         "--http: cannot listen on %s%s%s:%d%s%s", v6 ? "[" : "", addr,
+                         v6 ? "]" : "", port, saved ? ": " : "", saved ? strerror(saved) : "");
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     *ret_port = info ? info->port : port;

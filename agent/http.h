@@ -14,7 +14,7 @@
 
 struct http;
 
-/* Listen on IPv4 `addr`:`port` (0: a free port) and serve. *ret_port is the bound port. */
+/* Listen on `addr` (IPv4, or IPv6 without brackets):`port` (0: a free port) and serve. *ret_port is the bound port. */
 int http_start(const char *addr, int port, struct http **ret, int *ret_port, struct ea_error *err);
 
 /* Replace the snapshot the endpoints serve (copied). Cheap: call once per loop iteration. */

@@ -6,6 +6,7 @@
 
 #include "agent.h"
 #include "config.h"
+#include "driver.h"
 #include "launcher.h"
 #include "status.h"
 
@@ -31,5 +32,7 @@ int main(int argc, char **argv)
         printf("elastic-agent %s\n", EA_VERSION);
         return 0;
     }
+    if (driver_wanted(&cfg))
+        return driver_run(&cfg, argc, argv, environ);
     return agent_run(&cfg, environ);
 }

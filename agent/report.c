@@ -5,22 +5,16 @@
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-int report_read_error_file(const char *path, char *buf, size_t size)
+int report_parse_error(const char *data, size_t len, char *buf, size_t size)
 {
-    if (!path || !path[0])
-        return -ENOENT;
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        FILE *f = fopen(path, "r");
-        if (!f)
-            return -ENOENT;
-        fclose(f);
+    json_t *root = json_loadb(data, len, 0, &jerr);
+    if (!root)
         return -EBADMSG;
-    }
     int r = -EBADMSG;
     json_t *m = json_object_get(root, "message");
     if (json_is_string(m)) {
@@ -39,6 +33,26 @@ int report_read_error_file(const char *path, char *buf, size_t size)
         }
     }
     json_decref(root);
+    return r;
+}
+
+int report_read_error_file(const char *path, char *buf, size_t size)
+{
+    if (!path || !path[0])
+        return -ENOENT;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -ENOENT;
+    /* a worker controls this file: read a bounded amount, a larger one is not torch's */
+    size_t cap = REPORT_ERROR_FILE_MAX, len = 0;
+    char *data = malloc(cap);
+    int r = -ENOMEM;
+    if (data) {
+        len = fread(data, 1, cap, f);
+        r = ferror(f) || len == cap ? -EBADMSG : report_parse_error(data, len, buf, size);
+    }
+    free(data);
+    fclose(f);
     return r;
 }
 
@@ -81,4 +95,80 @@ void report_print_failure(FILE *out, const char *entry, const struct rdzv_failur
     }
     fprintf(out, "\n%s\n", bar);
     fflush(out);
+}
+
+/* Length of the valid UTF-8 sequence at p (at most `left` bytes), 0 when invalid. */
+static size_t utf8_len(const unsigned char *p, size_t left)
+{
+    size_t n = p[0] < 0x80             ? 1
+               : (p[0] & 0xE0) == 0xC0 ? 2
+               : (p[0] & 0xF0) == 0xE0 ? 3
+               : (p[0] & 0xF8) == 0xF0 ? 4
+                                       : 0;
+    if (n == 0 || n > left || (n == 2 && p[0] < 0xC2) || p[0] > 0xF4)
+        return 0;
+    /* no overlong forms, UTF-16 surrogates or code points past U+10FFFF (jansson refuses them) */
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) ||
+        (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] > 0x8F))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+void report_append_stderr_tail(char *buf, size_t size, const char *tail, size_t tail_cap)
+{
+    if (!tail || size == 0)
+        return;
+    size_t len = strlen(tail);
+    const char *start = tail, *end = tail + len;
+    while (end > start && (end[-1] == '\n' || end[-1] == '\r'))
+        end--;
+    /* the buffer was full: its first line is probably cut, drop it when there are others */
+    if (len >= tail_cap) {
+        const char *nl = memchr(start, '\n', (size_t)(end - start));
+        if (nl)
+            start = nl + 1;
+    }
+    int lines = 0;
+    for (const char *p = end; p > start; p--)
+        if (p[-1] == '\n' && ++lines == REPORT_TAIL_LINES) {
+            start = p;
+            break;
+        }
+    if (end <= start)
+        return;
+    size_t n = strlen(buf);
+    n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%slast lines of stderr:\n",
+                          n ? "\n" : "");
+    /* the tail is the worker's bytes: keep valid UTF-8 (the failure record is JSON), tabs and
+     * newlines; a carriage return starts the line again (what a terminal shows of a progress
+     * bar); anything else becomes '?' */
+    size_t line_start = n;
+    for (const unsigned char *p = (const unsigned char *)start; p < (const unsigned char *)end;) {
+        size_t k = utf8_len(p, (size_t)((const unsigned char *)end - p));
+        if (n + (k ? k : 1) + 1 > size)
+            break;
+        if (p[0] == '\r') {
+            if (p + 1 < (const unsigned char *)end && p[1] != '\n' && p[1] != '\r')
+                n = line_start;
+            p++;
+            continue;
+        }
+        if (p[0] == '\n')
+            line_start = n + 1;
+        if (k == 1 && p[0] < 0x20 && p[0] != '\n' && p[0] != '\t')
+            k = 0;
+        if (k) {
+            memcpy(buf + n, p, k);
+            n += k;
+            p += k;
+        } else {
+            buf[n++] = '?';
+            p++;
+        }
+    }
+    if (n < size)
+        buf[n] = '\0';
 }

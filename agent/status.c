@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -19,9 +21,22 @@
 
 /* ---- what the view says ---------------------------------------------------------------- */
 
+/* A running round whose master address is not published yet: group rank 0 publishes it once its
+ * own workers of the previous round have stopped, and every member starts only after that. */
+static bool between_rounds(const struct rdzv_run_view *v)
+{
+    return v->have_state && v->state.status == RDZV_RUNNING && !v->master[0];
+}
+
+/* The stored status, except "starting" (round 1) and "restarting" (a later round) while the
+ * round's workers cannot have started yet (between_rounds). */
 static const char *status_word(const struct rdzv_run_view *v)
 {
-    return v->have_state ? rdzv_status_name(v->state.status) : "forming";
+    if (!v->have_state)
+        return "forming";
+    if (between_rounds(v))
+        return v->state.round > 1 ? "restarting" : "starting";
+    return rdzv_status_name(v->state.status);
 }
 
 /* Live nodes waiting for a round: all of them while no round runs, the spares while one does,
@@ -52,12 +67,21 @@ static const struct rdzv_view_failure *shown_failure(const struct rdzv_run_view 
     return v->n_failures ? &v->failures[v->n_failures - 1] : NULL;
 }
 
+/* True when `vf` is the failure the state names as the one that failed the run. */
+static bool failure_ended_run(const struct rdzv_run_view *v, const struct rdzv_view_failure *vf)
+{
+    return v->have_state && v->state.status == RDZV_FAILED && v->state.failure_round > 0 &&
+           v->state.failure_round == vf->round;
+}
+
 static const char *member_state(const struct rdzv_run_view *v, const struct rdzv_member *m)
 {
     if (rdzv_run_view_is_done(v, m->node_id))
         return "done";
     if (!rdzv_run_view_node(v, m->node_id))
         return "gone";
+    if (between_rounds(v))
+        return "starting";
     return v->state.status == RDZV_RUNNING ? "running" : "live";
 }
 
@@ -81,25 +105,47 @@ static int width(const char *s, int w)
     return n > w ? n : w;
 }
 
+/* Since when a member is in the run, as far as the store knows: the create_revision of its live
+ * `nodes/<id>` record (the store revision at which this incarnation of its agent joined). The
+ * store keeps no wall-clock time for it, and a gone member's record went with its lease: 0. */
+static int64_t member_since(const struct rdzv_run_view *v, const struct rdzv_member *m)
+{
+    const struct rdzv_node *n = rdzv_run_view_node(v, m->node_id);
+    return n ? n->create_revision : 0;
+}
+
+static void since_text(const struct rdzv_run_view *v, const struct rdzv_member *m, char *buf,
+                       size_t size)
+{
+    int64_t rev = member_since(v, m);
+    if (rev > 0)
+        snprintf(buf, size, "rev %" PRId64, rev);
+    else
+        snprintf(buf, size, "-");
+}
+
 static void print_members(FILE *out, const struct rdzv_run_view *v)
 {
     const struct rdzv_state *s = &v->state;
-    int wn = 4, wh = 4, wr = 5;
-    char ranks[64];
+    int wn = 4, wh = 4, wr = 5, ws = 5;
+    char ranks[64], since[32];
     for (size_t i = 0; i < s->n_members; i++) {
         const struct rdzv_member *m = &s->members[i];
         wn = width(m->node_id, wn);
         wh = width(m->host, wh);
         snprintf(ranks, sizeof(ranks), "%d-%d", m->rank_base, m->rank_base + m->nproc - 1);
         wr = width(ranks, wr);
+        since_text(v, m, since, sizeof(since));
+        ws = width(since, ws);
     }
-    fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %s\n", "GROUP", wn, "NODE", wh, "HOST", wr, "RANKS",
-            "STATE");
+    fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %-*s  %s\n", "GROUP", wn, "NODE", wh, "HOST", wr,
+            "RANKS", ws, "SINCE", "STATE");
     for (size_t i = 0; i < s->n_members; i++) {
         const struct rdzv_member *m = &s->members[i];
         snprintf(ranks, sizeof(ranks), "%d-%d", m->rank_base, m->rank_base + m->nproc - 1);
-        fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %s\n", m->group_rank, wn, m->node_id, wh, m->host,
-                wr, ranks, member_state(v, m));
+        since_text(v, m, since, sizeof(since));
+        fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %-*s  %s\n", m->group_rank, wn, m->node_id, wh,
+                m->host, wr, ranks, ws, since, member_state(v, m));
     }
 }
 
@@ -116,19 +162,48 @@ static void print_failure(FILE *out, const struct rdzv_run_view *v)
                  sigabbrev_np(f->signal) ? sigabbrev_np(f->signal) : "?");
     else
         snprintf(how, sizeof(how), "exit code %d", f->exit_code);
-    bool first = v->have_state && v->state.failure_round == vf->round;
-    fprintf(out, "\n%s failure (round %" PRId64 ", %zu recorded):\n", first ? "first" : "last",
-            vf->round, v->n_failures);
+    /* failures/<r> holds the first failure *of round r*; the run's first is the lowest r */
+    int64_t first_round = v->failures[0].round;
+    fprintf(out, "\n%s (round %" PRId64 ", %zu recorded",
+            failure_ended_run(v, vf) ? "failure that ended the run" : "last failure", vf->round,
+            v->n_failures);
+    if (first_round != vf->round)
+        fprintf(out, ", the first in round %" PRId64, first_round);
+    fputs("):\n", out);
     fprintf(out, "  rank %d (local rank %d) on node '%s', host '%s', pid %" PRId64 ": %s at %s\n",
             f->rank, f->local_rank, f->node_id, f->host, f->pid, how, when);
     const char *p = f->message;
-    for (int line = 0; *p && line < 6; line++) {
+    for (int line = 0; *p && line < 12; line++) {
         size_t len = strcspn(p, "\n");
         fprintf(out, "    %.*s\n", (int)len, p);
         p += len + (p[len] == '\n');
     }
     if (*p)
         fprintf(out, "    ...\n");
+}
+
+/*
+ * restart_count counts the worker failures charged to the budget (rendezvous/plan.c): the one
+ * that exhausts it is charged too, so a failed run holds max_restarts + 1 (or more) and "N of M"
+ * would overstate the restarts. A charge above the budget while the run still runs is
+ * provisional: it fails the run once final, unless a lost node refunds it.
+ */
+static void print_restarts(FILE *out, const struct rdzv_state *s)
+{
+    if (s->restart_count <= s->max_restarts)
+        fprintf(out, "restarts      %d of %d (job-wide)\n", s->restart_count, s->max_restarts);
+    else if (s->status == RDZV_FAILED)
+        fprintf(out,
+                "restarts      budget of %d exhausted: %d worker failure(s) charged (job-wide)\n",
+                s->max_restarts, s->restart_count);
+    else if (s->charge_round > 0 && s->charge_round == s->round)
+        fprintf(out,
+                "restarts      %d of %d (job-wide; the last charge is provisional: the run fails "
+                "unless a lost node refunds it)\n",
+                s->restart_count, s->max_restarts);
+    else
+        fprintf(out, "restarts      %d of %d, over budget (job-wide)\n", s->restart_count,
+                s->max_restarts);
 }
 
 void status_print_text(FILE *out, const char *run_id, const struct rdzv_run_view *v)
@@ -144,7 +219,7 @@ void status_print_text(FILE *out, const char *run_id, const struct rdzv_run_view
                 v->generation);
         fprintf(out, "world size    %d on %zu node(s) (min %d, max %d)\n", s->world_size,
                 s->n_members, s->min_nodes, s->max_nodes);
-        fprintf(out, "restarts      %d of %d (job-wide)\n", s->restart_count, s->max_restarts);
+        print_restarts(out, s);
         fprintf(out, "scale events  %d\n", s->scale_events);
         if (v->master[0])
             fprintf(out, "master        %s\n", v->master);
@@ -182,15 +257,16 @@ static void set(json_t *o, const char *k, json_t *val, bool *ok)
         *ok = false;
 }
 
-static json_t *failure_json(const struct rdzv_view_failure *vf)
+static json_t *failure_json(const struct rdzv_run_view *v, const struct rdzv_view_failure *vf)
 {
     const struct rdzv_failure *f = &vf->f;
     char when[40];
     utc_time(f->time_ms, when, sizeof(when));
-    return json_pack("{s:I, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:s, s:s}", "round",
+    return json_pack("{s:I, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:s, s:s, s:b}", "round",
                      (json_int_t)vf->round, "node", f->node_id, "host", f->host, "rank", f->rank,
                      "local_rank", f->local_rank, "exit_code", f->exit_code, "signal", f->signal,
-                     "pid", (json_int_t)f->pid, "time", when, "message", f->message);
+                     "pid", (json_int_t)f->pid, "time", when, "message", f->message, "ended_run",
+                     failure_ended_run(v, vf));
 }
 
 static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
@@ -198,12 +274,14 @@ static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
     json_t *a = json_array();
     for (size_t i = 0; a && v->have_state && i < v->state.n_members; i++) {
         const struct rdzv_member *m = &v->state.members[i];
-        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:s}", "node",
+        int64_t since = member_since(v, m);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:s, s:o}", "node",
                               m->node_id, "host", m->host, "addr", m->addr, "group_rank",
                               m->group_rank, "nproc", m->nproc, "rank_first", m->rank_base,
                               "rank_last", m->rank_base + m->nproc - 1, "live",
                               rdzv_run_view_node(v, m->node_id) != NULL, "done",
-                              rdzv_run_view_is_done(v, m->node_id), "state", member_state(v, m));
+                              rdzv_run_view_is_done(v, m->node_id), "state", member_state(v, m),
+                              "since_revision", since > 0 ? json_integer(since) : json_null());
         if (!o || json_array_append_new(a, o) < 0)
             *ok = false;
     }
@@ -248,7 +326,7 @@ json_t *status_to_json(const char *run_id, const struct rdzv_run_view *v)
     set(o, "nodes_waiting", json_integer((json_int_t)count_waiting(v)), &ok);
     set(o, "members", members_json(v, &ok), &ok);
     set(o, "spares", spares_json(v, &ok), &ok);
-    set(o, "failure", f ? failure_json(f) : json_null(), &ok);
+    set(o, "failure", f ? failure_json(v, f) : json_null(), &ok);
     set(o, "failures_recorded", json_integer((json_int_t)v->n_failures), &ok);
     if (!ok) {
         json_decref(o);
@@ -428,16 +506,83 @@ static int watch_loop(struct status_cmd *sc, int sigfd, struct ea_error *err)
     }
 }
 
+/*
+ * --watch on a file store that does not exist yet: wait (inotify on the nearest existing
+ * ancestor) until `path` exists, without creating anything. 0 when it does, 1 on SIGINT/SIGTERM,
+ * or a negative errno.
+ */
+static int wait_for_dir(const char *path, int sigfd, struct ea_error *err)
+{
+    int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (ifd < 0)
+        return ea_errorf(err, -errno, "inotify: %s", strerror(errno));
+    int r = 0;
+    struct stat st;
+    while (stat(path, &st) < 0) {
+        char anc[PATH_MAX];
+        snprintf(anc, sizeof(anc), "%s", path);
+        int wd = -1;
+        for (;;) { /* cut components until an existing directory takes the watch */
+            char *slash = strrchr(anc, '/');
+            if (slash == anc)
+                slash[1] = '\0';
+            else if (slash)
+                *slash = '\0';
+            else
+                snprintf(anc, sizeof(anc), ".");
+            if ((wd = inotify_add_watch(ifd, anc, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) >= 0 ||
+                (errno != ENOENT && errno != ENOTDIR) || !slash || slash == anc)
+                break;
+        }
+        if (wd < 0) {
+            r = ea_errorf(err, -errno, "cannot watch '%s' for '%s' to appear: %s", anc, path,
+                          strerror(errno));
+            break;
+        }
+        /* something may have been created between the stat and the watch: look again first */
+        char next[PATH_MAX];
+        size_t alen = strlen(anc);
+        size_t nlen = strcspn(path + alen + (path[alen] == '/'), "/");
+        snprintf(next, sizeof(next), "%.*s", (int)(alen + (path[alen] == '/') + nlen), path);
+        if (stat(next, &st) < 0) {
+            struct pollfd fds[2] = {{.fd = sigfd, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
+            while (poll(fds, 2, -1) < 0 && errno == EINTR)
+                ;
+            if (fds[0].revents & POLLIN) {
+                r = 1;
+                break;
+            }
+            char buf[4096];
+            while (read(ifd, buf, sizeof(buf)) > 0)
+                ;
+        }
+        inotify_rm_watch(ifd, wd);
+    }
+    close(ifd);
+    return r;
+}
+
 static int run(struct status_cmd *sc, int sigfd)
 {
     const struct cfg *c = sc->cfg;
     struct ea_error err = {0};
     struct stat st;
+    bool announced = false;
     /* a file store that does not exist holds no run; opening it would create it */
     if (strcmp(c->backend, "file") == 0 && stat(c->state_dir, &st) < 0) {
-        fprintf(stderr, "elastic-agent status: no run '%s': the file store '%s' does not exist\n",
+        if (!c->watch) {
+            fprintf(stderr,
+                    "elastic-agent status: no run '%s': the file store '%s' does not exist\n",
+                    c->run_id, c->state_dir);
+            return AGENT_EXIT_RDZV;
+        }
+        fprintf(stderr, "elastic-agent status: waiting for run '%s' to appear (the file store "
+                        "'%s' does not exist yet)\n",
                 c->run_id, c->state_dir);
-        return AGENT_EXIT_RDZV;
+        announced = true;
+        int r = wait_for_dir(c->state_dir, sigfd, &err);
+        if (r != 0)
+            return r > 0 ? AGENT_EXIT_OK : fail(r, &err, "cannot wait for the store");
     }
     struct kv_config kc = {.backend = c->backend,
                            .endpoints = c->endpoints,
@@ -453,12 +598,19 @@ static int run(struct status_cmd *sc, int sigfd)
     snprintf(sc->prefix, sizeof(sc->prefix), "%s%s/", c->prefix, c->run_id);
     if ((r = resync(sc, c->watch, &err)) < 0)
         return fail(r, &err, "cannot read the run");
-    if (sc->n_keys == 0) {
+    if (sc->n_keys == 0 && !c->watch) {
         fprintf(stderr, "elastic-agent status: no run '%s' in the %s store (no keys under '%s')\n",
                 c->run_id, c->backend, sc->prefix);
         return AGENT_EXIT_RDZV;
     }
-    if ((r = show(sc, &err)) == 0 && c->watch)
+    if (sc->n_keys == 0 && !announced)
+        fprintf(stderr, "elastic-agent status: waiting for run '%s' to appear in the %s store "
+                        "(no keys under '%s' yet)\n",
+                c->run_id, c->backend, sc->prefix);
+    /* --watch on a run that does not exist yet: the first view comes with its first key */
+    if (sc->n_keys > 0)
+        r = show(sc, &err);
+    if (r == 0 && c->watch)
         r = watch_loop(sc, sigfd, &err);
     if (r == -EPIPE)
         return AGENT_EXIT_OK; /* the reader went away (| head): nothing more to say */

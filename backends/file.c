@@ -142,7 +142,7 @@ static int load(struct file_kv *f, bool *ret_dirty, struct ea_error *err)
     int fd = open(f->snap_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return sys_error(err, "cannot open", f->snap_path);
-    char *buf = NULL, boot_id[BOOT_ID_MAX];
+    char *buf = NULL, boot_id[BOOT_ID_MAX] = ""; /* filled by kvs_load() */
     size_t len = 0;
     struct kvs *s = NULL;
     struct ea_error why = {0};
@@ -501,6 +501,17 @@ static int make_dirs(const char *path, struct ea_error *err)
     struct stat st;
     if (r == 0 && (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)))
         r = ea_errorf(err, KV_EINVAL, "file store: '%s' is not a directory", path);
+    /* whoever can write the directory can rewrite the run's state (and so what runs) */
+    else if (r == 0 && st.st_uid != geteuid())
+        r = ea_errorf(err, KV_EINVAL,
+                      "file store: '%s' is owned by uid %ld, not by this user (uid %ld): use a "
+                      "state directory of your own (--state-dir)",
+                      path, (long)st.st_uid, (long)geteuid());
+    else if (r == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)))
+        r = ea_errorf(err, KV_EINVAL,
+                      "file store: '%s' is writable by group or others (mode %04o): "
+                      "chmod 700 it or use another --state-dir",
+                      path, (unsigned)(st.st_mode & 07777));
     free(p);
     return r;
 }

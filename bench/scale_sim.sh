@@ -20,7 +20,7 @@ etcd_pid=
 source bench/lib/etcd.sh
 trap 'etcd_stop; rm -rf "$tmp"' EXIT
 echo "# $(date -u +%F) $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); etcd $(etcd --version | head -1 | awk '{print $3}'); TTL ${ttl} s; ${procs} processes"
-printf '%-6s %-10s %-16s %-16s %-14s %-8s %-14s %-14s %-7s\n' N joined_s commit-lastjoin commit-alljoined all_seen_ms writes kill->commit kill->allseen cpu_s
+printf '%-6s %-10s %-16s %-16s %-14s %-8s %-14s %-14s %-7s\n' N joined_s commit-lastjoin commit-alljoined all_seen_ms writes 'kill->commit' 'kill->allseen' cpu_s
 for n in "${sizes[@]}"; do
   etcd_start "$tmp" --quota-backend-bytes 4294967296 || { echo "etcd did not start" >&2; exit 1; }
   out=$("$build/rdzv-sim" --endpoints "$endpoint" --nodes "$n" --procs "$procs" --ttl "$ttl" \

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * exec-guard: the middleman between the agent and one worker (DESIGN.md §6), run as
- * `elastic-agent exec-guard [--report-fd N] [--watch-stdin] -- CMD ARGS...`.
+ * `elastic-agent exec-guard [--report-fd N] [--watch-stdin] [--fence-fd N [--fence-grace-ms MS]]
+ *  -- CMD ARGS...`.
  *
  * The local launcher starts it as the leader of a new session with PR_SET_PDEATHSIG(SIGTERM).
  * The guard is a child subreaper and starts CMD (PATH looked up in its own environment, which is
@@ -15,6 +16,13 @@
  * (the death signal), which kills everything; SIGCHLD wakes the reaping, which goes by pid
  * through our list of children so that the worker's zombie can be kept until the very end.
  * Exit codes of its own: 2 usage, 127/126 the worker could not be started (as a shell does).
+ *
+ * Fencing (--fence-fd): the fd is a shared memory page where the agent keeps, as a monotonic
+ * millisecond deadline, how long its lease is surely valid (launch_fence()). The agent renews it
+ * at every lease renewal; should the agent stop renewing while it cannot act on anything (frozen
+ * by SIGSTOP, a paused VM, a swap storm), the guard stops the worker itself at the deadline:
+ * SIGTERM to its group, SIGKILL after the fence grace. The others can declare this node dead
+ * only once its lease has expired, so the worker never runs on in an abandoned generation.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -56,17 +65,37 @@ struct guard {
     int64_t kill_at;
     int sigfd;
     int watch_fd;                 /* stdin while --watch-stdin and not at EOF, else -1 */
+    const int64_t *fence;         /* the agent's deadline (0 = none yet), or NULL: no fencing */
+    int64_t fence_grace_ms;
     pid_t termed[GUARD_MAX_KIDS]; /* leftovers already sent SIGTERM */
     size_t ntermed;
 };
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: elastic-agent exec-guard [--report-fd N] [--watch-stdin] -- "
-                    "CMD [ARGS...]\n");
+    fprintf(stderr, "usage: elastic-agent exec-guard [--report-fd N] [--watch-stdin] "
+                    "[--fence-fd N [--fence-grace-ms MS]] -- CMD [ARGS...]\n");
 }
 
-static int parse_args(int argc, char **argv, int *report_fd, bool *watch, char ***cmd)
+static int parse_num(const char *s, long max, long *ret)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 0 || v > max)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+struct guard_args {
+    int report_fd, fence_fd;
+    long fence_grace_ms;
+    bool watch;
+    char **cmd;
+};
+
+static int parse_args(int argc, char **argv, struct guard_args *a)
 {
     int i = 1;
     for (; i < argc; i++) {
@@ -74,21 +103,27 @@ static int parse_args(int argc, char **argv, int *report_fd, bool *watch, char *
             i++;
             break;
         }
+        long v;
         if (strcmp(argv[i], "--watch-stdin") == 0) {
-            *watch = true;
+            a->watch = true;
         } else if (strcmp(argv[i], "--report-fd") == 0 && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v < 0 || v > 1 << 20)
+            if (parse_num(argv[++i], 1 << 20, &v) < 0)
                 return -EINVAL;
-            *report_fd = (int)v;
+            a->report_fd = (int)v;
+        } else if (strcmp(argv[i], "--fence-fd") == 0 && i + 1 < argc) {
+            if (parse_num(argv[++i], 1 << 20, &v) < 0 || v < 3)
+                return -EINVAL;
+            a->fence_fd = (int)v;
+        } else if (strcmp(argv[i], "--fence-grace-ms") == 0 && i + 1 < argc) {
+            if (parse_num(argv[++i], 24L * 3600 * 1000, &a->fence_grace_ms) < 0)
+                return -EINVAL;
         } else {
             return -EINVAL;
         }
     }
     if (i >= argc || strcmp(argv[i - 1], "--") != 0)
         return -EINVAL;
-    *cmd = argv + i;
+    a->cmd = argv + i;
     return 0;
 }
 
@@ -157,6 +192,26 @@ static ssize_t list_children(pid_t *out, size_t max)
 static bool parent_gone(const struct guard *g)
 {
     return getppid() != g->ppid;
+}
+
+static int64_t fence_deadline(const struct guard *g)
+{
+    return g->fence ? __atomic_load_n(g->fence, __ATOMIC_ACQUIRE) : 0;
+}
+
+/* The agent has not renewed its lease in time: stop the worker on our own (see the top). */
+static void check_fence(struct guard *g)
+{
+    int64_t d = fence_deadline(g), now = ea_now_ms();
+    if (g->phase != GUARD_RUN || d <= 0 || now < d)
+        return;
+    fprintf(stderr,
+            "exec-guard: the agent has not renewed its lease for %lld ms past the deadline; "
+            "stopping the worker (pid %d): this node is fenced out\n",
+            (long long)(now - d), (int)g->wpid);
+    g->phase = GUARD_DRAIN;
+    g->kill_at = now + g->fence_grace_ms;
+    kill(-g->wpid, SIGTERM);
 }
 
 static void begin_cleanup(struct guard *g, bool hard)
@@ -312,13 +367,16 @@ static void guard_loop(struct guard *g)
         size_t n = reap(g, kids);
         if (g->phase != GUARD_KILL && parent_gone(g))
             g->phase = GUARD_KILL;
+        check_fence(g);
         signal_leftovers(g, kids, n);
         if (g->wdone && !g->children)
             return;
         struct pollfd pfd[2] = {{.fd = g->sigfd, .events = POLLIN},
                                 {.fd = g->watch_fd, .events = POLLIN}};
+        int64_t fence = fence_deadline(g);
         int timeout = g->phase == GUARD_DRAIN  ? ea_timeout_until(g->kill_at)
                       : g->phase == GUARD_KILL ? GUARD_KILL_RECHECK_MS
+                      : fence > 0              ? ea_timeout_until(fence)
                                                : -1;
         int ready = poll(pfd, 2, timeout);
         if (ready < 0 && errno != EINTR)
@@ -372,15 +430,29 @@ int launch_guard_main(int argc, char **argv)
     /* First of all: the death signal was armed before our exec, so a parent that dies from
      * here on either kills us (SIGTERM still has its default action) or is seen as a change. */
     struct guard g = {.ppid = getppid(), .sigfd = -1, .watch_fd = -1};
-    int report_fd = -1;
-    bool watch = false;
-    char **cmd = NULL;
-    if (parse_args(argc, argv, &report_fd, &watch, &cmd) < 0 ||
-        (report_fd >= 0 && fcntl(report_fd, F_SETFD, FD_CLOEXEC) < 0)) {
+    struct guard_args a = {.report_fd = -1, .fence_fd = -1, .fence_grace_ms = GUARD_GRACE_MS};
+    if (parse_args(argc, argv, &a) < 0 ||
+        (a.report_fd >= 0 && fcntl(a.report_fd, F_SETFD, FD_CLOEXEC) < 0) ||
+        (a.fence_fd >= 0 && fcntl(a.fence_fd, F_SETFD, FD_CLOEXEC) < 0)) {
         usage();
-        if (report_fd >= 0)
-            proc_report_write(report_fd, PROC_REPORT_TARGET_SETUP, EINVAL);
+        if (a.report_fd >= 0)
+            proc_report_write(a.report_fd, PROC_REPORT_TARGET_SETUP, EINVAL);
         return 2;
+    }
+    int report_fd = a.report_fd;
+    g.fence_grace_ms = a.fence_grace_ms;
+    if (a.fence_fd >= 0) {
+        void *m = mmap(NULL, sizeof(int64_t), PROT_READ, MAP_SHARED, a.fence_fd, 0);
+        close(a.fence_fd); /* the mapping stays */
+        if (m == MAP_FAILED) {
+            int e = errno;
+            if (report_fd >= 0)
+                proc_report_write(report_fd, PROC_REPORT_TARGET_SETUP, e);
+            else
+                fprintf(stderr, "exec-guard: cannot map the fence: %s\n", strerror(e));
+            return 127;
+        }
+        g.fence = m;
     }
     struct sigaction ign;
     memset(&ign, 0, sizeof(ign));
@@ -409,12 +481,12 @@ int launch_guard_main(int argc, char **argv)
         close(g.sigfd);
         return 127;
     }
-    int r = start_worker(&g, cmd, report_fd, watch);
+    int r = start_worker(&g, a.cmd, report_fd, a.watch);
     if (r) {
         close(g.sigfd);
         return r;
     }
-    if (watch)
+    if (a.watch)
         g.watch_fd = STDIN_FILENO;
     guard_loop(&g);
     close(g.sigfd);

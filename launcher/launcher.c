@@ -78,3 +78,9 @@ void launch_release(struct launcher *l, struct launch_proc *p)
     if (p)
         l->ops->release(p);
 }
+
+void launcher_fence(struct launcher *l, int64_t valid_until_ms)
+{
+    if (l->ops->fence)
+        l->ops->fence(l, valid_until_ms);
+}

@@ -25,6 +25,14 @@ struct launcher_config {
     const char *host, *user, *identity;
     int port;
     const char *const *ssh_options; /* NULL-terminated extra `-o` values, may be NULL */
+    /* bound on ssh connections being set up at once by every process sharing the directory:
+       one of conn_parallel flock'ed slot files in conn_lock_dir (created 0700) is held while
+       connecting; NULL or conn_parallel <= 0 = no bound */
+    const char *conn_lock_dir;
+    int conn_parallel;
+    /* local only: how long a worker gets between SIGTERM and SIGKILL when its middleman fences
+       it on its own (see fence() below); <= 0 = the guard's default (500 ms) */
+    int64_t fence_grace_ms;
 };
 
 /* One process to start. Only read during start(). */
@@ -38,7 +46,12 @@ struct launch_spec {
     const char *stderr_path; /* likewise for stderr */
     int tee;                 /* nonzero: also copy each output line to the agent's stdout/stderr,
                                 prefixed "[<label>]:" (requires the launcher to pump the output) */
+    size_t stderr_tail;      /* nonzero: keep the last this many bytes of stderr (at most
+                                LAUNCH_TAIL_MAX) for launch_exit.stderr_tail; stderr is then pumped
+                                even without tee (to stderr_path, else raw to the agent's stderr) */
 };
+
+#define LAUNCH_TAIL_MAX 8192
 
 /* How a process ended: exactly one of exit_code >= 0 or term_signal > 0. */
 struct launch_exit {
@@ -46,6 +59,9 @@ struct launch_exit {
     int exit_code;            /* 0..255, or -1 when killed by a signal */
     int term_signal;          /* signal number, or 0 */
     int64_t end_ms;           /* monotonic time the exit was observed */
+    const char *stderr_tail;  /* the last bytes of stderr when spec.stderr_tail asked for them
+                                 (NUL-terminated, may start mid-line), else NULL; owned by the
+                                 launcher until launch_release() */
 };
 
 struct launcher_ops {
@@ -78,6 +94,12 @@ struct launcher_ops {
     /* Forget an exited process and free it. NULL is a no-op. Releasing a running process is a
      * programming error (it is killed first). */
     void (*release)(struct launch_proc *p);
+    /* Fencing: the caller's authority to run its processes ends at `valid_until_ms` (monotonic;
+     * 0 = no limit). Processes started before or after the call that are still running then are
+     * stopped by their middleman without the caller (SIGTERM, SIGKILL after fence_grace_ms), so
+     * that a caller that cannot act (frozen, paused) never keeps workers running past its lease.
+     * Called at every lease renewal; must be cheap. NULL: not supported (a no-op). */
+    void (*fence)(struct launcher *l, int64_t valid_until_ms);
 };
 
 struct launcher {
@@ -102,6 +124,7 @@ int launcher_dispatch(struct launcher *l, struct launch_exit **ret_exits, size_t
                       struct ea_error *err);
 pid_t launch_pid(struct launcher *l, const struct launch_proc *p);
 void launch_release(struct launcher *l, struct launch_proc *p);
+void launcher_fence(struct launcher *l, int64_t valid_until_ms);
 
 /*
  * The hidden `elastic-agent exec-guard` subcommand: the middleman between the agent and a worker.

@@ -3,7 +3,7 @@
  * launcher/local: workers on this host, each behind an exec-guard (guard.c) started through the
  * spawn recipe (proc.c). One epoll fd carries everything dispatch() has to do: the SIGCHLD
  * signalfd, a pidfd per guard (so an exit is seen even if some other thread swallowed the
- * SIGCHLD), the timerfd of pending SIGKILLs, and the pipes of tee'd output.
+ * SIGCHLD), the timerfd of pending SIGKILLs, and the pipes of pumped output (tee, stderr tail).
  *
  * Process layout per worker: agent → guard (new session, PDEATHSIG=SIGTERM, subreaper) →
  * worker (own process group W inside that session, PDEATHSIG=SIGKILL). signal()/stop() act on
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
@@ -28,18 +29,23 @@
 
 #include "ea_time.h"
 #include "launcher.h"
+#include "output.h"
 #include "proc.h"
 
 #define LOCAL_REPORT_FD 3          /* where the guard finds the error pipe */
 #define LOCAL_LINE_MAX 16384       /* longer tee'd lines are cut into pieces of this size */
 #define LOCAL_PUMP_MAX (1 << 20)   /* bytes read from one stream per dispatch, for fairness */
 #define LOCAL_DESTROY_WAIT_MS 3000 /* guards get this long to clean up before being SIGKILLed */
+#define LOCAL_FENCE_FD_MIN 10      /* the fence memfd lives above the fds the spawn rearranges */
 
 struct lstream {
     struct launch_proc *p;
     int fd;      /* read end of the worker's stdout/stderr pipe, -1 once closed */
     int file_fd; /* the log file, or -1 */
     int out_fd;  /* the agent's STDOUT_FILENO or STDERR_FILENO */
+    bool tee;    /* prefixed lines to out_fd; else raw to out_fd only when there is no file */
+    char *tail;  /* the last tail_cap bytes (NUL-terminated), or NULL: launch_exit.stderr_tail */
+    size_t tail_cap, tail_len;
     size_t len;
     char buf[LOCAL_LINE_MAX];
 };
@@ -50,7 +56,7 @@ struct launch_proc {
     pid_t wpid; /* the worker, leader of the process group we signal */
     int pidfd;  /* of the guard; -1 without pidfd_open (SIGCHLD then suffices) */
     char label[64];
-    struct lstream *out[2]; /* tee only: stdout, stderr */
+    struct lstream *out[2]; /* pumped streams (tee, stderr tail): stdout, stderr */
     int64_t kill_at;        /* monotonic ms of the pending SIGKILL, -1 = none */
     bool stopping, exited, reported;
     bool released; /* released while running: reaped and freed quietly by dispatch/destroy */
@@ -63,6 +69,10 @@ struct local {
     char *guard;
     bool table; /* proc_table_open() succeeded */
     int epfd, sigfd, tfd;
+    int fence_fd;          /* memfd shared read-only with every guard: one int64_t deadline */
+    int64_t *fence;        /* its mapping (MAP_FAILED-safe: NULL when not mapped) */
+    char fence_fd_arg[16]; /* "--fence-fd" value */
+    char fence_grace_arg[24];
     struct launch_proc **v;
     size_t n, cap;
 };
@@ -71,37 +81,25 @@ extern const struct launcher_ops launch_local_ops;
 
 /* ---- output ----------------------------------------------------------------------------- */
 
-/* Write everything, tolerating EINTR and (briefly) a non-blocking destination; output that
- * cannot be written is dropped rather than stalling the agent forever. */
-static void write_all(int fd, struct iovec *iov, int cnt)
+static void tail_add(struct lstream *s, const char *data, size_t n)
 {
-    while (cnt > 0) {
-        ssize_t n = writev(fd, iov, cnt);
-        if (n < 0) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            if (errno == EINTR || (errno == EAGAIN && poll(&pfd, 1, 1000) > 0))
-                continue;
-            return;
-        }
-        while (cnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
-    }
+    launch_tail_keep(s->tail, s->tail_cap, &s->tail_len, data, n);
 }
 
 /* One line (with its '\n', unless it is a cut or the unterminated end): raw to the file, with
- * the "[label]:" prefix to the agent's stream. */
+ * the "[label]:" prefix to the agent's stream (tee). Without tee, any chunk of bytes: raw to the
+ * file, else to the agent's stream. */
 static void emit_line(struct lstream *s, char *line, size_t n)
 {
-    if (s->file_fd >= 0) {
-        struct iovec f = {.iov_base = line, .iov_len = n};
-        write_all(s->file_fd, &f, 1);
+    if (s->tail)
+        tail_add(s, line, n);
+    struct iovec f = {.iov_base = line, .iov_len = n};
+    if (s->file_fd >= 0)
+        launch_write_all(s->file_fd, &f, 1);
+    if (!s->tee) {
+        if (s->file_fd < 0)
+            launch_write_all(s->out_fd, &f, 1);
+        return;
     }
     bool nl = n > 0 && line[n - 1] == '\n';
     struct iovec iov[5] = {
@@ -111,7 +109,7 @@ static void emit_line(struct lstream *s, char *line, size_t n)
         {.iov_base = line, .iov_len = n},
         {.iov_base = "\n", .iov_len = nl ? 0 : 1},
     };
-    write_all(s->out_fd, iov, 5);
+    launch_write_all(s->out_fd, iov, 5);
 }
 
 static void emit_lines(struct lstream *s, bool flush)
@@ -154,8 +152,12 @@ static void stream_pump(struct local *l, struct lstream *s)
             stream_close(l, s);
             return;
         }
-        s->len += (size_t)n;
         total += (size_t)n;
+        if (!s->tee) { /* no prefix to add: pass the bytes on as they come (progress bars) */
+            emit_line(s, s->buf + s->len, (size_t)n);
+            continue;
+        }
+        s->len += (size_t)n;
         emit_lines(s, false);
     }
 }
@@ -168,6 +170,7 @@ static void stream_free(struct lstream *s)
         close(s->fd);
     if (s->file_fd >= 0)
         close(s->file_fd);
+    free(s->tail);
     free(s);
 }
 
@@ -187,15 +190,21 @@ static int output_setup(struct launch_proc *p, const struct launch_spec *spec, i
                         int *ret_child_fd, struct ea_error *err)
 {
     const char *path = k ? spec->stderr_path : spec->stdout_path;
-    if (!spec->tee) {
+    size_t tail = k && spec->stderr_tail ? spec->stderr_tail : 0;
+    if (!spec->tee && !tail) {
         *ret_child_fd = -1;
         return path ? open_log(path, spec->argv[0], ret_child_fd, err) : 0;
     }
     struct lstream *s = malloc(sizeof(*s));
     if (!s)
         return ea_errorf(err, -ENOMEM, "out of memory");
-    *s = (struct lstream){.p = p, .fd = -1, .file_fd = -1, .out_fd = k ? 2 : 1};
+    *s = (struct lstream){.p = p, .fd = -1, .file_fd = -1, .out_fd = k ? 2 : 1, .tee = spec->tee};
     p->out[k] = s;
+    if (tail) {
+        s->tail_cap = tail < LAUNCH_TAIL_MAX ? tail : LAUNCH_TAIL_MAX;
+        if (!(s->tail = calloc(1, s->tail_cap + 1)))
+            return ea_errorf(err, -ENOMEM, "out of memory");
+    }
     int r = path ? open_log(path, spec->argv[0], &s->file_fd, err) : 0;
     if (r < 0)
         return r;
@@ -350,6 +359,10 @@ static void local_destroy(struct launcher *base)
     free(l->v);
     if (l->tfd >= 0)
         close(l->tfd);
+    if (l->fence)
+        munmap(l->fence, sizeof(*l->fence));
+    if (l->fence_fd >= 0)
+        close(l->fence_fd);
     if (l->epfd >= 0)
         close(l->epfd);
     if (l->table)
@@ -409,6 +422,33 @@ static int resolve_guard(const char *path, char **ret, struct ea_error *err)
     return 0;
 }
 
+/* The fence page (see launcher_ops.fence): a memfd of one int64_t, 0 until the first fence(). */
+static int fence_setup(struct local *l, int64_t grace_ms, struct ea_error *err)
+{
+    int fd = (int)syscall(SYS_memfd_create, "elastic-agent-fence", MFD_CLOEXEC);
+    if (fd >= 0) {
+        l->fence_fd = fcntl(fd, F_DUPFD_CLOEXEC, LOCAL_FENCE_FD_MIN);
+        close(fd);
+    }
+    if (l->fence_fd < 0 || ftruncate(l->fence_fd, sizeof(*l->fence)) < 0)
+        return ea_errorf(err, -errno, "cannot create the fence page: %s", strerror(errno));
+    void *m = mmap(NULL, sizeof(*l->fence), PROT_READ | PROT_WRITE, MAP_SHARED, l->fence_fd, 0);
+    if (m == MAP_FAILED)
+        return ea_errorf(err, -errno, "cannot map the fence page: %s", strerror(errno));
+    l->fence = m;
+    snprintf(l->fence_fd_arg, sizeof(l->fence_fd_arg), "%d", l->fence_fd);
+    snprintf(l->fence_grace_arg, sizeof(l->fence_grace_arg), "%lld",
+             (long long)(grace_ms > 0 ? grace_ms : 500));
+    return 0;
+}
+
+static void local_fence(struct launcher *base, int64_t valid_until_ms)
+{
+    struct local *l = (struct local *)base;
+    if (l->fence)
+        __atomic_store_n(l->fence, valid_until_ms > 0 ? valid_until_ms : 0, __ATOMIC_RELEASE);
+}
+
 static int local_create(const struct launcher_config *cfg, struct launcher **ret,
                         struct ea_error *err)
 {
@@ -416,9 +456,9 @@ static int local_create(const struct launcher_config *cfg, struct launcher **ret
     if (!l)
         return ea_errorf(err, -ENOMEM, "out of memory");
     l->base.ops = &launch_local_ops;
-    l->epfd = l->sigfd = l->tfd = -1;
+    l->epfd = l->sigfd = l->tfd = l->fence_fd = -1;
     int r = resolve_guard(cfg->guard_path, &l->guard, err);
-    if (r < 0 || (r = proc_set_subreaper(err)) < 0 || (r = proc_table_open(&l->sigfd, err)) < 0)
+    if (r < 0 || (r = fence_setup(l, cfg->fence_grace_ms, err)) < 0 || (r = proc_set_subreaper(err)) < 0 || (r = proc_table_open(&l->sigfd, err)) < 0)
         goto error;
     l->table = true;
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -461,7 +501,7 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
     size_t argc = 0;
     while (spec->argv[argc])
         argc++;
-    const char **gargv = calloc(argc + 6, sizeof(*gargv));
+    const char **gargv = calloc(argc + 10, sizeof(*gargv));
     struct launch_proc *p = calloc(1, sizeof(*p));
     if (!gargv || !p) {
         free(gargv);
@@ -472,10 +512,12 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
     p->pidfd = -1;
     p->kill_at = -1;
     snprintf(p->label, sizeof(p->label), "%s", spec->label ? spec->label : "");
-    const char *head[] = {l->guard, "exec-guard", "--report-fd", "3", "--"};
+    const char *head[] = {l->guard,        "exec-guard",      "--report-fd",       "3",
+                          "--fence-fd",    l->fence_fd_arg,   "--fence-grace-ms", l->fence_grace_arg,
+                          "--"};
     _Static_assert(LOCAL_REPORT_FD == 3, "the guard's argv says 3");
     memcpy(gargv, head, sizeof(head));
-    memcpy(gargv + 5, spec->argv, argc * sizeof(*gargv));
+    memcpy(gargv + sizeof(head) / sizeof(*head), spec->argv, argc * sizeof(*gargv));
 
     int child_fd[2] = {-1, -1};
     int r = output_setup(p, spec, 0, &child_fd[0], err);
@@ -493,6 +535,7 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
             .deathsig = SIGTERM, /* catchable: the guard must live to kill its worker's tree */
             .report_fd = LOCAL_REPORT_FD,
             .target = spec->argv[0],
+            .keep_fd = l->fence_fd,
         };
         r = proc_spawn(&o, &p->pid, &p->wpid, err);
     }
@@ -580,6 +623,7 @@ static int local_dispatch(struct launcher *base, struct launch_exit **ret_exits,
             .exit_code = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1,
             .term_signal = WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0,
             .end_ms = p->end_ms,
+            .stderr_tail = p->out[1] ? p->out[1]->tail : NULL,
         };
     }
     *ret_exits = ex;
@@ -616,4 +660,5 @@ const struct launcher_ops launch_local_ops = {
     .dispatch = local_dispatch,
     .pid = local_pid,
     .release = local_release,
+    .fence = local_fence,
 };

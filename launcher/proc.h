@@ -41,6 +41,9 @@ struct proc_spawn_opts {
      * waits for a PROC_REPORT_TARGET_PID or a failure record before returning. -1 = no. */
     int report_fd;
     const char *target; /* with report_fd: the middleman's program, for messages */
+    /* >= 3: this fd of the caller stays open in the program at the same number (CLOEXEC is
+     * cleared in the child only); must not be report_fd. < 3 (zero-initialised) = none. */
+    int keep_fd;
 };
 
 /*

@@ -3,6 +3,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -380,6 +381,42 @@ static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     return derive(s, now_ms, err);
 }
 
+/* Write our node record only if the key is absent, or holds a stale record of ours: the same
+ * host and our pid (a rejoin) or a pid that no longer exists there (this agent restarted). Another
+ * live agent's record means a duplicate --node-id: KV_EINVAL naming it (the agent exits 2). */
+static int claim_node_key(struct rdzv_session *s, const char *json, int64_t lease,
+                          struct ea_error *err)
+{
+    int64_t expected = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        struct kv_entry cur = {0};
+        int r = kv_cas(s->kv, s->node_key, json, strlen(json), expected, lease, NULL, &cur, err);
+        if (r != KV_ECONFLICT) {
+            kv_entry_clear(&cur);
+            return r;
+        }
+        struct rdzv_node old = {0};
+        bool known = cur.mod_revision > 0 && cur.value &&
+                     rdzv_node_decode(cur.value, cur.value_len, &old, NULL) == 0;
+        bool ours = known && strcmp(old.host, s->cfg.self.host) == 0 &&
+                    (old.pid == s->cfg.self.pid ||
+                     (old.pid > 0 && kill((pid_t)old.pid, 0) < 0 && errno == ESRCH));
+        if (cur.mod_revision > 0 && !ours) {
+            r = ea_errorf(err, KV_EINVAL,
+                          "node id '%s' is already used by a live agent (pid %lld on host '%s') "
+                          "under '%s': give every agent its own --node-id",
+                          s->cfg.self.node_id, (long long)old.pid, known ? old.host : "?",
+                          s->prefix);
+            kv_entry_clear(&cur);
+            return r;
+        }
+        expected = cur.mod_revision; /* 0: it vanished meanwhile */
+        kv_entry_clear(&cur);
+        ea_error_clear(err);
+    }
+    return ea_errorf(err, KV_ECONFLICT, "node key '%s' keeps changing under us", s->node_key);
+}
+
 int rdzv_join(struct rdzv_session *s, struct ea_error *err)
 {
     int64_t now = ea_now_ms();
@@ -390,7 +427,9 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err)
     int64_t lease = 0;
     r = kv_lease_grant(s->kv, s->cfg.lease_ttl_ms, &lease, err);
     if (r == 0)
-        r = kv_put(s->kv, s->node_key, json, strlen(json), lease, NULL, err);
+        r = claim_node_key(s, json, lease, err);
+    if (r < 0 && lease)
+        kv_lease_revoke(s->kv, lease, NULL);
     free(json);
     if (r < 0)
         return r;
@@ -537,6 +576,16 @@ int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     return KV_ENOLEASE;
 }
 
+int64_t rdzv_last_call_ms(const struct rdzv_session *s)
+{
+    return s->min_reached_ms >= 0 ? s->min_reached_ms + s->cfg.params.last_call_ms : -1;
+}
+
+int64_t rdzv_lease_valid_until(const struct rdzv_session *s)
+{
+    return s->lease ? s->renewed_ms + s->cfg.lease_ttl_ms : 0;
+}
+
 int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err)
 {
     int r = derive(s, ea_now_ms(), err);
@@ -615,6 +664,41 @@ const char *rdzv_master(const struct rdzv_session *s, int64_t round)
     return i >= 0 ? s->keys[i].value : NULL;
 }
 
+const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char *node_id)
+{
+    char key[KEY_MAX];
+    key_of(s, key, "nodes/%s", node_id);
+    ssize_t i = mirror_find(s, key);
+    return i >= 0 ? s->dec[i] : NULL;
+}
+
+int rdzv_publish_probe(struct rdzv_session *s, const char *value, struct ea_error *err)
+{
+    char key[KEY_MAX];
+    key_of(s, key, "probe/%s", s->cfg.self.node_id);
+    int64_t rev = 0;
+    int r = kv_put(s->kv, key, value, strlen(value), s->lease, &rev, err);
+    if (r < 0)
+        return r;
+    /* mirror our own write at once (the watch delivers it again later) */
+    struct kv_entry e = {.key = key, .value = (char *)value, .value_len = strlen(value),
+                         .mod_revision = rev, .create_revision = rev},
+                    own = {0};
+    if (kv_entry_copy(&own, &e) < 0 || mirror_put(s, &own, ea_now_ms()) < 0) {
+        kv_entry_clear(&own);
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+const char *rdzv_probe(const struct rdzv_session *s, const char *node_id)
+{
+    char key[KEY_MAX];
+    key_of(s, key, "probe/%s", node_id);
+    ssize_t i = mirror_find(s, key);
+    return i >= 0 ? s->keys[i].value : NULL;
+}
+
 int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct rdzv_failure *f,
                         struct ea_error *err)
 {
@@ -638,6 +722,24 @@ int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct
     r = rdzv_plan_failure(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
     if (r < 0)
         return r;
+    r = write_state(s, &next, s->state_rev, err);
+    rdzv_state_clear(&next);
+    return r < 0 ? r : 0;
+}
+
+int rdzv_close(struct rdzv_session *s, int64_t generation, struct ea_error *err)
+{
+    int r = derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    if (!s->have_state || rdzv_state_generation(&s->state, s->state_rev) != generation ||
+        s->state.status != RDZV_RUNNING)
+        return 0; /* the run has moved on already */
+    struct rdzv_state next = {0};
+    if (rdzv_state_copy(&next, &s->state) < 0)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    next.status = RDZV_CLOSED;
+    next.generation = generation; /* a same-round write */
     r = write_state(s, &next, s->state_rev, err);
     rdzv_state_clear(&next);
     return r < 0 ? r : 0;

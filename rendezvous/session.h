@@ -49,6 +49,15 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
  * stop its workers and rdzv_join() again. Other errors are transient. */
 int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 
+/* Monotonic time until which the lease is surely valid: its last grant or renewal was sent at
+ * some t and the store cannot expire it before t + TTL. 0 before the first grant. The agent hands
+ * it to its workers' middlemen (launcher_fence()), which stop the workers on their own past it. */
+int64_t rdzv_lease_valid_until(const struct rdzv_session *s);
+
+/* While gathering with at least min nodes live: the monotonic time of the last call (a round is
+ * committed then at the latest, --last-call after min was reached); -1 below min. */
+int64_t rdzv_last_call_ms(const struct rdzv_session *s);
+
 /* Monotonic time at which rdzv_tick()/rdzv_keepalive() next need to run (-1: never). */
 int64_t rdzv_wake_ms(const struct rdzv_session *s);
 
@@ -67,6 +76,14 @@ int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_
                         struct ea_error *err);
 const char *rdzv_master(const struct rdzv_session *s, int64_t round);
 
+/* The live node record of node_id (ifaces, probe_port for NIC discovery), or NULL; owned by the
+ * session, valid until the next rdzv_on_events(). */
+const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char *node_id);
+/* probe/<node-id> (NIC discovery, docs/protocol.md): put this node's value with its lease (it
+ * vanishes with the node; each node overwrites its own), and read any node's (NULL if absent). */
+int rdzv_publish_probe(struct rdzv_session *s, const char *value, struct ea_error *err);
+const char *rdzv_probe(const struct rdzv_session *s, const char *node_id);
+
 /*
  * A local worker failed in the round of `generation`: record failures/<round> (create-only, first
  * wins) and CAS `state` (fenced on `generation`) to the next round, WAITING or FAILED. A lost CAS
@@ -78,6 +95,11 @@ int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct
  * rejoined): CAS `state`, fenced on `generation`, to the next round with the live nodes, without
  * charging the restart budget. 0 when the run has moved on already. */
 int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err);
+
+/* Close the run while it runs the round of `generation` (CAS `state` to closed, fenced on the
+ * generation): every agent then exits 4. Used when a round cannot work at all (NIC discovery
+ * found no common interface). 0 also when the run has moved on already. */
+int rdzv_close(struct rdzv_session *s, int64_t generation, struct ea_error *err);
 
 /* Read failures/<round>. KV_ENOTFOUND when absent. */
 int rdzv_get_failure(struct rdzv_session *s, int64_t round, struct rdzv_failure *ret,

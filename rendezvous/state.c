@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,10 +54,15 @@ static int dump(json_t *j, char **ret_json, struct ea_error *err)
 }
 
 /* Parse `json` and check the schema tag; *ret_root is a new reference. */
-static int load(const char *json, size_t len, const char *what, json_t **ret_root,
+static int load(const char *json, size_t len, const char *what, size_t max, json_t **ret_root,
                 struct ea_error *err)
 {
     json_error_t jerr;
+    if (len > max) /* before parsing: a huge value is someone else's, never ours */
+        return ea_errorf(err, -EBADMSG,
+                         "%s is %zu bytes, more than the %zu a valid one can be (written by "
+                         "another program?)",
+                         what, len, max);
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return ea_errorf(err, -EBADMSG, "%s is not valid JSON (%s at position %d)", what,
@@ -142,7 +148,7 @@ static int member_parse(json_t *jm, size_t idx, struct rdzv_member *m, struct ea
 int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, struct ea_error *err)
 {
     json_t *root;
-    int r = load(json, len, "state", &root, err);
+    int r = load(json, len, "state", RDZV_STATE_BYTES_MAX, &root, err);
     if (r < 0)
         return r;
     struct rdzv_state s = {0};
@@ -186,11 +192,17 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     for (size_t i = 0; i < s.n_members; i++) {
         if ((r = member_parse(json_array_get(members, i), i, &s.members[i], err)) < 0)
             goto out;
-        if (s.members[i].rank_base != sum) {
+        if (s.members[i].rank_base != sum || s.members[i].nproc > INT_MAX - sum) {
             r = ea_errorf(err, -EBADMSG, "state: member %zu has rank_base %d, expected %d", i,
                           s.members[i].rank_base, sum);
             goto out;
         }
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(s.members[k].node_id, s.members[i].node_id) == 0) {
+                r = ea_errorf(err, -EBADMSG, "state: node '%s' is member %zu and %zu",
+                              s.members[i].node_id, k, i);
+                goto out;
+            }
         sum += s.members[i].nproc;
     }
     if (round < 0 || s.min_nodes < 1 || s.max_nodes < s.min_nodes || s.restart_count < 0 ||
@@ -250,16 +262,58 @@ int rdzv_state_find(const struct rdzv_state *s, const char *node_id)
 
 int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error *err)
 {
-    return dump(json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s}", "schema", RDZV_SCHEMA, "node",
-                          n->node_id, "host", n->host, "addr", n->addr, "nproc", n->nproc,
-                          "pid", (json_int_t)n->pid, "version", EA_VERSION),
-                ret_json, err);
+    json_t *root = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s}", "schema", RDZV_SCHEMA, "node",
+                             n->node_id, "host", n->host, "addr", n->addr, "nproc", n->nproc,
+                             "pid", (json_int_t)n->pid, "version", EA_VERSION);
+    if (root && n->probe_port > 0) {
+        json_t *ifs = json_array();
+        for (size_t i = 0; i < n->n_ifaces && i < RDZV_IFACE_MAX; i++)
+            json_array_append_new(ifs, json_pack("{s:s, s:s, s:i}", "name", n->ifaces[i].name,
+                                                 "addr", n->ifaces[i].addr, "prefix",
+                                                 n->ifaces[i].prefix));
+        json_object_set_new(root, "ifaces", ifs);
+        json_object_set_new(root, "probe_port", json_integer(n->probe_port));
+    }
+    return dump(root, ret_json, err);
+}
+
+/* The optional NIC discovery fields of a node record. */
+static int node_ifaces_parse(json_t *root, struct rdzv_node *n, struct ea_error *err)
+{
+    json_t *port = json_object_get(root, "probe_port"), *ifs = json_object_get(root, "ifaces");
+    if (!port && !ifs)
+        return 0; /* not taking part in NIC discovery */
+    json_int_t p = json_is_integer(port) ? json_integer_value(port) : -1;
+    if (p < 1 || p > 65535 || !json_is_array(ifs) || json_array_size(ifs) > RDZV_IFACE_MAX)
+        return ea_errorf(err, -EBADMSG,
+                         "node record '%s': probe_port must be 1-65535 and ifaces an array of at "
+                         "most %d",
+                         n->node_id, RDZV_IFACE_MAX);
+    n->probe_port = (int)p;
+    for (size_t i = 0; i < json_array_size(ifs); i++) {
+        struct rdzv_iface *f = &n->ifaces[i];
+        const char *name = NULL, *addr = NULL;
+        json_error_t jerr;
+        int r;
+        if (json_unpack_ex(json_array_get(ifs, i), &jerr, 0, "{s:s, s:s, s:i}", "name", &name,
+                           "addr", &addr, "prefix", &f->prefix) < 0)
+            return ea_errorf(err, -EBADMSG, "node record '%s': ifaces[%zu]: %s", n->node_id, i,
+                             jerr.text);
+        if ((r = copy_field(f->name, sizeof(f->name), name, "node record", "ifaces.name", err)) ||
+            (r = copy_field(f->addr, sizeof(f->addr), addr, "node record", "ifaces.addr", err)))
+            return r;
+        if (f->prefix < 0 || f->prefix > 128 || !name[0])
+            return ea_errorf(err, -EBADMSG, "node record '%s': ifaces[%zu] is not valid",
+                             n->node_id, i);
+        n->n_ifaces = i + 1;
+    }
+    return 0;
 }
 
 int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct ea_error *err)
 {
     json_t *root;
-    int r = load(json, len, "node record", &root, err);
+    int r = load(json, len, "node record", RDZV_RECORD_BYTES_MAX, &root, err);
     if (r < 0)
         return r;
     struct rdzv_node n = {0};
@@ -274,6 +328,8 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
              !(r = copy_field(n.addr, sizeof(n.addr), addr, "node record", "addr", err))) {
         if (n.nproc < 1)
             r = ea_errorf(err, -EBADMSG, "node record '%s': nproc %d < 1", node, n.nproc);
+        else
+            r = node_ifaces_parse(root, &n, err);
     }
     json_decref(root);
     if (r < 0)
@@ -297,7 +353,7 @@ int rdzv_failure_decode(const char *json, size_t len, struct rdzv_failure *ret,
                         struct ea_error *err)
 {
     json_t *root;
-    int r = load(json, len, "failure record", &root, err);
+    int r = load(json, len, "failure record", RDZV_RECORD_BYTES_MAX, &root, err);
     if (r < 0)
         return r;
     struct rdzv_failure f = {0};

@@ -14,6 +14,11 @@
 #include "ea_error.h"
 
 #define RDZV_SCHEMA "elastic-agent/v1"
+/* Largest values the decoders accept: a state lists every member (~200 bytes each, so 4 MiB is
+ * some 20000 nodes; etcd refuses requests over 1.5 MiB by default anyway); a node or failure
+ * record is a few KiB at most (the failure message is bounded). */
+#define RDZV_STATE_BYTES_MAX (4u << 20)
+#define RDZV_RECORD_BYTES_MAX (64u << 10)
 #define RDZV_ID_MAX 128
 #define RDZV_HOST_MAX 256
 #define RDZV_ADDR_MAX 64
@@ -56,6 +61,15 @@ struct rdzv_state {
     int scale_events;       /* rounds started by membership changes (not charged) */
 };
 
+/* One network interface address a node publishes for NIC discovery. */
+#define RDZV_IFNAME_MAX 16 /* IFNAMSIZ */
+#define RDZV_IFACE_MAX 16
+struct rdzv_iface {
+    char name[RDZV_IFNAME_MAX];
+    char addr[RDZV_ADDR_MAX]; /* numeric IPv4 or IPv6 */
+    int prefix;
+};
+
 /* A `nodes/<id>` record (value of the leased key). */
 struct rdzv_node {
     char node_id[RDZV_ID_MAX];
@@ -64,6 +78,10 @@ struct rdzv_node {
     int nproc;
     int64_t pid;
     int64_t create_revision; /* from the store, not the JSON */
+    /* NIC discovery (optional in the JSON: "ifaces", "probe_port"): 0 = not taking part */
+    int probe_port;
+    size_t n_ifaces;
+    struct rdzv_iface ifaces[RDZV_IFACE_MAX];
 };
 
 /* A `failures/<r>` record: the first worker failure of round r. */
@@ -75,7 +93,7 @@ struct rdzv_failure {
     int signal;      /* 0 unless killed by a signal */
     int64_t pid;
     int64_t time_ms; /* wall clock, for humans */
-    char message[1024]; /* root cause: the worker's error file message, or a generated one */
+    char message[4096]; /* root cause: the worker's error file message, or a generated one */
 };
 
 const char *rdzv_status_name(enum rdzv_status s);

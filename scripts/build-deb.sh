@@ -49,6 +49,9 @@ else
   "$src/scripts/gen-man.sh" "$bin" "$version" >"$man"
 fi
 gzip -9n "$man"
+# bash completion, generated from the same option table
+install -d -m 0755 "$pkg/usr/share/bash-completion/completions"
+"$src/scripts/gen-completion.sh" "$bin" >"$pkg/usr/share/bash-completion/completions/elastic-agent"
 
 install -m 0755 deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$pkg/DEBIAN/"
 printf 'Source: elastic-agent\n\nPackage: elastic-agent\nArchitecture: any\n' >"$work/debian/control"

@@ -11,6 +11,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # `kubectl kustomize` for the deploy checks: the machine image may ship its own kubectl
   # package, which conflicts with Debian's kubernetes-client; use whichever is there.
   command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
+  # fuzzing (libFuzzer), static analysis, the valgrind pass (scripts/fuzz.sh, lint.sh)
+  pkgs+=(clang libclang-rt-14-dev cppcheck valgrind)
 fi
 
 missing=()

@@ -6,9 +6,13 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
 ./scripts/build.sh build
 ./scripts/build.sh build-asan -DEA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+echo "== static analysis =="
+./scripts/lint.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "== tests under ASan+UBSan =="
 ctest --test-dir build-asan --output-on-failure --timeout 300
+echo "== fuzzing: every target 60 s, all at once =="
+./scripts/fuzz.sh 60
 echo "== end-to-end tests on the release build =="
 ctest --test-dir build --output-on-failure --timeout 300 -L e2e

@@ -7,3 +7,18 @@ if(TARGET ea_e2e_harness)
   ea_add_criterion_test(test_e2e_observe SOURCES e2e/test_e2e_observe.c
                         LIBS ea_e2e_harness PkgConfig::JANSSON TIMEOUT 600 LABELS e2e)
 endif()
+if(TARGET ea_e2e_harness)
+  # `status` golden output for a live run in every state; `status --watch` before the run exists
+  ea_add_criterion_test(test_e2e_status_states SOURCES e2e/test_e2e_status_states.c
+                        LIBS ea_e2e_harness PkgConfig::JANSSON TIMEOUT 300 LABELS e2e)
+endif()
+if(TARGET ea_e2e_harness AND TARGET ea_etcd_harness)
+  # /healthz turns 503 when the agent loses its etcd (SIGSTOP), 200 again once it rejoins
+  ea_add_criterion_test(test_e2e_observe_etcd SOURCES e2e/test_e2e_observe_etcd.c
+                        LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 300 LABELS e2e etcd)
+endif()
+# the bash completion and the man page the build generates cover every option of the table
+add_test(NAME test_completion_man
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_completion_man.sh
+                 $<TARGET_FILE:elastic-agent> ${PROJECT_BINARY_DIR})
+set_tests_properties(test_completion_man PROPERTIES TIMEOUT 60)

@@ -33,6 +33,8 @@ else
   done
 fi
 check "install: man page" "zcat '$tmp/prefix/share/man/man1/elastic-agent.1.gz' | grep -q '^.SH OPTIONS'"
+check "install: man page covers status" "zcat '$tmp/prefix/share/man/man1/elastic-agent.1.gz' | grep -q '^.SH STATUS COMMAND'"
+check "install: bash completion" "bash -n '$tmp/prefix/share/bash-completion/completions/elastic-agent' && grep -q 'complete -F _elastic_agent elastic-agent' '$tmp/prefix/share/bash-completion/completions/elastic-agent'"
 
 (cd "$tmp" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >/dev/null)
 deb=$(ls "$tmp"/pkg/elastic-agent_*.deb)
@@ -41,7 +43,8 @@ contents=$(dpkg-deb -c "$deb")
 files=(usr/bin/elastic-agent usr/libexec/elastic-agent/elastic-agent-guard)
 [[ $mode == modules ]] && files+=(usr/lib/elastic-agent/ea-kv-etcd.so usr/lib/elastic-agent/ea-kv-etcd-gateway.so)
 for f in "${files[@]}" systemd/system/elastic-agent@.service \
-         usr/share/man/man1/elastic-agent.1.gz usr/sbin/elastic-agent-lifecycle-hook; do
+         usr/share/man/man1/elastic-agent.1.gz usr/sbin/elastic-agent-lifecycle-hook \
+         usr/share/bash-completion/completions/elastic-agent; do
   if grep -qF "$f" <<<"$contents"; then echo "PASS cpack: contains $f"
   else echo "FAIL cpack: contains $f"; fail=1; fi
 done

@@ -73,10 +73,19 @@ void h_agent_start(struct h_agent *a, const char *dir, const char *name, const c
     memset(a, 0, sizeof(*a));
     snprintf(a->log, sizeof(a->log), "%s/%s.log", dir, name);
     snprintf(a->out, sizeof(a->out), "%s/%s.out", dir, name);
-    const char *argv[64] = {EA_AGENT_BIN};
-    int n = 1;
-    for (; args[n - 1] && n < 63; n++)
-        argv[n] = args[n - 1];
+    /* EA_AGENT_WRAPPER="valgrind --error-exitcode=99 ...": run every agent under that command
+     * (words split on spaces); the CI's valgrind pass sets it (tests/bad_input.cmake) */
+    const char *argv[96];
+    char wrapper[512];
+    int n = 0;
+    const char *w = getenv("EA_AGENT_WRAPPER");
+    snprintf(wrapper, sizeof(wrapper), "%s", w ? w : "");
+    char *save = NULL;
+    for (char *t = strtok_r(wrapper, " ", &save); t && n < 32; t = strtok_r(NULL, " ", &save))
+        argv[n++] = t;
+    argv[n++] = EA_AGENT_BIN;
+    for (int k = 0; args[k] && n < 95; k++)
+        argv[n++] = args[k];
     argv[n] = NULL;
     /* the files exist before the agent runs, so an inotify watch on them never misses a line */
     int e = open(a->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -87,7 +96,7 @@ void h_agent_start(struct h_agent *a, const char *dir, const char *name, const c
     if (pid == 0) {
         if (e < 0 || o < 0 || dup2(e, 2) < 0 || dup2(o, 1) < 0)
             _exit(126);
-        execv(argv[0], (char **)argv);
+        execvp(argv[0], (char **)argv);
         _exit(127);
     }
     close(e);

@@ -103,6 +103,17 @@ static char *slurp(const char *path)
     return buf;
 }
 
+/* Occurrences of `needle` in the file at `path`. */
+static int count_lines(const char *path, const char *needle)
+{
+    char *t = slurp(path);
+    int n = 0;
+    for (const char *p = t; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(t);
+    return n;
+}
+
 Test(observe, status_of_a_live_run_json_table_and_missing_run)
 {
     struct h_agent a[2], s;
@@ -399,15 +410,19 @@ Test(observe, log_format_json_puts_log_lines_and_events_on_stderr)
 
 /* ---- HTTP ------------------------------------------------------------------------------ */
 
-/* GET `path` from 127.0.0.1:port: the status code (body in *ret_body, malloc'ed). */
-static int http_get(int port, const char *path, char **ret_body)
+/* GET `path` from 127.0.0.1:port or [::1]:port (`family`): the status code (body in *ret_body,
+ * malloc'ed). */
+static int http_get_at(int family, int port, const char *path, char **ret_body)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert_geq(fd, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect: %s",
-                 strerror(errno));
+    struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                               .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int c = family == AF_INET6 ? connect(fd, (struct sockaddr *)&sa6, sizeof(sa6))
+                               : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    cr_assert_eq(c, 0, "connect: %s", strerror(errno));
     char req[256];
     int len = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
     cr_assert_eq(write(fd, req, (size_t)len), len);
@@ -435,18 +450,33 @@ static int http_get(int port, const char *path, char **ret_body)
     return code;
 }
 
+static int http_get(int port, const char *path, char **ret_body)
+{
+    return http_get_at(AF_INET, port, path, ret_body);
+}
+
 /* GET until the answer has status `want` (the agent publishes after it logs): true if in time. */
-static bool http_until(int port, const char *path, int want, int timeout_ms)
+static bool http_until_at(int family, int port, const char *path, int want, int timeout_ms)
 {
     int64_t deadline = h_now_ms() + timeout_ms;
     do {
         char *body;
-        int code = http_get(port, path, &body);
+        int code = http_get_at(family, port, path, &body);
         free(body);
         if (code == want)
             return true;
     } while (h_now_ms() < deadline);
     return false;
+}
+
+static bool http_until(int port, const char *path, int want, int timeout_ms)
+{
+    return http_until_at(AF_INET, port, path, want, timeout_ms);
+}
+
+static bool http_until6(int port, const char *path, int want, int timeout_ms)
+{
+    return http_until_at(AF_INET6, port, path, want, timeout_ms);
 }
 
 /* A minimal Prometheus text-format (0.0.4) parser: every sample belongs to a declared TYPE,
@@ -600,4 +630,152 @@ Test(observe, http_port_in_use_is_a_usage_error)
     h_expect_exit(&a, 2, 10000);
     cr_assert(h_file_contains(a.log, "--http: cannot listen on 127.0.0.1:"));
     close(fd);
+}
+
+/* ---- worker output: --local-ranks-filter, the stderr tail in the failure table ----------- */
+
+Test(observe, local_ranks_filter_tees_only_those_ranks_and_logs_all)
+{
+    struct h_agent a;
+    const char *logdir = h_fmt("%s/wlogs", dir);
+    const char *extra[] = {"--standalone", "--nproc-per-node",     "3",   "--tee", "--log-dir",
+                           logdir,         "--local-ranks-filter", "0,2", NULL};
+    const char *cmd[] = {W, "echo-lines", "2", NULL};
+    start(&a, "solo", extra, cmd);
+    h_expect_exit(&a, 0, 20000);
+    for (int r = 0; r < 3; r++) {
+        bool shown = r != 1;
+        cr_assert_eq(h_file_contains(a.out, h_fmt("[%d]:line 2\n", r)), shown, "rank %d stdout", r);
+        cr_assert_eq(h_file_contains(a.log, h_fmt("[%d]:eline 2\n", r)), shown, "rank %d stderr",
+                     r);
+        /* every rank, shown or not, in its log files */
+        cr_assert(h_file_contains(h_fmt("%s/obs/1/rank_%d.out", logdir, r), "line 2\n"));
+        cr_assert(h_file_contains(h_fmt("%s/obs/1/rank_%d.err", logdir, r), "eline 2\n"));
+    }
+    /* without --tee (and no --log-dir) the filter still keeps rank 1 off the console */
+    const char *plain[] = {
+        "--standalone", "--nproc-per-node", "2", "--local-ranks-filter", "1", NULL};
+    start(&a, "solo-plain", plain, cmd);
+    h_expect_exit(&a, 0, 20000);
+    cr_assert_eq(count_lines(a.out, "line 1\n"), 1, "one rank's stdout on the console");
+    cr_assert_eq(count_lines(a.log, "eline 1\n"), 1, "one rank's stderr on the console");
+
+    const char *bad[][2] = {{"3", "local rank 3 is out of range (0..2"},
+                            {"0,,1", "is not a comma-separated list of local ranks"},
+                            {"x", "is not a comma-separated list of local ranks"}};
+    for (size_t i = 0; i < 3; i++) {
+        const char *args[] = {"--standalone",         "--nproc-per-node", "3",
+                              "--local-ranks-filter", bad[i][0],          NULL};
+        start(&a, h_fmt("bad%zu", i), args, cmd);
+        h_expect_exit(&a, 2, 10000);
+        cr_assert(h_file_contains(a.log, bad[i][1]), "no clear error for '%s'", bad[i][0]);
+    }
+}
+
+Test(observe, failure_table_shows_the_tail_of_the_failed_ranks_stderr)
+{
+    /* local rank 1 writes 30 lines to stderr and exits 1, rank 0 stays quiet and waits */
+    const char *script =
+        "if [ \"$LOCAL_RANK\" = 1 ]; then i=0; while [ $i -lt 30 ]; do i=$((i+1)); "
+        "echo \"stderr line $i of rank $RANK\" >&2; done; "
+        "echo 'OSError: [Errno 28] No space left on device (token-6021)' >&2; exit 1; fi; "
+        "exec \"$0\" hang";
+    const char *cmd[] = {"sh", "-c", script, W, NULL};
+    const char *logdir = h_fmt("%s/tlogs", dir);
+    for (int with_logdir = 0; with_logdir < 2; with_logdir++) {
+        struct h_agent a;
+        const char *extra[] = {"--standalone",
+                               "--nproc-per-node",
+                               "2",
+                               with_logdir ? "--log-dir" : NULL,
+                               logdir,
+                               NULL};
+        start(&a, h_fmt("tail%d", with_logdir), extra, cmd);
+        h_expect_exit(&a, 1, 20000);
+        cr_assert(h_file_contains(a.log, "sh FAILED"), "no failure table");
+        char *log = slurp(a.log);
+        const char *table = strstr(log, "Root Cause");
+        cr_assert(table);
+        cr_assert(strstr(table, "  rank      : 1 (local_rank: 1)\n"), "%s", table);
+        cr_assert(strstr(table, "exited with code 1 and left no error file"), "%s", table);
+        /* the last 10 lines, in order, and nothing before them */
+        const char *tail = strstr(table, "    last lines of stderr:\n");
+        cr_assert(tail, "no stderr tail in the table:\n%s", table);
+        tail += strlen("    last lines of stderr:\n");
+        char want[2048] = "";
+        for (int i = 22; i <= 30; i++)
+            snprintf(want + strlen(want), sizeof(want) - strlen(want),
+                     "    stderr line %d of rank 1\n", i);
+        strcat(want, "    OSError: [Errno 28] No space left on device (token-6021)\n====");
+        cr_assert(strncmp(tail, want, strlen(want)) == 0, "tail:\n%s\nwanted:\n%s", tail, want);
+        cr_assert(!strstr(table, "stderr line 21 of rank 1"));
+        free(log);
+        /* the worker's stderr still reached the console (raw) or its log file */
+        const char *where = with_logdir ? h_fmt("%s/obs/1/rank_1.err", logdir) : a.log;
+        cr_assert(h_file_contains(where, "stderr line 1 of rank 1\n"), "stderr lost: %s", where);
+        if (with_logdir)
+            cr_assert(!h_file_contains(a.log, "stderr line 1 of rank 1"));
+    }
+}
+
+/* stderr is pumped (for the tail) even without --tee: what a worker writes must still reach
+ * the console at once, a progress bar's unterminated line included */
+Test(observe, worker_stderr_reaches_the_console_at_once_without_tee)
+{
+    struct h_agent a;
+    const char *extra[] = {"--standalone", NULL};
+    const char *cmd[] = {"sh",
+                         "-c",
+                         "printf 'progress 50%%\\r' >&2; exec \"$0\" wait-file \"$1\"",
+                         W,
+                         h_fmt("%s/go", envdir),
+                         NULL};
+    start(&a, "solo", extra, cmd);
+    cr_assert(h_log_wait(&a, "progress 50%\r", 10000), "a partial stderr line was held back");
+    release_workers();
+    h_expect_exit(&a, 0, 20000);
+}
+
+/* ---- HTTP on IPv6 loopback ---------------------------------------------------------------- */
+
+Test(observe, http_on_ipv6_loopback)
+{
+    int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    if (probe < 0 || bind(probe, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (probe >= 0)
+            close(probe);
+        cr_skip_test("no IPv6 loopback here");
+    }
+    close(probe);
+    struct h_agent a;
+    const char *extra[] = {"--standalone", "--http", "[::1]:0", NULL};
+    start(&a, "solo", extra, waiting_cmd());
+    cr_assert(h_log_wait(&a, "/metrics on http://[::1]:", 10000), "no IPv6 endpoint logged");
+    char *log = slurp(a.log);
+    int port = atoi(strstr(log, "http://[::1]:") + strlen("http://[::1]:"));
+    free(log);
+    cr_assert(port > 0 && port < 65536);
+    cr_assert(http_until6(port, "/readyz", 200, 10000), "/readyz on [::1] never became 200");
+    char *body;
+    cr_assert_eq(http_get_at(AF_INET6, port, "/healthz", &body), 200);
+    cr_assert_str_eq(body, "ok\n");
+    free(body);
+    cr_assert_eq(http_get_at(AF_INET6, port, "/metrics", &body), 200);
+    cr_assert_eq(prom_parse(body, "elastic_agent_up"), 1, "%s", body);
+    free(body);
+    /* IPv6 only: nothing answers on 127.0.0.1 at that port */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_neq(connect(fd, (struct sockaddr *)&v4, sizeof(v4)), 0);
+    close(fd);
+    release_workers();
+    h_expect_exit(&a, 0, 20000);
+
+    const char *bad[] = {"--standalone", "--http", "[127.0.0.1]:0", NULL};
+    const char *cmd[] = {"true", NULL};
+    start(&a, "bad6", bad, cmd);
+    h_expect_exit(&a, 2, 10000);
+    cr_assert(h_file_contains(a.log, "--http: '127.0.0.1' is not an IPv6 address"));
 }

@@ -15,15 +15,21 @@
  *   errorfile MSG N         write torch's error-file JSON to $TORCHELASTIC_ERROR_FILE, exit N
  *   echo-lines K            "line 1".."line K" on stdout, "eline 1".."eline K" on stderr
  *   wait-file PATH [N]      block until PATH exists (inotify on its directory), exit N
+ *   chaos DIR GOFILE        evidence for tests/chaos: write DIR/w.<pid>.<t0> (a "start" line:
+ *                           generation, round, rank, world, node, pid, CLOCK_MONOTONIC ns;
+ *                           temp file + rename), block until GOFILE exists (exit 0) or a
+ *                           SIGTERM/SIGINT/SIGHUP (exit 128+sig), appending one "stop" line
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -234,6 +240,82 @@ static int do_wait_file(const char *path, int code)
     return code;
 }
 
+static long long clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+/* Append one line with a single write(2) on an O_APPEND descriptor: never interleaved. */
+static void append_line(const char *path, const char *line)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = write(fd, line, strlen(line));
+    (void)n;
+    close(fd);
+}
+
+static int do_chaos(const char *dir, const char *gofile)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    char gdir[PATH_MAX];
+    snprintf(gdir, sizeof(gdir), "%s", gofile);
+    char *slash = strrchr(gdir, '/');
+    if (slash)
+        *slash = '\0';
+    int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (sfd < 0 || ifd < 0 ||
+        inotify_add_watch(ifd, slash ? gdir : ".", IN_CREATE | IN_MOVED_TO) < 0)
+        return die("signalfd/inotify");
+    char path[PATH_MAX], line[512];
+    long long t0 = clock_ns(CLOCK_MONOTONIC); /* in the name too: pids are reused */
+    snprintf(path, sizeof(path), "%s/w.%d.%lld", dir, (int)getpid(), t0);
+    int n = snprintf(line, sizeof(line),
+                     "start gen=%s round=%s rank=%s world=%s local=%s node=%s pid=%d ppid=%d "
+                     "mono_ns=%lld real_ns=%lld\n",
+                     env_or("ELASTIC_GENERATION", "-1"), env_or("ELASTIC_ROUND", "-1"),
+                     env_or("RANK", "-1"), env_or("WORLD_SIZE", "-1"), env_or("LOCAL_RANK", "-1"),
+                     env_or("ELASTIC_NODE_ID", "?"), (int)getpid(), (int)getppid(), t0,
+                     clock_ns(CLOCK_REALTIME));
+    if (write_atomic(path, line, (size_t)n) < 0)
+        return die(path);
+    int code = -1;
+    while (code < 0) {
+        if (access(gofile, F_OK) == 0) {
+            code = 0;
+            break;
+        }
+        struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            return die("poll");
+        struct signalfd_siginfo si;
+        if ((p[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            code = 128 + (int)si.ssi_signo;
+        char buf[4096];
+        while (read(ifd, buf, sizeof(buf)) > 0)
+            ;
+    }
+    snprintf(line, sizeof(line), "stop code=%d mono_ns=%lld real_ns=%lld\n", code,
+             clock_ns(CLOCK_MONOTONIC), clock_ns(CLOCK_REALTIME));
+    append_line(path, line);
+    return code;
+}
+
 static int do_signal(int sig)
 {
     struct sigaction sa;
@@ -275,8 +357,10 @@ int main(int argc, char **argv)
         return do_echo_lines(num(argv[2]));
     if (strcmp(mode, "wait-file") == 0 && (argc == 3 || argc == 4))
         return do_wait_file(argv[2], argc == 4 ? num(argv[3]) : 0);
+    if (strcmp(mode, "chaos") == 0 && argc == 4)
+        return do_chaos(argv[2], argv[3]);
     fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
                     " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE |"
-                    " errorfile MSG N | echo-lines K | wait-file PATH [N]\n");
+                    " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE\n");
     return 2;
 }

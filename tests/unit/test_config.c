@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Options: the CLI contract (names, env, PET_*, precedence) and one-line errors for bad input. */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -134,24 +137,101 @@ Test(config, env_errors_name_the_variable)
     cr_assert(strstr(err.msg, "ELASTIC_MAX_RESTARTS: 'lots'"), "%s", err.msg);
 }
 
-Test(config, help_lists_every_option)
+static char *help_of(enum cfg_cmd cmd)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    cfg_print_help(f);
+    cr_assert(f);
+    cfg_print_help_cmd(cmd, f);
     fclose(f);
-    const char *flags[] = {"--min", "--max", "--nnodes", "--nproc-per-node", "--run-id",
-                           "--rdzv-backend", "--rdzv-endpoint", "--standalone", "--state-dir",
-                           "--node-id", "--max-restarts", "--join-timeout", "--last-call",
-                           "--settle", "--lease-ttl", "--stop-timeout", "--log-dir", "--tee",
-                           "--help", "--version", "PET_NPROC_PER_NODE"};
-    for (size_t i = 0; i < sizeof(flags) / sizeof(*flags); i++)
-        cr_assert(strstr(buf, flags[i]), "--help lacks %s", flags[i]);
-    free(buf);
+    return buf;
+}
+
+/* True when the parser of `cmd` knows `--flag` (given a value; any other complaint is fine). */
+static bool parser_accepts(enum cfg_cmd cmd, const char *flag)
+{
+    char arg[96];
+    snprintf(arg, sizeof(arg), "--%s=1", flag);
+    char *argv[] = {cmd == CFG_STATUS ? "status" : "elastic-agent", arg, NULL};
+    struct cfg c;
+    struct ea_error err = {0};
+    return cfg_parse_cmd(cmd, 2, argv, NULL, &c, &err) == 0 || !strstr(err.msg, "unknown option");
+}
+
+/* The option line of `--flag` in `help`: "  --flag" followed by a blank or the line's end. */
+static bool has_option_line(const char *help, const char *flag)
+{
+    char line[96];
+    int n = snprintf(line, sizeof(line), "\n  --%s", flag);
+    for (const char *p = help; (p = strstr(p, line)); p += n)
+        if (p[n] == ' ' || p[n] == '\n')
+            return true;
+    return false;
+}
+
+/* Every option the table gives a command is in that command's --help, and only those. */
+static void help_matches_table(enum cfg_cmd cmd)
+{
+    char *help = help_of(cmd);
+    size_t n_cmd = 0;
+    for (size_t i = 0; i < cfg_option_count(); i++) {
+        unsigned cmds = 0;
+        const char *flag = cfg_option_flag(i, &cmds);
+        cr_assert(flag && flag[0]);
+        if (!(cmds & cmd)) {
+            cr_assert_not(has_option_line(help, flag), "help of command %d lists --%s", cmd, flag);
+            continue;
+        }
+        n_cmd++;
+        cr_assert(parser_accepts(cmd, flag), "the parser refuses --%s of its table", flag);
+        cr_assert(has_option_line(help, flag), "help of command %d lacks --%s:\n%s", cmd, flag,
+                  help);
+    }
+    cr_assert_gt(n_cmd, 2);
+    cr_assert_null(cfg_option_flag(cfg_option_count(), NULL));
+
+    /* the other way: every --flag the help names is one the parser accepts, an option line for
+     * this command, prose (e.g. "fewer than --min nodes") for some command */
+    size_t n_lines = 0;
+    for (const char *p = help; (p = strstr(p, "--"));) {
+        bool line = p >= help + 3 && p[-1] == ' ' && p[-2] == ' ' && p[-3] == '\n';
+        p += 2;
+        size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-_");
+        if (len == 0 || !isalpha((unsigned char)p[0]))
+            continue; /* "[--]", "--" alone */
+        char flag[64];
+        cr_assert_lt(len, sizeof(flag));
+        memcpy(flag, p, len);
+        flag[len] = '\0';
+        if (line) {
+            n_lines++;
+            cr_assert(parser_accepts(cmd, flag), "help of command %d offers --%s, which it refuses",
+                      cmd, flag);
+        } else {
+            cr_assert(parser_accepts(CFG_AGENT, flag) || parser_accepts(CFG_STATUS, flag),
+                      "help of command %d mentions --%s, which no parser accepts", cmd, flag);
+        }
+        p += len;
+    }
+    cr_assert_eq(n_lines, n_cmd, "help of command %d has %zu option lines for %zu options", cmd,
+                 n_lines, n_cmd);
+    free(help);
+}
+
+Test(config, help_lists_every_option)
+{
+    help_matches_table(CFG_AGENT);
+    help_matches_table(CFG_STATUS);
+    char *help = help_of(CFG_AGENT);
+    cr_assert(strstr(help, "PET_NPROC_PER_NODE"), "--help names torchrun's variables");
+    free(help);
     struct cfg c;
     cr_assert_eq(parse(ARGV("--help"), NULL, &c, NULL), 0);
     cr_assert(c.help, "--help needs no command");
+    cr_assert_eq(parse(ARGV("--no-such-flag=1"), NULL, &c, NULL), -EINVAL);
+    cr_assert_not(parser_accepts(CFG_AGENT, "no-such-flag"), "the check can fail");
+    cr_assert_not(parser_accepts(CFG_STATUS, "watchful"));
 }
 
 Test(config, etcd_password_never_from_the_command_line)

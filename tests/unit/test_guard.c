@@ -3,7 +3,8 @@
  * exec-guard, driven directly through proc_spawn with a report fd (as the local launcher does):
  * the worker's pid and group, exec failure relayed with errno, the worker's status mirrored
  * (code or the same signal), signals sent to the guard forwarded to the group, --watch-stdin,
- * leftovers (even setsid'ed ones, even ones ignoring SIGTERM) ended before the guard exits.
+ * leftovers (even setsid'ed ones, even ones ignoring SIGTERM) ended before the guard exits,
+ * fencing: a worker stopped by its guard alone once the deadline in the fence page has passed.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -12,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -272,4 +275,75 @@ Test(guard, leftovers_ignoring_sigterm_get_sigkill_after_the_grace)
     cr_assert_gt(tl_read_file(ready, buf, sizeof(buf)), 0);
     cr_assert_eq(sscanf(buf, "ready %d", &left), 1);
     cr_assert(tl_no_such_pid(left), "the SIGTERM-ignoring leftover %d survived", left);
+}
+
+/* A fence page as the local launcher makes it: a memfd holding one int64_t deadline. */
+static int fence_page(int64_t **ret)
+{
+    int fd = memfd_create("fence", MFD_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    close(fd);
+    cr_assert_eq(ftruncate(high, sizeof(int64_t)), 0);
+    void *m = mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, high, 0);
+    cr_assert_neq(m, MAP_FAILED);
+    *ret = m;
+    return high;
+}
+
+static int guard_start_fenced(int fence_fd, const char *grace_ms, struct g *g)
+{
+    char fdarg[16];
+    snprintf(fdarg, sizeof(fdarg), "%d", fence_fd);
+    const char *argv[] = {TG, "exec-guard", "--report-fd", "3", "--fence-fd", fdarg,
+                          "--fence-grace-ms", grace_ms, "--", TW, "hang", NULL};
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct proc_spawn_opts o = {.argv = argv, .stdin_fd = -1, .stdout_fd = devnull,
+                                .stderr_fd = devnull, .flags = PROC_NEW_SESSION,
+                                .report_fd = 3, .target = TW, .keep_fd = fence_fd};
+    int r = proc_spawn(&o, &g->pid, &g->wpid, NULL);
+    close(devnull);
+    return r;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+Test(guard, fence_deadline_passed_stops_the_worker_without_the_agent)
+{
+    int64_t *page;
+    int fd = fence_page(&page);
+    __atomic_store_n(page, mono_ms() + 300, __ATOMIC_RELEASE);
+    struct g g;
+    cr_assert_eq(guard_start_fenced(fd, "2000", &g), 0);
+    /* renewed in time: still running after the first deadline */
+    __atomic_store_n(page, mono_ms() + 600, __ATOMIC_RELEASE);
+    cr_assert_not(tl_pid_gone(g.wpid, 400), "stopped although the deadline was renewed");
+    int64_t t0 = mono_ms();
+    cr_assert(tl_pid_gone(g.wpid, 3000), "the worker outlived its fence deadline");
+    int64_t gone = mono_ms();
+    cr_assert_leq(gone, t0 + 200 + 1000, "stopped %lld ms after the deadline",
+                  (long long)(gone - (t0 + 200)));
+    int st = guard_wait(&g);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "SIGTERM first: status 0x%x", st);
+    munmap(page, sizeof(int64_t));
+    close(fd);
+}
+
+Test(guard, fence_zero_means_no_deadline_yet)
+{
+    int64_t *page;
+    int fd = fence_page(&page);
+    struct g g;
+    cr_assert_eq(guard_start_fenced(fd, "100", &g), 0);
+    cr_assert_not(tl_pid_gone(g.wpid, 300), "no deadline set: nothing to fence");
+    cr_assert_eq(kill(g.pid, SIGTERM), 0);
+    int st = guard_wait(&g);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    munmap(page, sizeof(int64_t));
+    close(fd);
 }

@@ -109,3 +109,22 @@ Test(state, node_and_failure_records)
     cr_assert_str_eq(g.message, "boom\nline2");
     free(json);
 }
+
+Test(state, values_over_the_size_limit_are_refused_before_parsing)
+{
+    size_t n = RDZV_STATE_BYTES_MAX + 1;
+    char *big = malloc(n);
+    cr_assert_not_null(big);
+    memset(big, ' ', n); /* whitespace around a valid object would parse: the size decides */
+    const char *ok = "{\"schema\":\"elastic-agent/v1\"}";
+    memcpy(big, ok, strlen(ok));
+    struct rdzv_state s;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_state_decode(big, n, &s, &err), -EBADMSG);
+    cr_assert(strstr(err.msg, "state is 4194305 bytes, more than the 4194304"), "%s", err.msg);
+    struct rdzv_node node;
+    ea_error_clear(&err);
+    cr_assert_eq(rdzv_node_decode(big, RDZV_RECORD_BYTES_MAX + 1, &node, &err), -EBADMSG);
+    cr_assert(strstr(err.msg, "node record is 65537 bytes"), "%s", err.msg);
+    free(big);
+}

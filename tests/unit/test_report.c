@@ -65,3 +65,25 @@ Test(report, failure_table)
     cr_assert(strstr(buf, "ValueError: bad\n    second line"), "%s", buf);
     free(buf);
 }
+
+Test(report, stderr_tail_last_lines_as_valid_utf8)
+{
+    char buf[4096] = "exited with code 1";
+    /* a full 64-byte buffer: the cut first line goes, then the last 10 lines are kept */
+    char tail[65] = "ut line\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\nbad \xff\x01 \xc3\xa9t\xc3\n\n";
+    report_append_stderr_tail(buf, sizeof(buf), tail, strlen(tail));
+    cr_assert_str_eq(buf, "exited with code 1\nlast lines of stderr:\n3\n4\n5\n6\n7\n8\n9\n10\n11\n"
+                          "bad ?? \xc3\xa9t?");
+    char small[40] = "x";
+    report_append_stderr_tail(small, sizeof(small), "a long line that does not fit here\n", 4096);
+    cr_assert_eq(strlen(small), sizeof(small) - 1);
+    cr_assert(strncmp(small, "x\nlast lines of stderr:\na long", 30) == 0, "%s", small);
+    char bar[256] = "";
+    report_append_stderr_tail(bar, sizeof(bar), "epoch 1\r 10%|#  |\r 50%|## |\r\nKilled\r\n",
+                              4096);
+    cr_assert_str_eq(bar, "last lines of stderr:\n 50%|## |\nKilled");
+    char none[16] = "y";
+    report_append_stderr_tail(none, sizeof(none), NULL, 10);
+    report_append_stderr_tail(none, sizeof(none), "\n\n", 10);
+    cr_assert_str_eq(none, "y");
+}

@@ -2,8 +2,9 @@
 /*
  * status: a run's keys (as a listing would return them) decoded by rendezvous/view.c and printed
  * by `elastic-agent status` — golden text for every status (forming, waiting, running with a
- * spare, a finished and a lost member, failed with its first failure, succeeded), the JSON
- * fields, and what the decoder refuses or skips.
+ * spare, a finished and a lost member, failed with the failure that ended it, succeeded), the
+ * restart budget as the state holds it (spent, provisionally overrun), each member's SINCE (its
+ * node record's create_revision), the JSON fields, and what the decoder refuses or skips.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -54,9 +55,11 @@ static void put_node(const char *id, const char *host, int nproc, int64_t rev)
     free(json);
 }
 
-/* A state with members "id:host" in rank order, 2 workers each. */
-static void put_state(enum rdzv_status st, int64_t round, int restarts, int64_t failure_round,
-                      int64_t mod, const char *const *members)
+/* A state with members "id:host" in rank order, 2 workers each; the restart charge of round
+ * `charge_round` (0: none) is still provisional. */
+static void put_state_charged(enum rdzv_status st, int64_t round, int restarts,
+                              int64_t failure_round, int64_t charge_round, int64_t mod,
+                              const char *const *members)
 {
     struct rdzv_member ms[8] = {0};
     struct rdzv_state s = {.round = round,
@@ -67,6 +70,8 @@ static void put_state(enum rdzv_status st, int64_t round, int restarts, int64_t 
                            .min_nodes = 2,
                            .max_nodes = 4,
                            .failure_round = failure_round,
+                           .charge_round = charge_round,
+                           .charge_failed_round = charge_round ? charge_round - 1 : 0,
                            .scale_events = 1};
     for (size_t i = 0; members[i]; i++) {
         struct rdzv_member *m = &ms[s.n_members++];
@@ -83,6 +88,12 @@ static void put_state(enum rdzv_status st, int64_t round, int restarts, int64_t 
     cr_assert_eq(rdzv_state_encode(&s, &json, NULL), 0);
     put(P "state", json, mod, 2);
     free(json);
+}
+
+static void put_state(enum rdzv_status st, int64_t round, int restarts, int64_t failure_round,
+                      int64_t mod, const char *const *members)
+{
+    put_state_charged(st, round, restarts, failure_round, 0, mod, members);
 }
 
 static void put_failure(int64_t round, const char *node, int rank, int code, const char *msg)
@@ -154,8 +165,8 @@ Test(status, waiting_below_min_keeps_the_survivor)
                 "scale events  1\n"
                 "live nodes    1, 1 waiting (a round needs at least 2)\n"
                 "\n"
-                "  GROUP  NODE  HOST    RANKS  STATE\n"
-                "  0      a     host-a  0-1    live\n");
+                "  GROUP  NODE  HOST    RANKS  SINCE  STATE\n"
+                "  0      a     host-a  0-1    rev 3  live\n");
 }
 
 Test(status, running_with_done_lost_and_spare_nodes)
@@ -178,10 +189,10 @@ Test(status, running_with_done_lost_and_spare_nodes)
                 "master        10.0.0.3:29500\n"
                 "live nodes    3, 1 waiting\n"
                 "\n"
-                "  GROUP  NODE  HOST         RANKS  STATE\n"
-                "  0      a     host-a       0-1    running\n"
-                "  1      bb    host-bbbbbb  2-3    done\n"
-                "  2      c     host-c       4-5    gone\n"
+                "  GROUP  NODE  HOST         RANKS  SINCE  STATE\n"
+                "  0      a     host-a       0-1    rev 3  running\n"
+                "  1      bb    host-bbbbbb  2-3    rev 4  done\n"
+                "  2      c     host-c       4-5    -      gone\n"
                 "\n"
                 "spares (live, not in the round):\n"
                 "  spare1 (host 'host-s', 4 slot(s))\n"
@@ -192,25 +203,27 @@ Test(status, running_with_done_lost_and_spare_nodes)
                 "    boom\n");
 }
 
+/* As rdzv_plan_failure() leaves it: the failure of round 4 was charged too (4 > max 3), and a
+ * round-1 failure came first; the heading says which failure is shown and where the first was. */
 Test(status, failed_shows_the_failure_that_ended_the_run)
 {
     const char *m[] = {"a:host-a", "b:host-b", NULL};
-    put_state(RDZV_FAILED, 4, 3, 4, 40, m);
+    put_state(RDZV_FAILED, 4, 4, 4, 40, m);
     put_failure(4, "b", 3, 7, "RuntimeError: boom\nTraceback line");
     put_failure(1, "a", 0, 1, "earlier");
     expect_text("run           job\n"
                 "status        failed\n"
                 "round         4 (generation 40)\n"
                 "world size    4 on 2 node(s) (min 2, max 4)\n"
-                "restarts      3 of 3 (job-wide)\n"
+                "restarts      budget of 3 exhausted: 4 worker failure(s) charged (job-wide)\n"
                 "scale events  1\n"
                 "live nodes    0\n"
                 "\n"
-                "  GROUP  NODE  HOST    RANKS  STATE\n"
-                "  0      a     host-a  0-1    gone\n"
-                "  1      b     host-b  2-3    gone\n"
+                "  GROUP  NODE  HOST    RANKS  SINCE  STATE\n"
+                "  0      a     host-a  0-1    -      gone\n"
+                "  1      b     host-b  2-3    -      gone\n"
                 "\n"
-                "first failure (round 4, 2 recorded):\n"
+                "failure that ended the run (round 4, 2 recorded, the first in round 1):\n"
                 "  rank 3 (local rank 1) on node 'b', host 'h-b', pid 4242: exit code 7 at "
                 "2023-11-14T22:13:20.123Z\n"
                 "    RuntimeError: boom\n"
@@ -230,8 +243,39 @@ Test(status, succeeded)
                 "scale events  1\n"
                 "live nodes    0\n"
                 "\n"
-                "  GROUP  NODE  HOST    RANKS  STATE\n"
-                "  0      a     host-a  0-1    done\n");
+                "  GROUP  NODE  HOST    RANKS  SINCE  STATE\n"
+                "  0      a     host-a  0-1    -      done\n");
+}
+
+/* max 0: round 1's failure started round 2 with a provisional charge (1 > 0), which a later
+ * failure of round 2 would confirm; the last failure is not the one that ends a run yet. */
+Test(status, a_provisional_charge_over_the_budget_says_so)
+{
+    const char *m[] = {"a:host-a", "b:host-b", NULL};
+    put_state_charged(RDZV_RUNNING, 3, 1, 0, 3, 30, m);
+    put_node("a", "host-a", 2, 3);
+    put_node("b", "host-b", 2, 12);
+    put(P "rounds/3/master", "10.0.0.3:29500", 31, 31);
+    put_failure(1, "b", 3, 1, "first");
+    put_failure(2, "a", 0, 1, "second");
+    struct rdzv_run_view v;
+    decode(&v);
+    v.state.max_restarts = 0; /* put_state's budget is 3: this run's is 0 */
+    char *got = text_of(&v);
+    cr_expect(strstr(got, "restarts      1 of 0 (job-wide; the last charge is provisional: the run "
+                          "fails unless a lost node refunds it)\n"),
+              "%s", got);
+    cr_expect(strstr(got, "\nlast failure (round 2, 2 recorded, the first in round 1):\n"), "%s",
+              got);
+    cr_expect(strstr(got, "  1      b     host-b  2-3    rev 12  running\n"), "%s", got);
+    free(got);
+    json_t *j = status_to_json("job", &v);
+    cr_assert(j);
+    json_t *f = json_object_get(j, "failure");
+    cr_assert_eq(json_integer_value(json_object_get(f, "round")), 2);
+    cr_assert(json_is_false(json_object_get(f, "ended_run")));
+    json_decref(j);
+    rdzv_run_view_clear(&v);
 }
 
 Test(status, json_fields)
@@ -262,10 +306,31 @@ Test(status, json_fields)
     cr_assert_eq(json_integer_value(json_object_get(b, "rank_first")), 2);
     cr_assert_eq(json_integer_value(json_object_get(b, "rank_last")), 3);
     cr_assert(json_is_true(json_object_get(b, "live")));
+    cr_assert_eq(json_integer_value(json_object_get(b, "since_revision")), 4,
+                 "since: the create_revision of nodes/b");
     json_t *sp = json_object_get(j, "spares");
     cr_assert_eq(json_array_size(sp), 1);
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(sp, 0), "node")), "s");
     cr_assert(json_is_null(json_object_get(j, "failure")));
+    json_decref(j);
+    rdzv_run_view_clear(&v);
+
+    /* a gone member has no record, so no since; the failure that ended a run says so */
+    clear_keys();
+    put_state(RDZV_FAILED, 2, 2, 2, 40, m);
+    put_node("a", "host-a", 2, 3);
+    put_failure(1, "b", 3, 1, "first");
+    put_failure(2, "b", 3, 1, "second");
+    decode(&v);
+    j = status_to_json("job", &v);
+    cr_assert(j);
+    ms = json_object_get(j, "members");
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(ms, 0), "since_revision")), 3);
+    cr_assert(json_is_null(json_object_get(json_array_get(ms, 1), "since_revision")));
+    json_t *f = json_object_get(j, "failure");
+    cr_assert_eq(json_integer_value(json_object_get(f, "round")), 2);
+    cr_assert(json_is_true(json_object_get(f, "ended_run")));
+    cr_assert_eq(json_integer_value(json_object_get(j, "failures_recorded")), 2);
     json_decref(j);
     rdzv_run_view_clear(&v);
 }
