@@ -764,10 +764,11 @@ static const char status_intro[] =
     "\n"
     "Reads the store and prints the run: status, round, generation, world size, restarts,\n"
     "members with their ranks, spares, nodes waiting and the failure that ended the run (else\n"
-    "the last one recorded). A member's SINCE (since_revision in --json) is the store revision\n"
-    "at which its node record was created, when its agent joined; compare it with the round's\n"
-    "generation, the revision that committed the round. The store keeps no wall-clock time\n"
-    "for it, and a gone member's record is deleted with its lease (SINCE '-').\n"
+    "the last one recorded). A member's SINCE is when its agent joined the run (UTC, from its\n"
+    "node record; since_ms in --json, milliseconds since the epoch) and since_revision the\n"
+    "store revision at which that record was created (compare it with the round's generation,\n"
+    "the revision that committed the round). A gone member's record is deleted with its lease\n"
+    "(SINCE '-').\n"
     "\nOptions (each also from ELASTIC_<NAME>):\n";
 
 void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out)

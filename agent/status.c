@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,10 +115,23 @@ static int64_t member_since(const struct rdzv_run_view *v, const struct rdzv_mem
     return n ? n->create_revision : 0;
 }
 
+/* The wall-clock time the member's agent joined, from its node record (0: unknown). */
+static int64_t member_joined_ms(const struct rdzv_run_view *v, const struct rdzv_member *m)
+{
+    const struct rdzv_node *n = rdzv_run_view_node(v, m->node_id);
+    return n ? n->joined_ms : 0;
+}
+
+/* "MM-DD HH:MM:SSZ" when the record says when its agent joined (UTC), else "rev N" (a record of
+ * an agent that did not say), "-" for a gone member. */
 static void since_text(const struct rdzv_run_view *v, const struct rdzv_member *m, char *buf,
                        size_t size)
 {
-    int64_t rev = member_since(v, m);
+    int64_t rev = member_since(v, m), ms = member_joined_ms(v, m);
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms > 0 && gmtime_r(&t, &tm) && strftime(buf, size, "%m-%d %H:%M:%SZ", &tm) > 0)
+        return;
     if (rev > 0)
         snprintf(buf, size, "rev %" PRId64, rev);
     else
@@ -274,14 +288,15 @@ static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
     json_t *a = json_array();
     for (size_t i = 0; a && v->have_state && i < v->state.n_members; i++) {
         const struct rdzv_member *m = &v->state.members[i];
-        int64_t since = member_since(v, m);
-        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:s, s:o}", "node",
+        int64_t since = member_since(v, m), joined = member_joined_ms(v, m);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:s, s:o, s:o}", "node",
                               m->node_id, "host", m->host, "addr", m->addr, "group_rank",
                               m->group_rank, "nproc", m->nproc, "rank_first", m->rank_base,
                               "rank_last", m->rank_base + m->nproc - 1, "live",
                               rdzv_run_view_node(v, m->node_id) != NULL, "done",
                               rdzv_run_view_is_done(v, m->node_id), "state", member_state(v, m),
-                              "since_revision", since > 0 ? json_integer(since) : json_null());
+                              "since_revision", since > 0 ? json_integer(since) : json_null(),
+                              "since_ms", joined > 0 ? json_integer(joined) : json_null());
         if (!o || json_array_append_new(a, o) < 0)
             *ok = false;
     }

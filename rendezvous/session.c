@@ -421,6 +421,7 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err)
 {
     int64_t now = ea_now_ms();
     char *json = NULL;
+    s->cfg.self.joined_ms = ea_wall_ms(); /* this incarnation's; `status` shows it as SINCE */
     int r = rdzv_node_encode(&s->cfg.self, &json, err);
     if (r < 0)
         return r;

@@ -274,6 +274,8 @@ int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error
         json_object_set_new(root, "ifaces", ifs);
         json_object_set_new(root, "probe_port", json_integer(n->probe_port));
     }
+    if (root && n->joined_ms > 0)
+        json_object_set_new(root, "joined_ms", json_integer(n->joined_ms));
     return dump(root, ret_json, err);
 }
 
@@ -318,10 +320,11 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
         return r;
     struct rdzv_node n = {0};
     const char *node = NULL, *host = NULL, *addr = NULL;
-    json_int_t pid = 0;
+    json_int_t pid = 0, joined = 0;
     json_error_t jerr;
-    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:i, s:I}", "node", &node, "host",
-                       &host, "addr", &addr, "nproc", &n.nproc, "pid", &pid) < 0)
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:i, s:I, s?I}", "node", &node, "host",
+                       &host, "addr", &addr, "nproc", &n.nproc, "pid", &pid, "joined_ms",
+                       &joined) < 0)
         r = ea_errorf(err, -EBADMSG, "node record: %s", jerr.text);
     else if (!(r = copy_field(n.node_id, sizeof(n.node_id), node, "node record", "node", err)) &&
              !(r = copy_field(n.host, sizeof(n.host), host, "node record", "host", err)) &&
@@ -335,6 +338,7 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
     if (r < 0)
         return r;
     n.pid = pid;
+    n.joined_ms = joined > 0 ? joined : 0;
     *ret = n;
     return 0;
 }

@@ -77,6 +77,7 @@ struct rdzv_node {
     char addr[RDZV_ADDR_MAX];
     int nproc;
     int64_t pid;
+    int64_t joined_ms;       /* wall clock when this incarnation joined (optional: 0 unknown) */
     int64_t create_revision; /* from the store, not the JSON */
     /* NIC discovery (optional in the JSON: "ifaces", "probe_port"): 0 = not taking part */
     int probe_port;

@@ -133,6 +133,7 @@ static char *norm_text(const char *path)
     subst(&t, "^master +[^ ]+$", "master ADDR:PORT");
     subst(&t, "pid [0-9]+:", "pid P:");
     subst(&t, " rev [0-9]+ ", " rev R ");
+    subst(&t, " [0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}Z ", " SINCE ");
     subst(&t, " at [0-9]{4}-[0-9-]{5}T[0-9:.]{12}Z", " at TIME");
     subst(&t, "([^ \n])  +", "\\1  ");
     return t;
@@ -141,8 +142,9 @@ static char *norm_text(const char *path)
 /* The JSON view with its volatile fields replaced by fixed strings, compact with sorted keys. */
 static void norm_obj(json_t *o)
 {
-    static const char *const keys[] = {"host",   "addr",       "pid",           "time",
-                                       "master", "generation", "since_revision"};
+    static const char *const keys[] = {"host",       "addr",           "pid",     "time",
+                                       "master",     "generation",     "since_ms",
+                                       "since_revision"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++) {
         json_t *v = json_object_get(o, keys[i]);
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))

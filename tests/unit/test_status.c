@@ -353,3 +353,32 @@ Test(status, a_foreign_state_is_refused_bad_records_are_skipped)
     cr_assert_eq(rdzv_run_view_decode(P, keys, n_keys, &v, &err), -EBADMSG);
     cr_assert(strstr(err.msg, P "state"), "%s", err.msg);
 }
+
+/* A node record that says when its agent joined: SINCE is that time (UTC), since_ms in JSON. */
+Test(status, since_is_the_join_time_when_the_record_has_it)
+{
+    const char *m[] = {"a:host-a", "b:host-b", NULL};
+    put_state(RDZV_RUNNING, 1, 0, 3, 10, m);
+    put_node("a", "host-a", 2, 3);
+    struct rdzv_node n = {.nproc = 2, .pid = 7, .joined_ms = 1795000000123}; /* 11-18 11:06:40Z */
+    snprintf(n.node_id, sizeof(n.node_id), "b");
+    snprintf(n.host, sizeof(n.host), "host-b");
+    snprintf(n.addr, sizeof(n.addr), "10.0.0.4");
+    char *json = NULL;
+    cr_assert_eq(rdzv_node_encode(&n, &json, NULL), 0);
+    put(P "nodes/b", json, 4, 4);
+    free(json);
+    struct rdzv_run_view v;
+    decode(&v);
+    char *got = text_of(&v);
+    cr_expect(strstr(got, "  1      b     host-b  2-3    11-18 11:06:40Z  "), "%s", got);
+    cr_expect(strstr(got, "  0      a     host-a  0-1    rev 3            "), "%s", got);
+    free(got);
+    json_t *j = status_to_json("job", &v);
+    json_t *ms = json_object_get(j, "members");
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(ms, 1), "since_ms")),
+                 1795000000123);
+    cr_assert(json_is_null(json_object_get(json_array_get(ms, 0), "since_ms")));
+    json_decref(j);
+    rdzv_run_view_clear(&v);
+}
