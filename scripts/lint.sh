@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Static analysis of the tree (CI, from scripts/test.sh): cppcheck's warning and portability
-# checks on the program (every source directory) and on the fuzz and bad-input tests; any finding
+# checks on the whole tree (program, tests, benchmarks); any finding
 # fails. False positives are suppressed in
 # scripts/cppcheck.supp (or inline with `// cppcheck-suppress ID` and a reason), never wholesale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cppcheck >/dev/null || { echo "lint: cppcheck is not installed" >&2; exit 1; }
-dirs=(common backends rendezvous launcher agent tests/fuzz tests/bad_input)
+dirs=(common backends rendezvous launcher agent tests bench)
 incs=()
-for d in common backends rendezvous launcher agent tests/e2e tests/etcd tests/fuzz; do
+for d in common backends rendezvous launcher agent tests/e2e tests/etcd tests/fuzz tests/netns tests/ssh tests/unit tests/chaos; do
   incs+=(-I "$d")
 done
 existing=()

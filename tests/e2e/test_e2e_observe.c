@@ -189,7 +189,7 @@ static void spawn_piped(struct piped *p, const char *const *args)
     if (p->pid == 0) {
         dup2(fds[1], 1);
         const char *argv[32] = {EA_AGENT_BIN};
-        for (int i = 0; args[i] && i < 30; i++)
+        for (int i = 0; i < 30 && args[i]; i++)
             argv[i + 1] = args[i];
         execv(argv[0], (char **)argv);
         _exit(127);
@@ -433,8 +433,11 @@ static int http_get_at(int family, int port, const char *path, char **ret_body)
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int64_t left = deadline - h_now_ms();
         cr_assert(left > 0 && poll(&p, 1, (int)left) == 1, "no HTTP answer for %s", path);
-        if (got + 1 >= cap)
-            buf = realloc(buf, cap *= 2);
+        if (got + 1 >= cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            cr_assert_not_null(bigger);
+            buf = bigger;
+        }
         ssize_t r = read(fd, buf + got, cap - got - 1);
         if (r <= 0)
             break;

@@ -89,8 +89,11 @@ static void subst(char **s, const char *re, const char *with)
 #define PUT(src, len)                                                                              \
     do {                                                                                           \
         size_t l_ = (len);                                                                         \
-        if (n + l_ + 1 > cap)                                                                      \
-            out = realloc(out, cap = (n + l_ + 1) * 2);                                            \
+        if (n + l_ + 1 > cap) {                                                                    \
+            char *bigger_ = realloc(out, cap = (n + l_ + 1) * 2);                                  \
+            cr_assert_not_null(bigger_);                                                           \
+            out = bigger_;                                                                         \
+        }                                                                                          \
         memcpy(out + n, (src), l_);                                                                \
         n += l_;                                                                                   \
     } while (0)
@@ -382,7 +385,7 @@ static void watch_start(struct watcher *w, const char *name, const char *const *
         dup2(fds[1], 1);
         dup2(err, 2);
         const char *argv[32] = {EA_AGENT_BIN, "status", "--watch"};
-        for (int i = 0; args[i] && i < 28; i++)
+        for (int i = 0; i < 28 && args[i]; i++)
             argv[i + 3] = args[i];
         execv(argv[0], (char **)argv);
         _exit(127);

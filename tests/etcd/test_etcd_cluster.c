@@ -124,7 +124,7 @@ Test(etcd_cluster, concurrent_cas_writers_one_winner_per_revision)
     }
 
     cr_assert_geq(nwins, ATTEMPTS, "at least one writer's worth of progress");
-    int64_t expected[WRITERS * ATTEMPTS];
+    int64_t expected[WRITERS * ATTEMPTS] = {0};
     int seen_value[WRITERS * ATTEMPTS + 1] = {0};
     for (size_t i = 0; i < nwins; i++) {
         expected[i] = wins[i].expected;

@@ -100,8 +100,12 @@ static int do_record(const char *dir, int code)
     char *buf = malloc(cap);
     for (char **e = environ; buf && *e; e++) {
         size_t n = strlen(*e);
-        while (len + n + 2 > cap)
-            buf = realloc(buf, cap *= 2);
+        while (buf && len + n + 2 > cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
         if (!buf)
             break;
         memcpy(buf + len, *e, n);

@@ -210,7 +210,7 @@ Test(options, nic_and_env_style)
 {
     struct cfg c;
     cr_assert_eq(parse(&c, NULL, "--nic-discovery", "on", "--iface", "eth0,ib0", "--env-style",
-                       "torch,dmlc", "--dmlc-tracker", "10.0.0.1:9091", NULL),
+                       "torch,dmlc", "--dmlc-tracker", "10.0.0.1:9091", (char *)NULL),
                  0);
     cr_assert_str_eq(c.iface, "eth0,ib0");
     struct {
@@ -226,15 +226,15 @@ Test(options, nic_and_env_style)
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         struct ea_error err = {0};
         int r = strcmp(bad[i].flag, "--dmlc-tracker") == 0
-                    ? parse(&c, &err, "--env-style", "dmlc", bad[i].flag, bad[i].value, NULL)
-                    : parse(&c, &err, bad[i].flag, bad[i].value, NULL);
+                    ? parse(&c, &err, "--env-style", "dmlc", bad[i].flag, bad[i].value, (char *)NULL)
+                    : parse(&c, &err, bad[i].flag, bad[i].value, (char *)NULL);
         cr_assert_eq(r, -EINVAL, "%s %s", bad[i].flag, bad[i].value);
         cr_assert(strstr(err.msg, bad[i].needle), "%s", err.msg);
     }
     struct ea_error err = {0};
-    cr_assert_eq(parse(&c, &err, "--dmlc-tracker", "h:9091", NULL), -EINVAL);
+    cr_assert_eq(parse(&c, &err, "--dmlc-tracker", "h:9091", (char *)NULL), -EINVAL);
     cr_assert(strstr(err.msg, "needs --env-style with dmlc"), "%s", err.msg);
     ea_error_clear(&err);
-    cr_assert_eq(parse(&c, &err, "--nic-discovery", "off", "--iface", "eth0", NULL), -EINVAL);
+    cr_assert_eq(parse(&c, &err, "--nic-discovery", "off", "--iface", "eth0", (char *)NULL), -EINVAL);
     cr_assert(strstr(err.msg, "--iface"), "%s", err.msg);
 }
