@@ -462,6 +462,16 @@ void agent_on_signal(struct agent *a)
             continue;
         }
         a->term_signal = sig;
+        if (getppid() != a->parent) {
+            /* the process that started us died (a driver killed with SIGKILL: its nodes get
+             * SIGTERM as their death signal): nobody waits for a graceful stop any more, so the
+             * workers end now; the node still leaves the run cleanly */
+            log_warn("received SIG%s and the process that started this agent is gone: killing "
+                     "workers now and leaving the run",
+                     sigabbrev_np(sig));
+            group_kill(&a->group);
+            continue;
+        }
         log_info("received SIG%s: stopping workers and leaving the run", sigabbrev_np(sig));
     }
 }

@@ -40,6 +40,7 @@ struct agent {
     char host[256];
 
     int term_signal;     /* first SIGTERM/SIGINT/...; 0 while running */
+    pid_t parent;        /* who started us: when it is gone, a stop does not wait */
     bool lease_lost;     /* fenced out: stop workers, then rejoin */
     int64_t fence_until; /* last deadline handed to the workers' guards (launcher_fence), 0 */
     bool reform_pending; /* rejoined: ask for a new round of reform_generation */

@@ -231,7 +231,7 @@ int agent_run(const struct cfg *cfg, char **envp)
     struct agent a = {.cfg = cfg, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
                       .waiting_since_ms = -1,
                       .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
-                      .last_generation_logged = -1};
+                      .last_generation_logged = -1, .parent = getppid()};
     log_init(cfg->log_level, cfg->node_id);
     bool json_log = strcmp(cfg->log_format, "json") == 0;
     if (json_log)

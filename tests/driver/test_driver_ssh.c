@@ -297,8 +297,14 @@ Test(driver_ssh, sigkill_of_the_driver_leaves_no_worker_on_any_host)
     two_hosts();
     struct h_agent d;
     const char *hl = h_fmt("%s:2,%s:2", addr[0], addr[1]);
-    const char *extra[] = {"--hosts", hl, NULL};
-    const char *cmd[] = {"/bin/sh", "-c", long_worker(), NULL};
+    /* workers that ignore SIGTERM and a long --stop-timeout: only killing them at once (the
+     * nodes see their driver gone) ends them within 2 s */
+    const char *extra[] = {"--hosts", hl, "--stop-timeout", "30", NULL};
+    const char *cmd[] = {"/bin/sh", "-c",
+                         h_fmt("echo $$ > %s/.t$$ && mv %s/.t$$ %s/pid.$RANK.$ELASTIC_GENERATION "
+                               "&& exec %s ignore-term",
+                               envdir, envdir, envdir, W),
+                         NULL};
     start(&d, two_host_ssh_args(), extra, cmd);
     cr_assert_eq(h_wait_files(envdir, "pid.", 4, 30000), 4);
     pid_t pids[8];
