@@ -462,10 +462,12 @@ void agent_on_signal(struct agent *a)
             continue;
         }
         a->term_signal = sig;
-        if (getppid() != a->parent) {
-            /* the process that started us died (a driver killed with SIGKILL: its nodes get
-             * SIGTERM as their death signal): nobody waits for a graceful stop any more, so the
-             * workers end now; the node still leaves the run cleanly */
+        if ((pid_t)si.ssi_pid == a->parent && getppid() != a->parent) {
+            /* our death signal: the process that started us died (a driver killed with SIGKILL;
+             * the kernel sends it in the dying parent's name). Nobody waits for a graceful stop
+             * any more, so the workers end now; the node still leaves the run cleanly. (A
+             * SIGTERM from anyone else, e.g. after a shell that started us exited, stays
+             * graceful.) */
             log_warn("received SIG%s and the process that started this agent is gone: killing "
                      "workers now and leaving the run",
                      sigabbrev_np(sig));
