@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-/* cfg: the option table and the parser, validator and --help it drives. */
+/* cfg: the option table and the parser and validator it drives (--help: config_help.c). */
 #include "config.h"
+#include "config_internal.h"
 #include "hostsel.h"
 #include "netif.h"
 #include "workerenv.h"
@@ -14,26 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-enum opt_type { OPT_INT, OPT_SEC, OPT_STR, OPT_BOOL, OPT_NNODES, OPT_SSHOPT };
-
-struct opt {
-    const char *flag;  /* long name without "--" */
-    enum opt_type type;
-    size_t off;        /* offset in struct cfg */
-    const char *def;   /* default as text (NULL = unset) */
-    double lo, hi;     /* bounds for INT/SEC */
-    const char *pet;   /* torchrun's PET_ variable, or NULL */
-    const char *meta;  /* value name in --help */
-    const char *help;
-    unsigned cmds;     /* the commands (enum cfg_cmd bits) that accept it */
-};
-
 #define OFF(f) offsetof(struct cfg, f)
 #define AGENT CFG_AGENT
 #define STORE (CFG_AGENT | CFG_STATUS) /* options that locate and open the store */
 
 /* The one table. ELASTIC_<FLAG> (upper case, '-' -> '_') is implied for every entry. */
-static const struct opt opts[] = {
+const struct opt cfg_opts[] = {
     {"min", OPT_INT, OFF(min_nodes), "1", 1, 100000, NULL, "N",
      "minimum number of nodes to run (a round starts with at least this many)", AGENT},
     {"max", OPT_INT, OFF(max_nodes), NULL, 1, 100000, NULL, "N",
@@ -146,14 +133,15 @@ static const struct opt opts[] = {
     {"help", OPT_BOOL, OFF(help), "0", 0, 0, NULL, NULL, "show this help and exit", STORE},
     {"version", OPT_BOOL, OFF(version), "0", 0, 0, NULL, NULL, "show the version and exit", AGENT},
 };
-#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+#define N_OPTS (sizeof(cfg_opts) / sizeof(cfg_opts[0]))
+const size_t cfg_n_opts = N_OPTS;
 
 static const char *const backends[] = {"memory", "file", "etcd", "etcd-gateway"};
 
 /* What set each option, for conflict checks. */
 enum source { SRC_DEFAULT, SRC_PET, SRC_ENV, SRC_CLI };
 
-static bool in_cmd(const struct opt *o, enum cfg_cmd cmd)
+bool cfg_opt_in_cmd(const struct opt *o, enum cfg_cmd cmd)
 {
     return (o->cmds & cmd) != 0;
 }
@@ -268,12 +256,12 @@ static const struct opt *find_opt(const char *name, size_t len, enum cfg_cmd cmd
         norm[i] = name[i] == '_' ? '-' : name[i]; /* torchrun accepts --nproc_per_node */
     norm[len] = '\0';
     for (size_t i = 0; i < N_OPTS; i++)
-        if (strcmp(opts[i].flag, norm) == 0 && in_cmd(&opts[i], cmd))
-            return &opts[i];
+        if (strcmp(cfg_opts[i].flag, norm) == 0 && cfg_opt_in_cmd(&cfg_opts[i], cmd))
+            return &cfg_opts[i];
     return NULL;
 }
 
-static void env_name(const struct opt *o, char *buf, size_t size)
+void cfg_opt_env_name(const struct opt *o, char *buf, size_t size)
 {
     size_t n = (size_t)snprintf(buf, size, "ELASTIC_");
     for (const char *p = o->flag; *p && n + 1 < size; p++)
@@ -293,7 +281,7 @@ static const char *getenv_from(char **envp, const char *name)
 /* Index into the per-option source array; --nnodes records into min's and max's slots. */
 static size_t idx_of(const struct opt *o)
 {
-    return (size_t)(o - opts);
+    return (size_t)(o - cfg_opts);
 }
 
 static int apply_tracked(struct cfg *c, const struct opt *o, const char *v, const char *origin,
@@ -645,15 +633,15 @@ int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct c
     enum source srcs[N_OPTS] = {0};
     int r;
     for (size_t i = 0; i < N_OPTS; i++)
-        if (opts[i].def && (r = apply(&c, &opts[i], opts[i].def, opts[i].flag, err)) < 0)
+        if (cfg_opts[i].def && (r = apply(&c, &cfg_opts[i], cfg_opts[i].def, cfg_opts[i].flag, err)) < 0)
             return r;
     /* environment: torchrun's PET_* first, then ours, so ELASTIC_* wins; another command's
      * variables are not ours to judge */
     for (size_t i = 0; i < N_OPTS; i++) {
-        if (!in_cmd(&opts[i], cmd))
+        if (!cfg_opt_in_cmd(&cfg_opts[i], cmd))
             continue;
-        const char *v = opts[i].pet ? getenv_from(envp, opts[i].pet) : NULL;
-        if (v && (r = apply_tracked(&c, &opts[i], v, opts[i].pet, srcs, SRC_PET, err)) < 0)
+        const char *v = cfg_opts[i].pet ? getenv_from(envp, cfg_opts[i].pet) : NULL;
+        if (v && (r = apply_tracked(&c, &cfg_opts[i], v, cfg_opts[i].pet, srcs, SRC_PET, err)) < 0)
             return r;
     }
     /* Kubeflow once wrote PET_N_PROC_PER_NODE (kubeflow/trainer#1992); accept it too */
@@ -664,13 +652,13 @@ int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct c
         return r;
     for (size_t i = 0; i < N_OPTS; i++) {
         char name[64];
-        if (!in_cmd(&opts[i], cmd))
+        if (!cfg_opt_in_cmd(&cfg_opts[i], cmd))
             continue;
-        env_name(&opts[i], name, sizeof(name));
+        cfg_opt_env_name(&cfg_opts[i], name, sizeof(name));
         const char *v = getenv_from(envp, name);
-        if (v && opts[i].type != OPT_BOOL && !v[0])
+        if (v && cfg_opts[i].type != OPT_BOOL && !v[0])
             continue; /* an empty variable means "not set" */
-        if (v && (r = apply_tracked(&c, &opts[i], v, name, srcs, SRC_ENV, err)) < 0)
+        if (v && (r = apply_tracked(&c, &cfg_opts[i], v, name, srcs, SRC_ENV, err)) < 0)
             return r;
     }
     bool cli_nnodes = false, cli_minmax = false;
@@ -728,76 +716,4 @@ int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct c
         ret->password = ret->password_buf;
     explicit_bzero(c.password_buf, sizeof(c.password_buf));
     return 0;
-}
-
-size_t cfg_option_count(void)
-{
-    return N_OPTS;
-}
-
-const char *cfg_option_flag(size_t i, unsigned *ret_cmds)
-{
-    if (i >= N_OPTS)
-        return NULL;
-    if (ret_cmds)
-        *ret_cmds = opts[i].cmds;
-    return opts[i].flag;
-}
-
-void cfg_print_help(FILE *out)
-{
-    cfg_print_help_cmd(CFG_AGENT, out);
-}
-
-static const char agent_intro[] =
-    "Usage: elastic-agent [OPTIONS] [--] COMMAND [ARGS...]\n"
-    "       elastic-agent status [OPTIONS]   (see elastic-agent status --help)\n"
-    "\n"
-    "Runs COMMAND as --nproc-per-node worker processes on this node, in an elastic job\n"
-    "whose nodes agree on membership through a shared store (file, memory, etcd v3).\n"
-    "Workers get torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) and are\n"
-    "restarted with new ranks whenever a node joins, leaves, dies or a worker fails.\n"
-    "\nOptions (each also from ELASTIC_<NAME>, e.g. ELASTIC_RUN_ID; SEC accepts fractions):\n";
-
-static const char status_intro[] =
-    "Usage: elastic-agent status [OPTIONS]\n"
-    "\n"
-    "Reads the store and prints the run: status, round, generation, world size, restarts,\n"
-    "members with their ranks, spares, nodes waiting and the failure that ended the run (else\n"
-    "the last one recorded). A member's SINCE is when its agent joined the run (UTC, from its\n"
-    "node record; since_ms in --json, milliseconds since the epoch) and since_revision the\n"
-    "store revision at which that record was created (compare it with the round's generation,\n"
-    "the revision that committed the round). A gone member's record is deleted with its lease\n"
-    "(SINCE '-').\n"
-    "\nOptions (each also from ELASTIC_<NAME>):\n";
-
-void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out)
-{
-    fputs(cmd == CFG_STATUS ? status_intro : agent_intro, out);
-    for (size_t i = 0; i < N_OPTS; i++) {
-        const struct opt *o = &opts[i];
-        if (!in_cmd(o, cmd))
-            continue;
-        char lhs[64], env[64];
-        snprintf(lhs, sizeof(lhs), "--%s%s%s", o->flag, o->meta ? " " : "",
-                 o->meta ? o->meta : "");
-        env_name(o, env, sizeof(env));
-        fprintf(out, "  %-28s %s", lhs, o->help);
-        if (o->def && o->type != OPT_BOOL)
-            fprintf(out, " [default %s]", o->def);
-        if (o->pet)
-            fprintf(out, " [env %s, %s]", env, o->pet);
-        fputc('\n', out);
-    }
-    if (cmd == CFG_STATUS)
-        fprintf(out, "\nStatus: forming (no round yet), starting or restarting (a round is\n"
-                     "committed, its workers are being started), running, waiting (fewer than\n"
-                     "--min nodes), succeeded, failed, closed.\n"
-                     "\nExit status: 0 shown, 2 usage error, 3 store unreachable, 4 no such run\n"
-                     "(or its state is not ours; with --watch, a missing run is waited for).\n");
-    else
-        fprintf(out,
-                "\nExit status: 0 success, 1 workers failed past --max-restarts, 2 usage error,\n"
-                "3 store unreachable past --join-timeout, 4 rendezvous closed or timed out,\n"
-                "130/143 interrupted by SIGINT/SIGTERM (workers stopped).\n");
 }

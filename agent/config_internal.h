@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cfg internals shared by config.c (the option table, parser and validator) and config_help.c
+ * (--help, the option accessors): the shape of a table entry. Not a public interface.
+ */
+#ifndef EA_AGENT_CONFIG_INTERNAL_H
+#define EA_AGENT_CONFIG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+
+enum opt_type { OPT_INT, OPT_SEC, OPT_STR, OPT_BOOL, OPT_NNODES, OPT_SSHOPT };
+
+struct opt {
+    const char *flag;  /* long name without "--" */
+    enum opt_type type;
+    size_t off;        /* offset in struct cfg */
+    const char *def;   /* default as text (NULL = unset) */
+    double lo, hi;     /* bounds for INT/SEC */
+    const char *pet;   /* torchrun's PET_ variable, or NULL */
+    const char *meta;  /* value name in --help */
+    const char *help;
+    unsigned cmds;     /* the commands (enum cfg_cmd bits) that accept it */
+};
+
+/* The one option table (config.c) and its length. */
+extern const struct opt cfg_opts[];
+extern const size_t cfg_n_opts;
+
+/* Whether command `cmd` accepts option `o`. */
+bool cfg_opt_in_cmd(const struct opt *o, enum cfg_cmd cmd);
+/* ELASTIC_<FLAG> of `o` (upper case, '-' -> '_') into buf. */
+void cfg_opt_env_name(const struct opt *o, char *buf, size_t size);
+
+#endif
