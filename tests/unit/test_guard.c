@@ -317,17 +317,22 @@ Test(guard, fence_deadline_passed_stops_the_worker_without_the_agent)
 {
     int64_t *page;
     int fd = fence_page(&page);
-    __atomic_store_n(page, mono_ms() + 300, __ATOMIC_RELEASE);
+    int64_t first = mono_ms() + 1000;
+    __atomic_store_n(page, first, __ATOMIC_RELEASE);
     struct g g;
     cr_assert_eq(guard_start_fenced(fd, "2000", &g), 0);
     /* renewed in time: still running after the first deadline */
-    __atomic_store_n(page, mono_ms() + 600, __ATOMIC_RELEASE);
-    cr_assert_not(tl_pid_gone(g.wpid, 400), "stopped although the deadline was renewed");
-    int64_t t0 = mono_ms();
-    cr_assert(tl_pid_gone(g.wpid, 3000), "the worker outlived its fence deadline");
+    int64_t renewed = first + 500;
+    __atomic_store_n(page, renewed, __ATOMIC_RELEASE);
+    int wait = (int)(first + 200 - mono_ms());
+    cr_assert_not(tl_pid_gone(g.wpid, wait > 0 ? wait : 0),
+                  "stopped although the deadline was renewed");
+    cr_assert(tl_pid_gone(g.wpid, 4000), "the worker outlived its fence deadline");
     int64_t gone = mono_ms();
-    cr_assert_leq(gone, t0 + 200 + 1000, "stopped %lld ms after the deadline",
-                  (long long)(gone - (t0 + 200)));
+    cr_assert_geq(gone, renewed, "stopped %lld ms before the renewed deadline",
+                  (long long)(renewed - gone));
+    cr_assert_leq(gone, renewed + 1000, "stopped %lld ms after the deadline",
+                  (long long)(gone - renewed));
     int st = guard_wait(&g);
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "SIGTERM first: status 0x%x", st);
     munmap(page, sizeof(int64_t));
