@@ -156,6 +156,8 @@ static int open_all(struct agent *a)
         log_error("%s", err.msg);
         return r == -ENODEV ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
     }
+    if (nic_warning(a->nic))
+        log_warn("%s", nic_warning(a->nic));
     nic_fill_self(a->nic, &rc.self);
     if (rdzv_session_create(a->kv, &rc, &a->rdzv, &err) < 0) {
         log_error("%s", err.msg);

@@ -75,8 +75,12 @@ static int prefix_len(const struct sockaddr *mask)
 }
 
 int netif_list(const char *filter, struct rdzv_iface *out, size_t max, size_t *ret_n,
+               size_t *ret_skipped, char *skipped_names, size_t names_size,
                struct ea_error *err)
 {
+    size_t skipped = 0;
+    if (skipped_names && names_size)
+        skipped_names[0] = '\0';
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) < 0)
         return ea_errorf(err, -errno, "cannot list network interfaces: %s", strerror(errno));
@@ -94,9 +98,17 @@ int netif_list(const char *filter, struct rdzv_iface *out, size_t max, size_t *r
         if (!netif_in_list(seen, i->ifa_name) || !seen[0])
             snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "%s%s", seen[0] ? "," : "",
                      i->ifa_name);
-        if (!netif_in_list(filter, i->ifa_name) || n >= max ||
-            strlen(i->ifa_name) >= RDZV_IFNAME_MAX)
+        if (!netif_in_list(filter, i->ifa_name) || strlen(i->ifa_name) >= RDZV_IFNAME_MAX)
             continue;
+        if (n >= max) { /* said, never silently: the agent warns */
+            skipped++;
+            if (skipped_names && names_size && !netif_in_list(skipped_names, i->ifa_name)) {
+                size_t used = strlen(skipped_names);
+                snprintf(skipped_names + used, names_size - used, "%s%s", used ? "," : "",
+                         i->ifa_name);
+            }
+            continue;
+        }
         struct rdzv_iface *f = &out[n];
         memset(f, 0, sizeof(*f));
         snprintf(f->name, sizeof(f->name), "%s", i->ifa_name);
@@ -123,5 +135,7 @@ int netif_list(const char *filter, struct rdzv_iface *out, size_t max, size_t *r
         p += len + (p[len] == ',');
     }
     *ret_n = n;
+    if (ret_skipped)
+        *ret_skipped = skipped;
     return 0;
 }

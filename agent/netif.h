@@ -23,8 +23,10 @@ bool netif_in_list(const char *list, const char *name);
 
 /* Enumerate up to `max` addresses, keeping only interfaces named in `filter` (NULL: all). Every
  * name in `filter` must have at least one address, else -ENODEV with a message naming it and
- * the interfaces that exist. */
+ * the interfaces that exist. *ret_skipped (may be NULL): addresses left out because `max` was
+ * reached (their interface names, comma-separated, in skipped_names when it is not NULL). */
 int netif_list(const char *filter, struct rdzv_iface *out, size_t max, size_t *ret_n,
+               size_t *ret_skipped, char *skipped_names, size_t names_size,
                struct ea_error *err);
 
 /* Is the numeric address a loopback address (127.0.0.0/8, ::1)? */

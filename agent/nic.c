@@ -45,6 +45,7 @@ struct nic {
     char result[256]; /* common interfaces, comma list */
     char master[RDZV_ADDR_MAX];
     char report[EA_ERROR_MSG_MAX];
+    char warning[EA_ERROR_MSG_MAX]; /* for the agent to log once (nic_warning) */
 };
 
 /* Stop waiting: close every probe still in flight (it counts as unreachable). */
@@ -101,11 +102,19 @@ int nic_create(const struct cfg *c, struct nic **ret, struct ea_error *err)
     n->enabled = !c->nic_discovery || strcmp(c->nic_discovery, "off") != 0;
     n->always = c->nic_discovery && strcmp(c->nic_discovery, "on") == 0;
     if (n->enabled) {
-        int r = netif_list(c->iface, n->ifaces, RDZV_IFACE_MAX, &n->n_ifaces, err);
+        size_t skipped = 0;
+        char names[256];
+        int r = netif_list(c->iface, n->ifaces, RDZV_IFACE_MAX, &n->n_ifaces, &skipped, names,
+                           sizeof(names), err);
         if (r < 0) {
             free(n);
             return r;
         }
+        if (skipped)
+            snprintf(n->warning, sizeof(n->warning),
+                     "NIC discovery: only the first %d addresses are published; %zu more (on "
+                     "%s) are left out: choose the interfaces with --iface",
+                     RDZV_IFACE_MAX, skipped, names);
         if ((n->listen_fd = listen_any(&n->port)) < 0) {
             r = n->listen_fd;
             free(n);
@@ -462,4 +471,9 @@ void nic_on_poll(struct nic *n, const struct pollfd *fds, size_t nfds)
 int64_t nic_wake_ms(const struct nic *n)
 {
     return n->phase == PH_PROBING ? n->deadline_ms : -1;
+}
+
+const char *nic_warning(const struct nic *n)
+{
+    return n && n->warning[0] ? n->warning : NULL;
 }

@@ -34,6 +34,9 @@ struct nic;
  * once. Otherwise enumerates the interfaces (netif.h; -ENODEV when an --iface name has no
  * address) and opens the probe listener. */
 int nic_create(const struct cfg *c, struct nic **ret, struct ea_error *err);
+
+/* Something the agent should log once after nic_create() (addresses left out), else NULL. */
+const char *nic_warning(const struct nic *n);
 /* Close the listener and any probe in flight. NULL is a no-op. */
 void nic_destroy(struct nic *n);
 

@@ -175,17 +175,35 @@ Test(netif, lists_loopback_and_honours_filter)
 {
     struct rdzv_iface ifs[RDZV_IFACE_MAX];
     size_t n = 0;
-    cr_assert_eq(netif_list(NULL, ifs, RDZV_IFACE_MAX, &n, NULL), 0);
+    cr_assert_eq(netif_list(NULL, ifs, RDZV_IFACE_MAX, &n, NULL, NULL, 0, NULL), 0);
     bool lo = false;
     for (size_t i = 0; i < n; i++)
         lo = lo || (strcmp(ifs[i].addr, "127.0.0.1") == 0 && ifs[i].prefix == 8);
     cr_assert(lo, "127.0.0.1/8 not listed");
-    cr_assert_eq(netif_list("lo", ifs, RDZV_IFACE_MAX, &n, NULL), 0);
+    cr_assert_eq(netif_list("lo", ifs, RDZV_IFACE_MAX, &n, NULL, NULL, 0, NULL), 0);
     for (size_t i = 0; i < n; i++)
         cr_assert_str_eq(ifs[i].name, "lo");
     struct ea_error err = {0};
-    cr_assert_eq(netif_list("lo,nosuch0", ifs, RDZV_IFACE_MAX, &n, &err), -ENODEV);
+    cr_assert_eq(netif_list("lo,nosuch0", ifs, RDZV_IFACE_MAX, &n, NULL, NULL, 0, &err), -ENODEV);
     cr_assert(strstr(err.msg, "'nosuch0'") && strstr(err.msg, "lo"), "%s", err.msg);
+}
+
+/* More addresses than fit: the rest are counted and named, never dropped in silence. */
+Test(netif, addresses_beyond_max_are_counted_and_named)
+{
+    struct rdzv_iface ifs[RDZV_IFACE_MAX];
+    size_t all = 0, n = 0, skipped = 99;
+    char names[64];
+    cr_assert_eq(netif_list(NULL, ifs, RDZV_IFACE_MAX, &all, &skipped, names, sizeof(names),
+                            NULL),
+                 0);
+    cr_assert_geq(all, 1);
+    if (skipped == 0) /* this host's addresses all fit: none left out, no names */
+        cr_assert_str_eq(names, "");
+    cr_assert_eq(netif_list(NULL, ifs, 0, &n, &skipped, names, sizeof(names), NULL), 0);
+    cr_assert_eq(n, 0);
+    cr_assert_geq(skipped, all, "with room for none, every address is left out");
+    cr_assert(netif_in_list(names, ifs[0].name) || strstr(names, "lo"), "names: %s", names);
 }
 
 /* The options' validation (exit 2 through cfg_parse's -EINVAL), with messages naming them. */
