@@ -25,6 +25,13 @@ if(EA_VALGRIND AND NOT EA_SANITIZE)
   set(EA_VALGRIND_ENV "EA_AGENT_WRAPPER=${EA_VALGRIND} -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite")
   set_tests_properties(e2e_valgrind PROPERTIES TIMEOUT 300 LABELS "e2e;valgrind"
     ENVIRONMENT "${EA_VALGRIND_ENV}")
+  # the elastic membership cases (file backend: lease loss, SIGTERM/SIGKILL of a node, spares,
+  # frozen agent fenced by its guards), ~35 s
+  if(TARGET test_e2e_elastic_file)
+    add_test(NAME e2e_valgrind_elastic COMMAND test_e2e_elastic_file --jobs 1)
+    set_tests_properties(e2e_valgrind_elastic PROPERTIES TIMEOUT 300 LABELS "e2e;valgrind"
+      ENVIRONMENT "${EA_VALGRIND_ENV}")
+  endif()
   # the etcd (gRPC) backend too: the cases of test_e2e_etcd whose deadlines allow valgrind's pace
   if(TARGET test_e2e_etcd)
     add_test(NAME e2e_valgrind_etcd COMMAND test_e2e_etcd --jobs 1
