@@ -419,8 +419,9 @@ void agent_on_worker_exits(struct agent *a)
                     "{s:i, s:i, s:I, s:i, s:i, s:b, s:b}", "rank", w->rank, "local_rank",
                     w->local_rank, "pid", (json_int_t)w->pid, "exit_code", w->exit_code,
                     "signal", w->term_signal, "ok", ok, "stopped", a->state == LC_STOPPING);
-        if (a->state == LC_RUNNING && !ok && !a->lease_lost && fence_lapsed(a, ea_now_ms())) {
-            fenced_out(a, ea_now_ms()); /* its guard stopped it: not the worker's failure */
+        if (a->state == LC_RUNNING && !ok && fence_lapsed(a, ea_now_ms())) {
+            if (!a->lease_lost) /* its guard stopped it (and its siblings): not a failure */
+                fenced_out(a, ea_now_ms());
         } else if (a->state == LC_RUNNING && !ok) {
             fill_failure(a, w, NULL);
             log_error("worker rank %d (local rank %d, pid %ld) failed: %.*s", w->rank,

@@ -243,21 +243,29 @@ Test(elastic, below_min_stops_workers_and_waits)
 Test(elastic, frozen_agent_workers_are_fenced_by_their_guards)
 {
     struct h_agent a[3];
-    const char *extra[] = {"--min", "2", "--max", "3", "--max-restarts", "0", NULL};
+    /* two workers per node: both of the frozen node's are fenced, and neither is charged */
+    const char *extra[] = {"--min",          "2", "--max", "3", "--max-restarts", "0",
+                           "--nproc-per-node", "2", NULL};
     const char *cmd[] = {"/bin/sh", "-c",
-                         h_fmt("echo $$ > %s/pid.$ELASTIC_NODE_ID.$ELASTIC_ROUND; %s record %s "
-                               "&& exec %s wait-file %s/go",
+                         h_fmt("echo $$ > %s/pid.$ELASTIC_NODE_ID.$LOCAL_RANK.$ELASTIC_ROUND; %s "
+                               "record %s && exec %s wait-file %s/go",
                                envdir, W, envdir, W, envdir),
                          NULL};
     for (int i = 0; i < 3; i++)
         start(&a[i], h_fmt("n%d", i), extra, cmd);
     wait_round(a, 3, 1, 30000);
-    cr_assert_eq(h_wait_files(envdir, "pid.", 3, 10000), 3);
-    pid_t frozen_worker = h_read_pid(h_fmt("%s/pid.n2.1", envdir));
-    cr_assert_gt(frozen_worker, 0);
+    cr_assert_eq(h_wait_files(envdir, "pid.", 6, 10000), 6);
+    pid_t frozen[2];
+    for (int k = 0; k < 2; k++) {
+        frozen[k] = h_read_pid(h_fmt("%s/pid.n2.%d.1", envdir, k));
+        cr_assert_gt(frozen[k], 0);
+    }
     h_agent_signal(&a[2], SIGSTOP);
     int64_t t0 = h_now_ms();
-    bool gone = h_pid_gone(frozen_worker, TTL_MS + 1500);
+    bool gone = h_pid_gone(frozen[0], TTL_MS + 1500);
+    gone = gone && h_pid_gone(frozen[1], (int)(t0 + TTL_MS + 1500 - h_now_ms()) > 0
+                                             ? (int)(t0 + TTL_MS + 1500 - h_now_ms())
+                                             : 0);
     int64_t gone_ms = h_now_ms() - t0;
     struct h_agent s[2] = {a[0], a[1]};
     wait_round(s, 2, 2, TTL_MS + 10000);
@@ -269,10 +277,10 @@ Test(elastic, frozen_agent_workers_are_fenced_by_their_guards)
     cr_assert(gone, "the frozen agent's worker still ran %d ms after SIGSTOP", TTL_MS + 1500);
     cr_assert(h_log_wait(&a[2], "fenced out", 10000), "the resumed agent knows it was fenced");
     wait_round(a, 3, 3, 20000);
-    cr_assert_eq(h_wait_files(envdir, "pid.", 8, 10000), 8);
+    cr_assert_eq(h_wait_files(envdir, "pid.", 16, 10000), 16);
     int world = 0;
-    cr_assert_eq(ranks_in_round(3, "0", &world), 0x7u, "ranks 0..2, nothing charged");
-    cr_assert_eq(world, 3);
+    cr_assert_eq(ranks_in_round(3, "0", &world), 0x3fu, "ranks 0..5, nothing charged");
+    cr_assert_eq(world, 6);
     release_workers();
     for (int i = 0; i < 3; i++)
         h_expect_exit(&a[i], 0, 20000);
