@@ -186,6 +186,10 @@ for i in "${!names[@]}"; do
     echo "---- expected message(s): ${messages[$i]}"
     echo "---- output (tail):"; tail -n 15 "$T/out" 2>/dev/null
     echo "---- case script log (tail):"; tail -n 15 "$T/case.log"
+    if grep -qs "ERROR: .*Sanitizer" "$T"/*.log "$T/out"; then # the whole report, with its stacks
+      echo "---- sanitizer report(s):"
+      grep -hs -A60 "ERROR: .*Sanitizer" "$T"/*.log "$T/out" | head -n 200
+    fi
     fail=$((fail + 1))
   fi
 done
