@@ -123,10 +123,7 @@ static int open_all(struct agent *a)
      * renewed (or given up on) in time, and the loop never waits on the store longer. */
     int64_t timeout = c->lease_ttl_ms / 3;
     timeout = timeout < 300 ? 300 : timeout > 5000 ? 5000 : timeout;
-    struct kv_config kc = {.backend = c->backend, .endpoints = c->endpoints,
-                           .state_dir = c->state_dir, .cacert = c->cacert, .cert = c->cert,
-                           .key = c->key, .user = c->user, .password = c->password,
-                           .request_timeout_ms = (int)timeout};
+    struct kv_config kc = cfg_kv_config(c, (int)timeout);
     int r = kv_open(&kc, &a->kv, &err);
     if (r < 0) {
         log_error("cannot open the %s store: %s", c->backend, err.msg);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "ea_error.h"
+#include "kv.h"
 
 /* Which command an option belongs to (a bit set in the table). */
 enum cfg_cmd {
@@ -105,5 +106,9 @@ const char *cfg_option_flag(size_t i, unsigned *ret_cmds);
 void cfg_print_help(FILE *out);
 /* Print the help of command `cmd`. */
 void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out);
+
+/* The store settings of `c` (backend, endpoints, TLS, credentials) for kv_open(); the strings
+ * stay owned by `c`. request_timeout_ms: 0 = the backend's default. */
+struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms);
 
 #endif

@@ -145,15 +145,7 @@ void driver_disc_finish(struct driver *d, int status)
 void driver_watch_open(struct driver *d)
 {
     const struct cfg *c = d->cfg;
-    struct kv_config kc = {.backend = c->backend,
-                           .endpoints = c->endpoints,
-                           .state_dir = c->state_dir,
-                           .cacert = c->cacert,
-                           .cert = c->cert,
-                           .key = c->key,
-                           .user = c->user,
-                           .password = c->password,
-                           .request_timeout_ms = 5000};
+    struct kv_config kc = cfg_kv_config(c, 5000);
     struct ea_error err = {0};
     snprintf(d->fprefix, sizeof(d->fprefix), "%s%s/failures/", c->prefix, c->run_id);
     if (kv_open(&kc, &d->kv, &err) < 0 || kv_watch(d->kv, d->fprefix, 0, &d->watch_id, &err) < 0) {

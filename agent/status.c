@@ -599,14 +599,7 @@ static int run(struct status_cmd *sc, int sigfd)
         if (r != 0)
             return r > 0 ? AGENT_EXIT_OK : fail(r, &err, "cannot wait for the store");
     }
-    struct kv_config kc = {.backend = c->backend,
-                           .endpoints = c->endpoints,
-                           .state_dir = c->state_dir,
-                           .cacert = c->cacert,
-                           .cert = c->cert,
-                           .key = c->key,
-                           .user = c->user,
-                           .password = c->password};
+    struct kv_config kc = cfg_kv_config(c, 0);
     int r = kv_open(&kc, &sc->kv, &err);
     if (r < 0)
         return fail(r, &err, "cannot open the store");

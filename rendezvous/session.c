@@ -587,14 +587,22 @@ int64_t rdzv_lease_valid_until(const struct rdzv_session *s)
     return s->lease ? s->renewed_ms + s->cfg.lease_ttl_ms : 0;
 }
 
-int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err)
+/* 1 when `generation` is still the running round (after catching up with the store), 0 when
+ * the run has moved on already, or a negative error. */
+static int still_running(struct rdzv_session *s, int64_t generation, struct ea_error *err)
 {
     int r = derive(s, ea_now_ms(), err);
     if (r < 0)
         return r;
-    if (!s->have_state || rdzv_state_generation(&s->state, s->state_rev) != generation ||
-        s->state.status != RDZV_RUNNING)
-        return 0; /* the run has moved on already */
+    return s->have_state && rdzv_state_generation(&s->state, s->state_rev) == generation &&
+           s->state.status == RDZV_RUNNING;
+}
+
+int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err)
+{
+    int r = still_running(s, generation, err);
+    if (r <= 0)
+        return r;
     struct rdzv_state next = {0};
     if ((r = ensure_nodes(s, err)) < 0)
         return r;
@@ -730,12 +738,9 @@ int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct
 
 int rdzv_close(struct rdzv_session *s, int64_t generation, struct ea_error *err)
 {
-    int r = derive(s, ea_now_ms(), err);
-    if (r < 0)
+    int r = still_running(s, generation, err);
+    if (r <= 0)
         return r;
-    if (!s->have_state || rdzv_state_generation(&s->state, s->state_rev) != generation ||
-        s->state.status != RDZV_RUNNING)
-        return 0; /* the run has moved on already */
     struct rdzv_state next = {0};
     if (rdzv_state_copy(&next, &s->state) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory");
