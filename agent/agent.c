@@ -139,6 +139,24 @@ static void report_failure(struct agent *a)
     a->failure_pending = false;
 }
 
+/* All local workers of the round succeeded: say so (retried until the store takes it, or the
+ * run has moved on to another round). */
+static void report_done(struct agent *a)
+{
+    if (a->state != LC_FINISHED) {
+        a->done_pending = false;
+        return;
+    }
+    struct ea_error err = {0};
+    int r = rdzv_report_done(a->rdzv, a->group.round, &err);
+    if (r < 0) {
+        store_problem(a, r, &err);
+        return;
+    }
+    store_ok(a);
+    a->done_pending = false;
+}
+
 static void fill_failure(struct agent *a, const struct group_worker *w, const char *message)
 {
     struct rdzv_failure *f = &a->failure;
@@ -439,9 +457,8 @@ void agent_on_worker_exits(struct agent *a)
         log_info("round %" PRId64 ": all %d local worker(s) finished; waiting for the other nodes",
                  a->group.round, a->group.n);
         a->state = LC_FINISHED;
-        int r = rdzv_report_done(a->rdzv, a->group.round, &err);
-        if (r < 0)
-            store_problem(a, r, &err);
+        a->done_pending = true;
+        report_done(a);
     }
     if (a->state == LC_STOPPING && a->group.live == 0) {
         a->state = LC_IDLE;
@@ -641,6 +658,8 @@ static void housekeeping(struct agent *a, int64_t now)
     a->retry_at_ms = -1;
     if (a->failure_pending)
         report_failure(a);
+    if (a->done_pending)
+        report_done(a);
     if (a->reform_pending) {
         ea_error_clear(&err);
         if ((r = rdzv_reform(a->rdzv, a->reform_generation, &err)) < 0)
@@ -652,7 +671,7 @@ static void housekeeping(struct agent *a, int64_t now)
     r = rdzv_tick(a->rdzv, now, &err);
     if (r < 0)
         store_problem(a, r, &err);
-    else if ((answered || r > 0) && !a->failure_pending)
+    else if ((answered || r > 0) && !a->failure_pending && !a->done_pending)
         store_ok(a);
 }
 

@@ -49,6 +49,7 @@ struct agent {
     int exit_code;
 
     bool failure_pending; /* a local failure still to be written to the store */
+    bool done_pending;    /* this node's done marker for group.round still to be written */
     struct rdzv_failure failure;
     int64_t failure_generation;
 

@@ -532,6 +532,30 @@ Test(e2e_etcd, etcd_down_past_the_lease_ttl_stops_workers_then_round_2)
     lease_loss("e2e-down", etcd_kill, etcd_restart);
 }
 
+/* The store is down at the moment the workers finish: each node's done marker must still reach
+ * the store once it is back (a failed write used to leave the run waiting for
+ * ever). The lease (10 s) outlives the outage, so nothing else happens. */
+Test(e2e_etcd, store_down_when_the_workers_finish_the_run_still_succeeds)
+{
+    cr_assert_eq(etcd_harness_start(&eh, 1), 0);
+    static struct h_agent a[2];
+    const char *extra[] = {"--min", "2", "--max", "2", "--lease-ttl", "10", NULL};
+    const char *cmd[] = {"/bin/sh", "-c", recording_worker(), NULL};
+    for (int i = 0; i < 2; i++)
+        start(&a[i], h_fmt("n%d", i), "e2e-done-down", eh.endpoints, extra, cmd);
+    cr_assert_eq(h_wait_files(envdir, "pid.", 2, 30000), 2);
+    etcd_kill();
+    release_workers();
+    for (int i = 0; i < 2; i++) {
+        wait_log(&a[i], "round 1: all 1 local worker(s) finished", 10000);
+        wait_log(&a[i], "store request failed", 10000);
+    }
+    etcd_restart();
+    for (int i = 0; i < 2; i++)
+        h_expect_exit(&a[i], 0, 20000);
+    check_round(1, 2);
+}
+
 /* ---- 4. TLS with client certificates, and auth ---- */
 
 #define PASSWORD "pw-3fQ9-zz81"
