@@ -3,7 +3,8 @@
  * ea-bad-etcd: a real etcd (tests/etcd/etcd_harness) for the shell-driven bad-input table.
  *   ea-bad-etcd [--tls] ENVFILE
  * starts one member (with --tls: CA, server and client certificates, client certs required),
- * writes ENVFILE (shell assignments ETCD_ENDPOINTS, ETCD_CACERT, ETCD_CERT, ETCD_KEY, ETCD_DIR),
+ * writes ENVFILE (shell assignments ETCD_ENDPOINTS, ETCD_CACERT, ETCD_CERT, ETCD_KEY, ETCD_DIR,
+ * ETCD_METRICS, ETCD_LOG; with --tls, auth tokens live 1 s unused),
  * then serves commands on stdin, one a line, answering "ok" or "error" on stdout:
  *   restart    kill the member and start it again on its data (forgets every auth token)
  * and stops etcd and removes its data at end of input or on SIGTERM/SIGINT.
@@ -25,6 +26,7 @@ int main(int argc, char **argv)
     int i = 1;
     if (i < argc && strcmp(argv[i], "--tls") == 0) {
         opts.tls = 1;
+        opts.auth_token_ttl = 1; /* the auth cases see tokens expire while a run is idle */
         i++;
     }
     if (i + 1 != argc) {
@@ -48,8 +50,8 @@ int main(int argc, char **argv)
         return 1;
     }
     fprintf(env, "ETCD_ENDPOINTS='%s'\nETCD_CACERT='%s'\nETCD_CERT='%s'\nETCD_KEY='%s'\n"
-                 "ETCD_DIR='%s'\n",
-            h.endpoints, h.cacert, h.cert, h.key, h.dir);
+                 "ETCD_DIR='%s'\nETCD_METRICS='http://127.0.0.1:%d/metrics'\nETCD_LOG='%s'\n",
+            h.endpoints, h.cacert, h.cert, h.key, h.dir, h.m[0].health_port, h.m[0].log);
     fclose(env);
     printf("ready\n");
     fflush(stdout);

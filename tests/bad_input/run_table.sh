@@ -59,6 +59,7 @@ need() {
         have_tls=no
         if start_fixture tls --tls; then
           export TLS_EP=$ETCD_ENDPOINTS TLS_CA=$ETCD_CACERT TLS_CERT=$ETCD_CERT TLS_KEY=$ETCD_KEY
+          export TLS_METRICS=$ETCD_METRICS TLS_LOG=$ETCD_LOG
           export TLS="--rdzv-endpoint $TLS_EP --cacert $TLS_CA --cert $TLS_CERT --key $TLS_KEY"
           if setup_auth >"$root/auth.log" 2>&1; then have_tls=yes; else cat "$root/auth.log" >&2; fi
         fi
@@ -83,6 +84,8 @@ setup_auth() {
   "${c[@]}" role grant-permission runner --prefix=true readwrite /elastic/sec &&
   "${c[@]}" user add --interactive=false "trainer:$SECRET" &&
   "${c[@]}" user grant-role trainer runner &&
+  "${c[@]}" user add --interactive=false "idler:$SECRET" &&
+  "${c[@]}" user grant-role idler runner &&
   "${c[@]}" auth enable
 }
 
@@ -102,11 +105,16 @@ etcdctl_root() {
   etcdctl --endpoints="$TLS_EP" --cacert="$TLS_CA" --cert="$TLS_CERT" --key="$TLS_KEY" \
     --user="root:$ROOTPW" "$@"
 }
-etcd_tls_restart() { # restart the TLS member: every auth token it issued is forgotten
+etcd_tls_restart() { # restart the TLS member (on its data: it may replay recent logins)
   local ans=""
   echo restart >&8 && read -r -t 60 ans <&9 && [[ $ans == ok ]]
 }
-export -f agent agent_exec wait_log etcdctl_plain etcdctl_root etcd_tls_restart
+# tls_handled CODE METHOD: how many METHOD calls the TLS etcd answered with CODE since it started
+tls_handled() {
+  curl -sf "$TLS_METRICS" | awk -v k="grpc_code=\"$1\",grpc_method=\"$2\"" \
+    '/^grpc_server_handled_total/ && index($0, k) {n += $2} END {print n + 0}'
+}
+export -f agent agent_exec wait_log etcdctl_plain etcdctl_root etcd_tls_restart tls_handled
 
 # ---- the table ----
 declare -a names=() needs=() setups=() runs=() exits=() messages=() checks=()

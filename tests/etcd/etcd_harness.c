@@ -160,7 +160,7 @@ static int start_member(struct etcd_harness *h, int i, const char *state)
              m->client_port);
     snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", m->peer_port);
     snprintf(health, sizeof(health), "http://127.0.0.1:%d", m->health_port);
-    char scert[PATH_MAX + 32], skey[PATH_MAX + 32], sca[PATH_MAX + 32];
+    char scert[PATH_MAX + 32], skey[PATH_MAX + 32], sca[PATH_MAX + 32], ttl[32];
     snprintf(scert, sizeof(scert), "--cert-file=%s/server.crt", h->dir);
     snprintf(skey, sizeof(skey), "--key-file=%s/server.key", h->dir);
     snprintf(sca, sizeof(sca), "--trusted-ca-file=%s/ca.crt", h->dir);
@@ -180,6 +180,10 @@ static int start_member(struct etcd_harness *h, int i, const char *state)
         argv[n++] = skey;
         argv[n++] = sca;
         argv[n++] = "--client-cert-auth";
+    }
+    if (h->auth_token_ttl > 0) {
+        snprintf(ttl, sizeof(ttl), "--auth-token-ttl=%d", h->auth_token_ttl);
+        argv[n++] = ttl;
     }
     argv[n] = NULL;
     pid_t pid = spawn(argv, m->log);
@@ -405,6 +409,7 @@ int etcd_harness_start_opts(struct etcd_harness *h, const struct etcd_harness_op
         return -EINVAL;
     h->n = nmembers;
     h->tls = o->tls;
+    h->auth_token_ttl = o->auth_token_ttl;
     const char *tmp = getenv("EA_ETCD_TMPDIR");
     if (!tmp || !tmp[0])
         tmp = getenv("TMPDIR");

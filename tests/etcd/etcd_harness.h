@@ -36,6 +36,7 @@ struct etcd_harness {
     char cluster[ETCD_HARNESS_MAX * 64];   /* --initial-cluster */
     char token[48];
     int tls; /* clients must use TLS with a client certificate (mTLS) */
+    int auth_token_ttl; /* --auth-token-ttl when > 0 */
     char cacert[PATH_MAX], cert[PATH_MAX], key[PATH_MAX]; /* client side, when tls */
     struct etcd_member m[ETCD_HARNESS_MAX];
 };
@@ -43,6 +44,7 @@ struct etcd_harness {
 struct etcd_harness_opts {
     int members; /* 1..ETCD_HARNESS_MAX */
     int tls;     /* generate a CA, server and client certs (openssl); require client certs */
+    int auth_token_ttl; /* seconds an unused auth token lives (--auth-token-ttl); 0: etcd's 300 */
 };
 
 /* Start `nmembers` (1..ETCD_HARNESS_MAX) members and wait until every one reports healthy
