@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -30,29 +32,10 @@
 
 /* ---- connection slots --------------------------------------------------------------------- */
 
-static int slot_lock(const char *dir, int i, bool block, int *ret_fd, struct ea_error *err)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/slot.%d", dir, i);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return ea_errorf(err, -errno, "cannot open the ssh connection slot '%s': %s", path,
-                         strerror(errno));
-    int r;
-    while ((r = flock(fd, block ? LOCK_EX : LOCK_EX | LOCK_NB)) < 0 && errno == EINTR)
-        ;
-    if (r < 0) {
-        int e = errno;
-        close(fd);
-        return e == EWOULDBLOCK ? -EWOULDBLOCK
-                                : ea_errorf(err, -e, "cannot lock '%s': %s", path, strerror(e));
-    }
-    *ret_fd = fd;
-    return 0;
-}
-
 /* One of `n` slot files in `dir`, exclusively flock'ed (closing *ret_fd releases it); when all
- * are taken, waits (in the kernel) for one of them. Without a bound *ret_fd is -1. */
+ * are taken, waits for whichever is freed first: a holder's close of its slot file (its release,
+ * or its death) is an inotify event, watched before the first try so none is missed. Without a
+ * bound *ret_fd is -1. */
 static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
 {
     *ret_fd = -1;
@@ -61,13 +44,48 @@ static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         return ea_errorf(err, -errno, "cannot create the ssh connection-slot directory '%s': %s",
                          dir, strerror(errno));
-    int start = (int)(getpid() % n);
-    for (int k = 0; k < n; k++) {
-        int r = slot_lock(dir, (start + k) % n, false, ret_fd, err);
-        if (r != -EWOULDBLOCK)
-            return r;
+    int in = inotify_init1(IN_CLOEXEC);
+    if (in < 0 || inotify_add_watch(in, dir, IN_CLOSE_WRITE) < 0) {
+        int e = errno;
+        if (in >= 0)
+            close(in);
+        return ea_errorf(err, -e, "cannot watch the ssh connection-slot directory '%s': %s", dir,
+                         strerror(e));
     }
-    return slot_lock(dir, start, true, ret_fd, err);
+    int *fd = malloc((size_t)n * sizeof(*fd));
+    int r = fd ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    int opened = 0, got = -1;
+    char path[4096];
+    for (; r == 0 && opened < n; opened++) {
+        snprintf(path, sizeof(path), "%s/slot.%d", dir, opened);
+        /* kept open while waiting: a try that fails must not itself wake the other waiters */
+        if ((fd[opened] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0)
+            r = ea_errorf(err, -errno, "cannot open the ssh connection slot '%s': %s", path,
+                          strerror(errno));
+    }
+    int start = (int)(getpid() % n); /* agents starting together spread over the slots */
+    while (r == 0 && got < 0) {
+        for (int k = 0; k < n && got < 0; k++) {
+            int i = (start + k) % n;
+            if (flock(fd[i], LOCK_EX | LOCK_NB) == 0)
+                got = i;
+            else if (errno != EWOULDBLOCK && errno != EINTR)
+                r = ea_errorf(err, -errno, "cannot lock '%s/slot.%d': %s", dir, i,
+                              strerror(errno));
+        }
+        char ev[sizeof(struct inotify_event) + NAME_MAX + 1];
+        if (r == 0 && got < 0 && read(in, ev, sizeof(ev)) < 0 && errno != EINTR)
+            r = ea_errorf(err, -errno, "cannot wait for an ssh connection slot in '%s': %s", dir,
+                          strerror(errno));
+    }
+    for (int i = 0; i < opened; i++)
+        if (i != got && fd[i] >= 0)
+            close(fd[i]);
+    if (got >= 0)
+        *ret_fd = fd[got];
+    free(fd);
+    close(in);
+    return r;
 }
 
 /* ---- I/O ---------------------------------------------------------------------------------- */

@@ -788,12 +788,14 @@ Test(ssh, connection_setup_waits_for_a_free_slot)
     poll(&none, 1, 1000); /* a negative check: give a wrongly unbounded child time to connect */
     cr_assert_eq(sshd_h_accepted(&sshd), 0, "connected although every slot was taken");
     cr_assert_eq(poll(&pf, 1, 0), 0);
-    close(held[child % 2]); /* the slot it waits for (its pid modulo the count) frees up */
-    cr_assert_eq(poll(&pf, 1, 20000), 1);
+    /* the slot it tries first is its pid modulo the count: the other one frees up, and it must
+     * take that one rather than wait on its first */
+    close(held[1 - child % 2]);
+    cr_assert_eq(poll(&pf, 1, 20000), 1, "no connection although a slot was freed");
     int st;
     waitpid(child, &st, 0);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     cr_assert_eq(sshd_h_accepted(&sshd), 1);
-    close(held[1 - child % 2]);
+    close(held[child % 2]);
     close(pidfd);
 }
