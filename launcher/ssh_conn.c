@@ -34,8 +34,9 @@
 
 /* One of `n` slot files in `dir`, exclusively flock'ed (closing *ret_fd releases it); when all
  * are taken, waits for whichever is freed first: a holder's close of its slot file (its release,
- * or its death) is an inotify event, watched before the first try so none is missed. Without a
- * bound *ret_fd is -1. */
+ * or its death) is an inotify event, watched before the first try so none is missed. Without
+ * inotify (a thousand nodes waiting at once exceed fs.inotify.max_user_instances, 128 by
+ * default) it waits for the first slot it tried. Without a bound *ret_fd is -1. */
 static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
 {
     *ret_fd = -1;
@@ -45,12 +46,9 @@ static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
         return ea_errorf(err, -errno, "cannot create the ssh connection-slot directory '%s': %s",
                          dir, strerror(errno));
     int in = inotify_init1(IN_CLOEXEC);
-    if (in < 0 || inotify_add_watch(in, dir, IN_CLOSE_WRITE) < 0) {
-        int e = errno;
-        if (in >= 0)
-            close(in);
-        return ea_errorf(err, -e, "cannot watch the ssh connection-slot directory '%s': %s", dir,
-                         strerror(e));
+    if (in >= 0 && inotify_add_watch(in, dir, IN_CLOSE_WRITE) < 0) {
+        close(in);
+        in = -1;
     }
     int *fd = malloc((size_t)n * sizeof(*fd));
     int r = fd ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
@@ -73,10 +71,15 @@ static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
                 r = ea_errorf(err, -errno, "cannot lock '%s/slot.%d': %s", dir, i,
                               strerror(errno));
         }
+        if (r != 0 || got >= 0)
+            break;
         char ev[sizeof(struct inotify_event) + NAME_MAX + 1];
-        if (r == 0 && got < 0 && read(in, ev, sizeof(ev)) < 0 && errno != EINTR)
+        int w = in >= 0 ? (int)read(in, ev, sizeof(ev)) : flock(fd[start], LOCK_EX);
+        if (w < 0 && errno != EINTR)
             r = ea_errorf(err, -errno, "cannot wait for an ssh connection slot in '%s': %s", dir,
                           strerror(errno));
+        else if (w == 0 && in < 0)
+            got = start;
     }
     for (int i = 0; i < opened; i++)
         if (i != got && fd[i] >= 0)
@@ -84,7 +87,8 @@ static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
     if (got >= 0)
         *ret_fd = fd[got];
     free(fd);
-    close(in);
+    if (in >= 0)
+        close(in);
     return r;
 }
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -757,7 +758,9 @@ Test(ssh, sigkill_of_the_agent_ends_every_remote_process_within_2s_sh)
 
 /* ---- bounded connection setup ------------------------------------------------------------- */
 
-Test(ssh, connection_setup_waits_for_a_free_slot)
+/* Both slots held by the test; a child launcher must wait, connect nowhere, and connect once
+ * the slot `freed(child)` is released. */
+static void slot_wait(int (*freed)(pid_t child))
 {
     mkdir(path_in("locks"), 0700);
     int held[2];
@@ -767,6 +770,7 @@ Test(ssh, connection_setup_waits_for_a_free_slot)
         held[i] = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         cr_assert_eq(flock(held[i], LOCK_EX), 0);
     }
+    int accepted = sshd_h_accepted(&sshd);
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) {
@@ -786,16 +790,50 @@ Test(ssh, connection_setup_waits_for_a_free_slot)
     struct pollfd pf = {.fd = pidfd, .events = POLLIN};
     struct pollfd none = {.fd = -1};
     poll(&none, 1, 1000); /* a negative check: give a wrongly unbounded child time to connect */
-    cr_assert_eq(sshd_h_accepted(&sshd), 0, "connected although every slot was taken");
+    cr_assert_eq(sshd_h_accepted(&sshd), accepted, "connected although every slot was taken");
     cr_assert_eq(poll(&pf, 1, 0), 0);
-    /* the slot it tries first is its pid modulo the count: the other one frees up, and it must
-     * take that one rather than wait on its first */
-    close(held[1 - child % 2]);
-    cr_assert_eq(poll(&pf, 1, 20000), 1, "no connection although a slot was freed");
+    int f = freed(child);
+    close(held[f]);
+    if (poll(&pf, 1, 20000) != 1)
+        kill(child, SIGKILL); /* not left behind by a failing test */
+    cr_assert_eq(poll(&pf, 1, 0), 1, "no connection although slot %d was freed", f);
     int st;
     waitpid(child, &st, 0);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    cr_assert_eq(sshd_h_accepted(&sshd), 1);
-    close(held[child % 2]);
+    cr_assert_eq(sshd_h_accepted(&sshd), accepted + 1);
+    close(held[1 - f]);
     close(pidfd);
+}
+
+/* the slot it tries first is its pid modulo the count */
+static int first_tried(pid_t child)
+{
+    return child % 2;
+}
+
+static int not_first_tried(pid_t child)
+{
+    return 1 - child % 2;
+}
+
+/* It takes whichever slot is freed, not only the one it tried first. Then, with every inotify
+ * instance of the user taken (a thousand nodes waiting at once), it still waits, on the slot it
+ * tried first, rather than failing. One test, so that no other test of this binary runs while
+ * the instances are used up (it would fall back too). */
+Test(ssh, connection_setup_waits_for_a_free_slot)
+{
+    slot_wait(not_first_tried);
+    int fds[4096], n = 0;
+    while (n < 4096 && (fds[n] = inotify_init1(IN_CLOEXEC)) >= 0)
+        n++;
+    int e = errno;
+    if (n == 4096) {
+        while (n > 0)
+            close(fds[--n]);
+        cr_skip_test("fs.inotify.max_user_instances is over 4096: cannot use them all up");
+    }
+    cr_assert_eq(e, EMFILE, "inotify_init1: %s", strerror(e));
+    slot_wait(first_tried);
+    while (n > 0)
+        close(fds[--n]);
 }
