@@ -8,13 +8,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
@@ -68,8 +68,7 @@ static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
             if (flock(fd[i], LOCK_EX | LOCK_NB) == 0)
                 got = i;
             else if (errno != EWOULDBLOCK && errno != EINTR)
-                r = ea_errorf(err, -errno, "cannot lock '%s/slot.%d': %s", dir, i,
-                              strerror(errno));
+                r = ea_errorf(err, -errno, "cannot lock '%s/slot.%d': %s", dir, i, strerror(errno));
         }
         if (r != 0 || got >= 0)
             break;

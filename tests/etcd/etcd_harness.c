@@ -9,9 +9,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -562,6 +564,92 @@ int etcd_harness_enable_auth(struct etcd_harness *h, const char *user, const cha
             return -1;
     }
     return 0;
+}
+
+static bool log_has(const char *path, const char *const needles[])
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        found = true;
+        for (size_t k = 0; needles[k] && found; k++)
+            found = strstr(line, needles[k]) != NULL;
+    }
+    fclose(f);
+    return found;
+}
+
+int etcd_harness_wait_log(struct etcd_harness *h, int i, const char *const needles[],
+                          int timeout_ms)
+{
+    int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (in < 0)
+        return -errno;
+    if (inotify_add_watch(in, h->m[i].log, IN_MODIFY) < 0) {
+        int e = errno;
+        close(in);
+        return -e;
+    }
+    int64_t deadline = ea_now_ms() + timeout_ms;
+    int rc = -ETIMEDOUT;
+    for (;;) {
+        if (log_has(h->m[i].log, needles)) { /* after the watch: no line is missed */
+            rc = 0;
+            break;
+        }
+        int left = (int)(deadline - ea_now_ms());
+        struct pollfd p = {.fd = in, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            break;
+        char ev[4096];
+        while (read(in, ev, sizeof(ev)) > 0)
+            ;
+    }
+    close(in);
+    return rc;
+}
+
+long etcd_harness_metric(struct etcd_harness *h, int i, const char *name, const char *labels)
+{
+    size_t size = 4u << 20;
+    char *buf = malloc(size);
+    if (!buf || etcd_harness_http_get(h->m[i].health_port, "/metrics", buf, size, 5000) == 0) {
+        free(buf);
+        return -1;
+    }
+    long sum = 0;
+    size_t nlen = strlen(name);
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char *end = strchr(line, '}');
+        if (strncmp(line, name, nlen) == 0 && line[nlen] == '{' && end &&
+            memmem(line, (size_t)(end - line), labels, strlen(labels)))
+            sum += strtol(end + 1, NULL, 10);
+    }
+    free(buf);
+    return sum;
+}
+
+int etcd_harness_wait_token_dropped(struct etcd_harness *h, int i, const char *user, int timeout_ms)
+{
+    char who[128];
+    snprintf(who, sizeof(who), "\"user-name\":\"%s\"", user);
+    const char *const needles[] = {"\"deleted a simple token\"", who, NULL};
+    return etcd_harness_wait_log(h, i, needles, timeout_ms);
+}
+
+int etcd_harness_auth_counts(struct etcd_harness *h, int i, long *logins, long *refused)
+{
+    *logins = etcd_harness_metric(h, i, "grpc_server_handled_total",
+                                  "grpc_code=\"OK\",grpc_method=\"Authenticate\"");
+    *refused =
+        etcd_harness_metric(h, i, "grpc_server_handled_total", "grpc_code=\"Unauthenticated\"");
+    return *logins < 0 || *refused < 0 ? -1 : 0;
 }
 
 /* ---- kv handles on the harness ---- */

@@ -35,15 +35,15 @@ struct etcd_harness {
     char endpoints[ETCD_HARNESS_MAX * 32]; /* "host:port,host:port,..." in member order */
     char cluster[ETCD_HARNESS_MAX * 64];   /* --initial-cluster */
     char token[48];
-    int tls; /* clients must use TLS with a client certificate (mTLS) */
+    int tls;            /* clients must use TLS with a client certificate (mTLS) */
     int auth_token_ttl; /* --auth-token-ttl when > 0 */
     char cacert[PATH_MAX], cert[PATH_MAX], key[PATH_MAX]; /* client side, when tls */
     struct etcd_member m[ETCD_HARNESS_MAX];
 };
 
 struct etcd_harness_opts {
-    int members; /* 1..ETCD_HARNESS_MAX */
-    int tls;     /* generate a CA, server and client certs (openssl); require client certs */
+    int members;        /* 1..ETCD_HARNESS_MAX */
+    int tls;            /* generate a CA, server and client certs (openssl); require client certs */
     int auth_token_ttl; /* seconds an unused auth token lives (--auth-token-ttl); 0: etcd's 300 */
 };
 
@@ -79,6 +79,24 @@ int etcd_harness_wait_healthy(struct etcd_harness *h, int i, int timeout_ms);
 /* Run `etcdctl --endpoints=<all> args...` (NULL-terminated); output goes to <dir>/etcdctl.log.
  * Returns its exit status, or a negative errno if it could not run. */
 int etcd_harness_etcdctl(struct etcd_harness *h, const char *const args[]);
+
+/* Wait until member i's log holds a line with every one of the NULL-terminated `needles`
+ * (inotify on the log file; deadline timeout_ms): 0 or -ETIMEDOUT. */
+int etcd_harness_wait_log(struct etcd_harness *h, int i, const char *const needles[],
+                          int timeout_ms);
+
+/* The sum of member i's /metrics samples called `name` whose labels contain `labels` (e.g.
+ * "grpc_code=\"OK\",grpc_method=\"Authenticate\""); -1 if /metrics could not be read. */
+long etcd_harness_metric(struct etcd_harness *h, int i, const char *name, const char *labels);
+
+/* Wait until member i has dropped an auth token of `user` (tokens live auth_token_ttl unused;
+ * its log says so): 0 or -ETIMEDOUT. */
+int etcd_harness_wait_token_dropped(struct etcd_harness *h, int i, const char *user,
+                                    int timeout_ms);
+
+/* Member i's auth counters since it started: successful logins (Authenticate calls answered OK)
+ * and calls refused as unauthenticated. 0, or -1 if /metrics could not be read. */
+int etcd_harness_auth_counts(struct etcd_harness *h, int i, long *logins, long *refused);
 
 /* Switch auth on: user root (and `user`, granted the root role) with `password`. 0 or -1. */
 int etcd_harness_enable_auth(struct etcd_harness *h, const char *user, const char *password);

@@ -250,3 +250,19 @@ void etcdt_failover_scenario(struct etcd_harness *h, struct kv *kv, struct kv_ev
     cr_assert_eq(rc, 0, "%s", err.msg);
     kv_entry_clear(&e);
 }
+
+void etcdt_expired_token_is_renewed(struct etcd_harness *h, struct kv *kv, const char *user)
+{
+    struct ea_error err = {0};
+    etcdt_put(kv, "/t/a", "1", 0);
+    cr_assert_eq(etcd_harness_wait_token_dropped(h, 0, user, 10000), 0,
+                 "etcd did not drop the token within 10 s");
+    long logins0, refused0, logins1, refused1;
+    cr_assert_eq(etcd_harness_auth_counts(h, 0, &logins0, &refused0), 0);
+    struct kv_entry e = {0};
+    cr_assert_eq(kv_get(kv, "/t/a", &e, &err), 0, "with an expired token: %s", err.msg);
+    kv_entry_clear(&e);
+    cr_assert_eq(etcd_harness_auth_counts(h, 0, &logins1, &refused1), 0);
+    cr_assert_gt(refused1, refused0, "the old token was not refused");
+    cr_assert_gt(logins1, logins0, "no new login");
+}

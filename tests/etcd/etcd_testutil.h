@@ -46,4 +46,9 @@ void etcdt_bench_latencies(struct kv *kv, const char *backend);
 void etcdt_failover_scenario(struct etcd_harness *h, struct kv *kv, struct kv_event **evs,
                              size_t *nevs);
 
+/* On `h` started with auth_token_ttl and `kv` logged in as `user`: a put, then etcd drops the
+ * unused token; the next get must succeed, through one refused call and one more login (from
+ * etcd's counters), without the caller noticing. */
+void etcdt_expired_token_is_renewed(struct etcd_harness *h, struct kv *kv, const char *user);
+
 #endif

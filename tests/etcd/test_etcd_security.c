@@ -2,8 +2,9 @@
 /*
  * Auth and TLS of the etcd backend against a real etcd: no or wrong credentials → KV_EAUTH
  * (requests, watch, keepalive), right ones work everywhere; auth switched on while a handle is
- * open → the handle logs in and carries on; mutual TLS with the harness's throwaway CA works,
- * and a client without the right CA or without a client certificate gets KV_ECONN.
+ * open → the handle logs in and carries on, and so after etcd dropped its unused token; mutual
+ * TLS with the harness's throwaway CA works, and a client without the right CA or without a
+ * client certificate gets KV_ECONN.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "etcd.h"
 #include "etcd_harness.h"
+#include "etcd_testutil.h"
 
 static struct etcd_harness h;
 static struct kv *kv;
@@ -126,4 +128,16 @@ Test(etcd_security, mutual_tls)
     /* Plain text against a TLS port. */
     cr_assert_eq(etcd_harness_open(h.endpoints, 2000, NULL, NULL, &kv, &err), 0, "%s", err.msg);
     cr_assert_eq(kv_get(kv, "/tls/k", &e, &err), KV_ECONN, "%s", err.msg);
+}
+
+/* etcd drops a token unused for --auth-token-ttl (1 s here): the handle's next request is refused
+ * as unauthenticated, and it must log in again and succeed without the caller noticing. */
+Test(etcd_security, token_expired_while_idle_is_renewed)
+{
+    struct etcd_harness_opts o = {.members = 1, .auth_token_ttl = 1};
+    cr_assert_eq(etcd_harness_start_opts(&h, &o), 0);
+    cr_assert_eq(etcd_harness_enable_auth(&h, "agent", "s3cret"), 0);
+    struct ea_error err = {0};
+    cr_assert_eq(etcd_harness_open(h.endpoints, 0, "agent", "s3cret", &kv, &err), 0, "%s", err.msg);
+    etcdt_expired_token_is_renewed(&h, kv, "agent");
 }

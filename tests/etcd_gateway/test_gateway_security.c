@@ -14,6 +14,7 @@
 
 #include "ea_time.h"
 #include "etcd_harness.h"
+#include "etcd_testutil.h"
 #include "gw_test.h"
 
 static struct etcd_harness h;
@@ -174,4 +175,17 @@ Test(gateway_security, mutual_tls)
     cr_assert_eq(gwt_open(NULL, plain, 2000, NULL, NULL, &kv, &err), 0, "%s", err.msg);
     cr_assert_eq(kv_get(kv, "/tls/k", &e, &err), KV_ECONN, "%s", err.msg);
     cr_log_info("plain HTTP: %s", err.msg);
+}
+
+/* etcd drops a token unused for --auth-token-ttl (1 s here): the handle's next request is refused
+ * as unauthenticated, and it must log in again and succeed without the caller noticing. */
+Test(gateway_security, token_expired_while_idle_is_renewed)
+{
+    struct etcd_harness_opts o = {.members = 1, .auth_token_ttl = 1};
+    cr_assert_eq(etcd_harness_start_opts(&h, &o), 0);
+    cr_assert_eq(etcd_harness_enable_auth(&h, "agent", "s3cret"), 0);
+    gwt_urls(&h, urls, sizeof(urls));
+    struct ea_error err = {0};
+    cr_assert_eq(gwt_open(&h, urls, 0, "agent", "s3cret", &kv, &err), 0, "%s", err.msg);
+    etcdt_expired_token_is_renewed(&h, kv, "agent");
 }
