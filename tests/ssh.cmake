@@ -11,7 +11,8 @@ set_target_properties(ea-ssh-recorder PROPERTIES RUNTIME_OUTPUT_DIRECTORY
 add_dependencies(ea_test_helpers ea-ssh-recorder)
 
 ea_add_criterion_test(test_ssh_launcher
-  SOURCES ssh/test_ssh_launcher.c unit/test_launch_support.c
+  SOURCES ssh/test_ssh_launcher.c ssh/test_ssh_connection.c ssh/ssh_fixture.c
+          unit/test_launch_support.c
   LIBS ea_launcher ea_sshd_harness
   TIMEOUT 120)
 target_include_directories(test_ssh_launcher PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)

@@ -6,7 +6,7 @@
  * writes ENVFILE (shell assignments ETCD_ENDPOINTS, ETCD_CACERT, ETCD_CERT, ETCD_KEY, ETCD_DIR,
  * ETCD_METRICS, ETCD_LOG; with --tls, auth tokens live 1 s unused),
  * then serves commands on stdin, one a line, answering "ok" or "error" on stdout:
- *   restart    kill the member and start it again on its data (forgets every auth token)
+ *   restart    kill the member and start it again on its data (recent logins may be replayed)
  * and stops etcd and removes its data at end of input or on SIGTERM/SIGINT.
  */
 #include <errno.h>
