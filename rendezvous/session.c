@@ -643,19 +643,18 @@ size_t rdzv_live_count(const struct rdzv_session *s)
     return s->n_live;
 }
 
-int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
-                        struct ea_error *err)
+int rdzv_publish_round_key(struct rdzv_session *s, int64_t round, const char *name,
+                           const char *value, struct ea_error *err)
 {
     char key[KEY_MAX];
-    key_of(s, key, "rounds/%" PRId64 "/master", round);
+    key_of(s, key, "rounds/%" PRId64 "/%s", round, name);
     struct kv_entry cur = {0};
     int64_t rev = 0;
-    int r = kv_cas(s->kv, key, addr_port, strlen(addr_port), 0, 0, &rev, &cur, err);
+    int r = kv_cas(s->kv, key, value, strlen(value), 0, 0, &rev, &cur, err);
     if (r == 0) {
         /* mirror our own write at once, so the caller can use it without waiting for the watch */
-        struct kv_entry e = {.key = key, .value = (char *)addr_port,
-                             .value_len = strlen(addr_port), .mod_revision = rev,
-                             .create_revision = rev};
+        struct kv_entry e = {.key = key, .value = (char *)value, .value_len = strlen(value),
+                             .mod_revision = rev, .create_revision = rev};
         r = kv_entry_copy(&cur, &e);
     } else if (r != KV_ECONFLICT) {
         return r;
@@ -665,12 +664,23 @@ int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_
     return r < 0 ? ea_errorf(err, r, "out of memory") : 0;
 }
 
-const char *rdzv_master(const struct rdzv_session *s, int64_t round)
+const char *rdzv_round_key(const struct rdzv_session *s, int64_t round, const char *name)
 {
     char key[KEY_MAX];
-    key_of(s, key, "rounds/%" PRId64 "/master", round);
+    key_of(s, key, "rounds/%" PRId64 "/%s", round, name);
     ssize_t i = mirror_find(s, key);
     return i >= 0 ? s->keys[i].value : NULL;
+}
+
+int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
+                        struct ea_error *err)
+{
+    return rdzv_publish_round_key(s, round, "master", addr_port, err);
+}
+
+const char *rdzv_master(const struct rdzv_session *s, int64_t round)
+{
+    return rdzv_round_key(s, round, "master");
 }
 
 const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char *node_id)

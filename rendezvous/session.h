@@ -75,6 +75,12 @@ size_t rdzv_live_count(const struct rdzv_session *s);
 int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
                         struct ea_error *err);
 const char *rdzv_master(const struct rdzv_session *s, int64_t round);
+/* rounds/<round>/<name>: a small per-round value (master, tracker, ...) that every node of the
+ * run receives: create-only, first writer wins (returns 0 then too); read: NULL until known.
+ * `name` is a plain word ([a-z_]+). Keep values O(1): every node gets each one. */
+int rdzv_publish_round_key(struct rdzv_session *s, int64_t round, const char *name,
+                           const char *value, struct ea_error *err);
+const char *rdzv_round_key(const struct rdzv_session *s, int64_t round, const char *name);
 
 /* The live node record of node_id (ifaces, probe_port for NIC discovery), or NULL; owned by the
  * session, valid until the next rdzv_on_events(). */
