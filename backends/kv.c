@@ -140,6 +140,15 @@ int kv_cas(struct kv *kv, const char *key, const char *value, size_t len,
                         ret_current, err);
 }
 
+int kv_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+           size_t n_ops, int64_t *ret_revision, struct ea_error *err)
+{
+    if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
+        return ea_errorf(err, KV_EINVAL, "transaction of %zu op(s) and %zu compare(s): 1 to %d "
+                         "of each allowed", n_ops, n_cmps, KV_TXN_OPS_MAX);
+    return kv->ops->txn(kv, cmps, n_cmps, ops, n_ops, ret_revision, err);
+}
+
 int kv_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
            int64_t *ret_mod_revision, struct ea_error *err)
 {

@@ -9,6 +9,7 @@
 #define EA_BACKENDS_KV_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,26 @@ struct kv_entry {
     int64_t create_revision; /* store revision at which this key (this incarnation) was created */
     int64_t lease;           /* lease id the key is attached to, 0 = none */
 };
+
+/* One compare of a transaction: the key's current mod_revision must equal `mod_revision`
+ * (0 = the key must be absent). */
+struct kv_cmp {
+    const char *key;
+    int64_t mod_revision;
+};
+
+/* One write of a transaction: put `value` (len bytes) attached to `lease` (0 = none), or, when
+ * `del` is true, delete `key` (deleting an absent key is fine; value/len/lease unused). */
+struct kv_op {
+    const char *key;
+    const char *value;
+    size_t len;
+    int64_t lease;
+    bool del;
+};
+
+/* Most ops (and most compares) one transaction may carry: etcd's default --max-txn-ops. */
+#define KV_TXN_OPS_MAX 128
 
 /* Result of kv_list(): entries sorted by key (byte order), plus the store revision at which the
  * list was taken (watch from revision + 1 to see everything after it). Free with kv_list_clear(). */
@@ -98,6 +119,16 @@ struct kv_ops {
     int (*cas)(struct kv *kv, const char *key, const char *value, size_t len,
                int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
                struct kv_entry *ret_current, struct ea_error *err);
+    /*
+     * Transaction: iff every compare holds, apply every op, atomically, at one new revision.
+     * 0 and *ret_revision (may be NULL) = that revision. KV_ECONFLICT when a compare failed
+     * (nothing written). KV_EINVAL when n_ops is 0 or over KV_TXN_OPS_MAX, n_cmps over
+     * KV_TXN_OPS_MAX, or a key appears twice among the ops. KV_ENOLEASE when a put's lease does
+     * not exist (nothing written). Used to fence a batch of writes on the mod_revision of the
+     * keys it depends on (the rendezvous' `state` and `coord`).
+     */
+    int (*txn)(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+               size_t n_ops, int64_t *ret_revision, struct ea_error *err);
     /* Unconditional write, attached to `lease` (0 = none). *ret_mod_revision may be NULL. */
     int (*put)(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
                int64_t *ret_mod_revision, struct ea_error *err);
@@ -146,7 +177,7 @@ extern const struct kv_ops *const kv_backends[];
  * KV_MODULE_ABI, bumped whenever this header's structs change) and
  * `const struct kv_ops *kv_module(void)` (backends/kv_module.c).
  */
-#define KV_MODULE_ABI 1
+#define KV_MODULE_ABI 2
 
 /* Find a backend by name, loading its module if needed; NULL if unknown or not loadable. */
 const struct kv_ops *kv_backend_find(const char *name);
@@ -162,6 +193,8 @@ int kv_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_er
 int kv_cas(struct kv *kv, const char *key, const char *value, size_t len,
            int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
            struct kv_entry *ret_current, struct ea_error *err);
+int kv_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+           size_t n_ops, int64_t *ret_revision, struct ea_error *err);
 int kv_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
            int64_t *ret_mod_revision, struct ea_error *err);
 int kv_del(struct kv *kv, const char *key, struct ea_error *err);
