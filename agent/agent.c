@@ -201,15 +201,15 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
         a->group.generation = gen;
         return;
     }
-    int me = rdzv_my_index(a->rdzv);
-    struct group_start gs = {.state = s, .my_index = me, .generation = gen,
+    const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    struct group_start gs = {.state = s, .self = m, .topology = cfg_topology(a->cfg),
+                             .generation = gen,
                              .master_addr = maddr, .master_port = mport, .envp = a->envp,
                              .ifaces = nic_ifaces(a->nic)};
     struct ea_error err = {0};
     int failed_rank = -1;
     int r = group_start(&a->group, &gs, &failed_rank, &err);
     a->group.generation = gen;
-    const struct rdzv_member *m = &s->members[me];
     if (r < 0) {
         if (failed_rank < 0) /* before any worker (e.g. --log-dir): charge it to local rank 0 */
             failed_rank = 0;
@@ -235,9 +235,9 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
                 s->world_size, "group_rank", m->group_rank, "master", master,
                 "rendezvous_seconds", a->m.last_rendezvous_seconds);
     log_info("round %" PRId64 " (generation %" PRId64 "): started %d worker(s), ranks %d-%d of "
-             "world %d, group rank %d of %zu, master %s; restarts %d/%d, scale events %d",
+             "world %d, group rank %d of %d, master %s; restarts %d/%d, scale events %d",
              s->round, gen, m->nproc, m->rank_base, m->rank_base + m->nproc - 1, s->world_size,
-             m->group_rank, s->n_members, master, s->restart_count, s->max_restarts,
+             m->group_rank, s->group_world_size, master, s->restart_count, s->max_restarts,
              s->scale_events);
 }
 
@@ -528,7 +528,7 @@ static void check_waiting(struct agent *a, int64_t now)
     bool run_going = s && s->status == RDZV_RUNNING;
     if (run_going || (s && s->status != RDZV_WAITING)) {
         if (run_going && rdzv_my_index(a->rdzv) < 0 && a->progress_count != (size_t)-1) {
-            if (s->n_members >= (size_t)s->max_nodes)
+            if (s->group_world_size >= s->max_nodes)
                 log_info("spare: run '%s' is at its maximum of %d node(s); waiting for a slot",
                          a->cfg->run_id, s->max_nodes);
             else
@@ -589,6 +589,7 @@ void agent_publish(struct agent *a)
 {
     int64_t gen = 0;
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    events_set_group_rank(a->events, rdzv_my_index(a->rdzv));
     events_observe(a->events, s, gen);
     log_set_round(s ? s->round : 0, gen);
     if (!a->http)
@@ -606,7 +607,7 @@ void agent_publish(struct agent *a)
     m->round = s ? s->round : 0;
     m->generation = gen;
     m->world_size = s ? s->world_size : 0;
-    m->members = s ? (int)s->n_members : 0;
+    m->members = s ? s->group_world_size : 0;
     m->restart_count = s ? s->restart_count : 0;
     m->max_restarts = s ? s->max_restarts : a->cfg->max_restarts;
     m->scale_events = s ? s->scale_events : 0;

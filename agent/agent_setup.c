@@ -140,6 +140,7 @@ static int open_all(struct agent *a)
                    .max_restarts = c->max_restarts,
                    .rank_by_host = strcmp(c->rank_order, "host") == 0},
         .lease_ttl_ms = c->lease_ttl_ms,
+        .full_view = cfg_full_view(c),
     };
     if (rdzv_strlcpy(rc.self.node_id, sizeof(rc.self.node_id), c->node_id) < 0 ||
         rdzv_strlcpy(rc.self.host, sizeof(rc.self.host), a->host) < 0 ||

@@ -111,8 +111,13 @@ const struct opt cfg_opts[] = {
     {"host-cooldown", OPT_SEC, OFF(host_cooldown_ms), "10", 0.1, 3600, NULL, "SEC",
      "driver mode: a failed host sits out this long, doubling per failure up to 5 min", AGENT},
     {"nic-discovery", OPT_STR, OFF(nic_discovery), "auto", 0, 0, NULL, "MODE",
-     "on | off | auto (on when the nodes are on more than one host): find the network "
-     "interfaces every node can reach", AGENT},
+     "on | off | auto (on when the nodes are on more than one host and --max is at most "
+     CFG_FULL_VIEW_MAX_NODES_STR "): find the network interfaces every node can reach", AGENT},
+    {"topology", OPT_STR, OFF(topology), "auto", 0, 0, NULL, "MODE",
+     "on | off | auto (on up to --max " CFG_FULL_VIEW_MAX_NODES_STR "): write "
+     "ELASTIC_TOPOLOGY_FILE (every rank's host, ring and tree links). Costs O(N) per node per "
+     "round, as do --nic-discovery and --env-style horovod: each node then reads every member",
+     AGENT},
     {"iface", OPT_STR, OFF(iface), NULL, 0, 0, NULL, "NAME,...",
      "only consider these network interfaces", AGENT},
     {"env-style", OPT_STR, OFF(env_style), "torch", 0, 0, NULL, "LIST",
@@ -386,6 +391,11 @@ static int resolve_launch(struct cfg *c, const enum source *srcs, struct ea_erro
     if (!one_of(c->nic_discovery, nic_modes))
         return ea_errorf(err, -EINVAL, "--nic-discovery: '%s' is not on, off or auto",
                          c->nic_discovery);
+    if (!one_of(c->topology, nic_modes))
+        return ea_errorf(err, -EINVAL, "--topology: '%s' is not on, off or auto", c->topology);
+    /* auto stays O(1) per node in big runs: discovery reads every node's record */
+    if (strcmp(c->nic_discovery, "auto") == 0 && c->max_nodes > CFG_FULL_VIEW_MAX_NODES)
+        c->nic_discovery = "off";
     if (!list_of(c->env_style, styles))
         return ea_errorf(err, -EINVAL,
                          "--env-style: '%s' is not a comma list of torch, horovod, dmlc",
@@ -730,4 +740,17 @@ struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms)
                               .user = c->user,
                               .password = c->password,
                               .request_timeout_ms = request_timeout_ms};
+}
+
+bool cfg_topology(const struct cfg *c)
+{
+    return c->topology && (strcmp(c->topology, "on") == 0 ||
+                           (strcmp(c->topology, "auto") == 0 &&
+                            c->max_nodes <= CFG_FULL_VIEW_MAX_NODES));
+}
+
+bool cfg_full_view(const struct cfg *c)
+{
+    return cfg_topology(c) || (c->nic_discovery && strcmp(c->nic_discovery, "off") != 0) ||
+           (c->env_style && strstr(c->env_style, "horovod"));
 }

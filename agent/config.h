@@ -66,6 +66,7 @@ struct cfg {
     int64_t host_cooldown_ms; /* first blacklist period of a failed host (doubles, capped) */
     /* NIC discovery and worker environment */
     const char *nic_discovery; /* "on" | "off" | "auto" */
+    const char *topology;      /* "on" | "off" | "auto": ELASTIC_TOPOLOGY_FILE */
     const char *iface;         /* --iface NAME,... or NULL */
     const char *env_style;     /* comma list of torch, horovod, dmlc */
     const char *dmlc_tracker;  /* --dmlc-tracker HOST:PORT or NULL */
@@ -110,5 +111,14 @@ void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out);
 /* The store settings of `c` (backend, endpoints, TLS, credentials) for kv_open(); the strings
  * stay owned by `c`. request_timeout_ms: 0 = the backend's default. */
 struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms);
+
+/* Runs up to this many nodes get the O(N) extras by default (topology file, NIC discovery). */
+#define CFG_FULL_VIEW_MAX_NODES 16
+#define CFG_FULL_VIEW_MAX_NODES_STR "16"
+/* True when this node needs every member of each round (the topology file, NIC discovery,
+ * Horovod's cross ranks): its session then mirrors the whole run, O(N) per round. */
+bool cfg_full_view(const struct cfg *c);
+/* True when workers get ELASTIC_TOPOLOGY_FILE. */
+bool cfg_topology(const struct cfg *c);
 
 #endif

@@ -19,6 +19,7 @@ struct events {
     bool seen; /* `last` holds a state */
     struct rdzv_state last;
     int64_t last_gen;
+    int group_rank; /* this node's, as the agent last told (the state may not list members) */
 };
 
 int events_open(const char *path, bool to_stderr, const char *run_id, const char *node_id,
@@ -138,16 +139,26 @@ static void round_committed(struct events *ev, const struct rdzv_state *s, int64
     const struct rdzv_state *p = ev->seen ? &ev->last : NULL;
     json_t *added = p ? dropped(s, p) : json_array();
     json_t *removed = p ? dropped(p, s) : json_array();
+    /* without the member lists (a node's O(1) view) the counts tell losses from arrivals */
+    bool lists = p && p->members && s->members;
+    bool lost = lists ? json_array_size(removed) > 0 : p && p->group_world_size > s->group_world_size;
+    bool grew = lists ? json_array_size(added) > 0 : p && p->group_world_size < s->group_world_size;
     const char *cause = (!p || p->round == 0) && s->round == 1 ? "first"
                         : !p                                   ? "already_running"
                         : p->restart_count < s->restart_count  ? "failure"
-                        : json_array_size(removed) > 0         ? "node_lost"
-                        : json_array_size(added) > 0           ? "scale_up"
+                        : lost                                 ? "node_lost"
+                        : grew                                 ? "scale_up"
                                                                : "reform";
     events_emit(ev, "round_committed", s->round, gen, "{s:i, s:i, s:i, s:i, s:i, s:s, s:o, s:o}",
-                "members", (int)s->n_members, "world_size", s->world_size, "group_rank",
-                rdzv_state_find(s, ev->node_id), "restart_count", s->restart_count, "scale_events",
+                "members", s->group_world_size, "world_size", s->world_size, "group_rank",
+                s->members ? rdzv_state_find(s, ev->node_id) : ev->group_rank, "restart_count", s->restart_count, "scale_events",
                 s->scale_events, "cause", cause, "added", added, "removed", removed);
+}
+
+void events_set_group_rank(struct events *ev, int group_rank)
+{
+    if (ev)
+        ev->group_rank = group_rank;
 }
 
 void events_observe(struct events *ev, const struct rdzv_state *s, int64_t gen)
@@ -156,12 +167,17 @@ void events_observe(struct events *ev, const struct rdzv_state *s, int64_t gen)
         return;
     const struct rdzv_state *p = &ev->last;
     if (ev->seen && p->round == s->round && ev->last_gen == gen && p->status == s->status &&
-        p->restart_count == s->restart_count && p->n_members == s->n_members)
+        p->restart_count == s->restart_count && p->group_world_size == s->group_world_size &&
+        p->n_members == s->n_members)
         return;
     if (ev->seen && p->status != s->status && s->status != RDZV_RUNNING)
         events_emit(ev, "status", s->round, gen, "{s:s, s:s}", "status",
                     rdzv_status_name(s->status), "previous", rdzv_status_name(p->status));
-    if (ev->seen)
+    if (ev->seen && p->round != s->round && (!p->members || !s->members) &&
+        p->group_world_size > s->group_world_size && p->status == RDZV_RUNNING)
+        events_emit(ev, "node_lost", s->round, gen, "{s:i}", "lost_nodes",
+                    p->group_world_size - s->group_world_size);
+    if (ev->seen && p->members && s->members)
         for (size_t i = 0; i < p->n_members; i++)
             if (rdzv_state_find(s, p->members[i].node_id) < 0)
                 events_emit(ev, "node_lost", s->round, gen, "{s:s, s:s, s:i}", "lost_node",

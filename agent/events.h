@@ -53,6 +53,9 @@ void events_emitv(struct events *ev, const char *name, int64_t round, int64_t ge
  * changed.
  */
 void events_observe(struct events *ev, const struct rdzv_state *s, int64_t gen);
+/* This node's group rank in the state observed next (-1: none), for `round_committed` when the
+ * state does not list its members (a node's O(1) view). */
+void events_set_group_rank(struct events *ev, int group_rank);
 
 /* RFC 3339 UTC with milliseconds ("2024-05-01T12:00:00.123Z") of the wall clock now. */
 void events_time_now(char *buf, size_t size);

@@ -62,7 +62,7 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
                      const char *rounddir, const char *topo, const char *logdir,
                      struct ea_error *err)
 {
-    const struct rdzv_member *me = &s->state->members[s->my_index];
+    const struct rdzv_member *me = s->self;
     struct group_worker *w = &g->w[local_rank];
     memset(w, 0, sizeof(*w));
     w->local_rank = local_rank;
@@ -72,7 +72,7 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
 
     struct wenv_params wp = {
         .state = s->state,
-        .my_index = s->my_index,
+        .self = s->self,
         .local_rank = local_rank,
         .master_addr = s->master_addr,
         .master_port = s->master_port,
@@ -120,7 +120,7 @@ int group_start(struct group *g, const struct group_start *s, int *ret_failed_ra
                 struct ea_error *err)
 {
     group_clear(g);
-    const struct rdzv_member *me = &s->state->members[s->my_index];
+    const struct rdzv_member *me = s->self;
     g->w = calloc((size_t)me->nproc, sizeof(*g->w));
     if (!g->w)
         return ea_errorf(err, -ENOMEM, "out of memory");
@@ -133,7 +133,8 @@ int group_start(struct group *g, const struct group_start *s, int *ret_failed_ra
     if (r < 0)
         return ea_errorf(err, r, "cannot create '%s': %s", rounddir, strerror(-r));
     snprintf(topo, sizeof(topo), "%s/topology.json", rounddir);
-    if ((r = wenv_write_topology(s->state, topo, err)) < 0)
+    bool with_topo = s->topology && s->state->members;
+    if (with_topo && (r = wenv_write_topology(s->state, topo, err)) < 0)
         return r;
     if (g->cfg->log_dir) {
         snprintf(logdir, sizeof(logdir), "%s/%s/%lld", g->cfg->log_dir, g->cfg->run_id,
@@ -147,7 +148,8 @@ int group_start(struct group *g, const struct group_start *s, int *ret_failed_ra
     }
     for (int i = 0; i < me->nproc; i++) {
         g->n = i + 1;
-        r = start_one(g, s, i, rounddir, topo, g->cfg->log_dir ? logdir : NULL, err);
+        r = start_one(g, s, i, rounddir, with_topo ? topo : NULL, g->cfg->log_dir ? logdir : NULL,
+                      err);
         if (r < 0) {
             g->n = i; /* the failed slot holds no process */
             *ret_failed_rank = i;

@@ -42,8 +42,9 @@ struct group {
 
 /* Where a round's files go, everything after `workdir`. */
 struct group_start {
-    const struct rdzv_state *state;
-    int my_index;
+    const struct rdzv_state *state; /* members loaded only with the full view */
+    const struct rdzv_member *self; /* this node's assignment */
+    bool topology;                  /* write ELASTIC_TOPOLOGY_FILE (needs the members) */
     int64_t generation;
     const char *master_addr;
     int master_port;

@@ -138,7 +138,7 @@ int wenv_parse_tracker(const char *hostport, char *ret_host, size_t host_size, i
 static void add_torch(struct envbuf *b, const struct wenv_params *p, int rank)
 {
     const struct rdzv_state *s = p->state;
-    const struct rdzv_member *me = &s->members[p->my_index];
+    const struct rdzv_member *me = p->self;
     add(b, "LOCAL_RANK=%d", p->local_rank);
     add(b, "RANK=%d", rank);
     add(b, "GROUP_RANK=%d", me->group_rank);
@@ -146,7 +146,7 @@ static void add_torch(struct envbuf *b, const struct wenv_params *p, int rank)
     add(b, "ROLE_NAME=default");
     add(b, "LOCAL_WORLD_SIZE=%d", me->nproc);
     add(b, "WORLD_SIZE=%d", s->world_size);
-    add(b, "GROUP_WORLD_SIZE=%zu", s->n_members);
+    add(b, "GROUP_WORLD_SIZE=%d", s->group_world_size);
     add(b, "ROLE_WORLD_SIZE=%d", s->world_size);
     add(b, "MASTER_ADDR=%s", p->master_addr);
     add(b, "MASTER_PORT=%d", p->master_port);
@@ -165,13 +165,18 @@ static void add_torch(struct envbuf *b, const struct wenv_params *p, int rank)
 static void add_horovod(struct envbuf *b, const struct wenv_params *p, int rank)
 {
     const struct rdzv_state *s = p->state;
-    const struct rdzv_member *me = &s->members[p->my_index];
-    int cross_rank = 0, cross_size = 0;
-    for (size_t k = 0; k < s->n_members; k++)
-        if (s->members[k].nproc > p->local_rank) {
-            cross_rank += (int)k < p->my_index;
-            cross_size++;
-        }
+    const struct rdzv_member *me = p->self;
+    /* every node runs the same number of workers unless the members say otherwise (they are
+     * loaded whenever horovod is in --env-style: cfg_full_view) */
+    int cross_rank = me->group_rank, cross_size = s->group_world_size;
+    if (s->members) {
+        cross_rank = cross_size = 0;
+        for (size_t k = 0; k < s->n_members; k++)
+            if (s->members[k].nproc > p->local_rank) {
+                cross_rank += s->members[k].group_rank < me->group_rank;
+                cross_size++;
+            }
+    }
     add(b, "HOROVOD_RANK=%d", rank);
     add(b, "HOROVOD_SIZE=%d", s->world_size);
     add(b, "HOROVOD_LOCAL_RANK=%d", p->local_rank);
@@ -200,7 +205,7 @@ static void add_dmlc(struct envbuf *b, const struct wenv_params *p, int rank)
 int wenv_build(const struct wenv_params *p, char ***ret_envp)
 {
     const struct rdzv_state *s = p->state;
-    const struct rdzv_member *me = &s->members[p->my_index];
+    const struct rdzv_member *me = p->self;
     int rank = me->rank_base + p->local_rank;
     unsigned styles = p->styles ? p->styles : WENV_TORCH;
     struct envbuf b = {0};

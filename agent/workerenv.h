@@ -23,14 +23,14 @@ enum {
 
 struct wenv_params {
     const struct rdzv_state *state; /* the committed round */
-    int my_index;                   /* this node's index in state->members */
+    const struct rdzv_member *self; /* this node's assignment (state->members may be NULL) */
     int local_rank;
     const char *master_addr;
     int master_port;
     int64_t generation;
     const char *run_id;
     const char *error_file;    /* TORCHELASTIC_ERROR_FILE for this rank */
-    const char *topology_file; /* ELASTIC_TOPOLOGY_FILE */
+    const char *topology_file; /* ELASTIC_TOPOLOGY_FILE, or NULL (not written) */
     char *const *base_env;     /* the agent's environment, inherited by workers */
     unsigned styles;           /* WENV_* bits; 0 = WENV_TORCH */
     const char *dmlc_tracker;  /* "HOST:PORT" (validated) for DMLC_TRACKER_URI/PORT, or NULL */

@@ -7,12 +7,71 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool node_live(const struct rdzv_node *nodes, size_t n, const char *id)
+/* A set of node ids for O(log n) membership tests (rdzv_assign and the plan run at the
+ * coordinator over every node: nested loops would be 10^8 compares at 10,000 nodes). */
+struct idset {
+    const char **ids;
+    size_t n;
+};
+
+static int cmp_id(const void *a, const void *b)
 {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int idset_of_nodes(struct idset *set, const struct rdzv_node *nodes, size_t n)
+{
+    set->ids = malloc((n ? n : 1) * sizeof(*set->ids));
+    if (!set->ids)
+        return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(nodes[i].node_id, id) == 0)
-            return true;
-    return false;
+        set->ids[i] = nodes[i].node_id;
+    set->n = n;
+    qsort(set->ids, n, sizeof(*set->ids), cmp_id);
+    return 0;
+}
+
+static int idset_of_members(struct idset *set, const struct rdzv_state *s)
+{
+    size_t n = s ? s->n_members : 0;
+    set->ids = malloc((n ? n : 1) * sizeof(*set->ids));
+    if (!set->ids)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        set->ids[i] = s->members[i].node_id;
+    set->n = n;
+    qsort(set->ids, n, sizeof(*set->ids), cmp_id);
+    return 0;
+}
+
+static bool idset_has(const struct idset *set, const char *id)
+{
+    return set->n && bsearch(&id, set->ids, set->n, sizeof(*set->ids), cmp_id) != NULL;
+}
+
+/* The live node record of `id` through a sorted index of `nodes` (NULL if not live). */
+static const struct rdzv_node *node_by_id(const struct rdzv_node *nodes, const size_t *order,
+                                          size_t n, const char *id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(nodes[order[mid]].node_id, id);
+        if (c == 0)
+            return &nodes[order[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static const struct rdzv_node *sort_nodes_base;
+static int cmp_node_idx(const void *a, const void *b)
+{
+    return strcmp(sort_nodes_base[*(const size_t *)a].node_id,
+                  sort_nodes_base[*(const size_t *)b].node_id);
 }
 
 static void member_from_node(struct rdzv_member *m, const struct rdzv_node *n)
@@ -22,6 +81,7 @@ static void member_from_node(struct rdzv_member *m, const struct rdzv_node *n)
     memcpy(m->host, n->host, sizeof(m->host));
     memcpy(m->addr, n->addr, sizeof(m->addr));
     m->nproc = n->nproc;
+    m->slot = n->create_revision;
 }
 
 static int cmp_host(const void *a, const void *b)
@@ -35,20 +95,30 @@ int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, si
                 int max_nodes, bool by_host, struct rdzv_member **ret, size_t *ret_n)
 {
     struct rdzv_member *out = calloc(n_nodes ? n_nodes : 1, sizeof(*out));
-    if (!out)
+    size_t *order = malloc((n_nodes ? n_nodes : 1) * sizeof(*order));
+    struct idset was = {0};
+    if (!out || !order || idset_of_members(&was, prev) < 0) {
+        free(out);
+        free(order);
         return -ENOMEM;
+    }
+    for (size_t j = 0; j < n_nodes; j++)
+        order[j] = j;
+    sort_nodes_base = nodes; /* single-threaded: the plan runs in the agent's loop */
+    qsort(order, n_nodes, sizeof(*order), cmp_node_idx);
     size_t n = 0;
     /* survivors first, in their old rank order, with their current record (nproc may change) */
-    for (size_t i = 0; prev && i < prev->n_members && n < (size_t)max_nodes; i++)
-        for (size_t j = 0; j < n_nodes; j++)
-            if (strcmp(nodes[j].node_id, prev->members[i].node_id) == 0) {
-                member_from_node(&out[n++], &nodes[j]);
-                break;
-            }
+    for (size_t i = 0; prev && i < prev->n_members && n < (size_t)max_nodes; i++) {
+        const struct rdzv_node *nd = node_by_id(nodes, order, n_nodes, prev->members[i].node_id);
+        if (nd)
+            member_from_node(&out[n++], nd);
+    }
     /* then newcomers by arrival (nodes are sorted by create_revision) */
     for (size_t j = 0; j < n_nodes && n < (size_t)max_nodes; j++)
-        if (!prev || rdzv_state_find(prev, nodes[j].node_id) < 0)
+        if (!idset_has(&was, nodes[j].node_id))
             member_from_node(&out[n++], &nodes[j]);
+    free(order);
+    free(was.ids);
     if (by_host)
         qsort(out, n, sizeof(*out), cmp_host);
     int base = 0;
@@ -72,6 +142,8 @@ static int new_round(const struct rdzv_params *p, const struct rdzv_state *prev,
         return ea_errorf(err, -ENOMEM, "out of memory assigning ranks");
     s.round = (prev ? prev->round : 0) + 1;
     s.status = RDZV_RUNNING;
+    s.group_world_size = (int)s.n_members;
+    s.n_chunks = rdzv_chunk_count(s.n_members);
     for (size_t i = 0; i < s.n_members; i++)
         s.world_size += s.members[i].nproc;
     s.restart_count = restart_count;
@@ -106,24 +178,34 @@ static int waiting(const struct rdzv_params *p, const struct rdzv_state *prev,
 }
 
 static size_t count_survivors(const struct rdzv_state *s, const struct rdzv_node *nodes,
-                              size_t n_nodes)
+                              size_t n_nodes, bool *ret_nomem)
 {
+    struct idset live;
+    if (idset_of_nodes(&live, nodes, n_nodes) < 0) {
+        *ret_nomem = true;
+        return 0;
+    }
     size_t n = 0;
     for (size_t i = 0; i < s->n_members; i++)
-        n += node_live(nodes, n_nodes, s->members[i].node_id);
+        n += idset_has(&live, s->members[i].node_id);
+    free(live.ids);
     return n;
 }
 
 static bool all_done(const struct rdzv_state *s, const char *const *done, size_t n_done)
 {
-    for (size_t i = 0; i < s->n_members; i++) {
-        bool found = false;
-        for (size_t j = 0; j < n_done && !found; j++)
-            found = strcmp(done[j], s->members[i].node_id) == 0;
-        if (!found)
-            return false;
-    }
-    return s->n_members > 0;
+    if (s->n_members == 0 || n_done < s->n_members)
+        return false;
+    struct idset set = {.ids = malloc(n_done * sizeof(*set.ids)), .n = n_done};
+    if (!set.ids)
+        return false; /* asked again at the next event */
+    memcpy(set.ids, done, n_done * sizeof(*set.ids));
+    qsort(set.ids, n_done, sizeof(*set.ids), cmp_id);
+    bool all = true;
+    for (size_t i = 0; i < s->n_members && all; i++)
+        all = idset_has(&set, s->members[i].node_id);
+    free(set.ids);
+    return all;
 }
 
 static int64_t earliest(int64_t a, int64_t b)
@@ -169,7 +251,10 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
     if (s->status != RDZV_RUNNING)
         return 0; /* succeeded, failed, closed are final */
 
-    size_t survivors = count_survivors(s, v->nodes, v->n_nodes);
+    bool nomem = false;
+    size_t survivors = count_survivors(s, v->nodes, v->n_nodes, &nomem);
+    if (nomem)
+        return ea_errorf(err, -ENOMEM, "out of memory");
     size_t newcomers = v->n_nodes - survivors;
     bool pending = s->charge_round > 0 && s->charge_round == s->round;
     if (survivors < s->n_members) {
@@ -180,6 +265,11 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
             return next_round(p, s, v->nodes, v->n_nodes, restarts, ret_next, err);
         return waiting(p, s, v->nodes, v->n_nodes, restarts, ret_next, err);
     }
+    /* reports that reach the coordinator (failures/<r>, reform/<r>): acted on here, once */
+    if (v->failure_reported)
+        return rdzv_plan_failure(p, s, v->nodes, v->n_nodes, ret_next, err);
+    if (v->reform_requested)
+        return rdzv_plan_reform(p, s, v->nodes, v->n_nodes, ret_next, err);
     if (all_done(s, v->done, v->n_done)) {
         int r = rdzv_state_copy(ret_next, s);
         if (r < 0)

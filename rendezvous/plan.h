@@ -35,6 +35,9 @@ struct rdzv_view {
     int64_t min_reached_ms;  /* when the live count last reached >= min, -1 if below */
     int64_t generation;      /* of the state's round */
     int64_t charge_seen_ms;  /* when this node first saw the state's pending charge, -1: none */
+    bool failure_reported;   /* failures/<state->round> exists: a worker of the round failed */
+    bool reform_requested;   /* reform/<state->round> exists: a member had to stop its workers
+                                without a membership change (it lost its lease and rejoined) */
 };
 
 /*

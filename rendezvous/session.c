@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-/* rdzv session: join, mirror the run's keys through one watch, coordinate with CAS. */
-#include "session.h"
+/* rdzv session: join, watch what this node needs, coordinate with fenced transactions. */
+#include "session_internal.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,49 +13,15 @@
 
 #include "ea_time.h"
 
-#define KEY_MAX 512
+/* A node that sees the coordinator's key vanish claims it after this many ms per group rank
+ * (capped), so that the next node in rank order takes over and nobody stampedes; nodes that are
+ * not members wait longer, spread by their slot. */
+#define TAKEOVER_STEP_MS 50
+#define TAKEOVER_RANKS 8
+/* The coordinator publishes the live count while gathering at most this often. */
+#define GATHER_PUBLISH_MS 1000
 
-struct rdzv_session {
-    struct kv *kv;
-    struct rdzv_config cfg;
-    char prefix[KEY_MAX];
-    char node_key[KEY_MAX];
-    int64_t lease;
-    int64_t watch_id;
-    bool need_resync; /* the watch broke and re-listing failed: retry before anything else */
-    int64_t keepalive_due_ms;
-    int64_t renewed_ms; /* last successful grant or renewal of the lease */
-
-    /* mirror of every key under the prefix, with a hash index (slot: key index + 1, 0 = empty)
-     * and, for nodes/<id> keys, the record decoded once when it arrives (NULL: not a valid
-     * record). Everything per event is O(1) and per batch O(keys) without decoding, so a run of
-     * N nodes costs each agent O(N) work per round, not O(N) JSON decodes per event. */
-    struct kv_entry *keys;
-    struct rdzv_node **dec;
-    size_t n_keys, cap_keys;
-    size_t *slots, n_slots;
-    bool dirty, nodes_dirty;
-
-    /* derived from the mirror (rebuilt when dirty) */
-    size_t n_live;           /* valid node records */
-    ssize_t coord;           /* index in keys of the coordinator's node key, -1: none */
-    struct rdzv_node *nodes; /* sorted by create_revision; built on demand (ensure_nodes) */
-    size_t n_nodes;
-    struct rdzv_state state;
-    bool have_state;
-    int64_t state_rev;
-    const char **done; /* node ids done in state.round; point into keys */
-    size_t n_done;
-
-    int64_t last_arrival_ms, min_reached_ms, plan_wake_ms;
-    int64_t charge_seen_round, charge_seen_ms; /* when we first saw the pending charge */
-    char warning[EA_ERROR_MSG_MAX];      /* pending, not yet taken */
-    char last_warning[EA_ERROR_MSG_MAX]; /* so one bad key is reported once, not per event */
-};
-
-static void key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
+void rdzv_key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
 {
     char rel[KEY_MAX];
     va_list ap;
@@ -63,6 +29,11 @@ static void key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...
     vsnprintf(rel, sizeof(rel), fmt, ap);
     va_end(ap);
     snprintf(buf, KEY_MAX, "%s%s", s->prefix, rel);
+}
+
+static void mirror_warn(void *ctx, const char *msg)
+{
+    rdzv_warn(ctx, msg);
 }
 
 int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdzv_session **ret,
@@ -79,175 +50,50 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     s->cfg = *cfg;
     memcpy(s->prefix, cfg->prefix, plen + 1);
     s->cfg.prefix = s->prefix;
-    key_of(s, s->node_key, "nodes/%s", cfg->self.node_id);
+    rdzv_key_of(s, s->node_key, "nodes/%s", cfg->self.node_id);
+    rdzv_key_of(s, s->coord_key, "coord");
+    rdzv_key_of(s, s->state_key, "state");
+    s->m.prefix = s->prefix;
+    s->m.warn = mirror_warn;
+    s->m.warn_ctx = s;
+    s->full = cfg->full_view;
     s->min_reached_ms = -1;
     s->plan_wake_ms = -1;
+    s->takeover_ms = -1;
     s->charge_seen_ms = -1;
-    s->coord = -1;
+    s->self_round = -1;
+    s->gather_pub_live = -1;
     s->cfg.params.lease_ttl_ms = cfg->lease_ttl_ms;
     s->keepalive_due_ms = -1;
     *ret = s;
     return 0;
 }
 
-static void mirror_clear(struct rdzv_session *s)
+static void cancel_watches(struct rdzv_session *s)
 {
-    for (size_t i = 0; i < s->n_keys; i++) {
-        kv_entry_clear(&s->keys[i]);
-        free(s->dec[i]);
-    }
-    s->n_keys = 0;
-    if (s->slots)
-        memset(s->slots, 0, s->n_slots * sizeof(*s->slots));
-    s->coord = -1; /* until derive() */
-    s->dirty = s->nodes_dirty = true;
+    for (size_t i = 0; i < s->n_watches; i++)
+        kv_watch_cancel(s->kv, s->watch_ids[i]);
+    s->n_watches = 0;
 }
 
 void rdzv_session_destroy(struct rdzv_session *s)
 {
     if (!s)
         return;
-    if (s->watch_id)
-        kv_watch_cancel(s->kv, s->watch_id);
-    mirror_clear(s);
-    free(s->keys);
-    free(s->dec);
-    free(s->slots);
+    cancel_watches(s);
+    rdzv_mirror_free(&s->m);
     free(s->nodes);
     free(s->done);
     rdzv_state_clear(&s->state);
     free(s);
 }
 
-static size_t key_hash(const char *key)
+void rdzv_warn(struct rdzv_session *s, const char *msg)
 {
-    size_t h = 14695981039346656037u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 1099511628211u;
-    return h;
-}
-
-/* The slot holding `key`, or the empty slot where it would go (n_slots is a power of two, at
- * least twice n_keys, so there always is one). */
-static size_t slot_of(const struct rdzv_session *s, const char *key)
-{
-    size_t mask = s->n_slots - 1, i = key_hash(key) & mask;
-    while (s->slots[i] && strcmp(s->keys[s->slots[i] - 1].key, key) != 0)
-        i = (i + 1) & mask;
-    return i;
-}
-
-static ssize_t mirror_find(const struct rdzv_session *s, const char *key)
-{
-    if (!s->n_slots)
-        return -1;
-    size_t i = s->slots[slot_of(s, key)];
-    return i ? (ssize_t)(i - 1) : -1;
-}
-
-/* Rebuild the index for n_keys (after a delete or when it is too full). */
-static int index_rebuild(struct rdzv_session *s, size_t want)
-{
-    size_t n = s->n_slots ? s->n_slots : 64;
-    while (n < 2 * want)
-        n *= 2;
-    if (n != s->n_slots) {
-        size_t *slots = calloc(n, sizeof(*slots));
-        if (!slots)
-            return -ENOMEM;
-        free(s->slots);
-        s->slots = slots;
-        s->n_slots = n;
-    } else {
-        memset(s->slots, 0, n * sizeof(*s->slots));
-    }
-    for (size_t k = 0; k < s->n_keys; k++)
-        s->slots[slot_of(s, s->keys[k].key)] = k + 1;
-    return 0;
-}
-
-static bool is_node_key(const struct rdzv_session *s, const char *key)
-{
-    size_t plen = strlen(s->prefix);
-    return strncmp(key, s->prefix, plen) == 0 && strncmp(key + plen, "nodes/", 6) == 0;
-}
-
-static void warn(struct rdzv_session *s, const char *msg);
-
-/* The record of a nodes/<id> entry, decoded (malloc'ed), or NULL with a warning. */
-static struct rdzv_node *node_decode(struct rdzv_session *s, const struct kv_entry *e)
-{
-    const char *id = e->key + strlen(s->prefix) + 6;
-    struct ea_error nerr = {0};
-    struct rdzv_node *n = malloc(sizeof(*n));
-    if (n && rdzv_node_decode(e->value, e->value_len, n, &nerr) == 0 &&
-        strcmp(n->node_id, id) == 0) {
-        n->create_revision = e->create_revision;
-        return n;
-    }
-    char msg[EA_ERROR_MSG_MAX + 64];
-    snprintf(msg, sizeof(msg), "ignoring node key '%s': %s", e->key,
-             !n ? "out of memory" : nerr.msg[0] ? nerr.msg : "node id does not match the key");
-    warn(s, msg);
-    free(n);
-    return NULL;
-}
-
-/* Insert or replace (takes ownership of e's strings) / delete a key in the mirror. */
-static int mirror_put(struct rdzv_session *s, struct kv_entry *e, int64_t now_ms)
-{
-    bool node = is_node_key(s, e->key);
-    ssize_t i = mirror_find(s, e->key);
-    if (i < 0) {
-        if (s->n_keys == s->cap_keys) {
-            size_t cap = s->cap_keys ? s->cap_keys * 2 : 32;
-            struct kv_entry *k = realloc(s->keys, cap * sizeof(*k));
-            if (!k)
-                return -ENOMEM;
-            s->keys = k;
-            struct rdzv_node **d = realloc(s->dec, cap * sizeof(*d));
-            if (!d)
-                return -ENOMEM;
-            s->dec = d;
-            s->cap_keys = cap;
-        }
-        if (2 * (s->n_keys + 1) > s->n_slots && index_rebuild(s, s->n_keys + 1) < 0)
-            return -ENOMEM;
-        i = (ssize_t)s->n_keys++;
-        s->keys[i] = (struct kv_entry){.key = e->key};
-        s->dec[i] = NULL;
-        s->slots[slot_of(s, e->key)] = (size_t)i + 1;
-        e->key = NULL; /* now the mirror's */
-        if (node)
-            s->last_arrival_ms = now_ms;
-    }
-    char *key = s->keys[i].key;
-    s->keys[i].key = NULL;
-    kv_entry_clear(&s->keys[i]);
-    free(e->key);
-    s->keys[i] = *e;
-    s->keys[i].key = key;
-    free(s->dec[i]);
-    s->dec[i] = node ? node_decode(s, &s->keys[i]) : NULL;
-    memset(e, 0, sizeof(*e));
-    s->dirty = true;
-    s->nodes_dirty |= node;
-    return 0;
-}
-
-static void mirror_del(struct rdzv_session *s, const char *key)
-{
-    ssize_t i = mirror_find(s, key);
-    if (i < 0)
+    if (strncmp(s->last_warning, msg, sizeof(s->last_warning) - 1) == 0)
         return;
-    s->nodes_dirty |= is_node_key(s, key);
-    kv_entry_clear(&s->keys[i]);
-    free(s->dec[i]);
-    s->keys[i] = s->keys[--s->n_keys];
-    s->dec[i] = s->dec[s->n_keys];
-    index_rebuild(s, s->n_keys); /* deletes are rare: nodes leaving, rounds pruned */
-    s->coord = -1;                /* until derive() */
-    s->dirty = true;
+    snprintf(s->last_warning, sizeof(s->last_warning), "%s", msg);
+    snprintf(s->warning, sizeof(s->warning), "%s", msg);
 }
 
 static int cmp_node(const void *a, const void *b)
@@ -256,85 +102,193 @@ static int cmp_node(const void *a, const void *b)
     return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
 }
 
-static void warn(struct rdzv_session *s, const char *msg)
-{
-    if (strncmp(s->last_warning, msg, sizeof(s->last_warning) - 1) == 0)
-        return;
-    snprintf(s->last_warning, sizeof(s->last_warning), "%s", msg);
-    snprintf(s->warning, sizeof(s->warning), "%s", msg);
-}
-
 /* The live nodes sorted by create_revision (arrival), for the plan: rebuilt from the decoded
  * records only when a node key changed, and only when somebody needs the list. */
 static int ensure_nodes(struct rdzv_session *s, struct ea_error *err)
 {
-    if (!s->nodes_dirty && s->nodes)
+    if (!s->m.nodes_dirty && s->nodes)
         return 0;
-    struct rdzv_node *nodes = malloc((s->n_keys ? s->n_keys : 1) * sizeof(*nodes));
+    struct rdzv_node *nodes = malloc((s->m.n_keys ? s->m.n_keys : 1) * sizeof(*nodes));
     if (!nodes)
         return ea_errorf(err, -ENOMEM, "out of memory");
     size_t n = 0;
-    for (size_t i = 0; i < s->n_keys; i++)
-        if (s->dec[i])
-            nodes[n++] = *s->dec[i];
+    for (size_t i = 0; i < s->m.n_keys; i++)
+        if (s->m.dec[i])
+            nodes[n++] = *s->m.dec[i];
     qsort(nodes, n, sizeof(*nodes), cmp_node);
     free(s->nodes);
     s->nodes = nodes;
     s->n_nodes = n;
-    s->nodes_dirty = false;
+    s->m.nodes_dirty = false;
     return 0;
 }
 
-/* Re-derive the coordinator, live count, state and done list from the mirror: no node record is
- * decoded here, and `state` only when it changed. -EBADMSG when `state` is not ours. */
-static int derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+/* Full mode: the members of the committed round, gathered from its chunks. A set of chunks that
+ * does not add up (a coordinator died between two batches of a big commit) is reported and
+ * makes the coordinator commit a fresh round. */
+static void gather_members(struct rdzv_session *s)
 {
-    if (!s->dirty)
+    s->members_broken = false;
+    if (s->state.n_chunks <= 0)
+        return;
+    int n = s->state.n_chunks;
+    struct rdzv_member **chunks = calloc((size_t)n, sizeof(*chunks));
+    size_t *counts = calloc((size_t)n, sizeof(*counts));
+    struct ea_error e = {0};
+    int r = chunks && counts ? 0 : ea_errorf(&e, -ENOMEM, "out of memory");
+    for (int k = 0; k < n && r == 0; k++) {
+        char key[KEY_MAX];
+        rdzv_key_of(s, key, "assign/%d", k);
+        ssize_t i = rdzv_mirror_find(&s->m, key);
+        int64_t round = 0;
+        int chunk = -1;
+        if (i < 0)
+            r = ea_errorf(&e, -EBADMSG, "key '%s' is missing", key);
+        else if ((r = rdzv_chunk_decode(s->m.keys[i].value, s->m.keys[i].value_len, &round,
+                                        &chunk, &chunks[k], &counts[k], &e)) == 0 &&
+                 (round != s->state.round || chunk != k))
+            r = ea_errorf(&e, -EBADMSG, "key '%s' holds chunk %d of round %" PRId64
+                          ", not of round %" PRId64, key, chunk, round, s->state.round);
+    }
+    if (r == 0)
+        r = rdzv_state_gather(&s->state, chunks, counts, &e);
+    for (int k = 0; chunks && k < n; k++)
+        free(chunks[k]);
+    free(chunks);
+    free(counts);
+    if (r < 0) {
+        char msg[EA_ERROR_MSG_MAX + 64];
+        snprintf(msg, sizeof(msg), "round %" PRId64 ": the member assignment is unusable (%s)",
+                 s->state.round, e.msg);
+        rdzv_warn(s, msg);
+        s->members_broken = s->state.status == RDZV_RUNNING;
+    }
+}
+
+static void self_from_members(struct rdzv_session *s)
+{
+    s->self_ok = false;
+    s->self_round = s->state.round;
+    for (size_t i = 0; i < s->state.n_members; i++)
+        if (strcmp(s->state.members[i].node_id, s->cfg.self.node_id) == 0) {
+            s->self = s->state.members[i];
+            s->self_ok = true;
+        }
+}
+
+static int decode_state(struct rdzv_session *s, const struct kv_entry *e, struct ea_error *err)
+{
+    int64_t rev = e ? e->mod_revision : 0;
+    if (rev == s->state_rev && s->have_state == (e != NULL))
         return 0;
-    size_t plen = strlen(s->prefix);
-    size_t n_live = 0;
-    ssize_t coord = -1;
-    const struct kv_entry *state_e = NULL;
-    for (size_t i = 0; i < s->n_keys; i++) {
-        const struct kv_entry *e = &s->keys[i];
-        if (s->dec[i]) {
+    struct rdzv_state st = {0};
+    if (e) {
+        int r = rdzv_state_decode(e->value, e->value_len, &st, err);
+        if (r < 0)
+            return ea_error_wrap(err, r, "key '%s'", e->key);
+    }
+    bool same_round = s->have_state && e && st.round == s->state.round &&
+                      st.status != RDZV_WAITING && s->state.status != RDZV_WAITING;
+    struct rdzv_member *keep = same_round ? s->state.members : NULL;
+    size_t keep_n = same_round ? s->state.n_members : 0;
+    if (same_round)
+        s->state.members = NULL; /* a same-round write: the members did not change */
+    rdzv_state_clear(&s->state);
+    s->state = st;
+    s->have_state = e != NULL;
+    s->state_rev = rev;
+    if (!s->full)
+        return 0;
+    if (keep) {
+        s->state.members = keep;
+        s->state.n_members = keep_n;
+    } else if (s->have_state) {
+        gather_members(s);
+    }
+    self_from_members(s);
+    return 0;
+}
+
+static int decode_coord(struct rdzv_session *s, const struct kv_entry *e, int64_t now_ms,
+                        struct ea_error *err)
+{
+    if (!e) {
+        s->have_coord = false;
+        s->coord_rev = 0;
+        return 0;
+    }
+    if (e->mod_revision == s->coord_rev && s->have_coord)
+        return 0;
+    struct rdzv_coord c;
+    int r = rdzv_coord_decode(e->value, e->value_len, &c, err);
+    if (r < 0)
+        return ea_error_wrap(err, r, "key '%s'", e->key);
+    s->coord = c;
+    s->have_coord = true;
+    s->coord_rev = e->mod_revision;
+    s->coord_seen_ms = now_ms;
+    return 0;
+}
+
+/* When this node should try to take the coordinator's key once it is gone. */
+static int64_t takeover_delay_ms(const struct rdzv_session *s)
+{
+    if (s->self_ok && s->have_state && s->self_round == s->state.round)
+        return TAKEOVER_STEP_MS * (s->self.group_rank < TAKEOVER_RANKS ? s->self.group_rank
+                                                                        : TAKEOVER_RANKS);
+    return TAKEOVER_STEP_MS * (TAKEOVER_RANKS + 1 + (int64_t)((uint64_t)s->slot % 20));
+}
+
+int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (s->m.node_arrived) {
+        s->last_arrival_ms = now_ms;
+        s->m.node_arrived = false;
+    }
+    if (!s->m.dirty)
+        return 0;
+    size_t plen = strlen(s->prefix), n_live = 0;
+    const struct kv_entry *state_e = NULL, *coord_e = NULL;
+    for (size_t i = 0; i < s->m.n_keys; i++) {
+        const struct kv_entry *e = &s->m.keys[i];
+        if (s->m.dec[i])
             n_live++;
-            if (coord < 0 || e->create_revision < s->keys[coord].create_revision)
-                coord = (ssize_t)i;
-        } else if (strcmp(e->key + plen, "state") == 0) {
+        else if (strcmp(e->key + plen, "state") == 0)
             state_e = e;
-        }
+        else if (strcmp(e->key + plen, "coord") == 0)
+            coord_e = e;
     }
-    int64_t state_rev = state_e ? state_e->mod_revision : 0;
-    if (state_rev != s->state_rev || !s->have_state != !state_e) {
-        struct rdzv_state st = {0};
-        if (state_e) {
-            int r = rdzv_state_decode(state_e->value, state_e->value_len, &st, err);
-            if (r < 0)
-                return ea_error_wrap(err, r, "key '%s'", state_e->key);
-        }
-        rdzv_state_clear(&s->state);
-        s->state = st;
-        s->have_state = state_e != NULL;
-        s->state_rev = state_rev;
-    }
-    const char **done = calloc(s->n_keys ? s->n_keys : 1, sizeof(*done));
-    if (!done)
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    size_t n_done = 0;
-    if (s->have_state) {
-        char dprefix[KEY_MAX];
-        key_of(s, dprefix, "rounds/%" PRId64 "/done/", s->state.round);
-        size_t dlen = strlen(dprefix);
-        for (size_t i = 0; i < s->n_keys; i++)
-            if (strncmp(s->keys[i].key, dprefix, dlen) == 0)
-                done[n_done++] = s->keys[i].key + dlen;
-    }
+    int r = decode_state(s, state_e, err);
+    if (r == 0)
+        r = decode_coord(s, coord_e, now_ms, err);
+    if (r < 0)
+        return r;
+    s->is_coord = s->have_coord && strcmp(s->coord.node_id, s->cfg.self.node_id) == 0;
+    if (s->have_coord || !s->lease)
+        s->takeover_ms = -1;
+    else if (s->takeover_ms < 0)
+        s->takeover_ms = now_ms + takeover_delay_ms(s);
+    s->n_live = s->full ? n_live : (s->have_coord ? (size_t)s->coord.live : 0);
     free(s->done);
-    s->done = done;
-    s->n_done = n_done;
-    s->n_live = n_live;
-    s->coord = coord;
+    s->done = NULL;
+    s->n_done = 0;
+    s->failure_reported = s->reform_requested = false;
+    if (s->full && s->have_state) {
+        const char **done = calloc(s->m.n_keys ? s->m.n_keys : 1, sizeof(*done));
+        if (!done)
+            return ea_errorf(err, -ENOMEM, "out of memory");
+        char dprefix[KEY_MAX], fkey[KEY_MAX], rkey[KEY_MAX];
+        rdzv_key_of(s, dprefix, "done/%" PRId64 "/", s->state.round);
+        rdzv_key_of(s, fkey, "failures/%" PRId64, s->state.round);
+        rdzv_key_of(s, rkey, "reform/%" PRId64, s->state.round);
+        size_t dlen = strlen(dprefix);
+        for (size_t i = 0; i < s->m.n_keys; i++)
+            if (strncmp(s->m.keys[i].key, dprefix, dlen) == 0)
+                done[s->n_done++] = s->m.keys[i].key + dlen;
+        s->done = done;
+        s->failure_reported = rdzv_mirror_find(&s->m, fkey) >= 0;
+        s->reform_requested = rdzv_mirror_find(&s->m, rkey) >= 0 || s->members_broken;
+    }
     const struct rdzv_state *st = &s->state;
     if (s->have_state && st->charge_round > 0 && st->charge_round == st->round) {
         if (s->charge_seen_round != st->charge_round) {
@@ -345,54 +299,128 @@ static int derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         s->charge_seen_round = 0;
         s->charge_seen_ms = -1;
     }
-    if (n_live >= (size_t)s->cfg.params.min_nodes) {
+    if (s->full && n_live >= (size_t)s->cfg.params.min_nodes) {
         if (s->min_reached_ms < 0)
             s->min_reached_ms = now_ms;
     } else {
         s->min_reached_ms = -1;
     }
-    s->dirty = false;
+    s->m.dirty = false;
     return 0;
 }
 
-/* List the whole run and (re)start the watch just after the listed revision. */
-static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+/* Light mode: read our own assignment chunk for the committed round (one get of ~1 KiB). */
+static int fetch_self(struct rdzv_session *s, struct ea_error *err)
 {
-    if (s->watch_id) {
-        kv_watch_cancel(s->kv, s->watch_id);
-        s->watch_id = 0;
+    if (s->full || !s->have_state || s->state.status != RDZV_RUNNING ||
+        s->self_round == s->state.round)
+        return 0;
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "assign/%d", rdzv_chunk_of(s->slot, s->state.n_chunks));
+    struct kv_entry e = {0};
+    s->stats.requests++;
+    int r = kv_get(s->kv, key, &e, err);
+    if (r == KV_ENOTFOUND) {
+        ea_error_clear(err);
+        s->self_ok = false;
+        s->self_round = s->state.round;
+        return 0;
     }
-    s->need_resync = true; /* until the list and the new watch both succeed */
-    struct kv_list l = {0};
-    int r = kv_list(s->kv, s->prefix, &l, err);
     if (r < 0)
         return r;
-    mirror_clear(s);
-    for (size_t i = 0; i < l.n && r == 0; i++)
-        r = mirror_put(s, &l.entries[i], now_ms);
+    s->stats.bytes_received += strlen(e.key) + e.value_len;
+    int64_t round = 0;
+    int chunk = -1;
+    struct rdzv_member *m = NULL;
+    size_t n = 0;
+    r = rdzv_chunk_decode(e.value, e.value_len, &round, &chunk, &m, &n, err);
+    if (r < 0) {
+        r = ea_error_wrap(err, r, "key '%s'", key);
+        kv_entry_clear(&e);
+        return r;
+    }
+    kv_entry_clear(&e);
+    s->self_ok = false;
+    s->self_round = s->state.round; /* a chunk of another round: the state moves on soon */
+    for (size_t i = 0; round == s->state.round && i < n; i++)
+        if (strcmp(m[i].node_id, s->cfg.self.node_id) == 0 && m[i].slot == s->slot) {
+            s->self = m[i];
+            s->self_ok = true;
+        }
+    free(m);
+    return 0;
+}
+
+/* One listing plus a watch from just after it. */
+static int list_and_watch(struct rdzv_session *s, const char *rel, int64_t now_ms,
+                          struct ea_error *err)
+{
+    char prefix[KEY_MAX];
+    rdzv_key_of(s, prefix, "%s", rel);
+    struct kv_list l = {0};
+    s->stats.requests++;
+    int r = kv_list(s->kv, prefix, &l, err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < l.n && r == 0; i++) {
+        s->stats.bytes_received += strlen(l.entries[i].key) + l.entries[i].value_len;
+        r = rdzv_mirror_put(&s->m, &l.entries[i]);
+    }
     int64_t rev = l.revision;
     kv_list_clear(&l);
     if (r < 0)
         return ea_errorf(err, r, "out of memory");
-    r = kv_watch(s->kv, s->prefix, rev + 1, &s->watch_id, err);
+    (void)now_ms;
+    s->stats.requests++;
+    r = kv_watch(s->kv, prefix, rev + 1, &s->watch_ids[s->n_watches], err);
+    if (r == 0)
+        s->n_watches++;
+    return r;
+}
+
+/* List what this node needs and (re)start its watches just after the listed revisions: the
+ * whole run in full mode; else `state`, `coord` and the per-round values. */
+static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    cancel_watches(s);
+    s->need_resync = true; /* until the lists and the new watches all succeed */
+    rdzv_mirror_clear(&s->m);
+    s->state_rev = -1; /* decode again */
+    s->coord_rev = -1;
+    s->self_round = -1;
+    static const char *const light[] = {"state", "coord", "rounds/"};
+    int r = 0;
+    if (s->full)
+        r = list_and_watch(s, "", now_ms, err);
+    for (size_t i = 0; !s->full && r == 0 && i < sizeof(light) / sizeof(light[0]); i++)
+        r = list_and_watch(s, light[i], now_ms, err);
     if (r < 0)
         return r;
     s->need_resync = false;
-    return derive(s, now_ms, err);
+    s->m.node_arrived = false;
+    r = rdzv_derive(s, now_ms, err);
+    return r < 0 ? r : fetch_self(s, err);
 }
 
 /* Write our node record only if the key is absent, or holds a stale record of ours: the same
  * host and our pid (a rejoin) or a pid that no longer exists there (this agent restarted). Another
- * live agent's record means a duplicate --node-id: KV_EINVAL naming it (the agent exits 2). */
+ * live agent's record means a duplicate --node-id: KV_EINVAL naming it (the agent exits 2).
+ * *ret_create_revision: the key's create_revision after the write. */
 static int claim_node_key(struct rdzv_session *s, const char *json, int64_t lease,
-                          struct ea_error *err)
+                          int64_t *ret_create_revision, struct ea_error *err)
 {
-    int64_t expected = 0;
+    int64_t expected = 0, created = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
         struct kv_entry cur = {0};
-        int r = kv_cas(s->kv, s->node_key, json, strlen(json), expected, lease, NULL, &cur, err);
+        int64_t rev = 0;
+        s->stats.requests++;
+        s->stats.writes++;
+        s->stats.keys_written++;
+        int r = kv_cas(s->kv, s->node_key, json, strlen(json), expected, lease, &rev, &cur, err);
         if (r != KV_ECONFLICT) {
             kv_entry_clear(&cur);
+            if (r == 0)
+                *ret_create_revision = expected ? created : rev;
             return r;
         }
         struct rdzv_node old = {0};
@@ -411,10 +439,57 @@ static int claim_node_key(struct rdzv_session *s, const char *json, int64_t leas
             return r;
         }
         expected = cur.mod_revision; /* 0: it vanished meanwhile */
+        created = cur.create_revision;
         kv_entry_clear(&cur);
         ea_error_clear(err);
     }
     return ea_errorf(err, KV_ECONFLICT, "node key '%s' keeps changing under us", s->node_key);
+}
+
+/* The coordinator mirrors the whole run. */
+static int become_full(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (s->full)
+        return 0;
+    s->full = true;
+    return resync(s, now_ms, err);
+}
+
+/* Claim the `coord` key (create-only, on our lease). 1 when we now coordinate. */
+static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    struct rdzv_coord c = {.live = (int)s->n_live, .last_call_in_ms = -1};
+    snprintf(c.node_id, sizeof(c.node_id), "%s", s->cfg.self.node_id);
+    char *json = NULL;
+    int r = rdzv_coord_encode(&c, &json, err);
+    if (r < 0)
+        return r;
+    struct kv_entry cur = {0};
+    int64_t rev = 0;
+    s->stats.requests++;
+    s->stats.writes++;
+    s->stats.keys_written++;
+    r = kv_cas(s->kv, s->coord_key, json, strlen(json), 0, s->lease, &rev, &cur, err);
+    if (r == 0)
+        r = rdzv_mirror_put_own(&s->m, s->coord_key, json, rev, rev, s->lease);
+    else if (r == KV_ECONFLICT) {
+        ea_error_clear(err);
+        r = cur.mod_revision > 0 ? rdzv_mirror_put(&s->m, &cur) : 0;
+    }
+    free(json);
+    kv_entry_clear(&cur);
+    if (r == -ENOMEM)
+        return ea_errorf(err, r, "out of memory");
+    if (r < 0)
+        return r;
+    s->takeover_ms = -1;
+    if ((r = rdzv_derive(s, now_ms, err)) < 0)
+        return r;
+    if (!s->is_coord)
+        return 0;
+    s->gather_pub_live = -1;
+    r = become_full(s, now_ms, err);
+    return r < 0 ? r : 1;
 }
 
 int rdzv_join(struct rdzv_session *s, struct ea_error *err)
@@ -425,20 +500,34 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err)
     int r = rdzv_node_encode(&s->cfg.self, &json, err);
     if (r < 0)
         return r;
-    int64_t lease = 0;
+    int64_t lease = 0, slot = 0;
+    s->stats.requests++;
     r = kv_lease_grant(s->kv, s->cfg.lease_ttl_ms, &lease, err);
     if (r == 0)
-        r = claim_node_key(s, json, lease, err);
+        r = claim_node_key(s, json, lease, &slot, err);
     if (r < 0 && lease)
         kv_lease_revoke(s->kv, lease, NULL);
     free(json);
     if (r < 0)
         return r;
     s->lease = lease;
+    s->slot = slot;
     s->keepalive_due_ms = now + s->cfg.lease_ttl_ms / 3;
     s->renewed_ms = now;
     s->last_arrival_ms = now;
-    return resync(s, now, err);
+    if ((r = resync(s, now, err)) < 0)
+        return r;
+    if (!s->have_coord) /* nobody coordinates yet (the first node of the run): take it now */
+        r = claim_coord(s, now, err);
+    return r < 0 ? r : 0;
+}
+
+static bool our_watch(const struct rdzv_session *s, int64_t id)
+{
+    for (size_t i = 0; i < s->n_watches; i++)
+        if (s->watch_ids[i] == id)
+            return true;
+    return false;
 }
 
 int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
@@ -451,12 +540,14 @@ int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
         return r;
     bool broken = false;
     for (size_t i = 0; i < n && r == 0; i++) {
-        if (ev[i].watch_id != s->watch_id)
+        if (!our_watch(s, ev[i].watch_id))
             continue;
+        s->stats.bytes_received += (ev[i].entry.key ? strlen(ev[i].entry.key) : 0) +
+                                   ev[i].entry.value_len;
         if (ev[i].type == KV_EVENT_PUT)
-            r = mirror_put(s, &ev[i].entry, now);
+            r = rdzv_mirror_put(&s->m, &ev[i].entry);
         else if (ev[i].type == KV_EVENT_DELETE)
-            mirror_del(s, ev[i].entry.key);
+            rdzv_mirror_del(&s->m, ev[i].entry.key);
         else
             broken = true;
     }
@@ -465,67 +556,176 @@ int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
         return ea_errorf(err, r, "out of memory");
     if (broken)
         return resync(s, now, err);
-    return derive(s, now, err);
+    if ((r = rdzv_derive(s, now, err)) < 0)
+        return r;
+    if (s->is_coord && !s->full)
+        return become_full(s, now, err);
+    return fetch_self(s, err);
 }
 
 bool rdzv_is_coordinator(const struct rdzv_session *s)
 {
-    return s->coord >= 0 && strcmp(s->dec[s->coord]->node_id, s->cfg.self.node_id) == 0;
+    return s->is_coord;
 }
 
-/* CAS `next` onto `state` fenced on `expected`; adopt the winner's value on conflict. */
-static int write_state(struct rdzv_session *s, const struct rdzv_state *next, int64_t expected,
-                       struct ea_error *err)
+/* After a lost transaction: read `state` and `coord` again (the watch would, later). */
+static int refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
-    char key[KEY_MAX], *json = NULL;
-    key_of(s, key, "state");
-    int r = rdzv_state_encode(next, &json, err);
+    const char *keys[] = {s->state_key, s->coord_key};
+    for (size_t i = 0; i < 2; i++) {
+        struct kv_entry e = {0};
+        s->stats.requests++;
+        int r = kv_get(s->kv, keys[i], &e, err);
+        if (r == KV_ENOTFOUND) {
+            ea_error_clear(err);
+            rdzv_mirror_del(&s->m, keys[i]);
+            continue;
+        }
+        if (r < 0)
+            return r;
+        s->stats.bytes_received += strlen(e.key) + e.value_len;
+        r = rdzv_mirror_put(&s->m, &e);
+        kv_entry_clear(&e);
+        if (r < 0)
+            return ea_errorf(err, r, "out of memory");
+    }
+    return rdzv_derive(s, now_ms, err);
+}
+
+/*
+ * The coordinator's write of `next`: the round's assignment chunks (when the members change)
+ * and then `state`, in transactions of at most KV_TXN_OPS_MAX ops, each fenced on the
+ * mod_revision of `state` and of our `coord` key: a stale coordinator cannot write anything.
+ * Readers only look at chunks of the round `state` names, and `state` goes last. 1 when
+ * written, 0 when a fence failed (the view is refreshed), or a negative error.
+ */
+static int commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t now_ms,
+                  struct ea_error *err)
+{
+    bool chunks = !s->have_state || next->round != s->state.round ||
+                  next->status == RDZV_WAITING || s->state.status == RDZV_WAITING;
+    int old = s->have_state ? s->state.n_chunks : 0;
+    size_t n_put = chunks ? (size_t)next->n_chunks : 0;
+    size_t n_del = chunks && old > next->n_chunks ? (size_t)(old - next->n_chunks) : 0;
+    size_t n_ops = n_put + n_del + 1;
+    struct kv_op *ops = calloc(n_ops, sizeof(*ops));
+    char (*keys)[KEY_MAX] = calloc(n_ops, sizeof(*keys));
+    char **vals = calloc(n_ops, sizeof(*vals));
+    int r = ops && keys && vals ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
+        rdzv_key_of(s, keys[k], "assign/%zu", k);
+        ops[k].key = keys[k];
+        if (k < n_put && (r = rdzv_chunk_encode(next, (int)k, &vals[k], err)) == 0)
+            ops[k].value = vals[k], ops[k].len = strlen(vals[k]);
+        ops[k].del = k >= n_put;
+    }
+    if (r == 0 && (r = rdzv_state_encode(next, &vals[n_ops - 1], err)) == 0) {
+        ops[n_ops - 1] = (struct kv_op){.key = s->state_key, .value = vals[n_ops - 1],
+                                        .len = strlen(vals[n_ops - 1])};
+    }
+    struct kv_cmp cmps[2] = {{s->state_key, s->have_state ? s->state_rev : 0},
+                             {s->coord_key, s->coord_rev}};
+    int64_t rev = 0;
+    for (size_t at = 0; r == 0 && at < n_ops; at += KV_TXN_OPS_MAX) {
+        size_t n = n_ops - at < KV_TXN_OPS_MAX ? n_ops - at : KV_TXN_OPS_MAX;
+        s->stats.requests++;
+        s->stats.writes++;
+        s->stats.keys_written += n;
+        r = kv_txn(s->kv, cmps, 2, ops + at, n, &rev, err);
+    }
+    if (r == 0) {
+        /* mirror our own writes at once (the watch confirms them later) */
+        ssize_t si = rdzv_mirror_find(&s->m, s->state_key);
+        int64_t created = si >= 0 ? s->m.keys[si].create_revision : rev;
+        for (size_t k = 0; r == 0 && k < n_ops; k++)
+            if (ops[k].del)
+                rdzv_mirror_del(&s->m, ops[k].key);
+            else
+                r = rdzv_mirror_put_own(&s->m, ops[k].key, ops[k].value, rev,
+                                        k == n_ops - 1 ? created : rev, 0);
+        if (r < 0)
+            r = ea_errorf(err, r, "out of memory");
+    }
+    for (size_t k = 0; vals && k < n_ops; k++)
+        free(vals[k]);
+    free(vals);
+    free(keys);
+    free(ops);
+    if (r == KV_ECONFLICT) {
+        ea_error_clear(err);
+        r = refresh_fences(s, now_ms, err);
+        return r < 0 ? r : 0;
+    }
+    if (r < 0)
+        return r;
+    r = rdzv_derive(s, now_ms, err);
+    return r < 0 ? r : 1;
+}
+
+/* While the run gathers, the coordinator tells everybody how many nodes are live (at most once
+ * a second: what a node receives grows with time, not with N). */
+static int publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    bool gathering = !s->have_state || s->state.status == RDZV_WAITING;
+    bool quorum = s->min_reached_ms >= 0;
+    if (!gathering || ((int)s->n_live == s->gather_pub_live && quorum == s->gather_pub_quorum))
+        return 0;
+    if (s->gather_pub_live >= 0 && now_ms < s->gather_pub_ms + GATHER_PUBLISH_MS) {
+        s->plan_wake_ms = s->plan_wake_ms < 0 || s->gather_pub_ms + GATHER_PUBLISH_MS <
+                                                     s->plan_wake_ms
+                              ? s->gather_pub_ms + GATHER_PUBLISH_MS
+                              : s->plan_wake_ms;
+        return 0;
+    }
+    int64_t last_call = quorum ? s->min_reached_ms + s->cfg.params.last_call_ms - now_ms : -1;
+    struct rdzv_coord c = {.live = (int)s->n_live, .last_call_in_ms = last_call < 0 && quorum
+                                                                          ? 0
+                                                                          : last_call};
+    snprintf(c.node_id, sizeof(c.node_id), "%s", s->cfg.self.node_id);
+    char *json = NULL;
+    int r = rdzv_coord_encode(&c, &json, err);
     if (r < 0)
         return r;
     struct kv_entry cur = {0};
     int64_t rev = 0;
-    r = kv_cas(s->kv, key, json, strlen(json), expected, 0, &rev, &cur, err);
-    if (r == 0) {
-        /* mirror our own write at once (the watch will confirm it) */
-        ssize_t i = mirror_find(s, key);
-        struct kv_entry e = {.key = key, .value = json, .value_len = strlen(json),
-                             .mod_revision = rev,
-                             .create_revision = i >= 0 ? s->keys[i].create_revision : rev};
-        struct kv_entry copy;
-        r = kv_entry_copy(&copy, &e);
-        if (r == 0)
-            r = mirror_put(s, &copy, ea_now_ms());
-        free(json);
-        if (r < 0)
-            return ea_errorf(err, r, "out of memory");
-        r = derive(s, ea_now_ms(), err);
-        return r < 0 ? r : 1;
+    s->stats.requests++;
+    s->stats.writes++;
+    s->stats.keys_written++;
+    r = kv_cas(s->kv, s->coord_key, json, strlen(json), s->coord_rev, s->lease, &rev, &cur, err);
+    ssize_t ci = rdzv_mirror_find(&s->m, s->coord_key);
+    if (r == 0)
+        r = rdzv_mirror_put_own(&s->m, s->coord_key, json,
+                                rev, ci >= 0 ? s->m.keys[ci].create_revision : rev, s->lease);
+    else if (r == KV_ECONFLICT) {
+        ea_error_clear(err);
+        if (cur.mod_revision > 0)
+            r = rdzv_mirror_put(&s->m, &cur);
+        else
+            rdzv_mirror_del(&s->m, s->coord_key), r = 0;
     }
     free(json);
-    if (r == KV_ECONFLICT) {
-        r = 0;
-        if (cur.mod_revision > 0)
-            r = mirror_put(s, &cur, ea_now_ms());
-        else
-            mirror_del(s, key);
-        kv_entry_clear(&cur);
-        if (r < 0)
-            return ea_errorf(err, r, "out of memory");
-        r = derive(s, ea_now_ms(), err);
-        return r < 0 ? r : 0;
-    }
-    return r;
+    kv_entry_clear(&cur);
+    if (r < 0)
+        return r == -ENOMEM ? ea_errorf(err, r, "out of memory") : r;
+    s->gather_pub_ms = now_ms;
+    s->gather_pub_live = c.live;
+    s->gather_pub_quorum = quorum;
+    return rdzv_derive(s, now_ms, err);
 }
 
 int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
-    int r = s->need_resync ? resync(s, now_ms, err) : derive(s, now_ms, err);
+    int r = s->need_resync ? resync(s, now_ms, err) : rdzv_derive(s, now_ms, err);
+    if (r == 0)
+        r = fetch_self(s, err);
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;
-    if (!rdzv_is_coordinator(s))
+    if (s->takeover_ms >= 0 && now_ms >= s->takeover_ms && (r = claim_coord(s, now_ms, err)) < 0)
+        return r;
+    if (!s->is_coord)
         return 0;
-    if ((r = ensure_nodes(s, err)) < 0)
+    if ((r = become_full(s, now_ms, err)) < 0 || (r = ensure_nodes(s, err)) < 0)
         return r;
     struct rdzv_view v = {
         .state = s->have_state ? &s->state : NULL,
@@ -538,13 +738,22 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         .min_reached_ms = s->min_reached_ms,
         .generation = s->have_state ? rdzv_state_generation(&s->state, s->state_rev) : 0,
         .charge_seen_ms = s->charge_seen_ms,
+        .failure_reported = s->failure_reported,
+        .reform_requested = s->reform_requested,
     };
     struct rdzv_state next = {0};
-    r = rdzv_plan(&s->cfg.params, &v, &next, &s->plan_wake_ms, err);
-    if (r <= 0)
-        return r;
-    r = write_state(s, &next, s->have_state ? s->state_rev : 0, err);
-    rdzv_state_clear(&next);
+    int64_t wake = -1;
+    r = rdzv_plan(&s->cfg.params, &v, &next, &wake, err);
+    if (r > 0) {
+        r = commit(s, &next, now_ms, err);
+        rdzv_state_clear(&next);
+    }
+    s->plan_wake_ms = wake;
+    if (r >= 0) {
+        int g = publish_gather(s, now_ms, err);
+        if (g < 0)
+            return g;
+    }
     return r;
 }
 
@@ -552,6 +761,7 @@ int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
     if (s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms)
         return 0;
+    s->stats.requests++;
     int r = kv_lease_keepalive(s->kv, s->lease, NULL, err);
     if (r == 0) {
         s->renewed_ms = now_ms; /* sent at now_ms: the store's TTL restarted no earlier */
@@ -577,231 +787,11 @@ int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     return KV_ENOLEASE;
 }
 
-int64_t rdzv_last_call_ms(const struct rdzv_session *s)
-{
-    return s->min_reached_ms >= 0 ? s->min_reached_ms + s->cfg.params.last_call_ms : -1;
-}
-
-int64_t rdzv_lease_valid_until(const struct rdzv_session *s)
-{
-    return s->lease ? s->renewed_ms + s->cfg.lease_ttl_ms : 0;
-}
-
-/* 1 when `generation` is still the running round (after catching up with the store), 0 when
- * the run has moved on already, or a negative error. */
-static int still_running(struct rdzv_session *s, int64_t generation, struct ea_error *err)
-{
-    int r = derive(s, ea_now_ms(), err);
-    if (r < 0)
-        return r;
-    return s->have_state && rdzv_state_generation(&s->state, s->state_rev) == generation &&
-           s->state.status == RDZV_RUNNING;
-}
-
-int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err)
-{
-    int r = still_running(s, generation, err);
-    if (r <= 0)
-        return r;
-    struct rdzv_state next = {0};
-    if ((r = ensure_nodes(s, err)) < 0)
-        return r;
-    r = rdzv_plan_reform(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
-    if (r < 0)
-        return r;
-    r = write_state(s, &next, s->state_rev, err);
-    rdzv_state_clear(&next);
-    return r < 0 ? r : 0;
-}
-
 int64_t rdzv_wake_ms(const struct rdzv_session *s)
 {
-    int64_t a = s->plan_wake_ms, b = s->keepalive_due_ms;
-    if (a < 0)
-        return b;
-    if (b < 0)
-        return a;
-    return a < b ? a : b;
-}
-
-const struct rdzv_state *rdzv_current(const struct rdzv_session *s, int64_t *ret_generation)
-{
-    if (!s->have_state)
-        return NULL;
-    if (ret_generation)
-        *ret_generation = rdzv_state_generation(&s->state, s->state_rev);
-    return &s->state;
-}
-
-int rdzv_my_index(const struct rdzv_session *s)
-{
-    return s->have_state ? rdzv_state_find(&s->state, s->cfg.self.node_id) : -1;
-}
-
-size_t rdzv_live_count(const struct rdzv_session *s)
-{
-    return s->n_live;
-}
-
-int rdzv_publish_round_key(struct rdzv_session *s, int64_t round, const char *name,
-                           const char *value, struct ea_error *err)
-{
-    char key[KEY_MAX];
-    key_of(s, key, "rounds/%" PRId64 "/%s", round, name);
-    struct kv_entry cur = {0};
-    int64_t rev = 0;
-    int r = kv_cas(s->kv, key, value, strlen(value), 0, 0, &rev, &cur, err);
-    if (r == 0) {
-        /* mirror our own write at once, so the caller can use it without waiting for the watch */
-        struct kv_entry e = {.key = key, .value = (char *)value, .value_len = strlen(value),
-                             .mod_revision = rev, .create_revision = rev};
-        r = kv_entry_copy(&cur, &e);
-    } else if (r != KV_ECONFLICT) {
-        return r;
-    }
-    r = r < 0 && r != KV_ECONFLICT ? r : mirror_put(s, &cur, ea_now_ms()); /* first one wins */
-    kv_entry_clear(&cur);
-    return r < 0 ? ea_errorf(err, r, "out of memory") : 0;
-}
-
-const char *rdzv_round_key(const struct rdzv_session *s, int64_t round, const char *name)
-{
-    char key[KEY_MAX];
-    key_of(s, key, "rounds/%" PRId64 "/%s", round, name);
-    ssize_t i = mirror_find(s, key);
-    return i >= 0 ? s->keys[i].value : NULL;
-}
-
-int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
-                        struct ea_error *err)
-{
-    return rdzv_publish_round_key(s, round, "master", addr_port, err);
-}
-
-const char *rdzv_master(const struct rdzv_session *s, int64_t round)
-{
-    return rdzv_round_key(s, round, "master");
-}
-
-const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char *node_id)
-{
-    char key[KEY_MAX];
-    key_of(s, key, "nodes/%s", node_id);
-    ssize_t i = mirror_find(s, key);
-    return i >= 0 ? s->dec[i] : NULL;
-}
-
-int rdzv_publish_probe(struct rdzv_session *s, const char *value, struct ea_error *err)
-{
-    char key[KEY_MAX];
-    key_of(s, key, "probe/%s", s->cfg.self.node_id);
-    int64_t rev = 0;
-    int r = kv_put(s->kv, key, value, strlen(value), s->lease, &rev, err);
-    if (r < 0)
-        return r;
-    /* mirror our own write at once (the watch delivers it again later) */
-    struct kv_entry e = {.key = key, .value = (char *)value, .value_len = strlen(value),
-                         .mod_revision = rev, .create_revision = rev},
-                    own = {0};
-    if (kv_entry_copy(&own, &e) < 0 || mirror_put(s, &own, ea_now_ms()) < 0) {
-        kv_entry_clear(&own);
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    }
-    return 0;
-}
-
-const char *rdzv_probe(const struct rdzv_session *s, const char *node_id)
-{
-    char key[KEY_MAX];
-    key_of(s, key, "probe/%s", node_id);
-    ssize_t i = mirror_find(s, key);
-    return i >= 0 ? s->keys[i].value : NULL;
-}
-
-int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct rdzv_failure *f,
-                        struct ea_error *err)
-{
-    int r = derive(s, ea_now_ms(), err);
-    if (r < 0)
-        return r;
-    if (!s->have_state || rdzv_state_generation(&s->state, s->state_rev) != generation ||
-        s->state.status != RDZV_RUNNING)
-        return 0; /* the run has moved on already: this failure is part of an older round */
-    char key[KEY_MAX], *json = NULL;
-    key_of(s, key, "failures/%" PRId64, s->state.round);
-    if ((r = rdzv_failure_encode(f, &json, err)) < 0)
-        return r;
-    r = kv_cas(s->kv, key, json, strlen(json), 0, 0, NULL, NULL, err);
-    free(json);
-    if (r < 0 && r != KV_ECONFLICT)
-        return r;
-    struct rdzv_state next = {0};
-    if ((r = ensure_nodes(s, err)) < 0)
-        return r;
-    r = rdzv_plan_failure(&s->cfg.params, &s->state, s->nodes, s->n_nodes, &next, err);
-    if (r < 0)
-        return r;
-    r = write_state(s, &next, s->state_rev, err);
-    rdzv_state_clear(&next);
-    return r < 0 ? r : 0;
-}
-
-int rdzv_close(struct rdzv_session *s, int64_t generation, struct ea_error *err)
-{
-    int r = still_running(s, generation, err);
-    if (r <= 0)
-        return r;
-    struct rdzv_state next = {0};
-    if (rdzv_state_copy(&next, &s->state) < 0)
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    next.status = RDZV_CLOSED;
-    next.generation = generation; /* a same-round write */
-    r = write_state(s, &next, s->state_rev, err);
-    rdzv_state_clear(&next);
-    return r < 0 ? r : 0;
-}
-
-int rdzv_get_failure(struct rdzv_session *s, int64_t round, struct rdzv_failure *ret,
-                     struct ea_error *err)
-{
-    char key[KEY_MAX];
-    key_of(s, key, "failures/%" PRId64, round);
-    struct kv_entry e = {0};
-    int r = kv_get(s->kv, key, &e, err);
-    if (r < 0)
-        return r;
-    r = rdzv_failure_decode(e.value, e.value_len, ret, err);
-    kv_entry_clear(&e);
-    return r;
-}
-
-int rdzv_report_done(struct rdzv_session *s, int64_t round, struct ea_error *err)
-{
-    char key[KEY_MAX];
-    key_of(s, key, "rounds/%" PRId64 "/done/%s", round, s->cfg.self.node_id);
-    return kv_put(s->kv, key, "{}", 2, 0, NULL, err);
-}
-
-int rdzv_leave(struct rdzv_session *s, struct ea_error *err)
-{
-    if (!s->lease)
-        return 0; /* never joined (or already left): nothing of ours is in the store */
-    int r = kv_del(s->kv, s->node_key, err);
-    if (s->lease) {
-        int r2 = kv_lease_revoke(s->kv, s->lease, r < 0 ? NULL : err);
-        if (r == 0 && r2 != KV_ENOLEASE)
-            r = r2;
-        s->lease = 0;
-    }
-    s->keepalive_due_ms = -1;
-    return r;
-}
-
-bool rdzv_take_warning(struct rdzv_session *s, char *buf, size_t size)
-{
-    if (!s->warning[0])
-        return false;
-    snprintf(buf, size, "%s", s->warning);
-    s->warning[0] = '\0';
-    return true;
+    int64_t t = -1, c[] = {s->plan_wake_ms, s->keepalive_due_ms, s->takeover_ms};
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+        if (c[i] >= 0 && (t < 0 || c[i] < t))
+            t = c[i];
+    return t;
 }

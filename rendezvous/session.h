@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * rdzv session: one node's side of the rendezvous protocol over a kv store (DESIGN.md §3–4).
- * Joins with a leased `nodes/<id>` key, mirrors the run's keys through one watch, and, when this
- * node is the coordinator (lowest create_revision), commits rounds with CAS on `state`. It reports
- * what the agent should do through the mirrored state; it never starts processes and never logs.
+ * rdzv session: one node's side of the rendezvous protocol over a kv store (docs/protocol.md).
+ * Joins with a leased `nodes/<id>` key. A node receives O(1) per round: it watches the small
+ * commit record (`state`), the `coord` key and the per-round values (`rounds/`), and reads its own
+ * assignment chunk (`assign/<k>`) at each commit. The coordinator (holder of the leased `coord`
+ * key) mirrors the whole run and commits rounds with transactions fenced on the mod_revision of
+ * `state` and `coord`. With cfg.full_view (NIC discovery, the topology file) a node mirrors the
+ * whole run too: O(N) per round. It never starts processes and never logs.
  */
 #ifndef EA_RENDEZVOUS_SESSION_H
 #define EA_RENDEZVOUS_SESSION_H
@@ -20,6 +23,16 @@ struct rdzv_config {
     struct rdzv_node self;  /* node_id, host, addr, nproc, pid of this agent */
     struct rdzv_params params;
     int64_t lease_ttl_ms;
+    bool full_view; /* mirror every key of the run (O(N) per node per round): for options that
+                       need every member or node record (NIC discovery, the topology file) */
+};
+
+/* What this session has exchanged with the store (for benchmarks and tests of the O(1) claim). */
+struct rdzv_stats {
+    uint64_t bytes_received; /* keys + values received: listings, gets, watch events */
+    uint64_t requests;       /* store requests made */
+    uint64_t writes;         /* requests that write (put, cas, txn, delete) */
+    uint64_t keys_written;   /* keys those writes put or deleted */
 };
 
 struct rdzv_session;
@@ -62,12 +75,19 @@ int64_t rdzv_last_call_ms(const struct rdzv_session *s);
 int64_t rdzv_wake_ms(const struct rdzv_session *s);
 
 /* The mirrored state (NULL before the first commit) and the generation of its round: the
- * mod_revision at which `state` was last written (while RUNNING, the commit of the round). */
+ * mod_revision at which `state` was last written (while RUNNING, the commit of the round).
+ * Its `members` are loaded only in full mode (coordinator, cfg.full_view); otherwise NULL, with
+ * group_world_size the count: use rdzv_self_member() for this node's entry. */
 const struct rdzv_state *rdzv_current(const struct rdzv_session *s, int64_t *ret_generation);
-/* This node's index among the current members, or -1 (spare / not admitted). */
+/* This node's group rank in the current round, or -1 (spare / not admitted / not known yet). */
 int rdzv_my_index(const struct rdzv_session *s);
+/* This node's assignment in the current round (group rank, rank base, nproc), or NULL. */
+const struct rdzv_member *rdzv_self_member(const struct rdzv_session *s);
+/* Counters since the session was created. */
+void rdzv_stats_get(const struct rdzv_session *s, struct rdzv_stats *ret);
 bool rdzv_is_coordinator(const struct rdzv_session *s);
-/* Number of live nodes (nodes/ keys) seen. */
+/* Number of live nodes: counted by the coordinator; elsewhere as the coordinator last published
+ * it while the run gathered. */
 size_t rdzv_live_count(const struct rdzv_session *s);
 
 /* rounds/<round>/master: publish "addr:port" (create-only; returns 0 if it already existed with
@@ -83,7 +103,7 @@ int rdzv_publish_round_key(struct rdzv_session *s, int64_t round, const char *na
 const char *rdzv_round_key(const struct rdzv_session *s, int64_t round, const char *name);
 
 /* The live node record of node_id (ifaces, probe_port for NIC discovery), or NULL; owned by the
- * session, valid until the next rdzv_on_events(). */
+ * session, valid until the next rdzv_on_events(). Full mode only (NULL otherwise). */
 const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char *node_id);
 /* probe/<node-id> (NIC discovery, docs/protocol.md): put this node's value with its lease (it
  * vanishes with the node; each node overwrites its own), and read any node's (NULL if absent). */
@@ -92,14 +112,14 @@ const char *rdzv_probe(const struct rdzv_session *s, const char *node_id);
 
 /*
  * A local worker failed in the round of `generation`: record failures/<round> (create-only, first
- * wins) and CAS `state` (fenced on `generation`) to the next round, WAITING or FAILED. A lost CAS
- * means somebody else already moved the run on: 0, nothing charged twice.
+ * wins). The coordinator sees it and commits the next round (charging the budget once however
+ * many nodes report), WAITING or FAILED. 0 also when the run has moved on already.
  */
 int rdzv_report_failure(struct rdzv_session *s, int64_t generation, const struct rdzv_failure *f,
                         struct ea_error *err);
 /* This node stopped the workers of `generation` without the run moving on (it lost its lease and
- * rejoined): CAS `state`, fenced on `generation`, to the next round with the live nodes, without
- * charging the restart budget. 0 when the run has moved on already. */
+ * rejoined): ask the coordinator (reform/<round>, create-only) for the next round with the live
+ * nodes, without charging the restart budget. 0 also when the run has moved on already. */
 int rdzv_reform(struct rdzv_session *s, int64_t generation, struct ea_error *err);
 
 /* Close the run while it runs the round of `generation` (CAS `state` to closed, fenced on the
@@ -110,7 +130,7 @@ int rdzv_close(struct rdzv_session *s, int64_t generation, struct ea_error *err)
 /* Read failures/<round>. KV_ENOTFOUND when absent. */
 int rdzv_get_failure(struct rdzv_session *s, int64_t round, struct rdzv_failure *ret,
                      struct ea_error *err);
-/* All local workers of `round` exited 0: put rounds/<round>/done/<id>. */
+/* All local workers of `round` exited 0: put done/<round>/<id> (only the coordinator watches). */
 int rdzv_report_done(struct rdzv_session *s, int64_t round, struct ea_error *err);
 
 /* Graceful leave: delete nodes/<id> and revoke the lease. No-op before a successful join. */

@@ -72,6 +72,15 @@ static int load(const char *json, size_t len, const char *what, size_t max, json
         return ea_errorf(err, -EBADMSG, "%s is not a JSON object", what);
     }
     const char *schema = json_string_value(json_object_get(root, "schema"));
+    if (schema && strcmp(schema, RDZV_SCHEMA_V1) == 0) {
+        json_decref(root);
+        return ea_errorf(err, -EBADMSG,
+                         "%s was written by an older elastic-agent (schema '" RDZV_SCHEMA_V1
+                         "', which sent every member list to every node); this agent speaks '"
+                         RDZV_SCHEMA "': let that run finish with the old agents, or use "
+                         "another --run-id",
+                         what);
+    }
     if (!schema || strcmp(schema, RDZV_SCHEMA) != 0) {
         int r = ea_errorf(err, -EBADMSG,
                           "%s has schema '%s', expected '" RDZV_SCHEMA
@@ -94,55 +103,19 @@ static int copy_field(char *dst, size_t size, const char *src, const char *what,
     return 0;
 }
 
-static json_t *member_json(const struct rdzv_member *m)
-{
-    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i}", "node", m->node_id, "host", m->host,
-                     "addr", m->addr, "nproc", m->nproc, "group_rank", m->group_rank,
-                     "rank_base", m->rank_base);
-}
-
 int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err)
 {
-    json_t *members = json_array();
-    for (size_t i = 0; members && i < s->n_members; i++)
-        if (json_array_append_new(members, member_json(&s->members[i])) < 0) {
-            json_decref(members);
-            members = NULL;
-        }
-    if (!members)
-        return ea_errorf(err, -ENOMEM, "out of memory encoding the state");
-    json_t *j = json_pack("{s:s, s:I, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, "
-                          "s:i}",
+    json_t *j = json_pack("{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, "
+                          "s:I, s:i}",
                           "schema", RDZV_SCHEMA, "round", (json_int_t)s->round, "status",
-                          rdzv_status_name(s->status), "members", members, "world_size",
-                          s->world_size, "restart_count", s->restart_count, "max_restarts",
-                          s->max_restarts, "min", s->min_nodes, "max", s->max_nodes,
-                          "failure_round", (json_int_t)s->failure_round, "generation",
-                          (json_int_t)s->generation, "charge_round",
+                          rdzv_status_name(s->status), "members", s->group_world_size, "chunks",
+                          s->n_chunks, "world_size", s->world_size, "restart_count",
+                          s->restart_count, "max_restarts", s->max_restarts, "min", s->min_nodes,
+                          "max", s->max_nodes, "failure_round", (json_int_t)s->failure_round,
+                          "generation", (json_int_t)s->generation, "charge_round",
                           (json_int_t)s->charge_round, "charge_failed_round",
                           (json_int_t)s->charge_failed_round, "scale_events", s->scale_events);
     return dump(j, ret_json, err);
-}
-
-static int member_parse(json_t *jm, size_t idx, struct rdzv_member *m, struct ea_error *err)
-{
-    const char *node = NULL, *host = NULL, *addr = NULL;
-    json_error_t jerr;
-    memset(m, 0, sizeof(*m));
-    if (json_unpack_ex(jm, &jerr, 0, "{s:s, s:s, s:s, s:i, s:i, s:i}", "node", &node, "host",
-                       &host, "addr", &addr, "nproc", &m->nproc, "group_rank", &m->group_rank,
-                       "rank_base", &m->rank_base) < 0)
-        return ea_errorf(err, -EBADMSG, "state: member %zu: %s", idx, jerr.text);
-    int r;
-    if ((r = copy_field(m->node_id, sizeof(m->node_id), node, "state member", "node", err)) ||
-        (r = copy_field(m->host, sizeof(m->host), host, "state member", "host", err)) ||
-        (r = copy_field(m->addr, sizeof(m->addr), addr, "state member", "addr", err)))
-        return r;
-    if (m->nproc < 1 || m->group_rank != (int)idx || m->rank_base < 0)
-        return ea_errorf(err, -EBADMSG,
-                         "state: member %zu ('%s') has inconsistent nproc/group_rank/rank_base",
-                         idx, m->node_id);
-    return 0;
 }
 
 int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, struct ea_error *err)
@@ -153,17 +126,16 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
         return r;
     struct rdzv_state s = {0};
     const char *status = NULL;
-    json_t *members = NULL;
     json_int_t round = 0, failure_round = 0, generation = 0, charge = 0, charge_failed = 0;
     json_error_t jerr;
     if (json_unpack_ex(root, &jerr, 0,
-                       "{s:I, s:s, s:o, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i}",
-                       "round", &round, "status", &status, "members", &members, "world_size",
-                       &s.world_size, "restart_count", &s.restart_count, "max_restarts",
-                       &s.max_restarts, "min", &s.min_nodes, "max", &s.max_nodes,
-                       "failure_round", &failure_round, "generation", &generation,
-                       "charge_round", &charge, "charge_failed_round", &charge_failed,
-                       "scale_events", &s.scale_events) < 0) {
+                       "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i}",
+                       "round", &round, "status", &status, "members", &s.group_world_size,
+                       "chunks", &s.n_chunks, "world_size", &s.world_size, "restart_count",
+                       &s.restart_count, "max_restarts", &s.max_restarts, "min", &s.min_nodes,
+                       "max", &s.max_nodes, "failure_round", &failure_round, "generation",
+                       &generation, "charge_round", &charge, "charge_failed_round",
+                       &charge_failed, "scale_events", &s.scale_events) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: %s", jerr.text);
         goto out;
     }
@@ -176,53 +148,161 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
         r = ea_errorf(err, -EBADMSG, "state: unknown status '%s'", status);
         goto out;
     }
-    if (!json_is_array(members)) {
-        r = ea_errorf(err, -EBADMSG, "state: 'members' is not an array");
-        goto out;
-    }
-    s.n_members = json_array_size(members);
-    if (s.n_members) {
-        s.members = calloc(s.n_members, sizeof(*s.members));
-        if (!s.members) {
-            r = ea_errorf(err, -ENOMEM, "out of memory decoding the state");
-            goto out;
-        }
-    }
-    int sum = 0;
-    for (size_t i = 0; i < s.n_members; i++) {
-        if ((r = member_parse(json_array_get(members, i), i, &s.members[i], err)) < 0)
-            goto out;
-        if (s.members[i].rank_base != sum || s.members[i].nproc > INT_MAX - sum) {
-            r = ea_errorf(err, -EBADMSG, "state: member %zu has rank_base %d, expected %d", i,
-                          s.members[i].rank_base, sum);
-            goto out;
-        }
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(s.members[k].node_id, s.members[i].node_id) == 0) {
-                r = ea_errorf(err, -EBADMSG, "state: node '%s' is member %zu and %zu",
-                              s.members[i].node_id, k, i);
-                goto out;
-            }
-        sum += s.members[i].nproc;
-    }
     if (round < 0 || s.min_nodes < 1 || s.max_nodes < s.min_nodes || s.restart_count < 0 ||
         generation < 0 || charge < 0 || charge_failed < 0 || s.scale_events < 0 ||
-        s.max_restarts < 0 || s.world_size != sum ||
-        (s.status == RDZV_RUNNING && (s.n_members == 0 || round < 1))) {
+        s.max_restarts < 0 || s.group_world_size < 0 || s.world_size < s.group_world_size ||
+        s.n_chunks != rdzv_chunk_count((size_t)s.group_world_size) ||
+        (s.status == RDZV_RUNNING && (s.group_world_size == 0 || round < 1))) {
         r = ea_errorf(err, -EBADMSG,
-                      "state: inconsistent values (round %lld, status %s, %zu members, "
-                      "world_size %d, min %d, max %d)",
-                      (long long)round, status, s.n_members, s.world_size, s.min_nodes,
-                      s.max_nodes);
+                      "state: inconsistent values (round %lld, status %s, %d members in %d "
+                      "chunks, world_size %d, min %d, max %d)",
+                      (long long)round, status, s.group_world_size, s.n_chunks, s.world_size,
+                      s.min_nodes, s.max_nodes);
         goto out;
     }
     *ret = s;
-    s.members = NULL;
     r = 0;
 out:
-    free(s.members);
     json_decref(root);
     return r;
+}
+
+int rdzv_chunk_count(size_t n_members)
+{
+    return (int)((n_members + RDZV_CHUNK_NODES - 1) / RDZV_CHUNK_NODES);
+}
+
+int rdzv_chunk_of(int64_t slot, int n_chunks)
+{
+    return n_chunks > 0 ? (int)((uint64_t)slot % (uint64_t)n_chunks) : 0;
+}
+
+int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
+                      struct ea_error *err)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < s->n_members; i++) {
+        const struct rdzv_member *m = &s->members[i];
+        if (rdzv_chunk_of(m->slot, s->n_chunks) != chunk)
+            continue;
+        /* compact: a node reads its chunk at every round, so every byte counts 32 times */
+        if (json_array_append_new(arr, json_pack("[s, s, s, i, i, i, I]", m->node_id, m->host,
+                                                 m->addr, m->nproc, m->group_rank, m->rank_base,
+                                                 (json_int_t)m->slot)) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (!arr)
+        return ea_errorf(err, -ENOMEM, "out of memory encoding an assignment");
+    return dump(json_pack("{s:s, s:I, s:i, s:o}", "schema", RDZV_SCHEMA, "round",
+                          (json_int_t)s->round, "chunk", chunk, "m", arr),
+                ret_json, err);
+}
+
+int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,
+                      struct rdzv_member **ret, size_t *ret_n, struct ea_error *err)
+{
+    json_t *root;
+    int r = load(json, len, "assignment chunk", RDZV_STATE_BYTES_MAX, &root, err);
+    if (r < 0)
+        return r;
+    json_int_t round = 0;
+    int chunk = -1;
+    json_t *arr = NULL;
+    json_error_t jerr;
+    struct rdzv_member *out = NULL;
+    size_t n = 0;
+    if (json_unpack_ex(root, &jerr, 0, "{s:I, s:i, s:o}", "round", &round, "chunk", &chunk, "m",
+                       &arr) < 0 ||
+        !json_is_array(arr) || round < 0 || chunk < 0) {
+        r = ea_errorf(err, -EBADMSG, "assignment chunk: %s",
+                      arr && !json_is_array(arr) ? "'m' is not an array" : jerr.text);
+        goto out;
+    }
+    n = json_array_size(arr);
+    out = calloc(n ? n : 1, sizeof(*out));
+    if (!out) {
+        r = ea_errorf(err, -ENOMEM, "out of memory decoding an assignment");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct rdzv_member *m = &out[i];
+        const char *node = NULL, *host = NULL, *addr = NULL;
+        json_int_t slot = 0;
+        if (json_unpack_ex(json_array_get(arr, i), &jerr, JSON_STRICT, "[s, s, s, i, i, i, I]",
+                           &node, &host, &addr, &m->nproc, &m->group_rank, &m->rank_base,
+                           &slot) < 0) {
+            r = ea_errorf(err, -EBADMSG, "assignment chunk %d: member %zu: %s", chunk, i,
+                          jerr.text);
+            goto out;
+        }
+        m->slot = slot;
+        if ((r = copy_field(m->node_id, sizeof(m->node_id), node, "assignment", "node", err)) ||
+            (r = copy_field(m->host, sizeof(m->host), host, "assignment", "host", err)) ||
+            (r = copy_field(m->addr, sizeof(m->addr), addr, "assignment", "addr", err)))
+            goto out;
+        if (m->nproc < 1 || m->group_rank < 0 || m->rank_base < 0 || slot < 0) {
+            r = ea_errorf(err, -EBADMSG, "assignment chunk %d: member '%s' has invalid values",
+                          chunk, m->node_id);
+            goto out;
+        }
+    }
+    *ret_round = round;
+    *ret_chunk = chunk;
+    *ret = out;
+    *ret_n = n;
+    out = NULL;
+    r = 0;
+out:
+    free(out);
+    json_decref(root);
+    return r;
+}
+
+int rdzv_state_gather(struct rdzv_state *s, struct rdzv_member *const *chunks,
+                      const size_t *counts, struct ea_error *err)
+{
+    size_t n = (size_t)s->group_world_size;
+    struct rdzv_member *m = calloc(n ? n : 1, sizeof(*m));
+    if (!m)
+        return ea_errorf(err, -ENOMEM, "out of memory gathering the members");
+    size_t got = 0;
+    int r = 0;
+    for (int k = 0; k < s->n_chunks && r == 0; k++)
+        for (size_t i = 0; i < counts[k] && r == 0; i++) {
+            const struct rdzv_member *c = &chunks[k][i];
+            if (c->group_rank < 0 || (size_t)c->group_rank >= n || m[c->group_rank].nproc ||
+                rdzv_chunk_of(c->slot, s->n_chunks) != k)
+                r = ea_errorf(err, -EBADMSG,
+                              "assignment: member '%s' (group rank %d) is out of place",
+                              c->node_id, c->group_rank);
+            else {
+                m[c->group_rank] = *c;
+                got++;
+            }
+        }
+    int sum = 0;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (got != n || m[i].rank_base != sum || m[i].nproc > INT_MAX - sum)
+            r = ea_errorf(err, -EBADMSG,
+                          "assignment: %zu of %zu members found, or rank bases not contiguous "
+                          "at group rank %zu",
+                          got, n, i);
+        else
+            sum += m[i].nproc;
+    }
+    if (r == 0 && sum != s->world_size)
+        r = ea_errorf(err, -EBADMSG, "assignment: members' workers sum to %d, world size is %d",
+                      sum, s->world_size);
+    if (r < 0) {
+        free(m);
+        return r;
+    }
+    free(s->members);
+    s->members = m;
+    s->n_members = n;
+    return 0;
 }
 
 void rdzv_state_clear(struct rdzv_state *s)
@@ -340,6 +420,38 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
     n.pid = pid;
     n.joined_ms = joined > 0 ? joined : 0;
     *ret = n;
+    return 0;
+}
+
+int rdzv_coord_encode(const struct rdzv_coord *c, char **ret_json, struct ea_error *err)
+{
+    return dump(json_pack("{s:s, s:s, s:i, s:I}", "schema", RDZV_SCHEMA, "node", c->node_id,
+                          "live", c->live, "last_call_in_ms", (json_int_t)c->last_call_in_ms),
+                ret_json, err);
+}
+
+int rdzv_coord_decode(const char *json, size_t len, struct rdzv_coord *ret, struct ea_error *err)
+{
+    json_t *root;
+    int r = load(json, len, "coordinator record", RDZV_RECORD_BYTES_MAX, &root, err);
+    if (r < 0)
+        return r;
+    struct rdzv_coord c = {0};
+    const char *node = NULL;
+    json_int_t last = -1;
+    json_error_t jerr;
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:i, s:I}", "node", &node, "live", &c.live,
+                       "last_call_in_ms", &last) < 0)
+        r = ea_errorf(err, -EBADMSG, "coordinator record: %s", jerr.text);
+    else if (!(r = copy_field(c.node_id, sizeof(c.node_id), node, "coordinator record", "node",
+                              err)) &&
+             (c.live < 0 || last < -1))
+        r = ea_errorf(err, -EBADMSG, "coordinator record: negative counts");
+    json_decref(root);
+    if (r < 0)
+        return r;
+    c.last_call_in_ms = last;
+    *ret = c;
     return 0;
 }
 

@@ -13,7 +13,10 @@
 
 #include "ea_error.h"
 
-#define RDZV_SCHEMA "elastic-agent/v1"
+#define RDZV_SCHEMA "elastic-agent/v2"
+/* The schema of the protocol before the fleet-scale layout (the state listed every member): a
+ * run written by it is refused with a message saying so, never guessed at. */
+#define RDZV_SCHEMA_V1 "elastic-agent/v1"
 /* Largest values the decoders accept: a state lists every member (~200 bytes each, so 4 MiB is
  * some 20000 nodes; etcd refuses requests over 1.5 MiB by default anyway); a node or failure
  * record is a few KiB at most (the failure message is bounded). */
@@ -39,14 +42,21 @@ struct rdzv_member {
     int nproc;
     int group_rank;
     int rank_base; /* global rank of its local rank 0 = sum of nproc of earlier members */
+    int64_t slot;  /* create_revision of its node key: picks its assignment chunk */
 };
+
+/* Members are published in chunks of about this many (assign/<k>): a node reads one chunk. */
+#define RDZV_CHUNK_NODES 32
 
 /* The run's `state` key. */
 struct rdzv_state {
     int64_t round;          /* 0 before the first commit */
     enum rdzv_status status;
-    struct rdzv_member *members; /* rank order; malloc'ed, owned */
-    size_t n_members;
+    struct rdzv_member *members; /* rank order; malloc'ed, owned; NULL when only the commit
+                                    record is known (a node reads just its own chunk) */
+    size_t n_members;       /* entries in `members` (0 when not loaded) */
+    int group_world_size;   /* members of the round (nodes): what the commit record says */
+    int n_chunks;           /* assign/<k> keys holding the members, k < n_chunks */
     int world_size;         /* sum of members' nproc */
     int restart_count;      /* job-wide failures charged so far */
     int max_restarts;
@@ -114,6 +124,33 @@ int rdzv_state_find(const struct rdzv_state *s, const char *node_id);
 
 int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error *err);
 int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct ea_error *err);
+
+/* Assignment chunks (docs/protocol.md): the members of a round are stored in n_chunks keys;
+ * member m goes to chunk rdzv_chunk_of(m.slot, n_chunks). */
+int rdzv_chunk_count(size_t n_members);
+int rdzv_chunk_of(int64_t slot, int n_chunks);
+/* Encode chunk `chunk` of `s` (its members whose slot maps there) into *ret_json. */
+int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
+                      struct ea_error *err);
+/* Decode a chunk: its round and chunk index and its members (malloc'ed, *ret_n of them). */
+int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,
+                      struct rdzv_member **ret, size_t *ret_n, struct ea_error *err);
+/* Gather the members of `s` (group_world_size of them) from decoded chunks (`chunks[k]` with
+ * `counts[k]` members, k < s->n_chunks) into s->members in group-rank order, checking they
+ * agree with the commit record (ranks contiguous, rank bases summing to world_size). */
+int rdzv_state_gather(struct rdzv_state *s, struct rdzv_member *const *chunks,
+                      const size_t *counts, struct ea_error *err);
+
+/* The `coord` key: which node coordinates, and while the run gathers, how many nodes are live
+ * and how long until the last call (-1: below min), so that every node can show progress
+ * without watching every join. */
+struct rdzv_coord {
+    char node_id[RDZV_ID_MAX];
+    int live;
+    int64_t last_call_in_ms;
+};
+int rdzv_coord_encode(const struct rdzv_coord *c, char **ret_json, struct ea_error *err);
+int rdzv_coord_decode(const char *json, size_t len, struct rdzv_coord *ret, struct ea_error *err);
 
 int rdzv_failure_encode(const struct rdzv_failure *f, char **ret_json, struct ea_error *err);
 int rdzv_failure_decode(const char *json, size_t len, struct rdzv_failure *ret,

@@ -41,6 +41,47 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The members of the state's round from its assignment chunks (assign/<k>). An observer must
+ * not guess: chunks that do not add up to the committed round are an error naming them. */
+static int gather(const char *prefix, const struct kv_entry *entries, size_t n,
+                  struct rdzv_run_view *v, struct ea_error *err)
+{
+    int nc = v->state.n_chunks;
+    if (nc <= 0)
+        return 0;
+    size_t plen = strlen(prefix);
+    struct rdzv_member **chunks = calloc((size_t)nc, sizeof(*chunks));
+    size_t *counts = calloc((size_t)nc, sizeof(*counts));
+    int r = chunks && counts ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        const struct kv_entry *e = &entries[i];
+        char *end;
+        if (strncmp(e->key, prefix, plen) != 0 || strncmp(e->key + plen, "assign/", 7) != 0)
+            continue;
+        long k = strtol(e->key + plen + 7, &end, 10);
+        if (*end || k < 0 || k >= nc)
+            continue; /* a chunk the committed round does not use */
+        int64_t round = 0;
+        int chunk = -1;
+        free(chunks[k]);
+        chunks[k] = NULL;
+        if ((r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &chunks[k],
+                                   &counts[k], err)) < 0)
+            r = ea_error_wrap(err, r, "key '%s'", e->key);
+        else if (round != v->state.round || chunk != (int)k)
+            r = ea_errorf(err, -EBADMSG, "key '%s' holds chunk %d of round %" PRId64
+                          ", the state is at round %" PRId64, e->key, chunk, round,
+                          v->state.round);
+    }
+    if (r == 0)
+        r = rdzv_state_gather(&v->state, chunks, counts, err);
+    for (int k = 0; chunks && k < nc; k++)
+        free(chunks[k]);
+    free(chunks);
+    free(counts);
+    return r;
+}
+
 /* First pass: the state key, so the second pass knows which round's keys matter. */
 static int decode_state(const char *prefix, const struct kv_entry *entries, size_t n,
                         struct rdzv_run_view *v, struct ea_error *err)
@@ -56,7 +97,7 @@ static int decode_state(const char *prefix, const struct kv_entry *entries, size
         v->have_state = true;
         v->generation = rdzv_state_generation(&v->state, e->mod_revision);
     }
-    return 0;
+    return v->have_state ? gather(prefix, entries, n, v, err) : 0;
 }
 
 /* One key of the run other than `state`; -ENOMEM only. */
@@ -84,13 +125,16 @@ static int decode_key(const char *rel, const struct kv_entry *e, struct rdzv_run
         const char *slash = strchr(rel + 7, '/');
         if (!slash || !parse_round(rel + 7, slash, &round) || round != v->state.round)
             return 0;
-        if (strcmp(slash, "/master") == 0) {
+        if (strcmp(slash, "/master") == 0)
             snprintf(v->master, sizeof(v->master), "%s", e->value);
-        } else if (strncmp(slash, "/done/", 6) == 0 && slash[6]) {
-            if (!(v->done[v->n_done] = strdup(slash + 6)))
-                return -ENOMEM;
-            v->n_done++;
-        }
+    } else if (v->have_state && strncmp(rel, "done/", 5) == 0) {
+        const char *slash = strchr(rel + 5, '/');
+        if (!slash || !parse_round(rel + 5, slash, &round) || round != v->state.round ||
+            !slash[1])
+            return 0;
+        if (!(v->done[v->n_done] = strdup(slash + 1)))
+            return -ENOMEM;
+        v->n_done++;
     }
     return 0;
 }

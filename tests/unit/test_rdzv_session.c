@@ -79,7 +79,8 @@ static int64_t round_of(int i)
 static bool all_in_round1(void)
 {
     for (int i = 0; i < N; i++)
-        if (round_of(i) != 1 || rdzv_current(ss[i], NULL)->n_members != N)
+        if (round_of(i) != 1 || rdzv_current(ss[i], NULL)->group_world_size != N ||
+            !rdzv_self_member(ss[i]))
             return false;
     return true;
 }
@@ -104,15 +105,18 @@ Test(session, cold_start_commits_once_with_contiguous_ranks)
     const struct rdzv_state *s0 = rdzv_current(ss[0], &g0), *s1 = rdzv_current(ss[1], &g1);
     cr_assert_eq(g0, g1, "every node sees the same generation");
     cr_assert_eq(s0->world_size, 6);
+    cr_assert_eq(s1->n_members, 0, "a node that does not coordinate reads only its own chunk");
+    cr_assert_eq(s0->n_members, N, "the coordinator has every member");
     for (int i = 0; i < N; i++) {
         cr_assert_eq(rdzv_my_index(ss[i]), i, "arrival order");
-        cr_assert_eq(s1->members[i].rank_base, 2 * i);
+        cr_assert_eq(rdzv_self_member(ss[i])->rank_base, 2 * i);
     }
 }
 
 static bool two_in_round2(void)
 {
-    return round_of(0) == 2 && round_of(1) == 2 && rdzv_current(ss[0], NULL)->n_members == 2;
+    return round_of(0) == 2 && round_of(1) == 2 &&
+           rdzv_current(ss[1], NULL)->group_world_size == 2;
 }
 
 Test(session, graceful_leave_reforms_without_charging)

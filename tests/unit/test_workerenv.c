@@ -16,13 +16,13 @@ static struct rdzv_member members[2] = {
      .rank_base = 2},
 };
 static struct rdzv_state st = {.round = 3, .status = RDZV_RUNNING, .members = members,
-                               .n_members = 2, .world_size = 5, .restart_count = 2,
+                               .n_members = 2, .group_world_size = 2, .world_size = 5, .restart_count = 2,
                                .max_restarts = 5, .min_nodes = 1, .max_nodes = 4};
 
 Test(workerenv, torchrun_variables)
 {
     char *base[] = {"PATH=/bin", "RANK=99", "HOME=/root", NULL};
-    struct wenv_params p = {.state = &st, .my_index = 1, .local_rank = 2,
+    struct wenv_params p = {.state = &st, .self = &members[1], .local_rank = 2,
                             .master_addr = "10.0.0.1", .master_port = 29555, .generation = 41,
                             .run_id = "job", .error_file = "/tmp/e.json",
                             .topology_file = "/tmp/t.json", .base_env = base};
@@ -56,7 +56,7 @@ Test(workerenv, torchrun_variables)
 Test(workerenv, user_settings_are_kept)
 {
     char *base[] = {"OMP_NUM_THREADS=8", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0", NULL};
-    struct wenv_params p = {.state = &st, .my_index = 0, .master_addr = "x", .master_port = 1,
+    struct wenv_params p = {.state = &st, .self = &members[0], .master_addr = "x", .master_port = 1,
                             .run_id = "j", .base_env = base};
     char **env;
     cr_assert_eq(wenv_build(&p, &env), 0);
@@ -102,13 +102,13 @@ static struct rdzv_member uneven[3] = {
     {.node_id = "c", .host = "hc", .nproc = 3, .group_rank = 2, .rank_base = 3},
 };
 static struct rdzv_state st3 = {.round = 1, .status = RDZV_RUNNING, .members = uneven,
-                                .n_members = 3, .world_size = 6, .max_restarts = 3,
+                                .n_members = 3, .group_world_size = 3, .world_size = 6, .max_restarts = 3,
                                 .min_nodes = 1, .max_nodes = 3};
 
 static char **build(unsigned styles, int node, int local, const char *tracker, const char *ifaces,
                     char **base)
 {
-    struct wenv_params p = {.state = &st3, .my_index = node, .local_rank = local,
+    struct wenv_params p = {.state = &st3, .self = &uneven[node], .local_rank = local,
                             .master_addr = "10.0.0.1", .master_port = 29500, .run_id = "j",
                             .base_env = base, .styles = styles, .dmlc_tracker = tracker,
                             .ifaces = ifaces};

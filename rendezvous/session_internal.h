@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+/* rdzv session internals shared by session.c (join, watch, coordination) and session_ops.c
+ * (reports and per-round values). Not for use outside rendezvous/. */
+#ifndef EA_RENDEZVOUS_SESSION_INTERNAL_H
+#define EA_RENDEZVOUS_SESSION_INTERNAL_H
+
+#include "mirror.h"
+#include "session.h"
+
+#define KEY_MAX 512
+
+struct rdzv_session {
+    struct kv *kv;
+    struct rdzv_config cfg;
+    char prefix[KEY_MAX];
+    char node_key[KEY_MAX], coord_key[KEY_MAX], state_key[KEY_MAX];
+    int64_t lease;
+    int64_t slot; /* create_revision of our node key: picks our assignment chunk */
+    bool full;    /* mirror the whole run: the coordinator, or cfg.full_view */
+    int64_t watch_ids[3];
+    size_t n_watches;
+    bool need_resync; /* the watch broke and re-listing failed: retry before anything else */
+    int64_t keepalive_due_ms;
+    int64_t renewed_ms; /* last successful grant or renewal of the lease */
+    struct rdzv_mirror m;
+
+    /* derived from the mirror (rebuilt when dirty) */
+    size_t n_live;           /* full: valid node records; light: as the coordinator published */
+    struct rdzv_node *nodes; /* full: sorted by create_revision; built on demand */
+    size_t n_nodes;
+    struct rdzv_state state; /* members loaded in full mode only */
+    bool have_state;
+    int64_t state_rev;
+    bool members_broken; /* full: the chunks do not add up to the committed round */
+    const char **done;   /* full: node ids done in state.round; point into the mirror */
+    size_t n_done;
+    bool failure_reported, reform_requested; /* full: failures/<round>, reform/<round> */
+    struct rdzv_coord coord;
+    bool have_coord, is_coord;
+    int64_t coord_rev, coord_seen_ms;
+
+    struct rdzv_member self; /* our assignment in state.round (self_ok) */
+    bool self_ok;
+    int64_t self_round; /* the round `self` was looked up for (-1: never) */
+
+    int64_t last_arrival_ms, min_reached_ms, plan_wake_ms, takeover_ms;
+    int64_t charge_seen_round, charge_seen_ms;
+    int64_t gather_pub_ms; /* the coordinator's last progress write */
+    int gather_pub_live;
+    bool gather_pub_quorum;
+    struct rdzv_stats stats;
+    char warning[EA_ERROR_MSG_MAX];      /* pending, not yet taken */
+    char last_warning[EA_ERROR_MSG_MAX]; /* so one bad key is reported once, not per event */
+};
+
+void rdzv_key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Re-derive from the mirror (no I/O). -EBADMSG when `state` or `coord` is not ours. */
+int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+void rdzv_warn(struct rdzv_session *s, const char *msg);
+
+#endif
