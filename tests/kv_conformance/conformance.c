@@ -325,7 +325,7 @@ Test(kv, put_with_unknown_lease_fails)
 
 /* ---- transactions (kv_txn) ----
  * Mutations that made these tests fail: kvs_txn ignoring its compares, or writing each op at its
- * own revision (memory, file). */
+ * own revision (memory, file); etcd_txn sending no compares (etcd). */
 
 static struct kv_op txn_put(const char *key, const char *value, int64_t lease)
 {
@@ -471,6 +471,8 @@ Test(kv, txn_holds_up_to_128_ops)
     txn_fails(KV_EINVAL, cmps, 1, ops, KV_TXN_OPS_MAX + 1);
     txn_fails(KV_EINVAL, cmps, KV_TXN_OPS_MAX + 1, ops, 1);
     txn_fails(KV_EINVAL, cmps, 1, ops, 0);
+    int r = KV->ops->txn(KV, cmps, 1, ops, KV_TXN_OPS_MAX + 1, NULL, NULL);
+    cr_assert_eq(r, KV_EINVAL, "backend txn of 129 ops: %s", kv_strerror(r));
     assert_absent(keys[0]);
     int64_t rev = txn_ok(cmps, KV_TXN_OPS_MAX, ops, KV_TXN_OPS_MAX);
     struct kv_list l = {0};
@@ -491,6 +493,10 @@ Test(kv, txn_with_a_repeated_key_is_einval_and_writes_nothing)
     txn_fails(KV_EINVAL, NULL, 0, puts, 3);
     struct kv_op put_del[] = {txn_put(K("b"), "2", 0), txn_del(K("b"))};
     txn_fails(KV_EINVAL, NULL, 0, put_del, 2);
+    /* the backend itself refuses it too (etcd: "duplicate key given in txn request") */
+    struct ea_error err = {0};
+    int r = KV->ops->txn(KV, NULL, 0, puts, 3, NULL, &err);
+    cr_assert_eq(r, KV_EINVAL, "backend txn with a repeated key: %s (%s)", kv_strerror(r), err.msg);
     assert_absent(K("a"));
     assert_absent(K("b"));
     /* a key both compared and written is fine */
