@@ -181,6 +181,13 @@ static int t_cas(struct kv *kv, const char *key, const char *value, size_t len, 
                 kv_cas(INNER(kv), key, value, len, expected, lease, ret_rev, ret_current, err));
 }
 
+static int t_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+                 size_t n_ops, int64_t *ret_rev, struct ea_error *err)
+{
+    int64_t t0 = begin();
+    return done(kv, t0, kv_txn(INNER(kv), cmps, n_cmps, ops, n_ops, ret_rev, err));
+}
+
 static int t_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
                  int64_t *ret_rev, struct ea_error *err)
 {
@@ -240,6 +247,7 @@ static const struct kv_ops timed_ops = {
     .get = t_get,
     .list = t_list,
     .cas = t_cas,
+    .txn = t_txn,
     .put = t_put,
     .del = t_del,
     .lease_grant = t_grant,

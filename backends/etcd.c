@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * etcd: kv_etcd_ops, the kv.h contract over etcd v3 gRPC. The request/response operations live
- * here (Range, Put, DeleteRange, Txn for CAS, LeaseGrant/Revoke, Compact); gRPC plumbing is in
- * etcd_grpc.c, streams in etcd_stream.c, watch and keepalive in etcd_watch.c.
+ * here (Range, Put, DeleteRange, Txn for CAS and txn, LeaseGrant/Revoke, Compact); gRPC plumbing
+ * is in etcd_grpc.c, streams in etcd_stream.c, watch and keepalive in etcd_watch.c.
  * open() does no network I/O: channels connect on first use, so an unreachable store shows up as
  * KV_ECONN from the first request, which the agent retries with backoff.
  */
@@ -382,6 +382,118 @@ static int etcd_cas(struct kv *kv, const char *key, const char *value, size_t le
     return rc;
 }
 
+/* "'a' at 5, 'b' absent, ..." for a conflict message: the compares a failed txn was fenced on
+ * (etcd does not say which one failed; asking would cost a failure branch per compare). */
+static void describe_cmps(char *buf, size_t size, const struct kv_cmp *cmps, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++) {
+        int w =
+            cmps[i].mod_revision
+                ? snprintf(buf + used, size - used, "%s'%.80s' at %lld", i ? ", " : "", cmps[i].key,
+                           (long long)cmps[i].mod_revision)
+                : snprintf(buf + used, size - used, "%s'%.80s' absent", i ? ", " : "", cmps[i].key);
+        used += w > 0 ? (size_t)w : 0;
+    }
+}
+
+static int etcd_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps,
+                    const struct kv_op *ops, size_t n_ops, int64_t *ret_revision,
+                    struct ea_error *err)
+{
+    if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
+        return ea_errorf(err, KV_EINVAL,
+                         "etcd txn: %zu op(s) and %zu compare(s) (1 to %d ops, "
+                         "at most %d compares)",
+                         n_ops, n_cmps, KV_TXN_OPS_MAX, KV_TXN_OPS_MAX);
+    for (size_t i = 0; i < n_cmps; i++)
+        if (cmps[i].mod_revision < 0)
+            return ea_errorf(err, KV_EINVAL, "etcd txn: compare on '%s': negative revision",
+                             cmps[i].key);
+    char what[160];
+    WHAT(what, "txn of %zu op(s) (first '%.100s')", n_ops, ops[0].key);
+    /* Only pointers into the caller's keys and values: nothing to free but the arrays. */
+    Etcdserverpb__Compare *cmp = calloc(n_cmps ? n_cmps : 1, sizeof(*cmp));
+    Etcdserverpb__Compare **cmpp = calloc(n_cmps ? n_cmps : 1, sizeof(*cmpp));
+    Etcdserverpb__PutRequest *put = calloc(n_ops, sizeof(*put));
+    Etcdserverpb__DeleteRangeRequest *del = calloc(n_ops, sizeof(*del));
+    Etcdserverpb__RequestOp *op = calloc(n_ops, sizeof(*op));
+    Etcdserverpb__RequestOp **opp = calloc(n_ops, sizeof(*opp));
+    int rc = 0;
+    if (!cmp || !cmpp || !put || !del || !op || !opp) {
+        rc = ea_errorf(err, -ENOMEM, "etcd %s: out of memory", what);
+        goto out;
+    }
+    for (size_t i = 0; i < n_cmps; i++) {
+        Etcdserverpb__Compare *c = &cmp[i];
+        *c = (Etcdserverpb__Compare)ETCDSERVERPB__COMPARE__INIT;
+        c->key = bin(cmps[i].key, strlen(cmps[i].key));
+        c->result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+        if (cmps[i].mod_revision == 0) { /* absent: as etcd_cas, create_revision 0 */
+            c->target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+            c->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+            c->create_revision = 0;
+        } else {
+            c->target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
+            c->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+            c->mod_revision = cmps[i].mod_revision;
+        }
+        cmpp[i] = c;
+    }
+    for (size_t i = 0; i < n_ops; i++) {
+        op[i] = (Etcdserverpb__RequestOp)ETCDSERVERPB__REQUEST_OP__INIT;
+        if (ops[i].del) {
+            del[i] = (Etcdserverpb__DeleteRangeRequest)ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+            del[i].key = bin(ops[i].key, strlen(ops[i].key));
+            op[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+            op[i].request_delete_range = &del[i];
+        } else {
+            put[i] = (Etcdserverpb__PutRequest)ETCDSERVERPB__PUT_REQUEST__INIT;
+            put[i].key = bin(ops[i].key, strlen(ops[i].key));
+            put[i].value = bin(ops[i].value, ops[i].len);
+            put[i].lease = ops[i].lease;
+            op[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+            op[i].request_put = &put[i];
+        }
+        opp[i] = &op[i];
+    }
+    Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+    txn.n_compare = n_cmps;
+    txn.compare = cmpp;
+    txn.n_success = n_ops;
+    txn.success = opp;
+
+    /* A write: sent to another member only when it surely never left (etcd_unary). A repeated
+     * key (kv_txn refuses it first), too many ops and a bad argument come back as
+     * INVALID_ARGUMENT (KV_EINVAL), an unknown lease as NOT_FOUND (KV_ENOLEASE). */
+    const struct etcd_rpc rpc = {ETCD_M_TXN, &etcdserverpb__txn_response__descriptor, 0, what};
+    ProtobufCMessage *out;
+    rc = etcd_unary((struct etcd *)kv, &rpc, &txn.base, &out, err);
+    if (rc)
+        goto out;
+    Etcdserverpb__TxnResponse *tr = (Etcdserverpb__TxnResponse *)out;
+    if (!tr->succeeded) {
+        char held[256];
+        describe_cmps(held, sizeof(held), cmps, n_cmps);
+        rc = ea_errorf(err, KV_ECONFLICT, "etcd %s: compares did not all hold (expected %s)", what,
+                       held);
+    } else if (!tr->header) {
+        rc = ea_errorf(err, KV_ECORRUPT, "etcd %s: response without a revision", what);
+    } else if (ret_revision) {
+        *ret_revision = tr->header->revision;
+    }
+    protobuf_c_message_free_unpacked(out, NULL);
+out:
+    free(cmp);
+    free(cmpp);
+    free(put);
+    free(del);
+    free(op);
+    free(opp);
+    return rc;
+}
+
 static int etcd_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
                     int64_t *ret_mod_revision, struct ea_error *err)
 {
@@ -473,6 +585,7 @@ const struct kv_ops kv_etcd_ops = {
     .get = etcd_get,
     .list = etcd_list,
     .cas = etcd_cas,
+    .txn = etcd_txn,
     .put = etcd_put,
     .del = etcd_del,
     .lease_grant = etcd_lease_grant,

@@ -326,6 +326,24 @@ static int file_cas(struct kv *kv, const char *key, const char *value, size_t le
     return r;
 }
 
+static int file_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps,
+                    const struct kv_op *ops, size_t n_ops, int64_t *ret_revision,
+                    struct ea_error *err)
+{
+    struct file_kv *f = FKV(kv);
+    int r = txn_begin(f, err);
+    if (r < 0)
+        return r;
+    int64_t before = kvs_revision(f->store), rev = 0;
+    r = kvs_txn(f->store, cmps, n_cmps, ops, n_ops, &rev, err);
+    int c = txn_end(f, r == 0 && rev != before, err);
+    if (r == 0 && c < 0)
+        return c;
+    if (r == 0 && ret_revision)
+        *ret_revision = rev;
+    return r;
+}
+
 static int file_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
                     int64_t *ret_mod_revision, struct ea_error *err)
 {
@@ -544,6 +562,7 @@ const struct kv_ops kv_file_ops = {
     .get = file_get,
     .list = file_list,
     .cas = file_cas,
+    .txn = file_txn,
     .put = file_put,
     .del = file_del,
     .lease_grant = file_lease_grant,

@@ -146,6 +146,15 @@ int kv_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct
     if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
         return ea_errorf(err, KV_EINVAL, "transaction of %zu op(s) and %zu compare(s): 1 to %d "
                          "of each allowed", n_ops, n_cmps, KV_TXN_OPS_MAX);
+    /* etcd refuses a repeated key too ("duplicate key given in txn request"); refuse it before
+     * any I/O, the same way for every backend. n <= 128: pairwise is fine. */
+    for (size_t i = 1; i < n_ops; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(ops[i].key, ops[j].key) == 0)
+                return ea_errorf(err, KV_EINVAL,
+                                 "transaction: key '%s' appears twice among its "
+                                 "ops (ops #%zu and #%zu)",
+                                 ops[i].key, j, i);
     return kv->ops->txn(kv, cmps, n_cmps, ops, n_ops, ret_revision, err);
 }
 

@@ -235,41 +235,81 @@ int kvs_list(const struct kvs *s, const char *prefix, struct kv_list *ret, struc
 
 /* ---- writes ---- */
 
-static int write_key(struct kvs *s, const char *key, const char *value, size_t len, int64_t lease,
-                     int64_t *ret_mod_revision, struct ea_error *err)
+/* What one put allocates before the store changes: the key's new value, the event's key and
+ * value, and the key itself when it is new. */
+struct put_buf {
+    char *v, *ek, *ev, *k;
+};
+
+static void put_buf_free(struct put_buf *b)
+{
+    free(b->v);
+    free(b->ek);
+    free(b->ev);
+    free(b->k);
+    *b = (struct put_buf){0};
+}
+
+/* Allocate what a put of `key` needs (the key is new iff absent now). 0 or -ENOMEM (b freed). */
+static int put_prepare(const struct kvs *s, const char *key, const char *value, size_t len,
+                       struct put_buf *b)
+{
+    bool found;
+    key_find(s, key, &found);
+    *b = (struct put_buf){
+        .v = dup_bytes(value, len), .ek = strdup(key), .ev = dup_bytes(value, len)};
+    if (!found)
+        b->k = strdup(key);
+    if (!b->v || !b->ek || !b->ev || (!found && !b->k)) {
+        put_buf_free(b);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Write `key` at `rev` with b's strings (taken over) and log its PUT. Room for one more key and
+ * one more event must be reserved; `key` must be absent iff b->k was allocated. */
+static void put_apply(struct kvs *s, const char *key, size_t len, int64_t lease, int64_t rev,
+                      struct put_buf *b)
 {
     bool found;
     size_t i = key_find(s, key, &found);
-    char *v = dup_bytes(value, len), *ek = strdup(key), *ev = dup_bytes(value, len);
-    char *k = found ? NULL : strdup(key);
-    if (!v || !ek || !ev || (!found && !k) || ev_reserve(s, 1) < 0 ||
-        reserve((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof(*s->keys)) < 0) {
-        free(v);
-        free(ek);
-        free(ev);
-        free(k);
-        return ea_errorf(err, -ENOMEM, "out of memory writing key '%s'", key);
-    }
-    int64_t rev = ++s->revision;
     if (found) {
         free(s->keys[i].value);
+        free(b->k);
     } else {
         memmove(&s->keys[i + 1], &s->keys[i], (s->n_keys - i) * sizeof(*s->keys));
         s->n_keys++;
-        s->keys[i] = (struct kv_entry){.key = k, .create_revision = rev};
+        s->keys[i] = (struct kv_entry){.key = b->k, .create_revision = rev};
     }
     struct kv_entry *e = &s->keys[i];
-    e->value = v;
+    e->value = b->v;
     e->value_len = len;
     e->mod_revision = rev;
     e->lease = lease;
     ev_push(s, KV_EVENT_PUT,
-            (struct kv_entry){.key = ek,
-                              .value = ev,
+            (struct kv_entry){.key = b->ek,
+                              .value = b->ev,
                               .value_len = len,
                               .mod_revision = rev,
                               .create_revision = e->create_revision,
                               .lease = lease});
+    *b = (struct put_buf){0};
+}
+
+static int write_key(struct kvs *s, const char *key, const char *value, size_t len, int64_t lease,
+                     int64_t *ret_mod_revision, struct ea_error *err)
+{
+    struct put_buf b;
+    if (put_prepare(s, key, value, len, &b) < 0)
+        return ea_errorf(err, -ENOMEM, "out of memory writing key '%s'", key);
+    if (ev_reserve(s, 1) < 0 ||
+        reserve((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof(*s->keys)) < 0) {
+        put_buf_free(&b);
+        return ea_errorf(err, -ENOMEM, "out of memory writing key '%s'", key);
+    }
+    int64_t rev = ++s->revision;
+    put_apply(s, key, len, lease, rev, &b);
     ev_trim(s);
     if (ret_mod_revision)
         *ret_mod_revision = rev;
@@ -331,6 +371,78 @@ int kvs_del(struct kvs *s, const char *key, bool *ret_deleted, struct ea_error *
     }
     if (ret_deleted)
         *ret_deleted = found;
+    return 0;
+}
+
+int kvs_txn(struct kvs *s, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+            size_t n_ops, int64_t *ret_revision, struct ea_error *err)
+{
+    if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
+        return ea_errorf(err, KV_EINVAL,
+                         "transaction of %zu op(s) and %zu compare(s): 1 to %d ops and at most %d "
+                         "compares allowed",
+                         n_ops, n_cmps, KV_TXN_OPS_MAX, KV_TXN_OPS_MAX);
+    for (size_t i = 1; i < n_ops; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(ops[i].key, ops[j].key) == 0)
+                return ea_errorf(err, KV_EINVAL,
+                                 "transaction: key '%s' appears twice among its ops", ops[i].key);
+    for (size_t i = 0; i < n_cmps; i++) {
+        bool found;
+        size_t k = key_find(s, cmps[i].key, &found);
+        int64_t cur = found ? s->keys[k].mod_revision : 0;
+        if (cur != cmps[i].mod_revision)
+            return ea_errorf(err, KV_ECONFLICT,
+                             "transaction: key '%s' is at revision %lld, not %lld", cmps[i].key,
+                             (long long)cur, (long long)cmps[i].mod_revision);
+    }
+    for (size_t i = 0; i < n_ops; i++)
+        if (!ops[i].del && ops[i].lease && !lease_find(s, ops[i].lease))
+            return no_lease(ops[i].key, ops[i].lease, err);
+
+    /* Allocate everything, then mutate: keys are distinct, so which ones are new (and which
+     * deletes find their key) is decided now, before any op runs. */
+    struct put_buf *bufs = calloc(n_ops, sizeof(*bufs));
+    size_t n_events = 0, n_new = 0;
+    int r = bufs ? 0 : -ENOMEM;
+    for (size_t i = 0; i < n_ops && r == 0; i++) {
+        bool found;
+        key_find(s, ops[i].key, &found);
+        if (ops[i].del) {
+            n_events += found;
+            continue;
+        }
+        r = put_prepare(s, ops[i].key, ops[i].value, ops[i].len, &bufs[i]);
+        n_events++;
+        n_new += !found;
+    }
+    if (r == 0 && (ev_reserve(s, n_events) < 0 || reserve((void **)&s->keys, &s->cap_keys,
+                                                          s->n_keys + n_new, sizeof(*s->keys)) < 0))
+        r = -ENOMEM;
+    if (r < 0) {
+        for (size_t i = 0; bufs && i < n_ops; i++)
+            put_buf_free(&bufs[i]);
+        free(bufs);
+        return ea_errorf(err, r, "out of memory in a transaction of %zu op(s) (first key '%s')",
+                         n_ops, ops[0].key);
+    }
+    /* Like etcd, a transaction that changes nothing (only deletes of absent keys) takes no new
+     * revision and reports the current one. */
+    int64_t rev = n_events ? ++s->revision : s->revision;
+    for (size_t i = 0; i < n_ops; i++) {
+        if (!ops[i].del) {
+            put_apply(s, ops[i].key, ops[i].len, ops[i].lease, rev, &bufs[i]);
+            continue;
+        }
+        bool found;
+        size_t k = key_find(s, ops[i].key, &found);
+        if (found)
+            delete_at(s, k, rev);
+    }
+    free(bufs);
+    ev_trim(s);
+    if (ret_revision)
+        *ret_revision = rev;
     return 0;
 }
 

@@ -59,6 +59,12 @@ int kvs_put(struct kvs *s, const char *key, const char *value, size_t len, int64
             int64_t *ret_mod_revision, struct ea_error *err);
 /* 0 also for an absent key (then nothing changes); *ret_deleted (may be NULL) says which. */
 int kvs_del(struct kvs *s, const char *key, bool *ret_deleted, struct ea_error *err);
+/* kv.h's txn: counts and distinct op keys checked first (KV_EINVAL), then the compares
+ * (KV_ECONFLICT), then the puts' leases (KV_ENOLEASE). On success every op is applied in order at
+ * one new revision, with one event per put and per delete of a present key, in op order; a txn
+ * that changes nothing (only deletes of absent keys) keeps the current revision, as etcd does. */
+int kvs_txn(struct kvs *s, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+            size_t n_ops, int64_t *ret_revision, struct ea_error *err);
 
 /* Leases: deadlines are `now_ms + ttl_ms` on the caller's clock. ttl_ms must be > 0. */
 int kvs_lease_grant(struct kvs *s, int64_t ttl_ms, int64_t now_ms, int64_t *ret_lease,

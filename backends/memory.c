@@ -109,6 +109,16 @@ static int mem_cas(struct kv *kv, const char *key, const char *value, size_t len
     return r;
 }
 
+static int mem_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+                   size_t n_ops, int64_t *ret_revision, struct ea_error *err)
+{
+    struct mem_kv *m = MEM(kv);
+    begin(m);
+    int r = kvs_txn(m->store, cmps, n_cmps, ops, n_ops, ret_revision, err);
+    end(m);
+    return r;
+}
+
 static int mem_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
                    int64_t *ret_mod_revision, struct ea_error *err)
 {
@@ -211,6 +221,7 @@ const struct kv_ops kv_memory_ops = {
     .get = mem_get,
     .list = mem_list,
     .cas = mem_cas,
+    .txn = mem_txn,
     .put = mem_put,
     .del = mem_del,
     .lease_grant = mem_lease_grant,

@@ -322,3 +322,211 @@ Test(kv, put_with_unknown_lease_fails)
     cr_assert_eq(r, KV_ENOLEASE, "got %s", kv_strerror(r));
     assert_absent(K("k"));
 }
+
+/* ---- transactions (kv_txn) ----
+ * Mutations that made these tests fail: kvs_txn ignoring its compares, or writing each op at its
+ * own revision (memory, file); etcd_txn sending no compares (etcd). */
+
+static struct kv_op txn_put(const char *key, const char *value, int64_t lease)
+{
+    return (struct kv_op){.key = key, .value = value, .len = strlen(value), .lease = lease};
+}
+
+static struct kv_op txn_del(const char *key)
+{
+    return (struct kv_op){.key = key, .del = true};
+}
+
+static int64_t txn_ok(const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+                      size_t n_ops)
+{
+    int64_t rev = 0;
+    struct ea_error err = {0};
+    int r = kv_txn(KV, cmps, n_cmps, ops, n_ops, &rev, &err);
+    cr_assert_eq(r, 0, "txn of %zu op(s): %s (%s)", n_ops, kv_strerror(r), err.msg);
+    cr_assert_gt(rev, 0, "txn returned revision %lld", (long long)rev);
+    return rev;
+}
+
+/* kv_txn must fail with `want`, leave *ret_revision untouched and say why. */
+static void txn_fails(int want, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+                      size_t n_ops)
+{
+    int64_t rev = 77;
+    struct ea_error err = {0};
+    int r = kv_txn(KV, cmps, n_cmps, ops, n_ops, &rev, &err);
+    cr_assert_eq(r, want, "txn of %zu op(s): expected %s, got %s (%s)", n_ops, kv_strerror(want),
+                 kv_strerror(r), err.msg);
+    cr_assert_eq(rev, 77, "ret_revision touched on failure");
+    cr_assert_neq(err.msg[0], '\0', "no error message for a failed txn");
+}
+
+static void assert_at(const char *key, const char *value, int64_t mod_revision)
+{
+    struct kv_entry e = get_ok(key);
+    cr_assert_str_eq(e.value, value, "%s", key);
+    cr_assert_eq(e.mod_revision, mod_revision, "%s: mod_revision %lld, expected %lld", key,
+                 (long long)e.mod_revision, (long long)mod_revision);
+    kv_entry_clear(&e);
+}
+
+Test(kv, txn_applies_every_op_at_one_revision_when_all_compares_hold)
+{
+    int64_t ra = kvt_put(KV, K("a"), "a0");
+    int64_t rb = kvt_put(KV, K("b"), "b0");
+    struct kv_cmp cmps[] = {{K("a"), ra}, {K("b"), rb}, {K("c"), 0}};
+    struct kv_op ops[] = {txn_put(K("c"), "c1", 0), txn_put(K("a"), "a1", 0), txn_del(K("b")),
+                          txn_put(K("d"), "d1", 0), txn_del(K("never"))};
+    int64_t rev = txn_ok(cmps, 3, ops, 5);
+    cr_assert_gt(rev, rb);
+    assert_at(K("a"), "a1", rev);
+    assert_at(K("c"), "c1", rev);
+    assert_at(K("d"), "d1", rev);
+    assert_absent(K("b"));
+    assert_absent(K("never"));
+    struct kv_entry a = get_ok(K("a")), c = get_ok(K("c"));
+    cr_assert_eq(a.create_revision, ra, "an update keeps create_revision");
+    cr_assert_eq(c.create_revision, rev, "a new key is created at the txn's revision");
+    kv_entry_clear(&a);
+    kv_entry_clear(&c);
+    /* the next write comes after it; no compares at all is fine */
+    struct kv_op again = txn_put(K("a"), "a2", 0);
+    cr_assert_gt(txn_ok(NULL, 0, &again, 1), rev);
+}
+
+Test(kv, txn_with_one_failing_compare_writes_nothing)
+{
+    int64_t ra = kvt_put(KV, K("a"), "a0");
+    int64_t rb = kvt_put(KV, K("b"), "b0");
+    kvt_put(KV, K("b"), "b1"); /* b moved on: rb is stale */
+    struct kv_cmp cmps[] = {{K("a"), ra}, {K("b"), rb}};
+    struct kv_op ops[] = {txn_put(K("a"), "a1", 0), txn_put(K("new"), "n", 0), txn_del(K("b"))};
+    txn_fails(KV_ECONFLICT, cmps, 2, ops, 3);
+    assert_at(K("a"), "a0", ra);
+    assert_absent(K("new"));
+    struct kv_entry b = get_ok(K("b"));
+    cr_assert_str_eq(b.value, "b1");
+    kv_entry_clear(&b);
+}
+
+Test(kv, txn_compare_on_absent_key_both_ways)
+{
+    struct kv_cmp absent = {K("x"), 0};
+    struct kv_op put_x = txn_put(K("x"), "first", 0);
+    int64_t r1 = txn_ok(&absent, 1, &put_x, 1);
+    assert_at(K("x"), "first", r1);
+    /* now present: "must be absent" fails */
+    struct kv_op put_x2 = txn_put(K("x"), "second", 0);
+    txn_fails(KV_ECONFLICT, &absent, 1, &put_x2, 1);
+    assert_at(K("x"), "first", r1);
+    /* absent key compared with a non-zero revision fails too */
+    struct kv_cmp stale = {K("y"), r1};
+    struct kv_op put_y = txn_put(K("y"), "y", 0);
+    txn_fails(KV_ECONFLICT, &stale, 1, &put_y, 1);
+    assert_absent(K("y"));
+    /* and once deleted, x is absent again */
+    struct kv_cmp at_r1 = {K("x"), r1};
+    struct kv_op del_x = txn_del(K("x"));
+    txn_ok(&at_r1, 1, &del_x, 1);
+    assert_absent(K("x"));
+    txn_ok(&absent, 1, &put_x2, 1);
+}
+
+Test(kv, txn_put_with_lease_goes_with_the_lease)
+{
+    int64_t lease = 0;
+    struct ea_error err = {0};
+    int64_t ttl = kv_fixture.min_ttl_ms > 10000 ? kv_fixture.min_ttl_ms : 10000;
+    cr_assert_eq(kv_lease_grant(KV, ttl, &lease, &err), 0, "%s", err.msg);
+    struct kv_op ops[] = {txn_put(K("leased"), "l", lease), txn_put(K("kept"), "k", 0)};
+    int64_t rev = txn_ok(NULL, 0, ops, 2);
+    struct kv_entry e = get_ok(K("leased"));
+    cr_assert_eq(e.lease, lease);
+    cr_assert_eq(e.mod_revision, rev);
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_lease_revoke(KV, lease, &err), 0, "%s", err.msg);
+    assert_absent(K("leased"));
+    assert_at(K("kept"), "k", rev);
+}
+
+Test(kv, txn_with_unknown_lease_is_enolease_and_writes_nothing)
+{
+    struct kv_cmp cmp = {K("a"), 0};
+    struct kv_op ops[] = {txn_put(K("a"), "a", 0), txn_put(K("b"), "b", 987654321)};
+    txn_fails(KV_ENOLEASE, &cmp, 1, ops, 2);
+    assert_absent(K("a"));
+    assert_absent(K("b"));
+}
+
+Test(kv, txn_holds_up_to_128_ops)
+{
+    static char keys[KV_TXN_OPS_MAX + 1][192];
+    struct kv_op ops[KV_TXN_OPS_MAX + 1];
+    struct kv_cmp cmps[KV_TXN_OPS_MAX + 1];
+    for (size_t i = 0; i <= KV_TXN_OPS_MAX; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%sn%03zu", C.prefix, i);
+        ops[i] = txn_put(keys[i], keys[i], 0);
+        cmps[i] = (struct kv_cmp){keys[i], 0};
+    }
+    txn_fails(KV_EINVAL, cmps, 1, ops, KV_TXN_OPS_MAX + 1);
+    txn_fails(KV_EINVAL, cmps, KV_TXN_OPS_MAX + 1, ops, 1);
+    txn_fails(KV_EINVAL, cmps, 1, ops, 0);
+    int r = KV->ops->txn(KV, cmps, 1, ops, KV_TXN_OPS_MAX + 1, NULL, NULL);
+    cr_assert_eq(r, KV_EINVAL, "backend txn of 129 ops: %s", kv_strerror(r));
+    assert_absent(keys[0]);
+    int64_t rev = txn_ok(cmps, KV_TXN_OPS_MAX, ops, KV_TXN_OPS_MAX);
+    struct kv_list l = {0};
+    cr_assert_eq(kv_list(KV, C.prefix, &l, NULL), 0);
+    cr_assert_eq(l.n, KV_TXN_OPS_MAX);
+    for (size_t i = 0; i < l.n; i++) {
+        cr_assert_str_eq(l.entries[i].key, keys[i]);
+        cr_assert_str_eq(l.entries[i].value, keys[i]);
+        cr_assert_eq(l.entries[i].mod_revision, rev, "%s", keys[i]);
+    }
+    kv_list_clear(&l);
+}
+
+Test(kv, txn_with_a_repeated_key_is_einval_and_writes_nothing)
+{
+    struct kv_op puts[] = {txn_put(K("a"), "1", 0), txn_put(K("b"), "2", 0),
+                           txn_put(K("a"), "3", 0)};
+    txn_fails(KV_EINVAL, NULL, 0, puts, 3);
+    struct kv_op put_del[] = {txn_put(K("b"), "2", 0), txn_del(K("b"))};
+    txn_fails(KV_EINVAL, NULL, 0, put_del, 2);
+    /* the backend itself refuses it too (etcd: "duplicate key given in txn request") */
+    struct ea_error err = {0};
+    int r = KV->ops->txn(KV, NULL, 0, puts, 3, NULL, &err);
+    cr_assert_eq(r, KV_EINVAL, "backend txn with a repeated key: %s (%s)", kv_strerror(r), err.msg);
+    assert_absent(K("a"));
+    assert_absent(K("b"));
+    /* a key both compared and written is fine */
+    struct kv_cmp cmp = {K("a"), 0};
+    txn_ok(&cmp, 1, puts, 2);
+}
+
+Test(kv, txn_is_watched_as_its_puts_and_deletes_in_op_order)
+{
+    int64_t rc = kvt_put(KV, K("c"), "c0");
+    int64_t w = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(kv_watch(KV, C.prefix, rc + 1, &w, &err), 0, "%s", err.msg);
+    /* op order is not key order */
+    struct kv_op ops[] = {txn_put(K("z"), "z1", 0), txn_put(K("m"), "m1", 0), txn_del(K("c")),
+                          txn_del(K("absent")), txn_put(K("a"), "a1", 0)};
+    struct kv_cmp cmp = {K("c"), rc};
+    int64_t rev = txn_ok(&cmp, 1, ops, 5);
+    struct kvt_events acc = {0};
+    kvt_wait_events(KV, w, &acc, 4, 3000);
+    kvt_wait_events(KV, w, &acc, 5, 200);
+    cr_assert_eq(acc.n, 4, "txn of 3 puts and 1 delete seen as %zu events", acc.n);
+    const char *want_key[] = {K("z"), K("m"), K("c"), K("a")};
+    enum kv_event_type want_type[] = {KV_EVENT_PUT, KV_EVENT_PUT, KV_EVENT_DELETE, KV_EVENT_PUT};
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert_str_eq(acc.ev[i].entry.key, want_key[i], "event #%zu", i);
+        cr_assert_eq(acc.ev[i].type, want_type[i], "event #%zu", i);
+        cr_assert_eq(acc.ev[i].entry.mod_revision, rev, "event #%zu at %lld, txn at %lld", i,
+                     (long long)acc.ev[i].entry.mod_revision, (long long)rev);
+    }
+    cr_assert_str_eq(acc.ev[1].entry.value, "m1");
+    kvt_events_clear(&acc);
+}
