@@ -204,7 +204,7 @@ int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret
                       struct rdzv_member **ret, size_t *ret_n, struct ea_error *err)
 {
     json_t *root;
-    int r = load(json, len, "assignment chunk", RDZV_STATE_BYTES_MAX, &root, err);
+    int r = load(json, len, "assignment chunk", RDZV_CHUNK_BYTES_MAX, &root, err);
     if (r < 0)
         return r;
     json_int_t round = 0;

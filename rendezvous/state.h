@@ -17,10 +17,12 @@
 /* The schema of the protocol before the fleet-scale layout (the state listed every member): a
  * run written by it is refused with a message saying so, never guessed at. */
 #define RDZV_SCHEMA_V1 "elastic-agent/v1"
-/* Largest values the decoders accept: a state lists every member (~200 bytes each, so 4 MiB is
- * some 20000 nodes; etcd refuses requests over 1.5 MiB by default anyway); a node or failure
- * record is a few KiB at most (the failure message is bounded). */
-#define RDZV_STATE_BYTES_MAX (4u << 20)
+/* Largest values the decoders accept: the state is a small commit record (no member list); an
+ * assignment chunk lists ~32 members (~60 bytes each) but is allowed far more, since the chunk
+ * of a member follows its node key's create_revision; a node or failure record is a few KiB at
+ * most (the failure message is bounded). etcd refuses requests over 1.5 MiB by default. */
+#define RDZV_STATE_BYTES_MAX (64u << 10)
+#define RDZV_CHUNK_BYTES_MAX (1536u << 10)
 #define RDZV_RECORD_BYTES_MAX (64u << 10)
 #define RDZV_ID_MAX 128
 #define RDZV_HOST_MAX 256

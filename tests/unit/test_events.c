@@ -134,7 +134,7 @@ static struct rdzv_state state(enum rdzv_status st, int64_t round, int restarts,
         m->nproc = 1;
         m->group_rank = m->rank_base = (int)s.n_members++;
     }
-    s.world_size = (int)s.n_members;
+    s.world_size = s.group_world_size = (int)s.n_members;
     return s;
 }
 

@@ -2,6 +2,7 @@
 /* State codec: round trips, and every kind of foreign/corrupt value is rejected with a reason. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,13 +12,14 @@ static struct rdzv_state sample(void)
 {
     static struct rdzv_member m[2] = {
         {.node_id = "a", .host = "ha", .addr = "10.0.0.1", .nproc = 2, .group_rank = 0,
-         .rank_base = 0},
+         .rank_base = 0, .slot = 7},
         {.node_id = "b", .host = "hb", .addr = "10.0.0.2", .nproc = 3, .group_rank = 1,
-         .rank_base = 2},
+         .rank_base = 2, .slot = 9},
     };
     return (struct rdzv_state){.round = 4, .status = RDZV_RUNNING, .members = m, .n_members = 2,
-                               .world_size = 5, .restart_count = 1, .max_restarts = 3,
-                               .min_nodes = 1, .max_nodes = 4};
+                               .group_world_size = 2, .n_chunks = 1, .world_size = 5,
+                               .restart_count = 1, .max_restarts = 3, .min_nodes = 1,
+                               .max_nodes = 4};
 }
 
 Test(state, round_trip)
@@ -25,19 +27,60 @@ Test(state, round_trip)
     struct rdzv_state s = sample(), d = {0};
     char *json = NULL;
     cr_assert_eq(rdzv_state_encode(&s, &json, NULL), 0);
+    cr_assert_null(strstr(json, "\"ha\""), "the commit record lists no member: %s", json);
     cr_assert_eq(rdzv_state_decode(json, strlen(json), &d, NULL), 0);
     cr_assert_eq(d.round, 4);
     cr_assert_eq(d.status, RDZV_RUNNING);
-    cr_assert_eq(d.n_members, 2);
-    cr_assert_str_eq(d.members[1].node_id, "b");
-    cr_assert_eq(d.members[1].rank_base, 2);
+    cr_assert_eq(d.n_members, 0);
+    cr_assert_null(d.members);
+    cr_assert_eq(d.group_world_size, 2);
+    cr_assert_eq(d.n_chunks, 1);
     cr_assert_eq(d.world_size, 5);
     cr_assert_eq(d.restart_count, 1);
     cr_assert_eq(d.max_restarts, 3);
+    free(json);
+    /* the members travel in chunks: encode, decode, gather back in group-rank order */
+    cr_assert_eq(rdzv_chunk_encode(&s, 0, &json, NULL), 0);
+    int64_t round;
+    int chunk;
+    struct rdzv_member *m = NULL;
+    size_t n = 0;
+    cr_assert_eq(rdzv_chunk_decode(json, strlen(json), &round, &chunk, &m, &n, NULL), 0);
+    cr_assert_eq(round, 4);
+    cr_assert_eq(chunk, 0);
+    cr_assert_eq(n, 2);
+    free(json);
+    struct rdzv_member *chunks[1] = {m};
+    size_t counts[1] = {n};
+    cr_assert_eq(rdzv_state_gather(&d, chunks, counts, NULL), 0);
+    cr_assert_eq(d.n_members, 2);
+    cr_assert_str_eq(d.members[1].node_id, "b");
+    cr_assert_eq(d.members[1].rank_base, 2);
+    cr_assert_eq(d.members[1].slot, 9);
     cr_assert_eq(rdzv_state_find(&d, "b"), 1);
     cr_assert_eq(rdzv_state_find(&d, "zz"), -1);
-    free(json);
+    /* a chunk missing a member, or one whose workers do not add up, is refused */
+    counts[0] = 1;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_state_gather(&d, chunks, counts, &err), -EBADMSG);
+    cr_assert(strstr(err.msg, "1 of 2 members"), "%s", err.msg);
+    free(m);
     rdzv_state_clear(&d);
+}
+
+Test(state, chunks_spread_members_by_slot)
+{
+    cr_assert_eq(rdzv_chunk_count(0), 0);
+    cr_assert_eq(rdzv_chunk_count(1), 1);
+    cr_assert_eq(rdzv_chunk_count(RDZV_CHUNK_NODES), 1);
+    cr_assert_eq(rdzv_chunk_count(RDZV_CHUNK_NODES + 1), 2);
+    cr_assert_eq(rdzv_chunk_count(10000), 313);
+    /* consecutive create_revisions (a cold start) fill the chunks evenly */
+    int per[313] = {0};
+    for (int64_t slot = 1000; slot < 11000; slot++)
+        per[rdzv_chunk_of(slot, 313)]++;
+    for (int k = 0; k < 313; k++)
+        cr_assert(per[k] >= 31 && per[k] <= 32, "chunk %d has %d", k, per[k]);
 }
 
 static void expect_rejected(const char *json, const char *needle)
@@ -48,36 +91,50 @@ static void expect_rejected(const char *json, const char *needle)
     cr_assert(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
 }
 
+#define V2 "{\"schema\":\"elastic-agent/v2\","
+
 Test(state, rejects_foreign_and_corrupt)
 {
     expect_rejected("not json", "not valid JSON");
     expect_rejected("[1,2]", "not a JSON object");
     expect_rejected("{\"round\": 1}", "schema");
     expect_rejected("{\"schema\": \"torch\"}", "schema 'torch'");
-    expect_rejected("{\"schema\":\"elastic-agent/v1\",\"round\":1}", "state:");
-    expect_rejected("{\"schema\":\"elastic-agent/v1\",\"round\":1,\"status\":\"dancing\","
-                    "\"members\":[],\"world_size\":0,\"restart_count\":0,\"max_restarts\":0,"
-                    "\"min\":1,\"max\":1}",
+    /* a run of the protocol before this one: said so, never guessed at */
+    expect_rejected("{\"schema\":\"elastic-agent/v1\",\"round\":1,\"members\":[]}",
+                    "written by an older elastic-agent (schema 'elastic-agent/v1'");
+    expect_rejected(V2 "\"round\":1}", "state:");
+    expect_rejected(V2 "\"round\":1,\"status\":\"dancing\",\"members\":0,\"chunks\":0,"
+                       "\"world_size\":0,\"restart_count\":0,\"max_restarts\":0,\"min\":1,"
+                       "\"max\":1}",
                     "unknown status 'dancing'");
-    /* world size that does not add up */
-    expect_rejected("{\"schema\":\"elastic-agent/v1\",\"round\":1,\"status\":\"running\","
-                    "\"members\":[{\"node\":\"a\",\"host\":\"h\",\"addr\":\"x\",\"nproc\":2,"
-                    "\"group_rank\":0,\"rank_base\":0}],\"world_size\":3,\"restart_count\":0,"
-                    "\"max_restarts\":0,\"min\":1,\"max\":1}",
+    /* fewer workers than nodes */
+    expect_rejected(V2 "\"round\":1,\"status\":\"running\",\"members\":2,\"chunks\":1,"
+                       "\"world_size\":1,\"restart_count\":0,\"max_restarts\":0,\"min\":1,"
+                       "\"max\":2}",
                     "inconsistent");
-    /* ranks out of order */
-    expect_rejected("{\"schema\":\"elastic-agent/v1\",\"round\":1,\"status\":\"running\","
-                    "\"members\":[{\"node\":\"a\",\"host\":\"h\",\"addr\":\"x\",\"nproc\":1,"
-                    "\"group_rank\":1,\"rank_base\":0}],\"world_size\":1,\"restart_count\":0,"
-                    "\"max_restarts\":0,\"min\":1,\"max\":1}",
-                    "member 0");
+    /* a chunk count that does not match the members */
+    expect_rejected(V2 "\"round\":1,\"status\":\"running\",\"members\":40,\"chunks\":1,"
+                       "\"world_size\":40,\"restart_count\":0,\"max_restarts\":0,\"min\":1,"
+                       "\"max\":40}",
+                    "inconsistent");
     /* running with nobody */
-    expect_rejected("{\"schema\":\"elastic-agent/v1\",\"round\":1,\"status\":\"running\","
-                    "\"members\":[],\"world_size\":0,\"restart_count\":0,"
-                    "\"max_restarts\":0,\"min\":1,\"max\":1}",
+    expect_rejected(V2 "\"round\":1,\"status\":\"running\",\"members\":0,\"chunks\":0,"
+                       "\"world_size\":0,\"restart_count\":0,\"max_restarts\":0,\"min\":1,"
+                       "\"max\":1}",
                     "inconsistent");
     /* duplicate keys are an attack surface, not data */
-    expect_rejected("{\"schema\":\"elastic-agent/v1\",\"schema\":\"elastic-agent/v1\"}", "JSON");
+    expect_rejected("{\"schema\":\"elastic-agent/v2\",\"schema\":\"elastic-agent/v2\"}", "JSON");
+    /* chunks: wrong shape */
+    int64_t round;
+    int chunk;
+    struct rdzv_member *m = NULL;
+    size_t n = 0;
+    struct ea_error err = {0};
+    const char *bad = V2 "\"round\":1,\"chunk\":0,\"m\":[[\"a\",\"h\",\"x\",0,0,0,1]]}";
+    cr_assert_eq(rdzv_chunk_decode(bad, strlen(bad), &round, &chunk, &m, &n, &err), -EBADMSG);
+    cr_assert(strstr(err.msg, "invalid values"), "%s", err.msg);
+    bad = V2 "\"round\":1,\"chunk\":0,\"m\":[[\"a\",\"h\",\"x\",1,0,0,1,\"extra\"]]}";
+    cr_assert_eq(rdzv_chunk_decode(bad, strlen(bad), &round, &chunk, &m, &n, &err), -EBADMSG);
 }
 
 Test(state, node_and_failure_records)
@@ -93,7 +150,7 @@ Test(state, node_and_failure_records)
     cr_assert_eq(d.pid, 42);
     free(json);
     struct ea_error err = {0};
-    const char *bad = "{\"schema\":\"elastic-agent/v1\",\"node\":\"n\",\"host\":\"h\","
+    const char *bad = "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\","
                       "\"addr\":\"a\",\"nproc\":0,\"pid\":1}";
     cr_assert_eq(rdzv_node_decode(bad, strlen(bad), &d, &err), -EBADMSG);
     cr_assert(strstr(err.msg, "nproc"));
@@ -116,12 +173,14 @@ Test(state, values_over_the_size_limit_are_refused_before_parsing)
     char *big = malloc(n);
     cr_assert_not_null(big);
     memset(big, ' ', n); /* whitespace around a valid object would parse: the size decides */
-    const char *ok = "{\"schema\":\"elastic-agent/v1\"}";
+    const char *ok = "{\"schema\":\"elastic-agent/v2\"}";
     memcpy(big, ok, strlen(ok));
     struct rdzv_state s;
     struct ea_error err = {0};
     cr_assert_eq(rdzv_state_decode(big, n, &s, &err), -EBADMSG);
-    cr_assert(strstr(err.msg, "state is 4194305 bytes, more than the 4194304"), "%s", err.msg);
+    char want[96];
+    snprintf(want, sizeof(want), "state is %zu bytes, more than the %u", n, RDZV_STATE_BYTES_MAX);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
     struct rdzv_node node;
     ea_error_clear(&err);
     cr_assert_eq(rdzv_node_decode(big, RDZV_RECORD_BYTES_MAX + 1, &node, &err), -EBADMSG);

@@ -82,12 +82,22 @@ static void put_state_charged(enum rdzv_status st, int64_t round, int restarts,
         m->nproc = 2;
         m->group_rank = (int)i;
         m->rank_base = 2 * (int)i;
+        m->slot = 10 + (int64_t)i;
         s.world_size += 2;
     }
+    s.group_world_size = (int)s.n_members;
+    s.n_chunks = rdzv_chunk_count(s.n_members);
     char *json = NULL;
     cr_assert_eq(rdzv_state_encode(&s, &json, NULL), 0);
     put(P "state", json, mod, 2);
     free(json);
+    for (int k = 0; k < s.n_chunks; k++) { /* the members, where the coordinator puts them */
+        char key[64];
+        snprintf(key, sizeof(key), P "assign/%d", k);
+        cr_assert_eq(rdzv_chunk_encode(&s, k, &json, NULL), 0);
+        put(key, json, mod, 2);
+        free(json);
+    }
 }
 
 static void put_state(enum rdzv_status st, int64_t round, int restarts, int64_t failure_round,
@@ -177,8 +187,8 @@ Test(status, running_with_done_lost_and_spare_nodes)
     put_node("bb", "host-bbbbbb", 2, 4);
     put_node("spare1", "host-s", 4, 9); /* c is gone: its lease expired */
     put(P "rounds/3/master", "10.0.0.3:29500", 31, 31);
-    put(P "rounds/3/done/bb", "{}", 33, 33);
-    put(P "rounds/2/done/a", "{}", 25, 25); /* an older round: not shown */
+    put(P "done/3/bb", "{}", 33, 33);
+    put(P "done/2/a", "{}", 25, 25); /* an older round: not shown */
     put_failure(2, "c", 5, 1, "boom");
     expect_text("run           job\n"
                 "status        running\n"
@@ -234,7 +244,7 @@ Test(status, succeeded)
 {
     const char *m[] = {"a:host-a", NULL};
     put_state(RDZV_SUCCEEDED, 1, 0, 0, 12, m);
-    put(P "rounds/1/done/a", "{}", 11, 11);
+    put(P "done/1/a", "{}", 11, 11);
     expect_text("run           job\n"
                 "status        succeeded\n"
                 "round         1 (generation 12)\n"
