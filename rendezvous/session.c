@@ -351,53 +351,53 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
     return 0;
 }
 
-/* One listing plus a watch from just after it. */
-static int list_and_watch(struct rdzv_session *s, const char *rel, int64_t now_ms,
-                          struct ea_error *err)
-{
-    char prefix[KEY_MAX];
-    rdzv_key_of(s, prefix, "%s", rel);
-    struct kv_list l = {0};
-    s->stats.requests++;
-    int r = kv_list(s->kv, prefix, &l, err);
-    if (r < 0)
-        return r;
-    for (size_t i = 0; i < l.n && r == 0; i++) {
-        s->stats.bytes_received += strlen(l.entries[i].key) + l.entries[i].value_len;
-        r = rdzv_mirror_put(&s->m, &l.entries[i]);
-    }
-    int64_t rev = l.revision;
-    kv_list_clear(&l);
-    if (r < 0)
-        return ea_errorf(err, r, "out of memory");
-    (void)now_ms;
-    s->stats.requests++;
-    r = kv_watch(s->kv, prefix, rev + 1, &s->watch_ids[s->n_watches], err);
-    if (r == 0)
-        s->n_watches++;
-    return r;
-}
-
 /* List what this node needs and (re)start its watches just after the listed revisions: the
- * whole run in full mode; else `state`, `coord` and the per-round values. */
+ * whole run in full mode; else `state`, `coord` and the per-round values. The mirror is
+ * replaced only once every listing succeeded: a store outage keeps the last known view. */
 static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
+    static const char *const light[] = {"state", "coord", "rounds/"};
+    static const char *const full[] = {""};
+    const char *const *rels = s->full ? full : light;
+    size_t n = s->full ? 1 : sizeof(light) / sizeof(light[0]);
     cancel_watches(s);
     s->need_resync = true; /* until the lists and the new watches all succeed */
-    rdzv_mirror_clear(&s->m);
-    s->state_rev = -1; /* decode again */
-    s->coord_rev = -1;
-    s->self_round = -1;
-    static const char *const light[] = {"state", "coord", "rounds/"};
+    struct kv_list lists[3] = {{0}};
     int r = 0;
-    if (s->full)
-        r = list_and_watch(s, "", now_ms, err);
-    for (size_t i = 0; !s->full && r == 0 && i < sizeof(light) / sizeof(light[0]); i++)
-        r = list_and_watch(s, light[i], now_ms, err);
+    for (size_t i = 0; i < n && r == 0; i++) {
+        char prefix[KEY_MAX];
+        rdzv_key_of(s, prefix, "%s", rels[i]);
+        s->stats.requests++;
+        r = kv_list(s->kv, prefix, &lists[i], err);
+    }
+    if (r == 0) {
+        rdzv_mirror_clear(&s->m);
+        s->state_rev = -1; /* decode again */
+        s->coord_rev = -1;
+        s->self_round = -1;
+    }
+    for (size_t i = 0; i < n && r == 0; i++)
+        for (size_t k = 0; k < lists[i].n && r == 0; k++) {
+            struct kv_entry *e = &lists[i].entries[k];
+            s->stats.bytes_received += strlen(e->key) + e->value_len;
+            if ((r = rdzv_mirror_put(&s->m, e)) < 0)
+                r = ea_errorf(err, r, "out of memory");
+        }
+    for (size_t i = 0; i < n && r == 0; i++) {
+        char prefix[KEY_MAX];
+        rdzv_key_of(s, prefix, "%s", rels[i]);
+        s->stats.requests++;
+        r = kv_watch(s->kv, prefix, lists[i].revision + 1, &s->watch_ids[s->n_watches], err);
+        if (r == 0)
+            s->n_watches++;
+    }
+    for (size_t i = 0; i < n; i++)
+        kv_list_clear(&lists[i]);
     if (r < 0)
         return r;
     s->need_resync = false;
     s->m.node_arrived = false;
+    (void)now_ms;
     r = rdzv_derive(s, now_ms, err);
     return r < 0 ? r : fetch_self(s, err);
 }

@@ -13,6 +13,10 @@ if(TARGET ea_etcd_harness)
   ea_add_criterion_test(test_e2e_elastic_etcd SOURCES e2e/test_e2e_elastic.c
                         LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e etcd)
   target_compile_definitions(test_e2e_elastic_etcd PRIVATE EA_E2E_ETCD)
+  # the fleet path: no O(N) extras, so every non-coordinator reads only the commit record and
+  # its own assignment chunk (the file variant above runs with the full view of small runs)
+  set_tests_properties(test_e2e_elastic_etcd PROPERTIES
+                       ENVIRONMENT "ELASTIC_TOPOLOGY=off;ELASTIC_NIC_DISCOVERY=off")
 endif()
 
 # Agents on etcd's JSON gateway (issue #5): mixed fleet with gRPC agents; etcd restart.

@@ -304,9 +304,27 @@ Test(e2e_etcd, eight_agents_get_ranks_0_to_7_and_etcd_holds_the_committed_round)
     cr_assert_eq(rdzv_state_decode(json, strlen(json), &s, &err), 0, "%s: %s", err.msg, json);
     cr_assert_eq(s.round, 1);
     cr_assert_eq(s.status, RDZV_RUNNING);
-    cr_assert_eq(s.n_members, 8);
+    cr_assert_eq(s.group_world_size, 8);
+    cr_assert_eq(s.n_chunks, 1, "8 members fit one assignment chunk");
     cr_assert_eq(s.world_size, 8);
     cr_assert_eq(s.restart_count, 0);
+    /* the members are in assign/0, where the commit put them */
+    const char *geta[] = {"get", "/elastic/e2e-8/assign/0", "--print-value-only", NULL};
+    out = etcdctl(geta, &st);
+    cr_assert_eq(st, 0, "etcdctl get assign/0: %s", out);
+    snprintf(json, sizeof(json), "%s", out);
+    json[strcspn(json, "\n")] = '\0';
+    int64_t cround = 0;
+    int chunk = -1;
+    struct rdzv_member *cm = NULL;
+    size_t cn = 0;
+    cr_assert_eq(rdzv_chunk_decode(json, strlen(json), &cround, &chunk, &cm, &cn, &err), 0,
+                 "%s: %s", err.msg, json);
+    cr_assert_eq(cround, 1);
+    struct rdzv_member *chunks[1] = {cm};
+    cr_assert_eq(rdzv_state_gather(&s, chunks, &cn, &err), 0, "%s", err.msg);
+    free(cm);
+    cr_assert_eq(s.n_members, 8);
     int node_seen[8] = {0};
     for (size_t i = 0; i < s.n_members; i++) {
         cr_assert_eq(s.members[i].group_rank, (int)i);
