@@ -335,6 +335,7 @@ const struct kv_ops kv_etcd_gateway_ops = {
     .get = etcd_gw_get,
     .list = etcd_gw_list,
     .cas = etcd_gw_cas,
+    .txn = etcd_gw_txn,
     .put = etcd_gw_put,
     .del = etcd_gw_del,
     .lease_grant = etcd_gw_lease_grant,

@@ -131,6 +131,8 @@ int etcd_gw_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct 
 int etcd_gw_cas(struct kv *kv, const char *key, const char *value, size_t len,
                 int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
                 struct kv_entry *ret_current, struct ea_error *err);
+int etcd_gw_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+                size_t n_ops, int64_t *ret_revision, struct ea_error *err);
 int etcd_gw_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
                 int64_t *ret_mod_revision, struct ea_error *err);
 int etcd_gw_del(struct kv *kv, const char *key, struct ea_error *err);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * etcd_gateway_kv: the request/response operations of kv.h as gateway calls — kv/range,
- * kv/put, kv/deleterange, kv/txn (CAS with the current value read in the else branch),
+ * kv/put, kv/deleterange, kv/txn (CAS with the current value read in the else branch; txn),
  * lease/grant, lease/keepalive (one POST per renewal), lease/revoke. Each builds its JSON
  * body, sends it through etcd_gw_call() and checks the answer's shape (KV_ECORRUPT if wrong).
  */
@@ -215,6 +215,104 @@ int etcd_gw_cas(struct kv *kv, const char *key, const char *value, size_t len,
             else
                 kv_entry_clear(&cur);
         }
+    }
+    json_decref(resp);
+    return rc;
+}
+
+/* One compare of a txn: the key's mod_revision == rev, or absent (create_revision 0, as CAS). */
+static json_t *txn_cmp(const struct kv_cmp *c)
+{
+    json_t *o = key_body(c->key);
+    int bad = !o || json_object_set_new(o, "result", json_string("EQUAL"));
+    if (!bad && c->mod_revision == 0)
+        bad = json_object_set_new(o, "target", json_string("CREATE")) ||
+              etcd_gw_set_i64(o, "create_revision", 0);
+    else if (!bad)
+        bad = json_object_set_new(o, "target", json_string("MOD")) ||
+              etcd_gw_set_i64(o, "mod_revision", c->mod_revision);
+    if (bad) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+/* One success op of a txn: {"request_put": {...}} or {"request_delete_range": {"key": ...}}. */
+static json_t *txn_op(const struct kv_op *op)
+{
+    json_t *rq = key_body(op->key);
+    if (rq && !op->del &&
+        (etcd_gw_set_b64(rq, "value", op->value, op->len) ||
+         (op->lease && etcd_gw_set_i64(rq, "lease", op->lease)))) {
+        json_decref(rq);
+        rq = NULL;
+    }
+    return rq ? json_pack("{s:o}", op->del ? "request_delete_range" : "request_put", rq) : NULL;
+}
+
+/* The TxnRequest: every compare, every op on success, no failure branch. NULL: out of memory. */
+static json_t *txn_body(const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+                        size_t n_ops)
+{
+    json_t *compare = json_array(), *success = json_array();
+    int bad = !compare || !success;
+    for (size_t i = 0; i < n_cmps && !bad; i++)
+        bad = json_array_append_new(compare, txn_cmp(&cmps[i])) != 0;
+    for (size_t i = 0; i < n_ops && !bad; i++)
+        bad = json_array_append_new(success, txn_op(&ops[i])) != 0;
+    if (bad) {
+        json_decref(compare);
+        json_decref(success);
+        return NULL;
+    }
+    return json_pack("{s:o, s:o}", "compare", compare, "success", success);
+}
+
+int etcd_gw_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+                size_t n_ops, int64_t *ret_revision, struct ea_error *err)
+{
+    if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
+        return ea_errorf(err, KV_EINVAL,
+                         "etcd-gateway txn: %zu op(s) and %zu compare(s) (1 to %d ops, at most %d "
+                         "compares)",
+                         n_ops, n_cmps, KV_TXN_OPS_MAX, KV_TXN_OPS_MAX);
+    for (size_t i = 0; i < n_cmps; i++)
+        if (cmps[i].mod_revision < 0)
+            return ea_errorf(err, KV_EINVAL, "etcd-gateway txn: compare on '%s': negative revision",
+                             cmps[i].key);
+    char what[160];
+    WHAT(what, "txn of %zu op(s) (first '%.100s')", n_ops, ops[0].key);
+    json_t *resp = NULL;
+    /* A write: another endpoint only when it surely never left (etcd_gw_call). The gateway
+     * relays etcd's refusals: unknown lease -> KV_ENOLEASE, duplicate key / too many ops ->
+     * KV_EINVAL. */
+    int rc = call(kv, "/v3/kv/txn", what, 0, txn_body(cmps, n_cmps, ops, n_ops), &resp, err);
+    if (rc)
+        return rc;
+    const json_t *ok = json_object_get(resp, "succeeded"); /* omitted when false */
+    int64_t rev = 0;
+    if (ok && !json_is_boolean(ok)) {
+        rc = corrupt(err, what, "'succeeded' is not a boolean");
+    } else if (!json_is_true(ok)) {
+        /* etcd does not say which compare failed; name what the txn was fenced on */
+        char held[256] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < n_cmps && used < sizeof(held); i++) {
+            const char *sep = i ? ", " : "";
+            int w = cmps[i].mod_revision
+                        ? snprintf(held + used, sizeof(held) - used, "%s'%.80s' at %lld", sep,
+                                   cmps[i].key, (long long)cmps[i].mod_revision)
+                        : snprintf(held + used, sizeof(held) - used, "%s'%.80s' absent", sep,
+                                   cmps[i].key);
+            used += w > 0 ? (size_t)w : 0;
+        }
+        rc = ea_errorf(err, KV_ECONFLICT,
+                       "etcd-gateway %s: compares did not all hold (expected %s)", what, held);
+    } else if (etcd_gw_header_revision(resp, &rev)) {
+        rc = corrupt(err, what, "no store revision");
+    } else if (ret_revision) {
+        *ret_revision = rev;
     }
     json_decref(resp);
     return rc;

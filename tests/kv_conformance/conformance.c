@@ -325,7 +325,7 @@ Test(kv, put_with_unknown_lease_fails)
 
 /* ---- transactions (kv_txn) ----
  * Mutations that made these tests fail: kvs_txn ignoring its compares, or writing each op at its
- * own revision (memory, file); etcd_txn sending no compares (etcd). */
+ * own revision (memory, file); etcd_txn / txn_body sending no compares (etcd, etcd-gateway). */
 
 static struct kv_op txn_put(const char *key, const char *value, int64_t lease)
 {
