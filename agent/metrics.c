@@ -71,12 +71,14 @@ char *metrics_render(const struct metrics_snapshot *m)
     metric(f, "live_nodes", "gauge", "Nodes holding a lease in the run.", "", m->live_nodes);
     metric(f, "group_rank", "gauge", "This node's group rank, -1 when not a member.", "",
            m->group_rank);
-    metric(f, "restart_count", "gauge",
+    /* Prometheus naming: a gauge never ends in _count (promtool: that suffix is a histogram's or
+     * a summary's); it is a gauge because a refund can lower it */
+    metric(f, "restarts", "gauge",
            "Job-wide restarts charged to --max-restarts (a refund can lower it).", "",
            m->restart_count);
     metric(f, "max_restarts", "gauge", "The run's restart budget.", "", m->max_restarts);
-    metric(f, "scale_events", "gauge", "Rounds the run started because membership changed.", "",
-           m->scale_events);
+    metric(f, "scale_events_total", "counter",
+           "Rounds the run started because membership changed.", "", m->scale_events);
     metric(f, "workers_running", "gauge", "Local worker processes running.", "",
            m->workers_running);
     metric(f, "rounds_started_total", "counter", "Rounds this node started workers for.", "",
