@@ -77,8 +77,8 @@ char *metrics_render(const struct metrics_snapshot *m)
            "Job-wide restarts charged to --max-restarts (a refund can lower it).", "",
            m->restart_count);
     metric(f, "max_restarts", "gauge", "The run's restart budget.", "", m->max_restarts);
-    metric(f, "scale_events_total", "counter",
-           "Rounds the run started because membership changed.", "", m->scale_events);
+    metric(f, "scale_events_total", "counter", "Rounds the run started because membership changed.",
+           "", m->scale_events);
     metric(f, "workers_running", "gauge", "Local worker processes running.", "",
            m->workers_running);
     metric(f, "rounds_started_total", "counter", "Rounds this node started workers for.", "",
