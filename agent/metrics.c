@@ -92,9 +92,9 @@ char *metrics_render(const struct metrics_snapshot *m)
     metric(f, "last_rendezvous_seconds", "gauge",
            "Time from stopping (or joining) to starting the latest workers.", "",
            m->last_rendezvous_seconds);
-    static const char *const run_states[] = {"none",      "waiting", "running",
-                                             "succeeded", "failed",  "closed"};
-    states(f, "run_status", "The run's status (1 for the current one).", run_states, 6,
+    static const char *const run_states[] = {"none",   "waiting", "running", "succeeded",
+                                             "failed", "closed",  "failing"};
+    states(f, "run_status", "The run's status (1 for the current one).", run_states, 7,
            m->run_status);
     static const char *const group_states[] = {"idle", "running", "stopping", "finished", "failed"};
     states(f, "state", "This node's worker group state (1 for the current one).", group_states, 5,

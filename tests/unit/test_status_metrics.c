@@ -72,6 +72,19 @@ Test(metrics, prometheus_text)
     free(t);
 }
 
+/* Issue 19: the failing status has its series like every other status. */
+Test(metrics, run_status_failing)
+{
+    /* mutation checked: "failing" removed from run_states in agent/metrics.c: fails */
+    struct metrics_snapshot m = snap();
+    snprintf(m.run_status, sizeof(m.run_status), "failing");
+    char *t = metrics_render(&m);
+    cr_assert(t);
+    cr_expect(strstr(t, "elastic_agent_run_status{state=\"failing\"} 1\n"), "%s", t);
+    cr_expect(strstr(t, "elastic_agent_run_status{state=\"running\"} 0\n"), "%s", t);
+    free(t);
+}
+
 Test(metrics, health_reasons)
 {
     struct metrics_snapshot m = snap();
