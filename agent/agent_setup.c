@@ -261,7 +261,13 @@ int agent_run(const struct cfg *cfg, char **envp)
         return AGENT_EXIT_RDZV;
     }
     struct ea_error perr = {0};
-    int code = open_all(&a);
+    int code = 0;
+    if (cfg->log_dir && workdir_check_log_dir(cfg->log_dir, cfg->run_id, &perr) < 0) {
+        log_error("%s", perr.msg); /* a configuration error: found before joining */
+        code = AGENT_EXIT_USAGE;
+    }
+    if (code == 0)
+        code = open_all(&a);
     if (code == 0 && preempt_open(&a.preempt, cfg->preemption_file, &perr) < 0) {
         log_error("%s", perr.msg);
         code = AGENT_EXIT_USAGE;

@@ -185,7 +185,8 @@ void events_observe(struct events *ev, const struct rdzv_state *s, int64_t gen)
                             p->members[i].group_rank);
     if (s->status == RDZV_RUNNING && (!ev->seen || ev->last_gen != gen))
         round_committed(ev, s, gen);
-    if (ev->seen && s->restart_count > p->restart_count)
+    /* a failed run charges the failure that spent the budget: no restart comes of it */
+    if (ev->seen && s->restart_count > p->restart_count && s->status != RDZV_FAILED)
         events_emit(ev, "restart", s->round, gen, "{s:i, s:i, s:b}", "restart_count",
                     s->restart_count, "max_restarts", s->max_restarts, "provisional",
                     s->charge_round > 0 && s->charge_round == s->round);

@@ -12,25 +12,8 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "workdir.h"
 #include "workerenv.h"
-
-/* mkdir -p; 0 or -errno. */
-static int mkdirs(const char *path)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-        return -ENAMETOOLONG;
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                return -errno;
-            *p = '/';
-        }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
 
 void group_clear(struct group *g)
 {
@@ -129,7 +112,7 @@ int group_start(struct group *g, const struct group_start *s, int *ret_failed_ra
 
     char rounddir[PATH_MAX], topo[PATH_MAX], logdir[PATH_MAX];
     snprintf(rounddir, sizeof(rounddir), "%s/round_%lld", g->workdir, (long long)g->round);
-    int r = mkdirs(rounddir);
+    int r = workdir_mkdirs(rounddir);
     if (r < 0)
         return ea_errorf(err, r, "cannot create '%s': %s", rounddir, strerror(-r));
     snprintf(topo, sizeof(topo), "%s/topology.json", rounddir);
@@ -139,7 +122,7 @@ int group_start(struct group *g, const struct group_start *s, int *ret_failed_ra
     if (g->cfg->log_dir) {
         snprintf(logdir, sizeof(logdir), "%s/%s/%lld", g->cfg->log_dir, g->cfg->run_id,
                  (long long)g->round);
-        if ((r = mkdirs(logdir)) < 0)
+        if ((r = workdir_mkdirs(logdir)) < 0)
             return ea_errorf(err, r, "--log-dir: cannot create '%s': %s", logdir, strerror(-r));
         struct statvfs vfs;
         if (statvfs(logdir, &vfs) == 0 && (vfs.f_bavail == 0 || (vfs.f_files && !vfs.f_favail)))

@@ -71,12 +71,14 @@ char *metrics_render(const struct metrics_snapshot *m)
     metric(f, "live_nodes", "gauge", "Nodes holding a lease in the run.", "", m->live_nodes);
     metric(f, "group_rank", "gauge", "This node's group rank, -1 when not a member.", "",
            m->group_rank);
-    metric(f, "restart_count", "gauge",
+    /* Prometheus naming: a gauge never ends in _count (promtool: that suffix is a histogram's or
+     * a summary's); it is a gauge because a refund can lower it */
+    metric(f, "restarts", "gauge",
            "Job-wide restarts charged to --max-restarts (a refund can lower it).", "",
            m->restart_count);
     metric(f, "max_restarts", "gauge", "The run's restart budget.", "", m->max_restarts);
-    metric(f, "scale_events", "gauge", "Rounds the run started because membership changed.", "",
-           m->scale_events);
+    metric(f, "scale_events_total", "counter", "Rounds the run started because membership changed.",
+           "", m->scale_events);
     metric(f, "workers_running", "gauge", "Local worker processes running.", "",
            m->workers_running);
     metric(f, "rounds_started_total", "counter", "Rounds this node started workers for.", "",
@@ -90,9 +92,9 @@ char *metrics_render(const struct metrics_snapshot *m)
     metric(f, "last_rendezvous_seconds", "gauge",
            "Time from stopping (or joining) to starting the latest workers.", "",
            m->last_rendezvous_seconds);
-    static const char *const run_states[] = {"none",      "waiting", "running",
-                                             "succeeded", "failed",  "closed"};
-    states(f, "run_status", "The run's status (1 for the current one).", run_states, 6,
+    static const char *const run_states[] = {"none",   "waiting", "running", "succeeded",
+                                             "failed", "closed",  "failing"};
+    states(f, "run_status", "The run's status (1 for the current one).", run_states, 7,
            m->run_status);
     static const char *const group_states[] = {"idle", "running", "stopping", "finished", "failed"};
     states(f, "state", "This node's worker group state (1 for the current one).", group_states, 5,

@@ -204,7 +204,12 @@ static void print_failure(FILE *out, const struct rdzv_run_view *v)
  */
 static void print_restarts(FILE *out, const struct rdzv_state *s)
 {
-    if (s->restart_count <= s->max_restarts)
+    if (s->status == RDZV_FAILING)
+        fprintf(out,
+                "restarts      %d of %d (job-wide; a worker failed with the budget spent: the "
+                "run fails unless a lost node explains the failure)\n",
+                s->restart_count, s->max_restarts);
+    else if (s->restart_count <= s->max_restarts)
         fprintf(out, "restarts      %d of %d (job-wide)\n", s->restart_count, s->max_restarts);
     else if (s->status == RDZV_FAILED)
         fprintf(out,

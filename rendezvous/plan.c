@@ -241,6 +241,36 @@ int64_t rdzv_charge_window_ms(const struct rdzv_params *p)
     return p->lease_ttl_ms + slack;
 }
 
+/* FAILING: a worker failed with the budget spent and every agent stopped its workers. A member
+ * lost within the charge window explains the failure: the next round, uncharged. Otherwise the
+ * charge is final once the window has passed: FAILED. Newcomers and done records change nothing. */
+static int plan_failing(const struct rdzv_params *p, const struct rdzv_view *v,
+                        struct rdzv_state *next, int64_t *wake, struct ea_error *err)
+{
+    const struct rdzv_state *s = v->state;
+    if (count_survivors(s, v->nodes, v->n_nodes) < s->n_members) {
+        if (v->n_nodes >= (size_t)p->min_nodes)
+            return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, next, err);
+        return waiting(p, s, v->nodes, v->n_nodes, s->restart_count, next, err);
+    }
+    if (v->charge_seen_ms < 0)
+        return 0; /* the session has not timed this charge yet */
+    int64_t t_final = v->charge_seen_ms + rdzv_charge_window_ms(p);
+    if (v->now_ms < t_final) {
+        *wake = t_final;
+        return 0;
+    }
+    int r = rdzv_state_copy(next, s);
+    if (r < 0)
+        return ea_errorf(err, r, "out of memory");
+    next->status = RDZV_FAILED;
+    next->generation = v->generation;
+    next->failure_round = s->charge_failed_round;
+    next->restart_count = s->restart_count + 1; /* the failure that spent the budget, charged */
+    next->charge_round = 0;
+    return 1;
+}
+
 int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdzv_state *ret_next,
               int64_t *ret_wake_ms, struct ea_error *err)
 {
@@ -248,6 +278,8 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
     *ret_wake_ms = -1;
     if (!s || s->status == RDZV_WAITING)
         return plan_gather(p, v, ret_next, ret_wake_ms, err);
+    if (s->status == RDZV_FAILING)
+        return plan_failing(p, v, ret_next, ret_wake_ms, err);
     if (s->status != RDZV_RUNNING)
         return 0; /* succeeded, failed, closed are final */
 
@@ -311,15 +343,23 @@ int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
 {
     int restarts = s->restart_count + 1;
     bool pending = s->charge_round > 0 && s->charge_round == s->round;
-    /* a failure while the last charge is pending confirms it; below min nothing restarts */
-    if (restarts > s->max_restarts && (pending || n_nodes < (size_t)p->min_nodes)) {
+    if (restarts > s->max_restarts) {
+        /* The budget is spent: no worker starts on speculation. A failure while the last charge
+         * is pending confirms it, and a lone member has nobody whose loss could explain it: FAILED
+         * at once. Otherwise FAILING: workers stop while the window runs (plan_failing). */
         int r = rdzv_state_copy(ret_next, s);
         if (r < 0)
             return ea_errorf(err, r, "out of memory");
-        ret_next->status = RDZV_FAILED;
-        ret_next->failure_round = s->round;
-        ret_next->restart_count = restarts;
-        ret_next->charge_round = 0;
+        if (pending || s->n_members <= 1) {
+            ret_next->status = RDZV_FAILED;
+            ret_next->failure_round = s->round;
+            ret_next->restart_count = restarts;
+            ret_next->charge_round = 0;
+        } else {
+            ret_next->status = RDZV_FAILING;
+            ret_next->charge_round = s->round; /* times the window (charge_seen_ms) */
+            ret_next->charge_failed_round = s->round;
+        }
         return 1;
     }
     struct rdzv_params q = *p;

@@ -63,12 +63,15 @@ int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, si
                 int max_nodes, bool by_host, struct rdzv_member **ret, size_t *ret_n);
 
 /*
- * The state a worker failure in round `s->round` leads to: the next round at once, with
- * restart_count+1 charged provisionally (charge_round = the new round): rdzv_plan() refunds it if
- * a member turns out lost within one lease TTL (the failure was a symptom of the loss) and makes
- * it final otherwise — FAILED then if the budget is spent. A failure in a round whose own charge
- * is still pending confirms that charge: FAILED at once when over budget. Fewer than min live:
- * WAITING (or FAILED when over budget). *ret_next is owned by the caller.
+ * The state a worker failure in round `s->round` leads to. Within the budget: the next round at
+ * once, with restart_count+1 charged provisionally (charge_round = the new round): rdzv_plan()
+ * refunds it if a member turns out lost within rdzv_charge_window_ms() (the failure was a symptom
+ * of the loss) and makes it final otherwise; fewer than min live: WAITING. Past the budget no
+ * worker starts again on speculation: FAILED at once when the round's own charge is still pending
+ * (this failure confirms it) or the round has a single member (no loss could explain it), else
+ * FAILING (same round, charge_round = it, restart_count unchanged): every agent stops its workers
+ * and rdzv_plan() then starts the next round uncharged if a member is lost within the window, or
+ * sets FAILED (restart_count+1) once it has passed. *ret_next is owned by the caller.
  */
 int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
                       const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,

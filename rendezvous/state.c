@@ -12,6 +12,7 @@
 static const char *const status_names[] = {
     [RDZV_WAITING] = "waiting",   [RDZV_RUNNING] = "running", [RDZV_SUCCEEDED] = "succeeded",
     [RDZV_FAILED] = "failed",     [RDZV_CLOSED] = "closed",
+    [RDZV_FAILING] = "failing", /* issue 19 */
 };
 
 const char *rdzv_status_name(enum rdzv_status s)

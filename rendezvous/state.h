@@ -34,6 +34,10 @@ enum rdzv_status {
     RDZV_SUCCEEDED,   /* every member of the last round finished with exit 0: everybody exits 0 */
     RDZV_FAILED,      /* restart budget exhausted: everybody stops and exits 1 */
     RDZV_CLOSED,      /* closed by an operator: everybody stops and exits 4 */
+    /* issue 19: a worker failed with the restart budget spent; everybody stops its workers and
+     * none start while the failure's charge is provisional (rdzv_plan: a member lost within the
+     * window refunds it and the run goes on, else FAILED). Last: the values above keep theirs. */
+    RDZV_FAILING,
 };
 
 /* One node of a round, in rank order. */

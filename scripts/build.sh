@@ -13,3 +13,4 @@ if ! { cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" &&
   cat "$log" >&2
   exit 1
 fi
+sed -n 's/^-- \(tests skipped: .*\)/build: \1/p' "$log" >&2 # CMakeLists.txt: EA_TESTS AUTO

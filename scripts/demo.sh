@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-./scripts/build.sh build
-bin=build/elastic-agent
+build=${EA_DEMO_BUILD_DIR:-build} # tests/demo/check_demo.sh builds elsewhere
+./scripts/build.sh "$build"
+bin=$build/elastic-agent
 state=$(mktemp -d)
 logs=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$state" "$logs"' EXIT

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages elastic-agent needs. Idempotent: does nothing when everything is
-# present; runs `apt-get update` once otherwise. `--test` adds what the test suite needs.
+# present; runs `apt-get update` once otherwise. `--test` adds what the test suite needs;
+# `--list-test` only prints those test-only packages, one a line (tests/demo/check_demo.sh hides them).
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
       libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev procps)
-if [[ "${1:-}" == "--test" ]]; then
+n_runtime=${#pkgs[@]}
+if [[ "${1:-}" == "--test" || "${1:-}" == "--list-test" ]]; then
   pkgs+=(libcriterion-dev etcd-server etcd-client openssh-server openssh-client iproute2 python3
         python3-torch python3-xgboost prometheus python3-yaml man-db time shellcheck systemd curl strace)
   # `kubectl kustomize` for the deploy checks: the machine image may ship its own kubectl
@@ -13,6 +15,10 @@ if [[ "${1:-}" == "--test" ]]; then
   command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
   # fuzzing (libFuzzer), static analysis, the valgrind pass (scripts/fuzz.sh, lint.sh)
   pkgs+=(clang libclang-rt-14-dev cppcheck valgrind)
+fi
+if [[ "${1:-}" == "--list-test" ]]; then
+  printf '%s\n' "${pkgs[@]:n_runtime}"
+  exit 0
 fi
 
 missing=()

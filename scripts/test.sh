@@ -4,10 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
-./scripts/build.sh build
-./scripts/build.sh build-asan -DEA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+./scripts/build.sh build -DEA_TESTS=ON
+./scripts/build.sh build-asan -DEA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DEA_TESTS=ON
 echo "== static analysis =="
 ./scripts/lint.sh
+echo "== the demo (README command 1) with the test packages hidden =="
+tests/demo/check_demo.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # A test that fails and then passes on its second try is printed in full above its pass: a flake

@@ -594,8 +594,8 @@ Test(observe, http_health_readiness_and_metrics)
     cr_assert_eq(prom_parse(body, "elastic_agent_world_size"), 4, "%s", body);
     cr_assert_eq(prom_parse(body, "elastic_agent_members"), 2, "%s", body);
     cr_assert_eq(prom_parse(body, "elastic_agent_rounds_started_total"), 1, "%s", body);
-    cr_assert_eq(prom_parse(body, "elastic_agent_restart_count"), 0, "%s", body);
-    cr_assert_eq(prom_parse(body, "elastic_agent_scale_events"), 0, "%s", body);
+    cr_assert_eq(prom_parse(body, "elastic_agent_restarts"), 0, "%s", body);
+    cr_assert_eq(prom_parse(body, "elastic_agent_scale_events_total"), 0, "%s", body);
     cr_assert_eq(prom_parse(body, "elastic_agent_lease_renew_failures_total"), 0, "%s", body);
     cr_assert_eq(prom_parse(body, "elastic_agent_up"), 1, "%s", body);
     cr_assert_eq(prom_parse(body, "elastic_agent_run_status{state=\"running\"}"), 1, "%s", body);
@@ -615,6 +615,36 @@ Test(observe, http_health_readiness_and_metrics)
     release_workers();
     for (int i = 0; i < 2; i++)
         h_expect_exit(&a[i], 0, 20000);
+}
+
+/* The real `promtool check metrics` (Debian's prometheus package, installed by install-deps.sh
+ * --test) on a live agent's /metrics: Prometheus's naming rules, beside prom_parse's values.
+ * Missing promtool is a failure, not a skip: CI must run this check. */
+Test(observe, metrics_pass_promtool)
+{
+    /* mutation checked: metric "restarts" back to "restart_count" in agent/metrics.c: fails */
+    cr_assert_eq(system("command -v promtool >/dev/null"), 0,
+                 "promtool not found: ./scripts/install-deps.sh --test installs it (prometheus)");
+    struct h_agent a;
+    const char *extra[] = {"--standalone", "--nproc-per-node", "2", "--http", "127.0.0.1:0", NULL};
+    start(&a, "solo", extra, waiting_cmd());
+    int port = port_of(&a);
+    cr_assert(http_until(port, "/readyz", 200, 10000), "workers never ran");
+    char *body;
+    cr_assert_eq(http_get(port, "/metrics", &body), 200);
+    const char *path = h_fmt("%s/metrics.txt", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(body, f);
+    fclose(f);
+    free(body);
+    const char *out = h_fmt("%s/promtool.out", dir);
+    int rc = system(h_fmt("promtool check metrics < '%s' > '%s' 2>&1", path, out));
+    char *said = slurp(out);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "promtool check metrics: %s", said);
+    free(said);
+    release_workers();
+    h_expect_exit(&a, 0, 20000);
 }
 
 Test(observe, http_port_in_use_is_a_usage_error)

@@ -181,6 +181,30 @@ Test(events, observed_states_become_run_events_in_order)
     cr_assert_str_eq(str(7, "previous"), "running");
 }
 
+/* Issue 19: a failure past the budget stops the run (failing, then failed); no "restart" event
+ * claims a restart that never happened (nor shows more restarts than the budget). */
+Test(events, failure_past_the_budget_is_no_restart)
+{
+    /* mutation checked: the `s->status != RDZV_FAILED` guard removed in events_observe: fails */
+    struct events *e = NULL;
+    cr_assert_eq(events_open(path, false, "job", "b", &e, NULL), 0);
+    struct rdzv_state s;
+    s = state(RDZV_RUNNING, 1, 2, 0, "ab");
+    events_observe(e, &s, 5);
+    s = state(RDZV_FAILING, 1, 2, 1, "ab");
+    events_observe(e, &s, 7);
+    s = state(RDZV_FAILED, 1, 3, 0, "ab");
+    events_observe(e, &s, 9);
+    events_close(e);
+    load();
+    const char *want[] = {"round_committed", "status", "status"};
+    cr_assert_eq(n_lines, sizeof(want) / sizeof(*want));
+    for (size_t i = 0; i < n_lines; i++)
+        cr_assert_str_eq(ev(i), want[i], "event %zu", i);
+    cr_assert_str_eq(str(1, "status"), "failing");
+    cr_assert_str_eq(str(2, "status"), "failed");
+}
+
 Test(events, two_streams_share_one_file_line_by_line)
 {
     struct events *a = NULL, *b = NULL;

@@ -290,34 +290,138 @@ Test(plan, failure_charge_becomes_final_after_one_ttl_without_a_new_round)
     rdzv_state_clear(&next);
 }
 
-Test(plan, over_budget_failure_restarts_then_fails_after_one_ttl)
+/* A run of `n` nodes in round 1 whose budget is 0 (--max-restarts 0), and its params. */
+static struct rdzv_params zero_budget(void)
 {
-    mknodes(2);
-    struct rdzv_params zero = P;
-    zero.max_restarts = 0;
-    struct rdzv_state s = {0}, r2, next;
-    cr_assert_eq(rdzv_plan(&zero,
-                           &(struct rdzv_view){.nodes = nodes, .n_nodes = 2, .now_ms = 1000000,
-                                               .min_reached_ms = 0},
+    struct rdzv_params z = P;
+    z.max_restarts = 0;
+    return z;
+}
+
+static struct rdzv_state first_round(const struct rdzv_params *q, int n)
+{
+    struct rdzv_state s = {0};
+    cr_assert_eq(rdzv_plan(q,
+                           &(struct rdzv_view){.nodes = nodes, .n_nodes = (size_t)n,
+                                               .now_ms = 1000000, .min_reached_ms = 0},
                            &s, &(int64_t){0}, NULL),
                  1);
-    cr_assert_eq(rdzv_plan_failure(&zero, &s, nodes, 2, &r2, NULL), 1);
-    cr_assert_eq(r2.status, RDZV_RUNNING, "restart at once, decide the charge later");
-    cr_assert_eq(r2.restart_count, 1);
+    return s;
+}
+
+/* Issue 19: with the budget spent, a failure starts no worker on speculation: FAILING holds the
+ * round (every agent stops its workers) for the charge window, then FAILED. */
+Test(plan, over_budget_failure_stops_workers_then_fails_after_the_window)
+{
+    /* mutation checked: the over-budget branch of rdzv_plan_failure() removed (the old rule:
+     * round 2 at once with restarts 1/0): status RUNNING, round 2, restart_count 1: fails */
+    mknodes(2);
+    struct rdzv_params zero = zero_budget();
+    struct rdzv_state s = first_round(&zero, 2), held, next;
+    cr_assert_eq(rdzv_plan_failure(&zero, &s, nodes, 2, &held, NULL), 1);
+    cr_assert_eq(held.status, RDZV_FAILING, "no new round on speculation");
+    cr_assert_eq(held.round, 1, "no new round on speculation");
+    cr_assert_eq(held.restart_count, 0, "nothing shows more restarts than the budget");
+    cr_assert_eq(held.charge_round, 1, "the session times the window on charge_round == round");
+    cr_assert_eq(held.charge_failed_round, 1);
+    /* within the window, nothing; newcomers and done records change nothing either */
+    mknodes(3);
+    const char *done[] = {"n0"};
     int64_t wake;
-    struct rdzv_view v = {.state = &r2, .nodes = nodes, .n_nodes = 2, .now_ms = 5000,
+    struct rdzv_view v = {.state = &held, .nodes = nodes, .n_nodes = 3, .done = done,
+                          .n_done = 1, .now_ms = 3999, .last_arrival_ms = 0,
                           .generation = 7, .charge_seen_ms = 1000};
+    cr_assert_eq(rdzv_plan(&zero, &v, &next, &wake, NULL), 0);
+    cr_assert_eq(wake, 4000, "TTL 2000 + 1000 after the charge was seen");
+    v.now_ms = 4000;
     cr_assert_eq(rdzv_plan(&zero, &v, &next, &wake, NULL), 1);
     cr_assert_eq(next.status, RDZV_FAILED);
+    cr_assert_eq(next.round, 1, "round 2 never ran");
     cr_assert_eq(next.failure_round, 1, "the round where the worker failed");
+    cr_assert_eq(next.restart_count, 1, "the failure that spent the budget is charged");
+    cr_assert_eq(next.charge_round, 0);
     rdzv_state_clear(&next);
-    /* a second failure while the charge is pending confirms it at once */
-    cr_assert_eq(rdzv_plan_failure(&zero, &r2, nodes, 2, &next, NULL), 1);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&held);
+}
+
+Test(plan, over_budget_failure_refunded_by_a_loss_within_the_window)
+{
+    mknodes(3);
+    struct rdzv_params zero = zero_budget();
+    struct rdzv_state s = first_round(&zero, 3), held, next;
+    cr_assert_eq(rdzv_plan_failure(&zero, &s, nodes, 3, &held, NULL), 1);
+    cr_assert_eq(held.status, RDZV_FAILING);
+    /* n1's lease expires within the window: the failure was its symptom */
+    nodes[1] = nodes[2];
+    int64_t wake;
+    struct rdzv_view v = {.state = &held, .nodes = nodes, .n_nodes = 2, .now_ms = 3500,
+                          .generation = 7, .charge_seen_ms = 1000};
+    cr_assert_eq(rdzv_plan(&zero, &v, &next, &wake, NULL), 1);
+    cr_assert_eq(next.status, RDZV_RUNNING);
+    cr_assert_eq(next.round, 2);
+    cr_assert_eq(next.restart_count, 0, "refunded: never charged");
+    cr_assert_eq(next.charge_round, 0);
+    cr_assert_eq(next.scale_events, 1);
+    cr_assert_eq(next.n_members, 2);
+    rdzv_state_clear(&next);
+    /* below min after the loss: WAITING, still uncharged */
+    v.n_nodes = 1;
+    cr_assert_eq(rdzv_plan(&zero, &v, &next, &wake, NULL), 1);
+    cr_assert_eq(next.status, RDZV_WAITING);
+    cr_assert_eq(next.restart_count, 0);
+    rdzv_state_clear(&next);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&held);
+}
+
+Test(plan, over_budget_failure_of_a_single_member_fails_at_once)
+{
+    /* mutation checked: `|| s->n_members <= 1` removed from rdzv_plan_failure(): FAILING: fails */
+    mknodes(1);
+    struct rdzv_params solo = zero_budget();
+    solo.min_nodes = solo.max_nodes = 1;
+    struct rdzv_state s = first_round(&solo, 1), next;
+    cr_assert_eq(s.n_members, 1);
+    cr_assert_eq(rdzv_plan_failure(&solo, &s, nodes, 1, &next, NULL), 1);
+    cr_assert_eq(next.status, RDZV_FAILED, "nothing else could be lost: no window to wait");
+    cr_assert_eq(next.round, 1);
+    cr_assert_eq(next.failure_round, 1);
+    cr_assert_eq(next.restart_count, 1);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&next);
+}
+
+Test(plan, over_budget_failure_while_a_charge_is_pending_fails_at_once)
+{
+    /* max_restarts 1: round 2 runs on a provisional charge; its failure confirms it */
+    mknodes(2);
+    struct rdzv_state r2 = after_failure(2), next;
+    cr_assert_eq(rdzv_plan_failure(&P, &r2, nodes, 2, &next, NULL), 1);
     cr_assert_eq(next.status, RDZV_FAILED);
     cr_assert_eq(next.failure_round, 2);
-    rdzv_state_clear(&s);
+    cr_assert_eq(next.restart_count, 2);
     rdzv_state_clear(&r2);
     rdzv_state_clear(&next);
+}
+
+Test(plan, failing_status_survives_the_codec)
+{
+    mknodes(2);
+    struct rdzv_params zero = zero_budget();
+    struct rdzv_state s = first_round(&zero, 2), held, back;
+    cr_assert_eq(rdzv_plan_failure(&zero, &s, nodes, 2, &held, NULL), 1);
+    char *json = NULL;
+    cr_assert_eq(rdzv_state_encode(&held, &json, NULL), 0);
+    cr_assert(strstr(json, "\"failing\""), "%s", json);
+    cr_assert_eq(rdzv_state_decode(json, strlen(json), &back, NULL), 0, "%s", json);
+    cr_assert_eq(back.status, RDZV_FAILING);
+    cr_assert_eq(back.charge_round, 1);
+    cr_assert_str_eq(rdzv_status_name(RDZV_FAILING), "failing");
+    free(json);
+    rdzv_state_clear(&s);
+    rdzv_state_clear(&held);
+    rdzv_state_clear(&back);
 }
 
 Test(plan, scale_events_are_counted_not_charged)

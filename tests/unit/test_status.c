@@ -288,6 +288,32 @@ Test(status, a_provisional_charge_over_the_budget_says_so)
     rdzv_run_view_clear(&v);
 }
 
+/* Issue 19: a failure past the budget holds the round (failing) while a lost node could still
+ * explain it: status says so and shows no more restarts than the budget. */
+Test(status, failing_says_the_run_fails_unless_a_lost_node_explains_it)
+{
+    /* mutation checked: the RDZV_FAILING branch of print_restarts() removed: fails */
+    const char *m[] = {"a:host-a", "b:host-b", NULL};
+    put_state_charged(RDZV_FAILING, 2, 3, 0, 2, 30, m);
+    put_node("a", "host-a", 2, 3);
+    put_node("b", "host-b", 2, 12);
+    put_failure(2, "b", 3, 2, "boom");
+    struct rdzv_run_view v;
+    decode(&v);
+    char *got = text_of(&v);
+    cr_expect(strstr(got, "status        failing\n"), "%s", got);
+    cr_expect(strstr(got, "restarts      3 of 3 (job-wide; a worker failed with the budget spent: "
+                          "the run fails unless a lost node explains the failure)\n"),
+              "%s", got);
+    free(got);
+    json_t *j = status_to_json("job", &v);
+    cr_assert(j);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "status")), "failing");
+    cr_assert_eq(json_integer_value(json_object_get(j, "restart_count")), 3);
+    json_decref(j);
+    rdzv_run_view_clear(&v);
+}
+
 Test(status, json_fields)
 {
     const char *m[] = {"a:host-a", "b:host-b", NULL};

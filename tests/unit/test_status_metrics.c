@@ -50,8 +50,8 @@ Test(metrics, prometheus_text)
         "elastic_agent_up 1\n",
         "elastic_agent_world_size 8\n",
         "elastic_agent_group_rank 1\n",
-        "elastic_agent_restart_count 1\n",
-        "elastic_agent_scale_events 2\n",
+        "# TYPE elastic_agent_restarts gauge\nelastic_agent_restarts 1\n",
+        "# TYPE elastic_agent_scale_events_total counter\nelastic_agent_scale_events_total 2\n",
         "elastic_agent_workers_running 4\n",
         "# TYPE elastic_agent_rounds_started_total counter\nelastic_agent_rounds_started_total 3\n",
         "elastic_agent_lease_renew_failures_total 2\n",
@@ -69,6 +69,19 @@ Test(metrics, prometheus_text)
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
         cr_expect(strstr(t, want[i]), "missing: %s\nin:\n%s", want[i], t);
+    free(t);
+}
+
+/* Issue 19: the failing status has its series like every other status. */
+Test(metrics, run_status_failing)
+{
+    /* mutation checked: "failing" removed from run_states in agent/metrics.c: fails */
+    struct metrics_snapshot m = snap();
+    snprintf(m.run_status, sizeof(m.run_status), "failing");
+    char *t = metrics_render(&m);
+    cr_assert(t);
+    cr_expect(strstr(t, "elastic_agent_run_status{state=\"failing\"} 1\n"), "%s", t);
+    cr_expect(strstr(t, "elastic_agent_run_status{state=\"running\"} 0\n"), "%s", t);
     free(t);
 }
 
