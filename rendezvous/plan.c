@@ -248,7 +248,11 @@ static int plan_failing(const struct rdzv_params *p, const struct rdzv_view *v,
                         struct rdzv_state *next, int64_t *wake, struct ea_error *err)
 {
     const struct rdzv_state *s = v->state;
-    if (count_survivors(s, v->nodes, v->n_nodes) < s->n_members) {
+    bool nomem = false;
+    size_t survivors = count_survivors(s, v->nodes, v->n_nodes, &nomem);
+    if (nomem)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    if (survivors < s->n_members) {
         if (v->n_nodes >= (size_t)p->min_nodes)
             return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, next, err);
         return waiting(p, s, v->nodes, v->n_nodes, s->restart_count, next, err);
