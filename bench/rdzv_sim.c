@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * rdzv-sim: many rendezvous participants against one etcd, cheaply (bench issue, metric 7).
- * Each simulated node is a real rdzv session (rendezvous/session.c) with its own etcd handle,
- * lease, node key and watch, exactly as an agent's; only the worker launching is left out. The
- * nodes are spread over --procs processes, each running one poll() loop over its sessions, so
- * 1000 nodes cost 1000 sessions instead of 1000 agents, exec-guards and workers.
+ * Each simulated node is a real rdzv session (rendezvous/session.c) with its own lease, node key,
+ * watches and assignment, exactly as an agent's; only the worker launching is left out. The
+ * nodes are spread over --procs processes, each running one poll() loop over its sessions, which
+ * share one store connection per process (each session still has its own lease and watches), so
+ * 10,000 nodes cost 10,000 sessions instead of 10,000 agents, exec-guards and workers.
  *
- * Phase 1: every node joins (--min N-1 --max N: commits when all N are in); measured: last join → the coordinator's commit,
- * commit → every node has seen the round, key writes per node (etcd revision delta).
- * Phase 2 (--kill-one): the last node stops renewing its lease and drops its connection, like a
- * SIGKILLed agent; measured: kill → the next round committed, → every survivor has seen it.
+ * Phase 1: every node joins (--min N/2 --max N: commits when all N are in); measured: last join ->
+ * the coordinator's commit, commit -> every node has its assignment, and from each session's own
+ * counters (rdzv_stats): bytes received and keys written per node, the coordinator apart.
+ * --kill-one: one node (not the coordinator) stops renewing its lease and vanishes, like a
+ * SIGKILLed agent; --kill-coordinator: the same for the coordinator; --kill-tenth: 10% of the
+ * nodes at once. Each measured: kill -> the next round committed, -> every survivor has it.
  *
  * Usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] [--kill-one]
- *                 [--run-id ID] [--timeout SEC]
+ *                 [--kill-coordinator] [--kill-tenth] [--run-id ID] [--timeout SEC]
+ *                 [--max-bytes B] (exit 1 if a non-coordinator received more than B bytes in
+ *                 a round after its join)
  * Prints key=value lines (for bench scripts) and a summary line.
  */
 #include <errno.h>
@@ -31,7 +36,7 @@
 #include "kv.h"
 #include "session.h"
 
-enum rec_type { REC_JOINING = 1, REC_JOINED, REC_WROTE, REC_SEEN, REC_FATAL };
+enum rec_type { REC_JOINING = 1, REC_JOINED, REC_WROTE, REC_SEEN, REC_FATAL, REC_KILLED };
 
 /* One report from a child to the parent (written atomically: < PIPE_BUF). */
 struct rec {
@@ -39,29 +44,46 @@ struct rec {
     int node;
     int64_t round;
     int members;
-    int64_t t_ms; /* CLOCK_MONOTONIC, the same clock in every process */
+    int coord;      /* the node coordinates */
+    int64_t t_ms;   /* CLOCK_MONOTONIC, the same clock in every process */
+    uint64_t bytes; /* rdzv_stats: bytes received so far */
+    uint64_t keys;  /* rdzv_stats: keys written so far */
 };
 
 struct opts {
     const char *endpoints, *run_id;
     int nodes, procs;
     int64_t ttl_ms, timeout_ms;
-    bool kill_one;
+    bool kill_one, kill_coord, kill_tenth;
+    long max_bytes;
 };
 
 struct sim_node {
     int id;
-    struct kv *kv;
     struct rdzv_session *s;
     int64_t seen_round;
     bool dead;
 };
 
-static void report(int fd, int type, int node, int64_t round, int members)
+static void report_stats(int fd, int type, int node, int64_t round, int members,
+                         const struct rdzv_session *s)
 {
-    struct rec r = {type, node, round, members, ea_now_ms()};
+    struct rec r = {.type = type, .node = node, .round = round, .members = members,
+                    .t_ms = ea_now_ms()};
+    if (s) {
+        struct rdzv_stats st;
+        rdzv_stats_get(s, &st);
+        r.bytes = st.bytes_received;
+        r.keys = st.keys_written;
+        r.coord = rdzv_is_coordinator(s);
+    }
     if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
         _exit(3);
+}
+
+static void report(int fd, int type, int node, int64_t round, int members)
+{
+    report_stats(fd, type, node, round, members, NULL);
 }
 
 static void fatal(int fd, int node, const char *what, const struct ea_error *err)
@@ -78,26 +100,37 @@ static void observe(struct sim_node *n, int out)
     const struct rdzv_state *st = rdzv_current(n->s, &gen);
     if (st && st->status == RDZV_RUNNING && st->round > n->seen_round && rdzv_my_index(n->s) >= 0) {
         n->seen_round = st->round;
-        report(out, REC_SEEN, n->id, st->round, (int)st->n_members);
+        report_stats(out, REC_SEEN, n->id, st->round, st->group_world_size, n->s);
     }
+}
+
+/* A node dies like a SIGKILLed agent: no more renewals, no leave; its lease expires. */
+static void kill_node(struct sim_node *n, int out)
+{
+    n->dead = true;
+    report(out, REC_KILLED, n->id, 0, 0);
+    rdzv_session_destroy(n->s);
+    n->s = NULL;
 }
 
 /* The "agent" of nodes [first, first+count): join all, then serve them until told to stop. */
 static int child_main(const struct opts *o, int first, int count, int out, int ctl)
 {
     struct sim_node *nodes = calloc((size_t)count, sizeof(*nodes));
-    struct pollfd *pfd = calloc((size_t)count + 1, sizeof(*pfd));
     char prefix[160];
     snprintf(prefix, sizeof(prefix), "/elastic/%s/", o->run_id);
     struct kv_config kc = {.backend = "etcd", .endpoints = o->endpoints,
                            .request_timeout_ms = 5000};
     struct ea_error err = {0};
+    struct kv *kv = NULL; /* one connection for this process's sessions */
+    if (kv_open(&kc, &kv, &err) < 0)
+        fatal(out, first, "open", &err);
     for (int i = 0; i < count; i++) {
         struct sim_node *n = &nodes[i];
         n->id = first + i;
         struct rdzv_config rc = {
             .prefix = prefix,
-            .params = {.min_nodes = o->nodes - 1, .max_nodes = o->nodes, .settle_ms = 1000,
+            .params = {.min_nodes = o->nodes / 2, .max_nodes = o->nodes, .settle_ms = 1000,
                        .last_call_ms = 30000, .lease_ttl_ms = o->ttl_ms},
             .lease_ttl_ms = o->ttl_ms,
         };
@@ -106,9 +139,7 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
         rc.self.nproc = 1;
         rc.self.pid = getpid();
-        if (kv_open(&kc, &n->kv, &err) < 0)
-            fatal(out, n->id, "open", &err);
-        if (rdzv_session_create(n->kv, &rc, &n->s, &err) < 0)
+        if (rdzv_session_create(kv, &rc, &n->s, &err) < 0)
             fatal(out, n->id, "session", &err);
     }
     char go = 0; /* the parent measures the store first (gRPC must not be set up before fork) */
@@ -135,7 +166,9 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
                 int64_t gen;
                 const struct rdzv_state *st = rdzv_current(n->s, &gen);
                 report(out, REC_WROTE, n->id, st ? st->round : 0,
-                       st && st->status == RDZV_RUNNING ? (int)st->n_members : 0);
+                       st && st->status == RDZV_RUNNING ? st->group_world_size : 0);
+            } else if (r < 0) {
+                fprintf(stderr, "rdzv-sim: node %d: tick: %s\n", n->id, err.msg);
             }
             if (rdzv_keepalive(n->s, now, &err) == KV_ENOLEASE)
                 fatal(out, n->id, "lease lost", &err);
@@ -144,27 +177,38 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             if (w >= 0 && w < wake)
                 wake = w;
         }
-        for (int i = 0; i < count; i++)
-            pfd[i] = (struct pollfd){
-                .fd = nodes[i].dead || i >= joined ? -1 : kv_event_fd(nodes[i].kv),
-                .events = POLLIN};
-        pfd[count] = (struct pollfd){.fd = ctl, .events = POLLIN};
+        struct pollfd pfd[2] = {{.fd = kv_event_fd(kv), .events = POLLIN},
+                                {.fd = ctl, .events = POLLIN}};
         int64_t left = wake - ea_now_ms();
-        if (poll(pfd, (nfds_t)count + 1, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
+        if (poll(pfd, 2, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
             return 1;
-        for (int i = 0; i < joined; i++)
-            if (pfd[i].revents && rdzv_on_events(nodes[i].s, &err) < 0)
-                fatal(out, nodes[i].id, "events", &err);
-        if (pfd[count].revents) {
+        if (pfd[0].revents) {
+            struct kv_event *ev = NULL;
+            size_t nev = 0;
+            if (kv_read_events(kv, &ev, &nev, &err) < 0)
+                fatal(out, first, "events", &err);
+            for (int i = 0; i < joined; i++)
+                if (!nodes[i].dead && rdzv_apply_events(nodes[i].s, ev, nev, &err) < 0)
+                    fprintf(stderr, "rdzv-sim: node %d: events: %s\n", nodes[i].id, err.msg);
+            kv_events_free(ev, nev);
+        }
+        if (pfd[1].revents) {
             char c = 0;
             if (read(ctl, &c, 1) <= 0 || c == 'q')
                 break;
-            if (c == 'k') { /* the last node dies: no renewal, connection dropped */
-                struct sim_node *n = &nodes[count - 1];
-                n->dead = true;
-                rdzv_session_destroy(n->s);
-                kv_close(n->kv);
+            int killed = 0;
+            for (int i = count - 1; i >= 0; i--) {
+                struct sim_node *n = &nodes[i];
+                if (n->dead || i >= joined)
+                    continue;
+                bool coord = rdzv_is_coordinator(n->s);
+                if ((c == 'k' && !coord && killed < 1 && first + count == o->nodes) ||
+                    (c == 'c' && coord) || (c == 'p' && !coord && killed < count / 10)) {
+                    kill_node(n, out);
+                    killed++;
+                }
             }
+            report(out, REC_KILLED, -1, 0, killed); /* this child is done killing */
         }
     }
     for (int i = 0; i < count; i++) {
@@ -172,10 +216,9 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             continue;
         rdzv_leave(nodes[i].s, NULL);
         rdzv_session_destroy(nodes[i].s);
-        kv_close(nodes[i].kv);
     }
+    kv_close(kv);
     free(nodes);
-    free(pfd);
     return 0;
 }
 
@@ -202,52 +245,165 @@ struct phase {
     int64_t round;
 };
 
-/* Read reports until every live node saw a round of `want` members (or the deadline). */
-static int collect(int in, int want, int64_t min_round, struct phase *ph, int64_t *last_join,
-                   int64_t *last_join_start, int *joined, int64_t deadline)
+/* Per node: counters at the round it last saw, and at the one before (for per-round deltas). */
+struct node_acct {
+    uint64_t bytes, keys, prev_bytes, prev_keys;
+    int coord;
+};
+
+struct sim {
+    int in;
+    struct node_acct *acct;
+    int64_t last_join, last_join_start;
+    int joined, killed, kill_acks;
+    bool *dead;
+};
+
+/* Read one report (or time out) and account for it; a node's SEEN of a round of `want`
+ * members after `min_round` counts for `ph`. */
+static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *ph,
+                    int64_t deadline)
 {
-    while (ph->seen < want) {
-        struct pollfd p = {.fd = in, .events = POLLIN};
-        int64_t left = deadline - ea_now_ms();
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            return -ETIMEDOUT;
-        struct rec r;
-        if (read(in, &r, sizeof(r)) != (ssize_t)sizeof(r))
-            return -EPIPE;
-        switch (r.type) {
-        case REC_JOINING:
-            if (r.t_ms > *last_join_start)
-                *last_join_start = r.t_ms;
-            break;
-        case REC_JOINED:
-            ++*joined;
-            if (r.t_ms > *last_join)
-                *last_join = r.t_ms;
-            break;
-        case REC_WROTE:
-            if (r.members == want && r.round > min_round && !ph->commit) {
-                ph->commit = r.t_ms;
-                ph->round = r.round;
-            }
-            break;
-        case REC_SEEN:
-            if (r.members == want && r.round > min_round) {
-                ph->seen++;
-                if (r.t_ms > ph->last_seen)
-                    ph->last_seen = r.t_ms;
-            }
-            break;
-        case REC_FATAL:
-            return -EIO;
+    struct pollfd p = {.fd = sm->in, .events = POLLIN};
+    int64_t left = deadline - ea_now_ms();
+    if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+        return -ETIMEDOUT;
+    struct rec r;
+    if (read(sm->in, &r, sizeof(r)) != (ssize_t)sizeof(r))
+        return -EPIPE;
+    switch (r.type) {
+    case REC_JOINING:
+        if (r.t_ms > sm->last_join_start)
+            sm->last_join_start = r.t_ms;
+        break;
+    case REC_JOINED:
+        ++sm->joined;
+        if (r.t_ms > sm->last_join)
+            sm->last_join = r.t_ms;
+        break;
+    case REC_WROTE:
+        if (r.members == want && r.round > min_round && !ph->commit) {
+            ph->commit = r.t_ms;
+            ph->round = r.round;
         }
+        break;
+    case REC_SEEN:
+        if (r.members == want && r.round > min_round) {
+            struct node_acct *a = &sm->acct[r.node];
+            a->prev_bytes = a->bytes;
+            a->prev_keys = a->keys;
+            a->bytes = r.bytes;
+            a->keys = r.keys;
+            a->coord = r.coord;
+            ph->seen++;
+            if (r.t_ms > ph->last_seen)
+                ph->last_seen = r.t_ms;
+        }
+        break;
+    case REC_KILLED:
+        if (r.node < 0) {
+            sm->kill_acks++;
+        } else {
+            sm->killed++;
+            sm->dead[r.node] = true;
+        }
+        break;
+    case REC_FATAL:
+        return -EIO;
     }
     return 0;
+}
+
+/* Read reports until every live node saw a round of `want` members (or the deadline). */
+static int collect(struct sim *sm, int want, int64_t min_round, struct phase *ph,
+                   int64_t deadline)
+{
+    while (ph->seen < want) {
+        int r = read_one(sm, want, min_round, ph, deadline);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Bytes received and keys written in the last round, per node: mean and max of the nodes that
+ * do not coordinate, and the coordinator's. */
+static void print_costs(const char *tag, const struct sim *sm, int n, const bool *dead)
+{
+    double sum_b = 0, sum_k = 0;
+    uint64_t max_b = 0, coord_b = 0, coord_k = 0, max_k = 0;
+    int cnt = 0;
+    for (int i = 0; i < n; i++) {
+        if (dead[i])
+            continue;
+        const struct node_acct *a = &sm->acct[i];
+        uint64_t b = a->bytes - a->prev_bytes, k = a->keys - a->prev_keys;
+        if (a->coord) {
+            coord_b = b;
+            coord_k = k;
+            continue;
+        }
+        sum_b += (double)b;
+        sum_k += (double)k;
+        max_b = b > max_b ? b : max_b;
+        max_k = k > max_k ? k : max_k;
+        cnt++;
+    }
+    printf("%s_bytes_per_node_mean=%.0f\n%s_bytes_per_node_max=%" PRIu64 "\n", tag,
+           cnt ? sum_b / cnt : 0, tag, max_b);
+    printf("%s_keys_written_per_node_mean=%.2f\n%s_keys_written_per_node_max=%" PRIu64 "\n", tag,
+           cnt ? sum_k / cnt : 0, tag, max_k);
+    printf("%s_coordinator_bytes=%" PRIu64 "\n%s_coordinator_keys_written=%" PRIu64 "\n", tag,
+           coord_b, tag, coord_k);
 }
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
-               "[--kill-one] [--run-id ID] [--timeout SEC]\n");
+               "[--kill-one] [--kill-coordinator] [--kill-tenth] [--run-id ID] [--timeout SEC] "
+               "[--max-bytes B]\n");
+}
+
+/* Send a kill command to every child and wait for their acknowledgements; the number of nodes
+ * killed is in sm->killed. */
+static int kill_round(struct sim *sm, const int *ctl, int procs, char cmd, int64_t deadline)
+{
+    sm->kill_acks = 0;
+    for (int p = 0; p < procs; p++)
+        if (write(ctl[p], &cmd, 1) != 1)
+            return -EPIPE;
+    struct phase none = {0};
+    while (sm->kill_acks < procs) {
+        int r = read_one(sm, -1, INT64_MAX, &none, deadline);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* One kill phase: the command, then every survivor in a round of the new size. */
+static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char cmd,
+                      const char *tag, int *live, int64_t *round, bool *dead)
+{
+    int before = sm->killed;
+    int64_t t_kill = ea_now_ms();
+    int r = kill_round(sm, ctl, o->procs, cmd, t_kill + 30000);
+    if (r < 0)
+        return r;
+    int n_killed = sm->killed - before;
+    *live -= n_killed;
+    struct phase ph = {0};
+    r = collect(sm, *live, *round, &ph, t_kill + 3 * o->ttl_ms + 30000);
+    if (r < 0) {
+        fprintf(stderr, "rdzv-sim: %s: %d/%d saw the next round: %s\n", tag, ph.seen, *live,
+                strerror(-r));
+        return r;
+    }
+    *round = ph.round;
+    (void)dead;
+    printf("%s_killed=%d\n%s_to_commit_ms=%" PRId64 "\n%s_to_all_seen_ms=%" PRId64 "\n", tag,
+           n_killed, tag, ph.commit - t_kill, tag, ph.last_seen - t_kill);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -259,7 +415,8 @@ int main(int argc, char **argv)
         {"procs", required_argument, 0, 'p'},     {"ttl", required_argument, 0, 't'},
         {"kill-one", no_argument, 0, 'k'},        {"run-id", required_argument, 0, 'r'},
         {"timeout", required_argument, 0, 'T'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
+        {"max-bytes", required_argument, 0, 'B'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
         case 'e': o.endpoints = optarg; break;
@@ -267,6 +424,9 @@ int main(int argc, char **argv)
         case 'p': o.procs = atoi(optarg); break;
         case 't': o.ttl_ms = (int64_t)(atof(optarg) * 1000); break;
         case 'k': o.kill_one = true; break;
+        case 'c': o.kill_coord = true; break;
+        case 'P': o.kill_tenth = true; break;
+        case 'B': o.max_bytes = atol(optarg); break;
         case 'r': o.run_id = optarg; break;
         case 'T': o.timeout_ms = (int64_t)(atof(optarg) * 1000); break;
         case 'h': usage(stdout); return 0;
@@ -300,44 +460,65 @@ int main(int argc, char **argv)
         first += count;
     }
     close(rep[1]);
+    bool *dead = calloc((size_t)o.nodes, sizeof(*dead));
+    struct sim sm = {.in = rep[0], .acct = calloc((size_t)o.nodes, sizeof(*sm.acct)),
+                     .dead = dead};
     int64_t rev0 = store_revision(&o), t0 = ea_now_ms();
     for (int p = 0; p < o.procs; p++)
         if (write(ctl[p], "g", 1) != 1)
             return 3;
-    int64_t deadline = t0 + o.timeout_ms, last_join = 0, last_join_start = 0;
-    int joined = 0, rc = 0;
-    struct phase p1 = {0}, p2 = {0};
-    int r = collect(rep[0], o.nodes, 0, &p1, &last_join, &last_join_start, &joined, deadline);
+    int64_t deadline = t0 + o.timeout_ms;
+    int rc = 0, live = o.nodes;
+    struct phase p1 = {0};
+    int r = collect(&sm, o.nodes, 0, &p1, deadline);
     int64_t rev1 = store_revision(&o);
     if (r < 0) {
-        fprintf(stderr, "rdzv-sim: phase 1: %d/%d joined, %d/%d saw the round: %s\n", joined,
+        fprintf(stderr, "rdzv-sim: phase 1: %d/%d joined, %d/%d saw the round: %s\n", sm.joined,
                 o.nodes, p1.seen, o.nodes, strerror(-r));
         rc = 1;
         goto out;
     }
     printf("nodes=%d procs=%d ttl_s=%.1f\n", o.nodes, o.procs, (double)o.ttl_ms / 1000);
-    printf("joined_ms=%" PRId64 "\n", last_join - t0);
+    printf("joined_ms=%" PRId64 "\n", sm.last_join - t0);
     /* the last node's key is written between the start and the end of its join (the end also
-     * lists the run and starts the watch, so the commit may come before it) */
-    printf("commit_after_last_join_start_ms=%" PRId64 "\n", p1.commit - last_join_start);
-    printf("commit_after_last_join_done_ms=%" PRId64 "\n", p1.commit - last_join);
+     * reads the run and starts the watches, so the commit may come before it) */
+    printf("commit_after_last_join_start_ms=%" PRId64 "\n", p1.commit - sm.last_join_start);
+    printf("commit_after_last_join_done_ms=%" PRId64 "\n", p1.commit - sm.last_join);
     printf("commit_to_all_seen_ms=%" PRId64 "\n", p1.last_seen - p1.commit);
+    printf("last_join_to_all_seen_ms=%" PRId64 "\n", p1.last_seen - sm.last_join_start);
     printf("writes_per_node=%.2f\n", (double)(rev1 - rev0) / o.nodes);
-    if (o.kill_one) {
-        int64_t t_kill = ea_now_ms();
-        /* the last process's last node dies */
-        if (write(ctl[o.procs - 1], "k", 1) != 1)
-            return 3;
-        r = collect(rep[0], o.nodes - 1, p1.round, &p2, &last_join, &last_join_start, &joined,
-                    t_kill + 3 * o.ttl_ms + 30000);
-        if (r < 0) {
-            fprintf(stderr, "rdzv-sim: phase 2: %d/%d saw the next round: %s\n", p2.seen,
-                    o.nodes - 1, strerror(-r));
+    /* the first round includes each node's join (listing what it watches) */
+    print_costs("join", &sm, o.nodes, dead);
+    int64_t round = p1.round;
+    struct {
+        bool on;
+        char cmd;
+        const char *tag;
+    } kills[] = {{o.kill_one, 'k', "kill_one"},
+                 {o.kill_coord, 'c', "kill_coordinator"},
+                 {o.kill_tenth, 'p', "kill_tenth"}};
+    for (size_t k = 0; k < sizeof(kills) / sizeof(kills[0]) && rc == 0; k++) {
+        if (!kills[k].on)
+            continue;
+        if (kill_phase(&sm, &o, ctl, kills[k].cmd, kills[k].tag, &live, &round, dead) < 0) {
             rc = 1;
-            goto out;
+            break;
         }
-        printf("kill_to_commit_ms=%" PRId64 "\n", p2.commit - t_kill);
-        printf("kill_to_all_seen_ms=%" PRId64 "\n", p2.last_seen - t_kill);
+        /* a round after the join: what a node receives per round */
+        print_costs(kills[k].tag, &sm, o.nodes, dead);
+        if (o.max_bytes > 0) {
+            for (int i = 0; i < o.nodes; i++) {
+                const struct node_acct *a = &sm.acct[i];
+                if (!a->coord && a->bytes - a->prev_bytes > (uint64_t)o.max_bytes &&
+                    a->prev_bytes) {
+                    fprintf(stderr, "rdzv-sim: %s: node %d received %" PRIu64
+                                    " bytes in the round, more than --max-bytes %ld\n",
+                            kills[k].tag, i, a->bytes - a->prev_bytes, o.max_bytes);
+                    rc = 1;
+                    break;
+                }
+            }
+        }
     }
 out:
     for (int p = 0; p < o.procs; p++)
@@ -351,6 +532,8 @@ out:
            (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
            (double)ru.ru_maxrss / 1024);
+    free(sm.acct);
+    free(dead);
     free(pids);
     free(ctl);
     return rc;

@@ -530,28 +530,29 @@ static bool our_watch(const struct rdzv_session *s, int64_t id)
     return false;
 }
 
-int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
+int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t n,
+                      struct ea_error *err)
 {
-    struct kv_event *ev = NULL;
-    size_t n = 0;
     int64_t now = ea_now_ms();
-    int r = kv_read_events(s->kv, &ev, &n, err);
-    if (r < 0)
-        return r;
     bool broken = false;
+    int r = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
         if (!our_watch(s, ev[i].watch_id))
             continue;
         s->stats.bytes_received += (ev[i].entry.key ? strlen(ev[i].entry.key) : 0) +
                                    ev[i].entry.value_len;
-        if (ev[i].type == KV_EVENT_PUT)
-            r = rdzv_mirror_put(&s->m, &ev[i].entry);
-        else if (ev[i].type == KV_EVENT_DELETE)
+        if (ev[i].type == KV_EVENT_PUT) {
+            struct kv_entry copy;
+            r = kv_entry_copy(&copy, &ev[i].entry);
+            if (r == 0)
+                r = rdzv_mirror_put(&s->m, &copy);
+            kv_entry_clear(&copy);
+        } else if (ev[i].type == KV_EVENT_DELETE) {
             rdzv_mirror_del(&s->m, ev[i].entry.key);
-        else
+        } else {
             broken = true;
+        }
     }
-    kv_events_free(ev, n);
     if (r < 0)
         return ea_errorf(err, r, "out of memory");
     if (broken)
@@ -561,6 +562,18 @@ int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
     if (s->is_coord && !s->full)
         return become_full(s, now, err);
     return fetch_self(s, err);
+}
+
+int rdzv_on_events(struct rdzv_session *s, struct ea_error *err)
+{
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    int r = kv_read_events(s->kv, &ev, &n, err);
+    if (r < 0)
+        return r;
+    r = rdzv_apply_events(s, ev, n, err);
+    kv_events_free(ev, n);
+    return r;
 }
 
 bool rdzv_is_coordinator(const struct rdzv_session *s)

@@ -50,6 +50,10 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err);
 /* Apply everything the store's watch has delivered (call when kv_event_fd is readable). A broken
  * or compacted watch is repaired by re-listing. A corrupt `state` value: -EBADMSG with a message. */
 int rdzv_on_events(struct rdzv_session *s, struct ea_error *err);
+/* The same for events already read from the store handle (several sessions sharing one handle,
+ * as in bench/rdzv_sim.c): only the events of this session's watches are applied (copied). */
+int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t n,
+                      struct ea_error *err);
 
 /* Coordinator duties at monotonic time `now_ms`: when this node coordinates, evaluate the plan and
  * CAS the result. Returns 1 when it wrote, 0 otherwise. Cheap when there is nothing to do. A
