@@ -194,7 +194,8 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         }
         if (pfd[1].revents) {
             char c = 0;
-            if (read(ctl, &c, 1) <= 0 || c == 'q')
+            unsigned char quota = 0; /* 'p': how many of this process's nodes die */
+            if (read(ctl, &c, 1) <= 0 || c == 'q' || (c == 'p' && read(ctl, &quota, 1) != 1))
                 break;
             int killed = 0;
             for (int i = count - 1; i >= 0; i--) {
@@ -203,7 +204,7 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
                     continue;
                 bool coord = rdzv_is_coordinator(n->s);
                 if ((c == 'k' && !coord && killed < 1 && first + count == o->nodes) ||
-                    (c == 'c' && coord) || (c == 'p' && !coord && killed < count / 10)) {
+                    (c == 'c' && coord) || (c == 'p' && !coord && killed < quota)) {
                     kill_node(n, out);
                     killed++;
                 }
@@ -257,6 +258,7 @@ struct sim {
     int64_t last_join, last_join_start;
     int joined, killed, kill_acks;
     bool *dead;
+    int n_nodes;
 };
 
 /* Read one report (or time out) and account for it; a node's SEEN of a round of `want`
@@ -369,9 +371,13 @@ static void usage(FILE *f)
 static int kill_round(struct sim *sm, const int *ctl, int procs, char cmd, int64_t deadline)
 {
     sm->kill_acks = 0;
-    for (int p = 0; p < procs; p++)
-        if (write(ctl[p], &cmd, 1) != 1)
+    for (int p = 0; p < procs; p++) {
+        /* 'p': a tenth of all nodes, spread over the processes (the last ones take the rest) */
+        int total = sm->n_nodes / 10, share = total / procs + (p < total % procs);
+        unsigned char msg[2] = {(unsigned char)cmd, (unsigned char)(share > 255 ? 255 : share)};
+        if (write(ctl[p], msg, cmd == 'p' ? 2 : 1) != (cmd == 'p' ? 2 : 1))
             return -EPIPE;
+    }
     struct phase none = {0};
     while (sm->kill_acks < procs) {
         int r = read_one(sm, -1, INT64_MAX, &none, deadline);
@@ -462,7 +468,7 @@ int main(int argc, char **argv)
     close(rep[1]);
     bool *dead = calloc((size_t)o.nodes, sizeof(*dead));
     struct sim sm = {.in = rep[0], .acct = calloc((size_t)o.nodes, sizeof(*sm.acct)),
-                     .dead = dead};
+                     .dead = dead, .n_nodes = o.nodes};
     int64_t rev0 = store_revision(&o), t0 = ea_now_ms();
     for (int p = 0; p < o.procs; p++)
         if (write(ctl[p], "g", 1) != 1)

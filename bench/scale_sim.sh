@@ -1,35 +1,72 @@
 #!/usr/bin/env bash
-# Scale (issue 8, metric 7): N simulated nodes against one local etcd with bench/rdzv_sim.c —
-# real rendezvous sessions (lease, node key, watch, coordinator CAS) spread over a few processes,
-# without launching workers. For each N: time from the last join to the committed round, until
-# every node has seen it, key writes per node; then one node's lease expires (N -> N-1) and the
-# time to the next round. A fresh etcd per N.
-# Usage: bench/scale_sim.sh [N...]   (default: 100 250 500 1000); env TTL (s, default 10),
-#        PROCS (default 8), BUILD (default build)
+# Scale (issue 18): N simulated nodes against one local etcd with bench/rdzv_sim.c — real
+# rendezvous sessions (lease, node key, watches, assignment; the coordinator's fenced
+# transactions) spread over a few processes, without launching workers. A fresh etcd per run.
+# For each N: joins, last join -> every node has its assignment, bytes received and keys written
+# per node per round (from each session's own counters), etcd's CPU; then one node killed, the
+# coordinator killed, 10% killed at once (each: kill -> every survivor in the next round).
+# With OLD_BUILD (a build of an earlier commit, e.g. the v1 protocol), the same N up to OLD_MAX
+# are run with its rdzv-sim too, in the same run, for the side-by-side curve.
+# Usage: bench/scale_sim.sh [N...]   (default: 100 1000 2000 5000 10000); env TTL (s, default
+#        10), PROCS (default 16), BUILD (default build), OLD_BUILD, OLD_MAX (default 1000),
+#        CSV (default bench/plots/scale.csv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 ttl=${TTL:-10}
-procs=${PROCS:-8}
+procs=${PROCS:-16}
+old=${OLD_BUILD:-}
+old_max=${OLD_MAX:-1000}
+csv=${CSV:-bench/plots/scale.csv}
 sizes=("$@")
-((${#sizes[@]})) || sizes=(100 250 500 1000)
+((${#sizes[@]})) || sizes=(100 1000 2000 5000 10000)
 [[ -x $build/rdzv-sim ]] || ./scripts/build.sh "$build"
 tmp=$(mktemp -d)
 etcd_pid=
 # shellcheck source=bench/lib/etcd.sh
 source bench/lib/etcd.sh
 trap 'etcd_stop; rm -rf "$tmp"' EXIT
-echo "# $(date -u +%F) $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); etcd $(etcd --version | head -1 | awk '{print $3}'); TTL ${ttl} s; ${procs} processes"
-printf '%-6s %-10s %-16s %-16s %-14s %-8s %-14s %-14s %-7s\n' N joined_s commit-lastjoin commit-alljoined all_seen_ms writes 'kill->commit' 'kill->allseen' cpu_s
-for n in "${sizes[@]}"; do
-  etcd_start "$tmp" --quota-backend-bytes 4294967296 || { echo "etcd did not start" >&2; exit 1; }
-  out=$("$build/rdzv-sim" --endpoints "$endpoint" --nodes "$n" --procs "$procs" --ttl "$ttl" \
-        --kill-one --timeout 300 2>"$tmp/sim.err") || { echo "N=$n failed: $(cat "$tmp/sim.err")"; etcd_stop; continue; }
-  v() { sed -n "s/^$1=//p" <<<"$out" | awk '{print $1}'; }
-  printf '%-6s %-10s %-16s %-16s %-14s %-8s %-14s %-14s %-7s\n' "$n" \
-    "$(awk -v m="$(v joined_ms)" 'BEGIN {printf "%.1f", m/1000}')" \
-    "$(v commit_after_last_join_start_ms) ms" "$(v commit_after_last_join_done_ms) ms" \
-    "$(v commit_to_all_seen_ms)" "$(v writes_per_node)" "$(v kill_to_commit_ms) ms" \
-    "$(v kill_to_all_seen_ms) ms" "$(sed -n 's/^cpu_s=\([0-9.]*\).*/\1/p' <<<"$out")"
+ulimit -n 65536 2>/dev/null || true
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, clock ticks
+hz=$(getconf CLK_TCK)
+echo "# $(date -u +%F) $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); etcd $(etcd --version | head -1 | awk '{print $3}'); TTL ${ttl} s; ${procs} processes; commit $(git rev-parse --short HEAD)"
+printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s\n' protocol N joins_s \
+  lastjoin-all commit-all bytes/node bytes/node writes/nd coord_keys 'kill1->all' 'coord->all' '10%->all'
+printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s\n' '' '' '' \
+  '(ms)' '(ms)' 'mean/max' '(join)' '' '' '(ms)' '(ms)' '(ms)'
+[[ -f $csv ]] || echo "protocol,n,joins_ms,lastjoin_to_all_ms,commit_to_all_ms,round_bytes_mean,round_bytes_max,join_bytes_mean,keys_per_node,coord_keys,kill_one_ms,kill_coord_ms,kill_tenth_ms,etcd_cpu_s,leases_lost" >"$csv"
+run() { # protocol binary n
+  local proto=$1 bin=$2 n=$3 out flags=(--kill-one) c0 c1
+  [[ $proto == v2 ]] && flags=(--kill-one --kill-coordinator --kill-tenth)
+  etcd_start "$tmp" --quota-backend-bytes 8589934592 || { echo "etcd did not start" >&2; exit 1; }
+  c0=$(cpu_of "$etcd_pid")
+  if ! out=$("$bin" --endpoints "$endpoint" --nodes "$n" --procs "$procs" --ttl "$ttl" \
+               "${flags[@]}" --timeout 600 2>"$tmp/sim.err"); then
+    printf '%-8s %-6s failed: %s\n' "$proto" "$n" "$(grep -v '^$' "$tmp/sim.err" | tail -3 | tr '\n' ' ')"
+    if ! grep -q '^commit_to_all_seen_ms=' <<<"$out"; then # nothing to show
+      echo "$proto,$n,,,,,,,,,,,,,$(grep -c 'lease lost' "$tmp/sim.err" || true)" >>"$csv"
+      etcd_stop
+      return
+    fi
+  fi
+  c1=$(cpu_of "$etcd_pid")
   etcd_stop
+  v() { sed -n "s/^$1=//p" <<<"$out" | awk '{print $1}'; }
+  local kill1 kc kt rb rbm
+  kill1=$(v kill_one_to_all_seen_ms); [[ -n $kill1 ]] || kill1=$(v kill_to_all_seen_ms)
+  kc=$(v kill_coordinator_to_all_seen_ms) kt=$(v kill_tenth_to_all_seen_ms)
+  rb=$(v kill_one_bytes_per_node_mean) rbm=$(v kill_one_bytes_per_node_max)
+  printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s  etcd cpu %.1f s\n' \
+    "$proto" "$n" "$(awk -v m="$(v joined_ms)" 'BEGIN {printf "%.1f", m/1000}')" \
+    "$(v last_join_to_all_seen_ms)" "$(v commit_to_all_seen_ms)" "${rb:--}/${rbm:--}" \
+    "$(v join_bytes_per_node_mean)" "$(v join_keys_written_per_node_mean)" \
+    "$(v kill_one_coordinator_keys_written)" "$kill1" "${kc:--}" "${kt:--}" \
+    "$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}')"
+  echo "$proto,$n,$(v joined_ms),$(v last_join_to_all_seen_ms),$(v commit_to_all_seen_ms),$rb,$rbm,$(v join_bytes_per_node_mean),$(v join_keys_written_per_node_mean),$(v kill_one_coordinator_keys_written),$kill1,$kc,$kt,$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}'),0" >>"$csv"
+}
+for n in "${sizes[@]}"; do
+  run v2 "$build/rdzv-sim" "$n"
+  if [[ -n $old && $n -le $old_max ]]; then
+    run v1 "$old/rdzv-sim" "$n"
+  fi
 done
