@@ -30,6 +30,8 @@ file=$1 expr=$2 regex=$3
 work=${EA_MUTATE_DIR:-$PWD/build-mutate}
 src=$work/src bld=$work/build
 mkdir -p "$src"
+exec 9>"$work/lock"
+flock 9 # one mutant at a time in this scratch dir
 
 # sync the tree (tracked and untracked, not ignored) by content
 while IFS= read -r -d '' f; do
