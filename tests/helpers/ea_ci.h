@@ -3,6 +3,7 @@
  * ea_ci: whether the tests run in CI, where a missing prerequisite (root, network namespaces,
  * sshd, etcd) is a failure and never a skip: CI installs them (scripts/install-deps.sh --test)
  * and runs as root, so a skip there would hide the cases it leaves out. .ci/run sets CI=1.
+ * Check: `CI=1 setpriv --reuid=65534 ... test_netns_harness` fails; without CI=1 it skips.
  */
 #ifndef EA_TESTS_HELPERS_EA_CI_H
 #define EA_TESTS_HELPERS_EA_CI_H
