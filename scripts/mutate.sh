@@ -7,8 +7,10 @@
 #
 #   scripts/mutate.sh [--target T]... [--filter PATTERN] [--timeout SEC] FILE 'SED-EXPR' TEST-REGEX
 #
-# --target   build only these targets (default: all); the tests' binaries, plus elastic-agent and
-#            ea-testworker when the tests run agents or workers
+# --target   build only these targets (default: all): a criterion test's target brings
+#            elastic-agent and the helpers along; a script test (bad_input) names them
+# A failure is counted as a kill whatever its cause: run the same tests unmutated first (as
+# scripts/test.sh does) so that a test broken for another reason is seen there.
 # --filter   criterion test pattern (CRITERION_TEST_PATTERN), e.g. 'session/graceful_leave*'
 # --timeout  per test, seconds (default 120)
 # The scratch copy and its build persist in $EA_MUTATE_DIR (default build-mutate/ here): only
@@ -24,7 +26,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     *) echo "mutate: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[[ $# -eq 3 ]] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[[ $# -eq 3 ]] || { sed -n '2,17p' "$0" >&2; exit 2; }
 file=$1 expr=$2 regex=$3
 [[ -f $file ]] || { echo "mutate: no file '$file'" >&2; exit 2; }
 work=${EA_MUTATE_DIR:-$PWD/build-mutate}
