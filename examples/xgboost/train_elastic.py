@@ -74,6 +74,8 @@ def main():
     with collective.CommunicatorContext(**comm):
         assert collective.get_rank() == rank, (collective.get_rank(), rank)
         assert collective.get_world_size() == world
+        if "RANK" in os.environ:  # with --env-style torch,dmlc: one rank everywhere
+            assert int(os.environ["RANK"]) == rank, (os.environ["RANK"], rank)
         saved = b""  # the root must broadcast something; b"" when nothing is saved yet
         if rank == 0 and os.path.exists(path):
             with open(path, "rb") as f:
