@@ -420,6 +420,10 @@ static void on_readable(struct tracker *t, struct conn *c, int64_t now)
             return;
         }
         c->in_len += (size_t)n;
+        /* ACK at once: rabit clients send a message as several small writes without
+         * TCP_NODELAY, and each would otherwise wait for our delayed ACK (~40 ms) */
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
         parse(t, c, now);
         if (c->st == CS_DEAD)
             return;
