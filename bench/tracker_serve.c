@@ -23,8 +23,8 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("warn", "tracker-serve");
-    struct tracker_params p = {.addr = argc > 2 ? argv[2] : "127.0.0.1",
-                               .world_size = atoi(argv[1]), .round = 1};
+    struct tracker_params p = {
+        .addr = argc > 2 ? argv[2] : "127.0.0.1", .world_size = atoi(argv[1]), .round = 1};
     struct tracker *t;
     struct ea_error err = {0};
     if (tracker_create(&p, &t, &err) < 0) {

@@ -103,8 +103,8 @@ static void conn_free(struct conn *c)
 static void flush_out(struct tracker *t, struct conn *c)
 {
     while (c->st != CS_DEAD && c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -150,8 +150,7 @@ static void activate_next(struct tracker *t, int64_t now)
         }
         int prev, nxt;
         next->n_nn = tracker_neighbors(t->links, next->rank, next->nn, &prev, &nxt);
-        tracker_put_assignment(next->out, OUT_MAX, &next->out_len, t->links, t->world,
-                               next->rank);
+        tracker_put_assignment(next->out, OUT_MAX, &next->out_len, t->links, t->world, next->rank);
         next->st = CS_GOOD;
         next->deadline_ms = now + t->io_timeout_ms;
         t->active = next;
@@ -187,8 +186,7 @@ static int on_good(struct tracker *t, struct conn *c, size_t *off)
         int32_t r;
         tracker_get_int(c->in, c->in_len, &o, &r);
         if (!is_neighbor(c, r)) {
-            warn_conn(t, c, "rank %d reports a link to %d, not one of its neighbours", c->rank,
-                      r);
+            warn_conn(t, c, "rank %d reports a link to %d, not one of its neighbours", c->rank, r);
             return -1;
         }
         for (int k = 0; k < c->n_nn; k++)
@@ -340,8 +338,7 @@ static void parse(struct tracker *t, struct conn *c, int64_t now)
             }
             progress = tracker_get_str(c->in, c->in_len, &off, TRACKER_PRINT_MAX, msg);
             if (progress == -EMSGSIZE)
-                warn_conn(t, c, "oversized print message (more than %d bytes)",
-                          TRACKER_PRINT_MAX);
+                warn_conn(t, c, "oversized print message (more than %d bytes)", TRACKER_PRINT_MAX);
             else if (progress > 0)
                 on_print(t, c, msg);
             free(msg);
@@ -523,14 +520,13 @@ int tracker_create(const struct tracker_params *p, struct tracker **ret, struct 
         socklen_t blen = sizeof(bound);
         if (b < 0 || listen(fd, 1024) < 0 ||
             getsockname(fd, (struct sockaddr *)&bound, &blen) < 0) {
-            r = ea_errorf(err, -errno, "rabit tracker: listen on '%s': %s",
-                          p->addr ? p->addr : "*", strerror(errno));
+            r = ea_errorf(err, -errno, "rabit tracker: listen on '%s': %s", p->addr ? p->addr : "*",
+                          strerror(errno));
             close(fd);
             break;
         }
-        int port = ntohs(bound.ss_family == AF_INET6
-                             ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                             : ((struct sockaddr_in *)&bound)->sin_port);
+        int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                     : ((struct sockaddr_in *)&bound)->sin_port);
         if (port == p->avoid_port && attempt < 3) {
             if (held >= 0)
                 close(held);
@@ -591,8 +587,7 @@ size_t tracker_pollfds(const struct tracker *t, struct pollfd *fds, size_t max)
     if (max == 0)
         return 0;
     /* full: leave new connections in the backlog (a negative fd is skipped by poll) */
-    fds[n++] = (struct pollfd){.fd = t->n_conns < TRACKER_CONN_MAX ? t->lfd : -1,
-                               .events = POLLIN};
+    fds[n++] = (struct pollfd){.fd = t->n_conns < TRACKER_CONN_MAX ? t->lfd : -1, .events = POLLIN};
     for (size_t i = 0; i < t->n_conns && n < max; i++) {
         const struct conn *c = t->conns[i];
         fds[n++] = (struct pollfd){.fd = c->fd,

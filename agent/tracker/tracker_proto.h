@@ -14,7 +14,7 @@
 #include "topology.h"
 
 #define TRACKER_MAGIC 0xff99
-#define TRACKER_STR_MAX 256         /* a task id or a command */
+#define TRACKER_STR_MAX 256          /* a task id or a command */
 #define TRACKER_PRINT_MAX (64 << 10) /* one print message */
 #define TRACKER_NEIGHBORS_MAX 4      /* tree parent and children, ring prev and next, distinct */
 

@@ -64,27 +64,19 @@ static void require_xgboost(void)
 }
 
 /* Agent `name` of a run of `nodes` (min `min`) x `nproc`, training `rounds` iterations. */
-static void start(struct h_agent *a, const char *name, int min, int nodes, int nproc,
-                  int rounds, const char *step_time)
+static void start(struct h_agent *a, const char *name, int min, int nodes, int nproc, int rounds,
+                  const char *step_time)
 {
-    const char *args[] = {"--run-id",       "xgb",
-                          "--node-id",      name,
-                          "--state-dir",    state,
-                          "--min",          h_fmt("%d", min),
-                          "--max",          h_fmt("%d", nodes),
-                          "--nproc-per-node", h_fmt("%d", nproc),
-                          "--settle",       "1",
-                          "--lease-ttl",    TTL,
-                          "--stop-timeout", "2",
-                          "--max-restarts", "2",
-                          "--local-addr",   "127.0.0.1",
-                          "--env-style",    "torch,dmlc",
-                          "--tee",
-                          "--",             PYTHON,
-                          TRAIN,            "--ckpt-dir",
-                          ckpt,             "--rounds",
-                          h_fmt("%d", rounds), "--step-time",
-                          step_time,        NULL};
+    /* clang-format off */
+    const char *args[] = {
+        "--run-id", "xgb", "--node-id", name, "--state-dir", state,
+        "--min", h_fmt("%d", min), "--max", h_fmt("%d", nodes),
+        "--nproc-per-node", h_fmt("%d", nproc), "--settle", "1", "--lease-ttl", TTL,
+        "--stop-timeout", "2", "--max-restarts", "2", "--local-addr", "127.0.0.1",
+        "--env-style", "torch,dmlc", "--tee",
+        "--", PYTHON, TRAIN, "--ckpt-dir", ckpt, "--rounds", h_fmt("%d", rounds),
+        "--step-time", step_time, NULL};
+    /* clang-format on */
     h_agent_start(a, dir, name, args);
 }
 
@@ -121,8 +113,8 @@ static void train(int n, int nproc)
     for (int i = 0; i < n; i++)
         cr_assert(i == t || !h_file_contains(agents[i].log, "serving the rabit tracker"),
                   "two trackers");
-    cr_assert(h_file_contains(agents[t].log, h_fmt("all %d worker(s) have their ranks and links",
-                                                    world)));
+    cr_assert(h_file_contains(agents[t].log,
+                              h_fmt("all %d worker(s) have their ranks and links", world)));
     cr_assert(h_file_contains(agents[t].log, h_fmt("all %d worker(s) shut down", world)));
     cr_assert(h_file_contains(agents[t].log, "[0]: [29]\ttrain-error:"), "no print relayed");
     for (int r = 0; r < world; r++) {

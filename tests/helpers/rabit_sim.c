@@ -98,8 +98,7 @@ static int send_str(int fd, const char *s)
 }
 
 /* Connect and say hello; the tracker fd or a negative errno. */
-static int hello(const char *host, int port, const char *cmd, int rank, int world,
-                 const char *task)
+static int hello(const char *host, int port, const char *cmd, int rank, int world, const char *task)
 {
     int fd = rsim_connect(host, port), r;
     if (fd < 0)
@@ -122,8 +121,8 @@ static int fail(struct rsim_result *res, int e, const char *what)
     return e;
 }
 
-int rsim_worker(const char *host, int port, const char *cmd, int rank, int world,
-                const char *task, struct rsim_result *res)
+int rsim_worker(const char *host, int port, const char *cmd, int rank, int world, const char *task,
+                struct rsim_result *res)
 {
     memset(res, 0, sizeof(*res));
     res->rank = -1;

@@ -12,19 +12,19 @@
 #include <stdint.h>
 
 struct rsim_result {
-    int rank, parent, world;   /* as the tracker assigned them */
-    int n_nn, nn[4];           /* the links the tracker asked for (tree, then ring) */
-    int prev, next;            /* the ring links as sent (-1: none) */
-    int n_linked, linked[8];   /* the peers actually connected, by the rank they said */
-    int64_t linked_ms;         /* monotonic time when every link was up */
-    int err;                   /* 0, or a negative errno */
+    int rank, parent, world; /* as the tracker assigned them */
+    int n_nn, nn[4];         /* the links the tracker asked for (tree, then ring) */
+    int prev, next;          /* the ring links as sent (-1: none) */
+    int n_linked, linked[8]; /* the peers actually connected, by the rank they said */
+    int64_t linked_ms;       /* monotonic time when every link was up */
+    int err;                 /* 0, or a negative errno */
     char msg[160];
 };
 
 /* One worker: connect to host:port, say `cmd` with rank `rank` (-1 for none), world size
  * `world` (-1 for none) and task id `task`, then get linked. 0 or a negative errno (r->msg). */
-int rsim_worker(const char *host, int port, const char *cmd, int rank, int world,
-                const char *task, struct rsim_result *r);
+int rsim_worker(const char *host, int port, const char *cmd, int rank, int world, const char *task,
+                struct rsim_result *r);
 
 /* n workers at once, task ids "0".."n-1", command start, world `world`: 0 when all linked. */
 int rsim_run(const char *host, int port, int n, int world, struct rsim_result *res);

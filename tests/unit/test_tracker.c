@@ -57,8 +57,11 @@ static void *serve(void *arg)
 
 static void srv_start(struct srv *s, int world, int64_t round, int avoid_port, int timeout_ms)
 {
-    struct tracker_params p = {.addr = HOST, .world_size = world, .round = round,
-                               .avoid_port = avoid_port, .io_timeout_ms = timeout_ms};
+    struct tracker_params p = {.addr = HOST,
+                               .world_size = world,
+                               .round = round,
+                               .avoid_port = avoid_port,
+                               .io_timeout_ms = timeout_ms};
     struct ea_error err = {0};
     cr_assert_eq(tracker_create(&p, &s->t, &err), 0, "%s", err.msg);
     cr_assert_eq(pipe(s->stop), 0);
@@ -304,11 +307,9 @@ Test(tracker, task_id_outside_the_world)
     srv_start(&s, 4, 1, 0, 0);
     uint8_t b[128];
     expect_closed(tracker_port(s.t), b, hello_bytes(b, sizeof(b), -1, -1, "4", "start"), false);
-    expect_closed(tracker_port(s.t), b, hello_bytes(b, sizeof(b), -1, -1, "NULL", "start"),
-                  false);
+    expect_closed(tracker_port(s.t), b, hello_bytes(b, sizeof(b), -1, -1, "NULL", "start"), false);
     expect_closed(tracker_port(s.t), b, hello_bytes(b, sizeof(b), 9, -1, "9", "recover"), false);
-    expect_closed(tracker_port(s.t), b, hello_bytes(b, sizeof(b), -2, -1, "-1", "shutdown"),
-                  false);
+    expect_closed(tracker_port(s.t), b, hello_bytes(b, sizeof(b), -2, -1, "-1", "shutdown"), false);
     srv_join(&s);
     expect_warned(&s, 4, "not a rank of this round's world of 4");
     srv_destroy(&s);
