@@ -133,11 +133,11 @@ static int publish_tracker(struct agent *a, const struct rdzv_state *s, const ch
         }
         a->tracker_last_port = tracker_port(a->tracker);
         log_info("round %" PRId64 ": serving the rabit tracker for %d worker(s) on %s port %d",
-                 s->round, s->world_size, addr, tracker_port(a->tracker));
+                 s->round, s->world_size, tracker_addr(a->tracker), tracker_port(a->tracker));
     }
+    const char *ta = tracker_addr(a->tracker);
     char ap[128];
-    snprintf(ap, sizeof(ap), strchr(addr, ':') ? "[%s]:%d" : "%s:%d", addr,
-             tracker_port(a->tracker));
+    snprintf(ap, sizeof(ap), strchr(ta, ':') ? "[%s]:%d" : "%s:%d", ta, tracker_port(a->tracker));
     int r = rdzv_publish_round_key(a->rdzv, s->round, "tracker", ap, &err);
     if (r < 0)
         store_problem(a, r, &err);

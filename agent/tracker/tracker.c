@@ -58,6 +58,7 @@ struct rank_entry {
 
 struct tracker {
     int lfd, port, world, io_timeout_ms;
+    char addr[HOST_MAX]; /* what workers connect to */
     int64_t round;
     struct rdzv_link *links;
     struct rank_entry *ranks;
@@ -471,6 +472,20 @@ static void accept_all(struct tracker *t, int64_t now)
     }
 }
 
+/* This machine's source address on the route to `to` (a UDP connect sends nothing); left as it
+ * is when there is no route. */
+static void route_source(struct in_addr to, char *out, size_t size)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9), .sin_addr = to};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)size);
+    if (fd >= 0)
+        close(fd);
+}
+
 int tracker_create(const struct tracker_params *p, struct tracker **ret, struct ea_error *err)
 {
     if (p->world_size < 1)
@@ -492,6 +507,7 @@ int tracker_create(const struct tracker_params *p, struct tracker **ret, struct 
     if (!t)
         return ea_errorf(err, -ENOMEM, "out of memory");
     t->lfd = -1;
+    snprintf(t->addr, sizeof(t->addr), "%s", p->addr ? p->addr : "");
     t->world = p->world_size;
     t->round = p->round;
     t->io_timeout_ms = p->io_timeout_ms > 0 ? p->io_timeout_ms : TRACKER_IO_TIMEOUT_MS;
@@ -513,7 +529,10 @@ int tracker_create(const struct tracker_params *p, struct tracker **ret, struct 
         }
         int b = bind(fd, (struct sockaddr *)&ss, slen);
         if (b < 0 && errno == EADDRNOTAVAIL && ss.ss_family == AF_INET) {
-            s4->sin_addr.s_addr = htonl(INADDR_ANY); /* driver mode: not an address of ours */
+            /* not an address of ours: the workers run on that host (--host, over ssh); listen
+             * everywhere and give them our address on the route to them */
+            route_source(s4->sin_addr, t->addr, sizeof(t->addr));
+            s4->sin_addr.s_addr = htonl(INADDR_ANY);
             b = bind(fd, (struct sockaddr *)&ss, slen);
         }
         struct sockaddr_storage bound;
@@ -564,6 +583,11 @@ void tracker_destroy(struct tracker *t)
 int tracker_port(const struct tracker *t)
 {
     return t->port;
+}
+
+const char *tracker_addr(const struct tracker *t)
+{
+    return t->addr;
 }
 
 int64_t tracker_round(const struct tracker *t)

@@ -27,7 +27,7 @@ struct tracker;
 #define TRACKER_IO_TIMEOUT_MS 30000
 
 struct tracker_params {
-    const char *addr;  /* numeric address to listen on; not local (driver mode): any address */
+    const char *addr;  /* numeric address to listen on (see tracker_addr()) */
     int world_size;    /* the round's world: ranks 0..world_size-1 */
     int64_t round;     /* for messages, and tracker_round() */
     int avoid_port;    /* the previous round's port, never reused; 0: none */
@@ -51,6 +51,9 @@ int tracker_create(const struct tracker_params *p, struct tracker **ret, struct 
 void tracker_destroy(struct tracker *t);
 
 int tracker_port(const struct tracker *t);
+/* The address workers connect to: p->addr, or when that is not an address of this machine, this
+ * machine's address on the route to it (the tracker then listens on every address). */
+const char *tracker_addr(const struct tracker *t);
 int64_t tracker_round(const struct tracker *t);
 const struct tracker_stats *tracker_stats(const struct tracker *t);
 /* The last warning the tracker logged ("" if none); owned by t. */

@@ -67,11 +67,13 @@ static void require_xgboost(void)
 static void start(struct h_agent *a, const char *name, int min, int nodes, int nproc, int rounds,
                   const char *step_time)
 {
+    /* --settle 5: a round commits at once when all `nodes` are there, so only a slow start
+     * (loaded machine) waits, instead of committing a smaller first round */
     /* clang-format off */
     const char *args[] = {
         "--run-id", "xgb", "--node-id", name, "--state-dir", state,
         "--min", h_fmt("%d", min), "--max", h_fmt("%d", nodes),
-        "--nproc-per-node", h_fmt("%d", nproc), "--settle", "1", "--lease-ttl", TTL,
+        "--nproc-per-node", h_fmt("%d", nproc), "--settle", "5", "--lease-ttl", TTL,
         "--stop-timeout", "2", "--max-restarts", "2", "--local-addr", "127.0.0.1",
         "--env-style", "torch,dmlc", "--tee",
         "--", PYTHON, TRAIN, "--ckpt-dir", ckpt, "--rounds", h_fmt("%d", rounds),
