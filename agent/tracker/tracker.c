@@ -410,7 +410,9 @@ static void on_readable(struct tracker *t, struct conn *c, int64_t now)
             return;
         }
         if (n == 0) {
-            if (c->in_len > 0 || c->st != CS_MAGIC)
+            if (c->st == CS_QUEUED)
+                warn_conn(t, c, "rank %d left while waiting for its turn", c->rank);
+            else if (c->in_len > 0 || c->st != CS_MAGIC)
                 warn_conn(t, c, "closed in the middle of a message (%zu byte(s) of it received)",
                           c->in_len);
             else
