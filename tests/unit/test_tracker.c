@@ -406,3 +406,61 @@ Test(tracker, many_connections_at_once)
     cr_assert_geq(tracker_stats(s.t)->accepted, 200 + 32);
     srv_destroy(&s);
 }
+
+/* The parsers, fed one byte at a time: "need more" until the last byte, then the whole hello,
+ * with nothing consumed before.
+ * Mutation check: consuming the ints of a partial hello (advancing *off early) fails this. */
+Test(tracker_proto, hello_byte_by_byte)
+{
+    uint8_t b[128];
+    size_t n = hello_bytes(b, sizeof(b), 3, 8, "3", "recover");
+    for (size_t len = 4; len < n; len++) {
+        size_t off = 4;
+        struct tracker_hello h;
+        cr_assert_eq(tracker_parse_hello(b, len, &off, &h), 0, "complete at %zu of %zu", len, n);
+        cr_assert_eq(off, 4);
+    }
+    size_t off = 4;
+    struct tracker_hello h;
+    cr_assert_eq(tracker_parse_hello(b, n, &off, &h), 1);
+    cr_assert_eq(off, n);
+    cr_assert_eq(h.cmd, TRACKER_RECOVER);
+    cr_assert_eq(h.rank, 3);
+    cr_assert_eq(h.world_size, 8);
+    cr_assert_str_eq(h.task_id, "3");
+    cr_assert_eq(tracker_hello_rank(&h, 8), 3);
+    cr_assert_eq(tracker_hello_rank(&h, 3), -ERANGE);
+}
+
+Test(tracker_proto, task_ids)
+{
+    struct tracker_hello h = {.rank = -1};
+    static const struct {
+        const char *task;
+        int want;
+    } cases[] = {{"0", 0}, {"7", 7}, {"8", -ERANGE}, {"-1", -ERANGE}, {"NULL", -EINVAL},
+                 {"", -EINVAL}, {"3x", -EINVAL}, {"99999999999999999999", -EINVAL}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        snprintf(h.task_id, sizeof(h.task_id), "%s", cases[i].task);
+        cr_assert_eq(tracker_hello_rank(&h, 8), cases[i].want, "task id '%s'", cases[i].task);
+    }
+}
+
+/* The assignment as the Python tracker encodes it, for rank 1 of 5 (tree 0-{1,4}, 1-{2,3}; the
+ * ring 0..4): rank, parent, world, tree neighbours (parent, children), ring prev, ring next. */
+Test(tracker_proto, assignment_encoding)
+{
+    struct rdzv_link links[5];
+    cr_assert_eq(rdzv_topo_build(5, links), 0);
+    uint8_t out[128];
+    size_t len = 0;
+    cr_assert_eq(tracker_put_assignment(out, sizeof(out), &len, links, 5, 1), 0);
+    int32_t want[] = {1, 0, 5, 3, 0, 2, 3, 0, 2}, got[9];
+    cr_assert_eq(len, sizeof(want));
+    memcpy(got, out, sizeof(got));
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(got[i], want[i], "int %d: %d, expected %d", i, got[i], want[i]);
+    len = 0;
+    cr_assert_eq(tracker_put_assignment(out, 20, &len, links, 5, 1), -ENOBUFS);
+    cr_assert_eq(len, 0);
+}
