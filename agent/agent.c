@@ -107,11 +107,63 @@ static int free_port(const char *addr)
     return r;
 }
 
+/* --env-style with dmlc and no --dmlc-tracker: group rank 0 serves the rabit tracker. */
+static bool builtin_tracker(const struct agent *a)
+{
+    return a->cfg->env_style && strstr(a->cfg->env_style, "dmlc") && !a->cfg->dmlc_tracker;
+}
+
+/* Serve this round's rabit tracker on `addr` (a fresh port) and publish it as rounds/<r>/tracker
+ * before the master, so that workers start only when both are known. */
+static int publish_tracker(struct agent *a, const struct rdzv_state *s, const char *addr)
+{
+    struct ea_error err = {0};
+    if (a->tracker && tracker_round(a->tracker) != s->round) {
+        tracker_destroy(a->tracker);
+        a->tracker = NULL;
+    }
+    if (!a->tracker) {
+        struct tracker_params p = {.addr = addr, .world_size = s->world_size, .round = s->round,
+                                   .avoid_port = a->tracker_last_port};
+        int r = tracker_create(&p, &a->tracker, &err);
+        if (r < 0) {
+            log_error("round %" PRId64 ": cannot serve the rabit tracker: %s", s->round, err.msg);
+            a->retry_at_ms = ea_now_ms() + 500;
+            return r;
+        }
+        a->tracker_last_port = tracker_port(a->tracker);
+        log_info("round %" PRId64 ": serving the rabit tracker for %d worker(s) on %s port %d",
+                 s->round, s->world_size, tracker_addr(a->tracker), tracker_port(a->tracker));
+    }
+    const char *ta = tracker_addr(a->tracker);
+    char ap[128];
+    snprintf(ap, sizeof(ap), strchr(ta, ':') ? "[%s]:%d" : "%s:%d", ta, tracker_port(a->tracker));
+    int r = rdzv_publish_round_key(a->rdzv, s->round, "tracker", ap, &err);
+    if (r < 0)
+        store_problem(a, r, &err);
+    return r;
+}
+
+/* The round moved on (or this node no longer hosts it): its tracker's workers are gone. */
+static void retire_tracker(struct agent *a)
+{
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    if (!a->tracker || (s && s->status == RDZV_RUNNING && s->round == tracker_round(a->tracker) &&
+                        rdzv_my_index(a->rdzv) == 0 && !a->exiting))
+        return;
+    log_debug("round %" PRId64 ": rabit tracker closed", tracker_round(a->tracker));
+    tracker_destroy(a->tracker);
+    a->tracker = NULL;
+}
+
 static void publish_master(struct agent *a, const struct rdzv_state *s)
 {
     const char *addr = nic_master_addr(a->nic); /* on a common interface, when discovery ran */
     if (!addr)
         addr = a->addr;
+    if (builtin_tracker(a) && publish_tracker(a, s, addr) < 0)
+        return;
     int port = free_port(addr);
     if (port < 0) {
         log_error("cannot find a free port for MASTER_PORT on '%s': %s", addr, strerror(-port));
@@ -205,7 +257,10 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     struct group_start gs = {.state = s, .self = m, .topology = cfg_topology(a->cfg),
                              .generation = gen,
                              .master_addr = maddr, .master_port = mport, .envp = a->envp,
-                             .ifaces = nic_ifaces(a->nic)};
+                             .ifaces = nic_ifaces(a->nic),
+                             .dmlc_tracker = builtin_tracker(a)
+                                                 ? rdzv_round_key(a->rdzv, s->round, "tracker")
+                                                 : NULL};
     struct ea_error err = {0};
     int failed_rank = -1;
     int r = group_start(&a->group, &gs, &failed_rank, &err);
@@ -369,7 +424,8 @@ static void reconcile(struct agent *a)
             .status = s ? s->status : RDZV_WAITING,
             .generation = gen,
             .my_index = rdzv_my_index(a->rdzv),
-            .master_known = s && rdzv_master(a->rdzv, s->round) != NULL,
+            .master_known = s && rdzv_master(a->rdzv, s->round) != NULL &&
+                            (!builtin_tracker(a) || rdzv_round_key(a->rdzv, s->round, "tracker")),
         };
         if (a->lease_lost && in.live_workers == 0 && !a->term_signal)
             return; /* the loop rejoins first (unless we are leaving anyway) */
@@ -580,6 +636,8 @@ static int64_t next_wake(const struct agent *a)
     int64_t t = rdzv_wake_ms(a->rdzv);
     t = earliest(t, a->retry_at_ms);
     t = earliest(t, nic_wake_ms(a->nic));
+    if (a->tracker)
+        t = earliest(t, tracker_wake_ms(a->tracker));
     if (a->waiting_since_ms >= 0) {
         t = earliest(t, a->progress_at_ms);
         t = earliest(t, a->waiting_since_ms + a->cfg->join_timeout_ms);
@@ -681,7 +739,7 @@ static void housekeeping(struct agent *a, int64_t now)
 
 void agent_loop(struct agent *a)
 {
-    struct pollfd fds[4 + NIC_POLL_MAX] = {
+    struct pollfd fds[4 + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
         {.fd = a->sigfd, .events = POLLIN},
         {.fd = kv_event_fd(a->kv), .events = POLLIN},
         {.fd = launcher_fd(a->launcher), .events = POLLIN},
@@ -703,12 +761,17 @@ void agent_loop(struct agent *a)
         agent_publish(a);
         int timeout = ea_timeout_until(next_wake(a));
         size_t n_nic = nic_pollfds(a->nic, fds + 4, NIC_POLL_MAX); /* listener, probes */
-        int n = poll(fds, 4 + n_nic, timeout);
+        retire_tracker(a);
+        struct pollfd *tfds = fds + 4 + n_nic;
+        size_t n_trk = a->tracker ? tracker_pollfds(a->tracker, tfds, TRACKER_POLL_MAX) : 0;
+        int n = poll(fds, 4 + n_nic + n_trk, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %s", strerror(errno));
             exit_with(a, AGENT_EXIT_RDZV);
             break;
         }
+        if (n >= 0 && a->tracker) /* also on a timeout: its deadlines */
+            tracker_on_poll(a->tracker, tfds, n_trk, ea_now_ms());
         if (n <= 0)
             continue;
         nic_on_poll(a->nic, fds + 4, n_nic);

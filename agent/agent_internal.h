@@ -22,6 +22,7 @@
 #include "nic.h"
 #include "preempt.h"
 #include "session.h"
+#include "tracker.h"
 
 struct agent {
     const struct cfg *cfg;
@@ -30,6 +31,8 @@ struct agent {
     struct rdzv_session *rdzv;
     struct launcher *launcher;
     struct nic *nic; /* NIC discovery (nic.h); gates the start of each round's workers */
+    struct tracker *tracker; /* the rabit tracker this node serves for its round, or NULL */
+    int tracker_last_port;   /* its port: the next round's never reuses it */
     int sigfd;
     struct preempt preempt;
     struct group group;

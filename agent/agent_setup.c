@@ -217,6 +217,7 @@ static void teardown(struct agent *a)
     group_clear(&a->group);
     launcher_destroy(a->launcher);
     nic_destroy(a->nic);
+    tracker_destroy(a->tracker);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
     if (a->workdir[0])

@@ -123,7 +123,8 @@ const struct opt cfg_opts[] = {
     {"env-style", OPT_STR, OFF(env_style), "torch", 0, 0, NULL, "LIST",
      "worker environment: torch, horovod, dmlc, or several (e.g. torch,horovod)", AGENT},
     {"dmlc-tracker", OPT_STR, OFF(dmlc_tracker), NULL, 0, 0, NULL, "HOST:PORT",
-     "with --env-style dmlc: export DMLC_TRACKER_URI/PORT for an external tracker", AGENT},
+     "with --env-style dmlc: an external rabit tracker for DMLC_TRACKER_URI/PORT (default: the "
+     "agent of group rank 0 serves one every round)", AGENT},
     {"json", OPT_BOOL, OFF(json), "0", 0, 0, NULL, NULL, "print the run as one JSON object",
      CFG_STATUS},
     {"watch", OPT_BOOL, OFF(watch), "0", 0, 0, NULL, NULL,

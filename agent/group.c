@@ -64,7 +64,7 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
         .error_file = w->error_file,
         .topology_file = topo,
         .base_env = s->envp,
-        .dmlc_tracker = g->cfg->dmlc_tracker,
+        .dmlc_tracker = s->dmlc_tracker ? s->dmlc_tracker : g->cfg->dmlc_tracker,
         .ifaces = s->ifaces,
     };
     if (g->cfg->env_style && wenv_parse_styles(g->cfg->env_style, &wp.styles, NULL) < 0)

@@ -50,6 +50,7 @@ struct group_start {
     int master_port;
     char **envp; /* agent environment the workers inherit */
     const char *ifaces; /* NIC discovery's common interfaces ("eth0,eth1"), or NULL */
+    const char *dmlc_tracker; /* the round's built-in rabit tracker "ADDR:PORT", or NULL */
 };
 
 /*

@@ -40,3 +40,11 @@ if(EA_VALGRIND AND NOT EA_SANITIZE)
       ENVIRONMENT "${EA_VALGRIND_ENV}")
   endif()
 endif()
+
+# The runner itself: a check that fails in any position fails its case (selftest.txt).
+add_test(NAME bad_input_runner
+         COMMAND bash -c "out=$(\"$0\" \"$1\"); [[ $out == *'bad_input: 1 passed, 2 failed, 0 skipped'* ]] || { echo \"$out\"; exit 1; }"
+                 ${CMAKE_CURRENT_SOURCE_DIR}/bad_input/run_table.sh
+                 ${CMAKE_CURRENT_SOURCE_DIR}/bad_input/selftest.txt)
+set_tests_properties(bad_input_runner PROPERTIES TIMEOUT 60 LABELS bad_input
+  ENVIRONMENT "${EA_BAD_INPUT_ENV}")

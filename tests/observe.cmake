@@ -22,3 +22,8 @@ add_test(NAME test_completion_man
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_completion_man.sh
                  $<TARGET_FILE:elastic-agent> ${PROJECT_BINARY_DIR})
 set_tests_properties(test_completion_man PROPERTIES TIMEOUT 60)
+# the progress line and `status --watch` on a real terminal (a pty from util-linux `script`)
+add_test(NAME test_tty
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_tty.sh $<TARGET_FILE:elastic-agent>
+                 ${CMAKE_CURRENT_BINARY_DIR}/helpers)
+set_tests_properties(test_tty PROPERTIES TIMEOUT 120 LABELS e2e)

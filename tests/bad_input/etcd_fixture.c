@@ -4,7 +4,7 @@
  *   ea-bad-etcd [--tls] ENVFILE
  * starts one member (with --tls: CA, server and client certificates, client certs required),
  * writes ENVFILE (shell assignments ETCD_ENDPOINTS, ETCD_CACERT, ETCD_CERT, ETCD_KEY, ETCD_DIR,
- * ETCD_METRICS, ETCD_LOG; with --tls, auth tokens live 1 s unused),
+ * ETCD_METRICS, ETCD_LOG; with --tls, auth tokens live 1 s unused; requests up to 8 MiB),
  * then serves commands on stdin, one a line, answering "ok" or "error" on stdout:
  *   restart    kill the member and start it again on its data (recent logins may be replayed)
  * and stops etcd and removes its data at end of input or on SIGTERM/SIGINT.
@@ -22,7 +22,8 @@
 
 int main(int argc, char **argv)
 {
-    struct etcd_harness_opts opts = {.members = 1};
+    /* 8 MiB requests: the table stores states over the agent's 4 MiB limit */
+    struct etcd_harness_opts opts = {.members = 1, .max_request_bytes = 8L << 20};
     int i = 1;
     if (i < argc && strcmp(argv[i], "--tls") == 0) {
         opts.tls = 1;

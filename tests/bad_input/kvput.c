@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * ea-bad-kvput: write one key of a file-backend store, for the bad-input table (etcd cases use
- * etcdctl).  ea-bad-kvput STATE_DIR KEY VALUE_FILE   (VALUE_FILE '-' = standard input)
+ * ea-bad-kvput: write one key of a file-backend store, or of etcd with STATE_DIR 'etcd:ENDPOINTS'
+ * (for values over etcdctl's 2 MiB send limit), for the bad-input table.
+ *   ea-bad-kvput STATE_DIR KEY VALUE_FILE   (VALUE_FILE '-' = standard input)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,8 @@ int main(int argc, char **argv)
     if (!buf)
         return 1;
     struct kv_config cfg = {.backend = "file", .state_dir = argv[1]};
+    if (strncmp(argv[1], "etcd:", 5) == 0)
+        cfg = (struct kv_config){.backend = "etcd", .endpoints = argv[1] + 5};
     struct kv *kv = NULL;
     struct ea_error err = {0};
     int r = kv_open(&cfg, &kv, &err);

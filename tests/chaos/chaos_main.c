@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../helpers/ea_ci.h"
 #include "chaos.h"
 
 #define WORKER EA_HELPERS_DIR "/ea-testworker"
@@ -518,6 +519,9 @@ Test(chaos, episodes)
     int64_t start = ch_now_ms();
     self_check_orphan_scan(r);
     r->netns_ok = r->ns_nodes > 0 && ch_netns_setup(r);
+    /* CI runs as root with iproute2: a chaos run without its partition fault must not pass */
+    cr_assert(r->netns_ok || r->ns_nodes == 0 || !ea_test_in_ci(),
+              "CI: the partition fault needs network namespaces (see the line above)");
     int total_nproc = 0;
     for (int s = 0; s < r->nodes; s++) {
         r->a[s].nproc = ch_rand_range(r, 1, 2);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../helpers/ea_ci.h"
 #include "harness.h"
 #include "netns_harness.h"
 #include "sshd_harness.h"
@@ -53,6 +54,8 @@ static void skip_without_sshd(void)
 {
     char why[256];
     if (!sshd_h_available(why, sizeof(why))) {
+        if (ea_test_in_ci()) /* CI installs sshd: as test_ssh_launcher, fail there */
+            cr_assert_fail("CI (CI=%s): sshd is required: %s", getenv("CI"), why);
         fprintf(stderr, "skipped: %s\n", why);
         cr_skip_test("%s", why);
     }
@@ -364,8 +367,11 @@ static bool wait_line(const struct h_agent *d, long from, const char *a, const c
 Test(driver_ssh, link_down_node_leaves_the_rest_continue_at_min, .timeout = 150)
 {
     two_hosts();
-    if (!in_netns)
+    if (!in_netns) {
+        cr_assert(!ea_test_in_ci() || getenv("EA_TEST_NO_NETNS"),
+                  "CI: network namespaces are required to take a host's link down");
         cr_skip_test("needs network namespaces to take a host's link down");
+    }
     struct h_agent d;
     const char *hl = h_fmt("%s:1,%s:1", addr[0], addr[1]);
     const char *extra[] = {"--hosts",        hl,  "--min",           "1",  "--max", "2",

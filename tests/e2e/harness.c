@@ -247,7 +247,7 @@ bool h_pid_gone(pid_t pid, int timeout_ms)
     if (fd < 0)
         return errno == ESRCH;
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    bool gone = poll(&p, 1, timeout_ms) == 1;
+    bool gone = poll(&p, 1, timeout_ms > 0 ? timeout_ms : 0) == 1; /* never -1: for ever */
     close(fd);
     /* terminated; if it was re-parented to us (the test is a subreaper), reap it */
     if (gone)

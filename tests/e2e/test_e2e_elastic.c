@@ -28,6 +28,12 @@ static struct etcd_harness etcd;
 
 #define W EA_HELPERS_DIR "/ea-testworker"
 
+/* Graceful-leave tests: a lease TTL long enough that its expiry (>= 20 s after the leaver's last
+ * keepalive, sent every TTL/3) cannot pass for a leave within the bound on the survivors' new
+ * round; the leave makes it in ~50 ms (valgrind included, well under 1 s). */
+#define LEAVE_TTL "30"
+#define LEAVE_BOUND_MS 6000
+
 static char dir[256], state[300], envdir[300];
 
 static void setup(void)
@@ -103,6 +109,19 @@ static void wait_round(struct h_agent *a, int n, int round, int timeout_ms)
                   "agent %d never ran round %d", i, round);
 }
 
+/* Every agent of `a` runs `round` within LEAVE_BOUND_MS of t0 (when the leaver got SIGTERM). */
+static void wait_round_after_leave(struct h_agent *a, int n, int round, int64_t t0)
+{
+    for (int i = 0; i < n; i++) {
+        int left = (int)(t0 + LEAVE_BOUND_MS - h_now_ms());
+        cr_assert(h_log_wait(&a[i], h_fmt("round %d ", round), left > 0 ? left : 0),
+                  "agent %d: no round %d within %d ms of the leave (lease TTL %s s)", i, round,
+                  LEAVE_BOUND_MS, LEAVE_TTL);
+    }
+    cr_log_info("leave to round %d on every survivor: %lld ms", round,
+                (long long)(h_now_ms() - t0));
+}
+
 /* The highest ELASTIC_ROUND among the env files. */
 static int latest_round(void)
 {
@@ -167,20 +186,19 @@ Test(elastic, sigkill_one_of_four_survivors_restart_after_the_lease)
     h_agent_wait(&a[3], 1000);
 }
 
+/* Mutation: rdzv_leave() returning 0 at once -> no round 2 within 6 s (lease TTL 30 s). */
 Test(elastic, sigterm_leaves_at_once_without_charging)
 {
     struct h_agent a[3];
-    const char *extra[] = {"--min", "2", "--max", "3", NULL};
+    const char *extra[] = {"--min", "2", "--max", "3", "--lease-ttl", LEAVE_TTL, NULL};
     for (int i = 0; i < 3; i++)
         start(&a[i], h_fmt("n%d", i), extra, record_then_wait());
     wait_round(a, 3, 1, 30000);
     cr_assert_eq(h_wait_files(envdir, "env.", 3, 10000), 3);
-    h_agent_signal(&a[1], SIGTERM);
     int64_t t0 = h_now_ms();
+    h_agent_signal(&a[1], SIGTERM);
     struct h_agent s[2] = {a[0], a[2]};
-    wait_round(s, 2, 2, 10000);
-    cr_log_info("SIGTERM of 1 of 3: survivors restarted after %lld ms",
-                (long long)(h_now_ms() - t0));
+    wait_round_after_leave(s, 2, 2, t0);
     h_expect_exit(&a[1], 143, 10000);
     cr_assert_eq(h_wait_files(envdir, "env.", 5, 10000), 5);
     int world = 0;
@@ -207,20 +225,22 @@ Test(elastic, arrivals_within_settle_make_one_round)
     }
 }
 
+/* Mutation: rdzv_leave() returning 0 at once -> no round 2 within 6 s (lease TTL 30 s). */
 Test(elastic, spare_beyond_max_is_admitted_when_a_member_leaves)
 {
     struct h_agent a[5];
-    const char *extra[] = {"--min", "4", "--max", "4", NULL};
+    const char *extra[] = {"--min", "4", "--max", "4", "--lease-ttl", LEAVE_TTL, NULL};
     for (int i = 0; i < 4; i++)
         start(&a[i], h_fmt("n%d", i), extra, record_then_wait());
     wait_round(a, 4, 1, 30000);
     start(&a[4], "n4", extra, record_then_wait());
     cr_assert(h_log_wait(&a[4], "spare", 10000), "the fifth agent says it is a spare");
     cr_assert_not(h_file_contains(a[4].log, "round 1 "));
+    int64_t t0 = h_now_ms();
     h_agent_signal(&a[0], SIGTERM);
     h_expect_exit(&a[0], 143, 10000);
     struct h_agent rest[4] = {a[1], a[2], a[3], a[4]};
-    wait_round(rest, 4, 2, 10000);
+    wait_round_after_leave(rest, 4, 2, t0);
     release_workers();
     for (int i = 0; i < 4; i++)
         h_expect_exit(&rest[i], 0, 20000);
@@ -310,10 +330,12 @@ Test(elastic, frozen_agent_workers_are_fenced_by_their_guards)
         h_expect_exit(&a[i], 0, 20000);
 }
 
+/* Mutation: rdzv_leave() returning 0 at once -> no round 3 within 6 s (lease TTL 30 s). */
 Test(elastic, max_restarts_0_survives_scale_events)
 {
     struct h_agent a[2], x;
-    const char *extra[] = {"--min", "1", "--max", "3", "--max-restarts", "0", NULL};
+    const char *extra[] = {"--min", "1",           "--max",   "3", "--max-restarts",
+                           "0",     "--lease-ttl", LEAVE_TTL, NULL};
     for (int i = 0; i < 2; i++)
         start(&a[i], h_fmt("n%d", i), extra, record_then_wait());
     wait_round(a, 2, 1, 30000);
@@ -321,9 +343,10 @@ Test(elastic, max_restarts_0_survives_scale_events)
     for (int k = 0; k < 3; k++) { /* 3 joins + 3 leaves = 6 scale events */
         start(&x, h_fmt("x%d", k), extra, record_then_wait());
         wait_round(a, 2, ++round, 20000);
+        int64_t t0 = h_now_ms();
         h_agent_signal(&x, SIGTERM);
+        wait_round_after_leave(a, 2, ++round, t0);
         h_expect_exit(&x, 143, 10000);
-        wait_round(a, 2, ++round, 20000);
     }
     cr_assert(h_log_wait(&a[0], "restarts 0/0, scale events 6", 5000));
     release_workers();
@@ -331,21 +354,24 @@ Test(elastic, max_restarts_0_survives_scale_events)
         h_expect_exit(&a[i], 0, 20000);
 }
 
+/* Mutation: rdzv_leave() returning 0 at once -> no round 2 within 6 s (lease TTL 30 s). */
 Test(elastic, preemption_file_is_a_graceful_leave)
 {
     struct h_agent a[2];
     const char *notice = h_fmt("%s/preempted", dir);
-    const char *extra0[] = {"--min", "1", "--max", "2", NULL};
-    const char *extra1[] = {"--min", "1", "--max", "2", "--preemption-file", notice, NULL};
+    const char *extra0[] = {"--min", "1", "--max", "2", "--lease-ttl", LEAVE_TTL, NULL};
+    const char *extra1[] = {
+        "--min", "1", "--max", "2", "--lease-ttl", LEAVE_TTL, "--preemption-file", notice, NULL};
     start(&a[0], "n0", extra0, record_then_wait());
     start(&a[1], "n1", extra1, record_then_wait());
     wait_round(a, 2, 1, 30000);
+    int64_t t0 = h_now_ms();
     FILE *f = fopen(notice, "w");
     cr_assert(f);
     fclose(f);
+    wait_round_after_leave(a, 1, 2, t0);
     h_expect_exit(&a[1], 143, 10000);
     cr_assert(h_file_contains(a[1].log, "preemption notice"));
-    cr_assert(h_log_wait(&a[0], "round 2 ", 10000));
     release_workers();
     h_expect_exit(&a[0], 0, 20000);
 }

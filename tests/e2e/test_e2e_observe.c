@@ -647,6 +647,79 @@ Test(observe, metrics_pass_promtool)
     h_expect_exit(&a, 0, 20000);
 }
 
+/* GET /metrics until `name` has value `want` (the agent publishes its snapshot after it logs):
+ * true if in time; the last body (for the message) in *ret_body, to be freed. */
+static bool metric_until(int port, const char *name, double want, int timeout_ms, char **ret_body)
+{
+    int64_t deadline = h_now_ms() + timeout_ms;
+    for (;;) {
+        char *body;
+        cr_assert_eq(http_get(port, "/metrics", &body), 200);
+        bool ok = prom_parse(body, name) == want;
+        if (ok || h_now_ms() >= deadline) {
+            *ret_body = body;
+            return ok;
+        }
+        free(body);
+        poll(NULL, 0, 20); /* the next scrape; the deadline bounds the wait */
+    }
+}
+
+static void expect_metric(int port, const char *name, double want)
+{
+    char *body;
+    bool ok = metric_until(port, name, want, 5000, &body);
+    cr_assert(ok, "%s is %g, not %g, 5 s after the event that sets it:\n%s", name,
+              prom_parse(body, name), want, body);
+    free(body);
+}
+
+/*
+ * The counters and gauges that only move on events: a worker failure, another node joining, this
+ * agent frozen past its lease (fenced out) and back, rejoining. Each is read after its event.
+ * Mutations (one at a time): `a->m.worker_failures++;` or `a->m.rejoins++;` (agent/agent.c)
+ * deleted, `m->live_nodes = ...` or `m->max_restarts = ...` set to 0 -> the matching assertion.
+ */
+Test(observe, metrics_follow_failures_joins_and_rejoins)
+{
+    struct h_agent a[2];
+    const char *extra[] = {"--min",          "1",           "--max",       "2",
+                           "--max-restarts", "3",           "--lease-ttl", "1",
+                           "--http",         "127.0.0.1:0", NULL};
+    const char *plain[] = {"--min", "1",           "--max", "2", "--max-restarts",
+                           "3",     "--lease-ttl", "1",     NULL};
+    /* round 1's worker fails; later rounds' workers wait for the go file */
+    const char *cmd[] = {
+        "/bin/sh", "-c",
+        h_fmt("[ \"$ELASTIC_ROUND\" = 1 ] && exit 3; exec %s wait-file %s/go", W, envdir), NULL};
+    start(&a[0], "n0", extra, cmd);
+    int port = port_of(&a[0]);
+    cr_assert(h_log_wait(&a[0], "round 2 ", 20000), "no restart after the failure");
+    expect_metric(port, "elastic_agent_worker_failures_total", 1);
+    expect_metric(port, "elastic_agent_max_restarts", 3);
+    expect_metric(port, "elastic_agent_live_nodes", 1);
+    expect_metric(port, "elastic_agent_rejoins_total", 0);
+
+    start(&a[1], "n1", plain, cmd);
+    cr_assert(h_log_wait(&a[1], "round 3 ", 20000), "n1 never joined a round");
+    expect_metric(port, "elastic_agent_live_nodes", 2);
+
+    /* frozen past its lease: n1 goes on alone (round 4), n0 is fenced out and rejoins */
+    h_agent_signal(&a[0], SIGSTOP);
+    bool lost = h_log_wait(&a[1], "round 4 ", 20000);
+    h_agent_signal(&a[0], SIGCONT);
+    cr_assert(lost, "n1 did not go on without the frozen n0");
+    cr_assert(h_log_wait(&a[0], "rejoined run", 20000), "n0 did not rejoin");
+    expect_metric(port, "elastic_agent_rejoins_total", 1);
+    expect_metric(port, "elastic_agent_worker_failures_total", 1);
+    cr_assert(h_log_wait(&a[0], "round 5 ", 20000), "n0 is not back in a round");
+    expect_metric(port, "elastic_agent_live_nodes", 2);
+
+    release_workers();
+    for (int i = 0; i < 2; i++)
+        h_expect_exit(&a[i], 0, 20000);
+}
+
 Test(observe, http_port_in_use_is_a_usage_error)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -187,6 +187,11 @@ static int start_member(struct etcd_harness *h, int i, const char *state)
         snprintf(ttl, sizeof(ttl), "--auth-token-ttl=%d", h->auth_token_ttl);
         argv[n++] = ttl;
     }
+    char mrb[48];
+    if (h->max_request_bytes > 0) {
+        snprintf(mrb, sizeof(mrb), "--max-request-bytes=%ld", h->max_request_bytes);
+        argv[n++] = mrb;
+    }
     argv[n] = NULL;
     pid_t pid = spawn(argv, m->log);
     if (pid < 0)
@@ -412,6 +417,7 @@ int etcd_harness_start_opts(struct etcd_harness *h, const struct etcd_harness_op
     h->n = nmembers;
     h->tls = o->tls;
     h->auth_token_ttl = o->auth_token_ttl;
+    h->max_request_bytes = o->max_request_bytes;
     const char *tmp = getenv("EA_ETCD_TMPDIR");
     if (!tmp || !tmp[0])
         tmp = getenv("TMPDIR");

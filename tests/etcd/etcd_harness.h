@@ -37,6 +37,7 @@ struct etcd_harness {
     char token[48];
     int tls;            /* clients must use TLS with a client certificate (mTLS) */
     int auth_token_ttl; /* --auth-token-ttl when > 0 */
+    long max_request_bytes;                               /* --max-request-bytes when > 0 */
     char cacert[PATH_MAX], cert[PATH_MAX], key[PATH_MAX]; /* client side, when tls */
     struct etcd_member m[ETCD_HARNESS_MAX];
 };
@@ -45,6 +46,7 @@ struct etcd_harness_opts {
     int members;        /* 1..ETCD_HARNESS_MAX */
     int tls;            /* generate a CA, server and client certs (openssl); require client certs */
     int auth_token_ttl; /* seconds an unused auth token lives (--auth-token-ttl); 0: etcd's 300 */
+    long max_request_bytes; /* etcd's --max-request-bytes; 0: etcd's 1.5 MiB */
 };
 
 /* Start `nmembers` (1..ETCD_HARNESS_MAX) members and wait until every one reports healthy

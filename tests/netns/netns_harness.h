@@ -31,7 +31,7 @@
 bool netns_available(char *why, size_t why_size);
 
 /* Skip the calling criterion test (cr_skip_test, reason printed on stderr) unless
- * netns_available(). Call first in each test (or in the suite init). Also reaps what earlier
+ * netns_available(); in CI (ea_test_in_ci(): $CI set) fail it instead. Call first in each test (or in the suite init). Also reaps what earlier
  * test processes that were killed (criterion timeout, SIGKILL) left behind: see below. */
 void netns_require(void);
 
