@@ -68,8 +68,8 @@ struct sim_node {
 static void report_stats(int fd, int type, int node, int64_t round, int members,
                          const struct rdzv_session *s)
 {
-    struct rec r = {.type = type, .node = node, .round = round, .members = members,
-                    .t_ms = ea_now_ms()};
+    struct rec r = {
+        .type = type, .node = node, .round = round, .members = members, .t_ms = ea_now_ms()};
     if (s) {
         struct rdzv_stats st;
         rdzv_stats_get(s, &st);
@@ -119,8 +119,8 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
     struct sim_node *nodes = calloc((size_t)count, sizeof(*nodes));
     char prefix[160];
     snprintf(prefix, sizeof(prefix), "/elastic/%s/", o->run_id);
-    struct kv_config kc = {.backend = "etcd", .endpoints = o->endpoints,
-                           .request_timeout_ms = 5000};
+    struct kv_config kc = {
+        .backend = "etcd", .endpoints = o->endpoints, .request_timeout_ms = 5000};
     struct ea_error err = {0};
     struct kv *kv = NULL; /* one connection for this process's sessions */
     if (kv_open(&kc, &kv, &err) < 0)
@@ -130,8 +130,11 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         n->id = first + i;
         struct rdzv_config rc = {
             .prefix = prefix,
-            .params = {.min_nodes = o->nodes / 2, .max_nodes = o->nodes, .settle_ms = 1000,
-                       .last_call_ms = 30000, .lease_ttl_ms = o->ttl_ms},
+            .params = {.min_nodes = o->nodes / 2,
+                       .max_nodes = o->nodes,
+                       .settle_ms = 1000,
+                       .last_call_ms = 30000,
+                       .lease_ttl_ms = o->ttl_ms},
             .lease_ttl_ms = o->ttl_ms,
         };
         snprintf(rc.self.node_id, sizeof(rc.self.node_id), "sim-%05d", n->id);
@@ -240,8 +243,8 @@ static int64_t store_revision(const struct opts *o)
 }
 
 struct phase {
-    int seen;         /* nodes that saw a round with `want` members */
-    int64_t commit;   /* time of the write that committed it, 0 until then */
+    int seen;       /* nodes that saw a round with `want` members */
+    int64_t commit; /* time of the write that committed it, 0 until then */
     int64_t last_seen;
     int64_t round;
 };
@@ -263,8 +266,7 @@ struct sim {
 
 /* Read one report (or time out) and account for it; a node's SEEN of a round of `want`
  * members after `min_round` counts for `ph`. */
-static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *ph,
-                    int64_t deadline)
+static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *ph, int64_t deadline)
 {
     struct pollfd p = {.fd = sm->in, .events = POLLIN};
     int64_t left = deadline - ea_now_ms();
@@ -317,8 +319,7 @@ static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *p
 }
 
 /* Read reports until every live node saw a round of `want` members (or the deadline). */
-static int collect(struct sim *sm, int want, int64_t min_round, struct phase *ph,
-                   int64_t deadline)
+static int collect(struct sim *sm, int want, int64_t min_round, struct phase *ph, int64_t deadline)
 {
     while (ph->seen < want) {
         int r = read_one(sm, want, min_round, ph, deadline);
@@ -414,29 +415,53 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000,
-                     .timeout_ms = 120000};
+    struct opts o = {
+        .run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000, .timeout_ms = 120000};
     static const struct option lo[] = {
-        {"endpoints", required_argument, 0, 'e'}, {"nodes", required_argument, 0, 'n'},
-        {"procs", required_argument, 0, 'p'},     {"ttl", required_argument, 0, 't'},
-        {"kill-one", no_argument, 0, 'k'},        {"run-id", required_argument, 0, 'r'},
-        {"timeout", required_argument, 0, 'T'},   {"help", no_argument, 0, 'h'},
+        {"endpoints", required_argument, 0, 'e'},  {"nodes", required_argument, 0, 'n'},
+        {"procs", required_argument, 0, 'p'},      {"ttl", required_argument, 0, 't'},
+        {"kill-one", no_argument, 0, 'k'},         {"run-id", required_argument, 0, 'r'},
+        {"timeout", required_argument, 0, 'T'},    {"help", no_argument, 0, 'h'},
         {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
-        {"max-bytes", required_argument, 0, 'B'}, {0, 0, 0, 0}};
+        {"max-bytes", required_argument, 0, 'B'},  {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
-        case 'e': o.endpoints = optarg; break;
-        case 'n': o.nodes = atoi(optarg); break;
-        case 'p': o.procs = atoi(optarg); break;
-        case 't': o.ttl_ms = (int64_t)(atof(optarg) * 1000); break;
-        case 'k': o.kill_one = true; break;
-        case 'c': o.kill_coord = true; break;
-        case 'P': o.kill_tenth = true; break;
-        case 'B': o.max_bytes = atol(optarg); break;
-        case 'r': o.run_id = optarg; break;
-        case 'T': o.timeout_ms = (int64_t)(atof(optarg) * 1000); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'e':
+            o.endpoints = optarg;
+            break;
+        case 'n':
+            o.nodes = atoi(optarg);
+            break;
+        case 'p':
+            o.procs = atoi(optarg);
+            break;
+        case 't':
+            o.ttl_ms = (int64_t)(atof(optarg) * 1000);
+            break;
+        case 'k':
+            o.kill_one = true;
+            break;
+        case 'c':
+            o.kill_coord = true;
+            break;
+        case 'P':
+            o.kill_tenth = true;
+            break;
+        case 'B':
+            o.max_bytes = atol(optarg);
+            break;
+        case 'r':
+            o.run_id = optarg;
+            break;
+        case 'T':
+            o.timeout_ms = (int64_t)(atof(optarg) * 1000);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (!o.endpoints || o.nodes < 2 || o.procs < 1 || o.procs > o.nodes || o.ttl_ms < 1000) {
@@ -467,8 +492,10 @@ int main(int argc, char **argv)
     }
     close(rep[1]);
     bool *dead = calloc((size_t)o.nodes, sizeof(*dead));
-    struct sim sm = {.in = rep[0], .acct = calloc((size_t)o.nodes, sizeof(*sm.acct)),
-                     .dead = dead, .n_nodes = o.nodes};
+    struct sim sm = {.in = rep[0],
+                     .acct = calloc((size_t)o.nodes, sizeof(*sm.acct)),
+                     .dead = dead,
+                     .n_nodes = o.nodes};
     int64_t rev0 = store_revision(&o), t0 = ea_now_ms();
     for (int p = 0; p < o.procs; p++)
         if (write(ctl[p], "g", 1) != 1)
@@ -517,8 +544,9 @@ int main(int argc, char **argv)
                 const struct node_acct *a = &sm.acct[i];
                 if (!a->coord && a->bytes - a->prev_bytes > (uint64_t)o.max_bytes &&
                     a->prev_bytes) {
-                    fprintf(stderr, "rdzv-sim: %s: node %d received %" PRIu64
-                                    " bytes in the round, more than --max-bytes %ld\n",
+                    fprintf(stderr,
+                            "rdzv-sim: %s: node %d received %" PRIu64
+                            " bytes in the round, more than --max-bytes %ld\n",
                             kills[k].tag, i, a->bytes - a->prev_bytes, o.max_bytes);
                     rc = 1;
                     break;

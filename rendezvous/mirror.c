@@ -79,7 +79,9 @@ static struct rdzv_node *node_decode(struct rdzv_mirror *m, const struct kv_entr
     }
     char msg[EA_ERROR_MSG_MAX + 64];
     snprintf(msg, sizeof(msg), "ignoring node key '%s': %s", e->key,
-             !n ? "out of memory" : nerr.msg[0] ? nerr.msg : "node id does not match the key");
+             !n            ? "out of memory"
+             : nerr.msg[0] ? nerr.msg
+                           : "node id does not match the key");
     if (m->warn)
         m->warn(m->warn_ctx, msg);
     free(n);
@@ -129,9 +131,12 @@ int rdzv_mirror_put(struct rdzv_mirror *m, struct kv_entry *e)
 int rdzv_mirror_put_own(struct rdzv_mirror *m, const char *key, const char *value,
                         int64_t mod_revision, int64_t create_revision, int64_t lease)
 {
-    struct kv_entry e = {.key = (char *)key, .value = (char *)value,
-                         .value_len = strlen(value), .mod_revision = mod_revision,
-                         .create_revision = create_revision, .lease = lease},
+    struct kv_entry e = {.key = (char *)key,
+                         .value = (char *)value,
+                         .value_len = strlen(value),
+                         .mod_revision = mod_revision,
+                         .create_revision = create_revision,
+                         .lease = lease},
                     copy;
     if (kv_entry_copy(&copy, &e) < 0)
         return -ENOMEM;

@@ -137,8 +137,8 @@ static int new_round(const struct rdzv_params *p, const struct rdzv_state *prev,
                      struct rdzv_state *next, struct ea_error *err)
 {
     struct rdzv_state s = {0};
-    if (rdzv_assign(prev, nodes, n_nodes, p->max_nodes, p->rank_by_host, &s.members,
-                    &s.n_members) < 0)
+    if (rdzv_assign(prev, nodes, n_nodes, p->max_nodes, p->rank_by_host, &s.members, &s.n_members) <
+        0)
         return ea_errorf(err, -ENOMEM, "out of memory assigning ranks");
     s.round = (prev ? prev->round : 0) + 1;
     s.status = RDZV_RUNNING;

@@ -144,11 +144,12 @@ static void gather_members(struct rdzv_session *s)
         int chunk = -1;
         if (i < 0)
             r = ea_errorf(&e, -EBADMSG, "key '%s' is missing", key);
-        else if ((r = rdzv_chunk_decode(s->m.keys[i].value, s->m.keys[i].value_len, &round,
-                                        &chunk, &chunks[k], &counts[k], &e)) == 0 &&
+        else if ((r = rdzv_chunk_decode(s->m.keys[i].value, s->m.keys[i].value_len, &round, &chunk,
+                                        &chunks[k], &counts[k], &e)) == 0 &&
                  (round != s->state.round || chunk != k))
-            r = ea_errorf(&e, -EBADMSG, "key '%s' holds chunk %d of round %" PRId64
-                          ", not of round %" PRId64, key, chunk, round, s->state.round);
+            r = ea_errorf(&e, -EBADMSG,
+                          "key '%s' holds chunk %d of round %" PRId64 ", not of round %" PRId64,
+                          key, chunk, round, s->state.round);
     }
     if (r == 0)
         r = rdzv_state_gather(&s->state, chunks, counts, &e);
@@ -234,8 +235,8 @@ static int decode_coord(struct rdzv_session *s, const struct kv_entry *e, int64_
 static int64_t takeover_delay_ms(const struct rdzv_session *s)
 {
     if (s->self_ok && s->have_state && s->self_round == s->state.round)
-        return TAKEOVER_STEP_MS * (s->self.group_rank < TAKEOVER_RANKS ? s->self.group_rank
-                                                                        : TAKEOVER_RANKS);
+        return TAKEOVER_STEP_MS *
+               (s->self.group_rank < TAKEOVER_RANKS ? s->self.group_rank : TAKEOVER_RANKS);
     return TAKEOVER_STEP_MS * (TAKEOVER_RANKS + 1 + (int64_t)((uint64_t)s->slot % 20));
 }
 
@@ -539,8 +540,8 @@ int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t 
     for (size_t i = 0; i < n && r == 0; i++) {
         if (!our_watch(s, ev[i].watch_id))
             continue;
-        s->stats.bytes_received += (ev[i].entry.key ? strlen(ev[i].entry.key) : 0) +
-                                   ev[i].entry.value_len;
+        s->stats.bytes_received +=
+            (ev[i].entry.key ? strlen(ev[i].entry.key) : 0) + ev[i].entry.value_len;
         if (ev[i].type == KV_EVENT_PUT) {
             struct kv_entry copy;
             r = kv_entry_copy(&copy, &ev[i].entry);
@@ -615,14 +616,14 @@ static int refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_erro
 static int commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t now_ms,
                   struct ea_error *err)
 {
-    bool chunks = !s->have_state || next->round != s->state.round ||
-                  next->status == RDZV_WAITING || s->state.status == RDZV_WAITING;
+    bool chunks = !s->have_state || next->round != s->state.round || next->status == RDZV_WAITING ||
+                  s->state.status == RDZV_WAITING;
     int old = s->have_state ? s->state.n_chunks : 0;
     size_t n_put = chunks ? (size_t)next->n_chunks : 0;
     size_t n_del = chunks && old > next->n_chunks ? (size_t)(old - next->n_chunks) : 0;
     size_t n_ops = n_put + n_del + 1;
     struct kv_op *ops = calloc(n_ops, sizeof(*ops));
-    char (*keys)[KEY_MAX] = calloc(n_ops, sizeof(*keys));
+    char(*keys)[KEY_MAX] = calloc(n_ops, sizeof(*keys));
     char **vals = calloc(n_ops, sizeof(*vals));
     int r = ops && keys && vals ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
     for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
@@ -633,8 +634,8 @@ static int commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t
         ops[k].del = k >= n_put;
     }
     if (r == 0 && (r = rdzv_state_encode(next, &vals[n_ops - 1], err)) == 0) {
-        ops[n_ops - 1] = (struct kv_op){.key = s->state_key, .value = vals[n_ops - 1],
-                                        .len = strlen(vals[n_ops - 1])};
+        ops[n_ops - 1] = (struct kv_op){
+            .key = s->state_key, .value = vals[n_ops - 1], .len = strlen(vals[n_ops - 1])};
     }
     struct kv_cmp cmps[2] = {{s->state_key, s->have_state ? s->state_rev : 0},
                              {s->coord_key, s->coord_rev}};
@@ -684,16 +685,15 @@ static int publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_erro
     if (!gathering || ((int)s->n_live == s->gather_pub_live && quorum == s->gather_pub_quorum))
         return 0;
     if (s->gather_pub_live >= 0 && now_ms < s->gather_pub_ms + GATHER_PUBLISH_MS) {
-        s->plan_wake_ms = s->plan_wake_ms < 0 || s->gather_pub_ms + GATHER_PUBLISH_MS <
-                                                     s->plan_wake_ms
-                              ? s->gather_pub_ms + GATHER_PUBLISH_MS
-                              : s->plan_wake_ms;
+        s->plan_wake_ms =
+            s->plan_wake_ms < 0 || s->gather_pub_ms + GATHER_PUBLISH_MS < s->plan_wake_ms
+                ? s->gather_pub_ms + GATHER_PUBLISH_MS
+                : s->plan_wake_ms;
         return 0;
     }
     int64_t last_call = quorum ? s->min_reached_ms + s->cfg.params.last_call_ms - now_ms : -1;
-    struct rdzv_coord c = {.live = (int)s->n_live, .last_call_in_ms = last_call < 0 && quorum
-                                                                          ? 0
-                                                                          : last_call};
+    struct rdzv_coord c = {.live = (int)s->n_live,
+                           .last_call_in_ms = last_call < 0 && quorum ? 0 : last_call};
     snprintf(c.node_id, sizeof(c.node_id), "%s", s->cfg.self.node_id);
     char *json = NULL;
     int r = rdzv_coord_encode(&c, &json, err);
@@ -707,8 +707,8 @@ static int publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_erro
     r = kv_cas(s->kv, s->coord_key, json, strlen(json), s->coord_rev, s->lease, &rev, &cur, err);
     ssize_t ci = rdzv_mirror_find(&s->m, s->coord_key);
     if (r == 0)
-        r = rdzv_mirror_put_own(&s->m, s->coord_key, json,
-                                rev, ci >= 0 ? s->m.keys[ci].create_revision : rev, s->lease);
+        r = rdzv_mirror_put_own(&s->m, s->coord_key, json, rev,
+                                ci >= 0 ? s->m.keys[ci].create_revision : rev, s->lease);
     else if (r == KV_ECONFLICT) {
         ea_error_clear(err);
         if (cur.mod_revision > 0)

@@ -10,9 +10,9 @@
 #include <string.h>
 
 static const char *const status_names[] = {
-    [RDZV_WAITING] = "waiting",   [RDZV_RUNNING] = "running", [RDZV_SUCCEEDED] = "succeeded",
-    [RDZV_FAILED] = "failed",     [RDZV_CLOSED] = "closed",
-    [RDZV_FAILING] = "failing", /* issue 19 */
+    [RDZV_WAITING] = "waiting",     [RDZV_RUNNING] = "running",
+    [RDZV_SUCCEEDED] = "succeeded", [RDZV_FAILED] = "failed",
+    [RDZV_CLOSED] = "closed",       [RDZV_FAILING] = "failing", /* issue 19 */
 };
 
 const char *rdzv_status_name(enum rdzv_status s)
@@ -66,8 +66,8 @@ static int load(const char *json, size_t len, const char *what, size_t max, json
                          what, len, max);
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        return ea_errorf(err, -EBADMSG, "%s is not valid JSON (%s at position %d)", what,
-                         jerr.text, jerr.position);
+        return ea_errorf(err, -EBADMSG, "%s is not valid JSON (%s at position %d)", what, jerr.text,
+                         jerr.position);
     if (!json_is_object(root)) {
         json_decref(root);
         return ea_errorf(err, -EBADMSG, "%s is not a JSON object", what);
@@ -75,12 +75,13 @@ static int load(const char *json, size_t len, const char *what, size_t max, json
     const char *schema = json_string_value(json_object_get(root, "schema"));
     if (schema && strcmp(schema, RDZV_SCHEMA_V1) == 0) {
         json_decref(root);
-        return ea_errorf(err, -EBADMSG,
-                         "%s was written by an older elastic-agent (schema '" RDZV_SCHEMA_V1
-                         "', which sent every member list to every node); this agent speaks '"
-                         RDZV_SCHEMA "': let that run finish with the old agents, or use "
-                         "another --run-id",
-                         what);
+        return ea_errorf(
+            err, -EBADMSG,
+            "%s was written by an older elastic-agent (schema '" RDZV_SCHEMA_V1
+            "', which sent every member list to every node); this agent speaks '" RDZV_SCHEMA
+            "': let that run finish with the old agents, or use "
+            "another --run-id",
+            what);
     }
     if (!schema || strcmp(schema, RDZV_SCHEMA) != 0) {
         int r = ea_errorf(err, -EBADMSG,
@@ -95,8 +96,8 @@ static int load(const char *json, size_t len, const char *what, size_t max, json
 }
 
 /* Copy a string field into a fixed buffer, failing with a message naming it. */
-static int copy_field(char *dst, size_t size, const char *src, const char *what,
-                      const char *field, struct ea_error *err)
+static int copy_field(char *dst, size_t size, const char *src, const char *what, const char *field,
+                      struct ea_error *err)
 {
     if (!src || !src[0] || rdzv_strlcpy(dst, size, src) < 0)
         return ea_errorf(err, -EBADMSG, "%s: field '%s' is missing, empty or too long", what,
@@ -106,16 +107,25 @@ static int copy_field(char *dst, size_t size, const char *src, const char *what,
 
 int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err)
 {
-    json_t *j = json_pack("{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, "
-                          "s:I, s:i}",
-                          "schema", RDZV_SCHEMA, "round", (json_int_t)s->round, "status",
-                          rdzv_status_name(s->status), "members", s->group_world_size, "chunks",
-                          s->n_chunks, "world_size", s->world_size, "restart_count",
-                          s->restart_count, "max_restarts", s->max_restarts, "min", s->min_nodes,
-                          "max", s->max_nodes, "failure_round", (json_int_t)s->failure_round,
-                          "generation", (json_int_t)s->generation, "charge_round",
-                          (json_int_t)s->charge_round, "charge_failed_round",
-                          (json_int_t)s->charge_failed_round, "scale_events", s->scale_events);
+    json_t *j = json_pack(
+        "{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "schema", RDZV_SCHEMA, "round",
+        (json_int_t)s->round, "status", rdzv_status_name(s->status), "members", s->group_world_size,
+        "chunks", s->n_chunks, "world_size", s->world_size, "restart_count", s->restart_count,
+        "max_restarts", s->max_restarts, "min", s->min_nodes, "max", s->max_nodes);
+    /* every node receives this at every commit: the fields that are mostly 0 only when set */
+    const struct {
+        const char *name;
+        json_int_t v;
+    } opt[] = {{"failure_round", s->failure_round},
+               {"generation", s->generation},
+               {"charge_round", s->charge_round},
+               {"charge_failed_round", s->charge_failed_round},
+               {"scale_events", s->scale_events}};
+    for (size_t i = 0; j && i < sizeof(opt) / sizeof(opt[0]); i++)
+        if (opt[i].v && json_object_set_new(j, opt[i].name, json_integer(opt[i].v)) < 0) {
+            json_decref(j);
+            j = NULL;
+        }
     return dump(j, ret_json, err);
 }
 
@@ -131,12 +141,12 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     json_error_t jerr;
     if (json_unpack_ex(root, &jerr, 0,
                        "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i}",
-                       "round", &round, "status", &status, "members", &s.group_world_size,
-                       "chunks", &s.n_chunks, "world_size", &s.world_size, "restart_count",
-                       &s.restart_count, "max_restarts", &s.max_restarts, "min", &s.min_nodes,
-                       "max", &s.max_nodes, "failure_round", &failure_round, "generation",
-                       &generation, "charge_round", &charge, "charge_failed_round",
-                       &charge_failed, "scale_events", &s.scale_events) < 0) {
+                       "round", &round, "status", &status, "members", &s.group_world_size, "chunks",
+                       &s.n_chunks, "world_size", &s.world_size, "restart_count", &s.restart_count,
+                       "max_restarts", &s.max_restarts, "min", &s.min_nodes, "max", &s.max_nodes,
+                       "failure_round", &failure_round, "generation", &generation, "charge_round",
+                       &charge, "charge_failed_round", &charge_failed, "scale_events",
+                       &s.scale_events) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: %s", jerr.text);
         goto out;
     }
@@ -178,8 +188,7 @@ int rdzv_chunk_of(int64_t slot, int n_chunks)
     return n_chunks > 0 ? (int)((uint64_t)slot % (uint64_t)n_chunks) : 0;
 }
 
-int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
-                      struct ea_error *err)
+int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, struct ea_error *err)
 {
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < s->n_members; i++) {
@@ -261,8 +270,8 @@ out:
     return r;
 }
 
-int rdzv_state_gather(struct rdzv_state *s, struct rdzv_member *const *chunks,
-                      const size_t *counts, struct ea_error *err)
+int rdzv_state_gather(struct rdzv_state *s, struct rdzv_member *const *chunks, const size_t *counts,
+                      struct ea_error *err)
 {
     size_t n = (size_t)s->group_world_size;
     struct rdzv_member *m = calloc(n ? n : 1, sizeof(*m));
@@ -276,8 +285,8 @@ int rdzv_state_gather(struct rdzv_state *s, struct rdzv_member *const *chunks,
             if (c->group_rank < 0 || (size_t)c->group_rank >= n || m[c->group_rank].nproc ||
                 rdzv_chunk_of(c->slot, s->n_chunks) != k)
                 r = ea_errorf(err, -EBADMSG,
-                              "assignment: member '%s' (group rank %d) is out of place",
-                              c->node_id, c->group_rank);
+                              "assignment: member '%s' (group rank %d) is out of place", c->node_id,
+                              c->group_rank);
             else {
                 m[c->group_rank] = *c;
                 got++;
@@ -344,14 +353,14 @@ int rdzv_state_find(const struct rdzv_state *s, const char *node_id)
 int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error *err)
 {
     json_t *root = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s}", "schema", RDZV_SCHEMA, "node",
-                             n->node_id, "host", n->host, "addr", n->addr, "nproc", n->nproc,
-                             "pid", (json_int_t)n->pid, "version", EA_VERSION);
+                             n->node_id, "host", n->host, "addr", n->addr, "nproc", n->nproc, "pid",
+                             (json_int_t)n->pid, "version", EA_VERSION);
     if (root && n->probe_port > 0) {
         json_t *ifs = json_array();
         for (size_t i = 0; i < n->n_ifaces && i < RDZV_IFACE_MAX; i++)
-            json_array_append_new(ifs, json_pack("{s:s, s:s, s:i}", "name", n->ifaces[i].name,
-                                                 "addr", n->ifaces[i].addr, "prefix",
-                                                 n->ifaces[i].prefix));
+            json_array_append_new(ifs,
+                                  json_pack("{s:s, s:s, s:i}", "name", n->ifaces[i].name, "addr",
+                                            n->ifaces[i].addr, "prefix", n->ifaces[i].prefix));
         json_object_set_new(root, "ifaces", ifs);
         json_object_set_new(root, "probe_port", json_integer(n->probe_port));
     }
@@ -426,8 +435,8 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
 
 int rdzv_coord_encode(const struct rdzv_coord *c, char **ret_json, struct ea_error *err)
 {
-    return dump(json_pack("{s:s, s:s, s:i, s:I}", "schema", RDZV_SCHEMA, "node", c->node_id,
-                          "live", c->live, "last_call_in_ms", (json_int_t)c->last_call_in_ms),
+    return dump(json_pack("{s:s, s:s, s:i, s:I}", "schema", RDZV_SCHEMA, "node", c->node_id, "live",
+                          c->live, "last_call_in_ms", (json_int_t)c->last_call_in_ms),
                 ret_json, err);
 }
 
@@ -461,8 +470,8 @@ int rdzv_failure_encode(const struct rdzv_failure *f, char **ret_json, struct ea
     return dump(json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s}", "schema",
                           RDZV_SCHEMA, "node", f->node_id, "host", f->host, "rank", f->rank,
                           "local_rank", f->local_rank, "exit_code", f->exit_code, "signal",
-                          f->signal, "pid", (json_int_t)f->pid, "time_ms",
-                          (json_int_t)f->time_ms, "message", f->message),
+                          f->signal, "pid", (json_int_t)f->pid, "time_ms", (json_int_t)f->time_ms,
+                          "message", f->message),
                 ret_json, err);
 }
 
@@ -479,11 +488,10 @@ int rdzv_failure_decode(const char *json, size_t len, struct rdzv_failure *ret,
     json_error_t jerr;
     if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s}", "node",
                        &node, "host", &host, "rank", &f.rank, "local_rank", &f.local_rank,
-                       "exit_code", &f.exit_code, "signal", &f.signal, "pid", &pid, "time_ms",
-                       &t, "message", &msg) < 0)
+                       "exit_code", &f.exit_code, "signal", &f.signal, "pid", &pid, "time_ms", &t,
+                       "message", &msg) < 0)
         r = ea_errorf(err, -EBADMSG, "failure record: %s", jerr.text);
-    else if (!(r = copy_field(f.node_id, sizeof(f.node_id), node, "failure record", "node",
-                              err)) &&
+    else if (!(r = copy_field(f.node_id, sizeof(f.node_id), node, "failure record", "node", err)) &&
              !(r = copy_field(f.host, sizeof(f.host), host, "failure record", "host", err))) {
         /* messages may be long: cut rather than reject */
         snprintf(f.message, sizeof(f.message), "%s", msg);

@@ -65,13 +65,14 @@ static int gather(const char *prefix, const struct kv_entry *entries, size_t n,
         int chunk = -1;
         free(chunks[k]);
         chunks[k] = NULL;
-        if ((r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &chunks[k],
-                                   &counts[k], err)) < 0)
+        if ((r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &chunks[k], &counts[k],
+                                   err)) < 0)
             r = ea_error_wrap(err, r, "key '%s'", e->key);
         else if (round != v->state.round || chunk != (int)k)
-            r = ea_errorf(err, -EBADMSG, "key '%s' holds chunk %d of round %" PRId64
-                          ", the state is at round %" PRId64, e->key, chunk, round,
-                          v->state.round);
+            r = ea_errorf(err, -EBADMSG,
+                          "key '%s' holds chunk %d of round %" PRId64
+                          ", the state is at round %" PRId64,
+                          e->key, chunk, round, v->state.round);
     }
     if (r == 0)
         r = rdzv_state_gather(&v->state, chunks, counts, err);
@@ -129,8 +130,7 @@ static int decode_key(const char *rel, const struct kv_entry *e, struct rdzv_run
             snprintf(v->master, sizeof(v->master), "%s", e->value);
     } else if (v->have_state && strncmp(rel, "done/", 5) == 0) {
         const char *slash = strchr(rel + 5, '/');
-        if (!slash || !parse_round(rel + 5, slash, &round) || round != v->state.round ||
-            !slash[1])
+        if (!slash || !parse_round(rel + 5, slash, &round) || round != v->state.round || !slash[1])
             return 0;
         if (!(v->done[v->n_done] = strdup(slash + 1)))
             return -ENOMEM;
