@@ -294,8 +294,10 @@ static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
     for (size_t i = 0; a && v->have_state && i < v->state.n_members; i++) {
         const struct rdzv_member *m = &v->state.members[i];
         int64_t since = member_since(v, m), joined = member_joined_ms(v, m);
+        /* the assignment carries no address (every node reads it): a live member's record has */
+        const struct rdzv_node *rec = rdzv_run_view_node(v, m->node_id);
         json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:s, s:o, s:o}", "node",
-                              m->node_id, "host", m->host, "addr", m->addr, "group_rank",
+                              m->node_id, "host", m->host, "addr", rec ? rec->addr : "", "group_rank",
                               m->group_rank, "nproc", m->nproc, "rank_first", m->rank_base,
                               "rank_last", m->rank_base + m->nproc - 1, "live",
                               rdzv_run_view_node(v, m->node_id) != NULL, "done",

@@ -195,9 +195,10 @@ int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, st
         const struct rdzv_member *m = &s->members[i];
         if (rdzv_chunk_of(m->slot, s->n_chunks) != chunk)
             continue;
-        /* compact: a node reads its chunk at every round, so every byte counts 32 times */
-        if (json_array_append_new(arr, json_pack("[s, s, s, i, i, i, I]", m->node_id, m->host,
-                                                 m->addr, m->nproc, m->group_rank, m->rank_base,
+        /* compact: a node reads its chunk at every round, so every byte counts 32 times (no
+         * address: group rank 0 publishes the master's, and node records carry the rest) */
+        if (json_array_append_new(arr, json_pack("[s, s, i, i, i, I]", m->node_id, m->host,
+                                                 m->nproc, m->group_rank, m->rank_base,
                                                  (json_int_t)m->slot)) < 0) {
             json_decref(arr);
             arr = NULL;
@@ -238,19 +239,17 @@ int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret
     }
     for (size_t i = 0; i < n; i++) {
         struct rdzv_member *m = &out[i];
-        const char *node = NULL, *host = NULL, *addr = NULL;
+        const char *node = NULL, *host = NULL;
         json_int_t slot = 0;
-        if (json_unpack_ex(json_array_get(arr, i), &jerr, JSON_STRICT, "[s, s, s, i, i, i, I]",
-                           &node, &host, &addr, &m->nproc, &m->group_rank, &m->rank_base,
-                           &slot) < 0) {
+        if (json_unpack_ex(json_array_get(arr, i), &jerr, JSON_STRICT, "[s, s, i, i, i, I]",
+                           &node, &host, &m->nproc, &m->group_rank, &m->rank_base, &slot) < 0) {
             r = ea_errorf(err, -EBADMSG, "assignment chunk %d: member %zu: %s", chunk, i,
                           jerr.text);
             goto out;
         }
         m->slot = slot;
         if ((r = copy_field(m->node_id, sizeof(m->node_id), node, "assignment", "node", err)) ||
-            (r = copy_field(m->host, sizeof(m->host), host, "assignment", "host", err)) ||
-            (r = copy_field(m->addr, sizeof(m->addr), addr, "assignment", "addr", err)))
+            (r = copy_field(m->host, sizeof(m->host), host, "assignment", "host", err)))
             goto out;
         if (m->nproc < 1 || m->group_rank < 0 || m->rank_base < 0 || slot < 0) {
             r = ea_errorf(err, -EBADMSG, "assignment chunk %d: member '%s' has invalid values",
