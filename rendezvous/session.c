@@ -18,6 +18,8 @@
  * not members wait longer, spread by their slot. */
 #define TAKEOVER_STEP_MS 50
 #define TAKEOVER_RANKS 8
+/* A claim the store failed is tried again after this long. */
+#define TAKEOVER_RETRY_MS 500
 /* The coordinator publishes the live count while gathering at most this often. */
 #define GATHER_PUBLISH_MS 1000
 
@@ -734,8 +736,11 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;
-    if (s->takeover_ms >= 0 && now_ms >= s->takeover_ms && (r = claim_coord(s, now_ms, err)) < 0)
+    if (s->takeover_ms >= 0 && now_ms >= s->takeover_ms &&
+        (r = claim_coord(s, now_ms, err)) < 0) {
+        s->takeover_ms = now_ms + TAKEOVER_RETRY_MS; /* the store failed: not in a tight loop */
         return r;
+    }
     if (!s->is_coord)
         return 0;
     if ((r = become_full(s, now_ms, err)) < 0 || (r = ensure_nodes(s, err)) < 0)
