@@ -121,7 +121,8 @@ const struct opt cfg_opts[] = {
     {"iface", OPT_STR, OFF(iface), NULL, 0, 0, NULL, "NAME,...",
      "only consider these network interfaces", AGENT},
     {"env-style", OPT_STR, OFF(env_style), "torch", 0, 0, NULL, "LIST",
-     "worker environment: torch, horovod, dmlc, or several (e.g. torch,horovod)", AGENT},
+     "worker environment: torch, horovod, dmlc, or several (e.g. torch,horovod); horovod costs "
+     "O(N) per node per round (cross ranks need every member)", AGENT},
     {"dmlc-tracker", OPT_STR, OFF(dmlc_tracker), NULL, 0, 0, NULL, "HOST:PORT",
      "with --env-style dmlc: an external rabit tracker for DMLC_TRACKER_URI/PORT (default: the "
      "agent of group rank 0 serves one every round)", AGENT},
