@@ -461,3 +461,65 @@ Test(plan, rank_order_host_sorts_the_chosen_members_by_host)
     }
     free(m);
 }
+
+/* The fleet-scale layout (issue 18): a round of 10,000 nodes, then one with 1,000 of them gone
+ * (every tenth) and 500 newcomers. Survivors keep their relative order, newcomers follow by
+ * arrival, ranks are contiguous, the commit record names ⌈N/32⌉ chunks and each chunk holds
+ * 31-33 members (the slots of a cold start are consecutive create_revisions). Mutation checked:
+ * node_by_id() in rdzv_assign() finding nobody (survivors taken as newcomers) -> order fails. */
+Test(plan, fleet_assignment_in_chunks)
+{
+    enum { N = 10000, NEW = 500 };
+    struct rdzv_node *big = calloc(N + NEW, sizeof(*big));
+    cr_assert_not_null(big);
+    for (int i = 0; i < N + NEW; i++) {
+        snprintf(big[i].node_id, sizeof(big[i].node_id), "node-%05d", (i * 7919) % (N + NEW));
+        snprintf(big[i].host, sizeof(big[i].host), "host-%05d", i);
+        big[i].nproc = 1 + i % 2;
+        big[i].create_revision = 1000 + i;
+    }
+    struct rdzv_params p = {.min_nodes = 1, .max_nodes = N + NEW, .max_restarts = 0};
+    struct rdzv_view v = {.nodes = big, .n_nodes = N, .min_reached_ms = 0};
+    struct rdzv_state s1 = {0}, s2 = {0};
+    int64_t wake;
+    cr_assert_eq(rdzv_plan(&p, &v, &s1, &wake, NULL), 1);
+    cr_assert_eq(s1.group_world_size, N);
+    cr_assert_eq(s1.n_chunks, (N + 31) / 32);
+    int count[313] = {0};
+    for (int i = 0; i < N; i++)
+        count[rdzv_chunk_of(s1.members[i].slot, s1.n_chunks)]++;
+    for (int k = 0; k < s1.n_chunks; k++)
+        cr_assert(count[k] >= 31 && count[k] <= 33, "chunk %d holds %d members", k, count[k]);
+    /* every tenth node leaves; 500 arrive. The survivors rejoined in reverse (their node keys'
+     * create_revisions now run backwards), so arrival order is not their old order. */
+    struct rdzv_node *live = calloc(N + NEW, sizeof(*live)),
+                     *want = calloc(N + NEW, sizeof(*want));
+    size_t n = 0;
+    for (int i = 0; i < N + NEW; i++)
+        if (i >= N || i % 10 != 0) {
+            want[n] = big[i];
+            want[n].create_revision = i < N ? 100000 - i : 200000 + i;
+            n++;
+        }
+    for (size_t i = 0; i < n; i++) /* the view lists nodes by create_revision */
+        live[i] = want[i < n - NEW ? n - NEW - 1 - i : i];
+    v = (struct rdzv_view){.state = &s1, .nodes = live, .n_nodes = n, .now_ms = 1,
+                           .min_reached_ms = 0, .last_arrival_ms = -100000};
+    cr_assert_eq(rdzv_plan(&p, &v, &s2, &wake, NULL), 1);
+    cr_assert_eq(s2.group_world_size, (int)n);
+    cr_assert_eq(s2.round, 2);
+    int base = 0;
+    for (size_t i = 0; i < s2.n_members; i++) {
+        cr_assert_eq(s2.members[i].group_rank, (int)i);
+        cr_assert_eq(s2.members[i].rank_base, base);
+        base += s2.members[i].nproc;
+        /* the first 9,000 are the survivors in their old order, then the newcomers */
+        cr_assert_str_eq(s2.members[i].node_id, want[i].node_id, "member %zu", i);
+    }
+    cr_assert_eq(s2.world_size, base);
+    rdzv_state_clear(&s1);
+    rdzv_state_clear(&s2);
+    free(big);
+    free(live);
+    free(want);
+}
