@@ -173,6 +173,10 @@ static int open_all(struct agent *a)
     }
     if (strcmp(lc.name, "ssh") == 0)
         log_info("workers run on host '%s' (%s) over ssh", c->host, a->addr);
+    if (hb_create(c->heartbeat_timeout_ms, c->startup_timeout_ms, &a->hb, &err) < 0) {
+        log_error("%s", err.msg);
+        return AGENT_EXIT_RDZV;
+    }
     a->group.launcher = a->launcher;
     a->group.cfg = c;
     a->group.workdir = a->workdir;
@@ -216,6 +220,7 @@ static void teardown(struct agent *a)
     group_clear(&a->group);
     launcher_destroy(a->launcher);
     nic_destroy(a->nic);
+    hb_destroy(a->hb);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
     if (a->workdir[0])
@@ -231,6 +236,7 @@ int agent_run(const struct cfg *cfg, char **envp)
                       .waiting_since_ms = -1,
                       .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
                       .last_generation_logged = -1, .parent = getppid()};
+    ph_init(&a.ph);
     log_init(cfg->log_level, cfg->node_id);
     bool json_log = strcmp(cfg->log_format, "json") == 0;
     if (json_log)

@@ -49,6 +49,7 @@ struct group_start {
     int master_port;
     char **envp; /* agent environment the workers inherit */
     const char *ifaces; /* NIC discovery's common interfaces ("eth0,eth1"), or NULL */
+    const char *heartbeat_dir; /* hang detection: workers beat <dir>/rank_<rank>; or NULL */
 };
 
 /*
