@@ -38,7 +38,8 @@ static void recovery_done(struct agent *a)
         events_emit(a->events, "recovery", r->round, a->group.generation, "O", o);
     }
     json_decref(o);
-    if (json && rdzv_my_index(a->rdzv) == 0) {
+    /* a cold start is no recovery: its phases are in the event and the histograms only */
+    if (json && rdzv_my_index(a->rdzv) == 0 && strcmp(r->cause, "first") != 0) {
         struct ea_error err = {0};
         if (rdzv_publish_round_key(a->rdzv, r->round, "recovery", json, &err) < 0)
             log_debug("could not publish round %" PRId64 "'s recovery record: %s", r->round,

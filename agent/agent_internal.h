@@ -75,7 +75,7 @@ struct agent {
     struct hb *hb;          /* hang detection; NULL when off */
     struct ph ph;           /* per-phase recovery clock */
     int64_t ph_round;       /* last round seen committed with this node in it */
-    struct preflight *pf;   /* --preflight; NULL when off */
+    struct pf *pf;          /* --preflight (health/preflight.h); NULL when off */
 };
 
 /* Run the event loop until a->exiting (agent.c). */
@@ -102,6 +102,10 @@ void agent_health_observe(struct agent *a, const struct rdzv_state *s, int64_t g
 int agent_health_tick(struct agent *a, int64_t now, struct hb_hang *ret);
 /* Next monotonic wake-up the health checks need, -1 none. */
 int64_t agent_health_wake_ms(const struct agent *a);
+
+/* agent_preflight.c: run --preflight until it passes (0), holding the node out meanwhile; an
+ * exit code when interrupted or when the check cannot be set up. */
+int agent_preflight_gate(struct agent *a);
 
 /* Emit an event about the run's current round (events.h); a no-op without an event stream. */
 void agent_emit(struct agent *a, const char *name, const char *fmt, ...);

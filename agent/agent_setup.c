@@ -18,6 +18,7 @@
 #include "ea_time.h"
 #include "hostsel.h"
 #include "log.h"
+#include "preflight.h"
 #include "workdir.h"
 
 /* ---- set-up and tear-down ----------------------------------------------------------------- */
@@ -218,6 +219,7 @@ static void teardown(struct agent *a)
     http_stop(a->http);
     events_close(a->events);
     group_clear(&a->group);
+    pf_destroy(a->pf); /* before the launcher it runs on */
     launcher_destroy(a->launcher);
     nic_destroy(a->nic);
     hb_destroy(a->hb);
@@ -282,6 +284,8 @@ int agent_run(const struct cfg *cfg, char **envp)
         log_info("preemption notice '%s' already present: not joining", a.preempt.path);
         code = 128 + SIGTERM;
     }
+    if (code == 0)
+        code = agent_preflight_gate(&a);
     if (code == 0)
         code = join(&a);
     if (code == 0) {
