@@ -19,6 +19,7 @@
 #include "agent_internal.h"
 #include "ea_time.h"
 #include "log.h"
+#include "preflight.h"
 #include "report.h"
 
 static void exit_with(struct agent *a, int code);
@@ -385,7 +386,8 @@ static void reconcile(struct agent *a)
         enum lc_action action = lc_decide(&in);
         if (action == LC_NOTHING)
             return;
-        if ((action == LC_PUBLISH_MASTER || action == LC_START_WORKERS) && !nic_ok)
+        if ((action == LC_PUBLISH_MASTER || action == LC_START_WORKERS) &&
+            (!nic_ok || !agent_preflight_round(a, gen)))
             return;
         log_debug("lifecycle: %s", lc_action_name(action));
         act(a, action, s, gen);
@@ -435,8 +437,10 @@ void agent_on_worker_exits(struct agent *a)
     }
     for (size_t i = 0; i < n; i++) {
         struct group_worker *w = group_on_exit(&a->group, &ex[i]);
-        if (!w)
+        if (!w) {
+            pf_on_exit(a->pf, &ex[i]); /* --preflight-every-round's check */
             continue;
+        }
         bool ok = w->exit_code == 0 && w->term_signal == 0;
         hb_forget(a->hb, w->local_rank, ea_now_ms());
         events_emit(a->events, "worker_exited", a->group.round, a->group.generation,
@@ -585,6 +589,7 @@ static int64_t next_wake(const struct agent *a)
     t = earliest(t, a->retry_at_ms);
     t = earliest(t, nic_wake_ms(a->nic));
     t = earliest(t, agent_health_wake_ms(a));
+    t = earliest(t, pf_wake_ms(a->pf));
     if (a->waiting_since_ms >= 0) {
         t = earliest(t, a->progress_at_ms);
         t = earliest(t, a->waiting_since_ms + a->cfg->join_timeout_ms);
@@ -715,6 +720,7 @@ void agent_loop(struct agent *a)
         housekeeping(a, now);
         fence_refresh(a, now);
         check_hang(a, now);
+        pf_tick(a->pf, now);
         agent_publish(a); /* before acting, so a round's events precede its workers' */
         if (a->exiting)
             break;

@@ -76,6 +76,9 @@ struct agent {
     struct ph ph;           /* per-phase recovery clock */
     int64_t ph_round;       /* last round seen committed with this node in it */
     struct pf *pf;          /* --preflight (health/preflight.h); NULL when off */
+    bool pf_fresh;          /* passed at join: good for the first round */
+    bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
+    int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
 };
 
 /* Run the event loop until a->exiting (agent.c). */
@@ -106,6 +109,10 @@ int64_t agent_health_wake_ms(const struct agent *a);
 /* agent_preflight.c: run --preflight until it passes (0), holding the node out meanwhile; an
  * exit code when interrupted or when the check cannot be set up. */
 int agent_preflight_gate(struct agent *a);
+/* --preflight-every-round: may the workers of generation `gen` start here? Runs the check once
+ * per round (not again for the first round after the gate); false while it runs; a failure
+ * ends the loop with a->pf_out (agent_run leaves, holds the node out and rejoins). */
+bool agent_preflight_round(struct agent *a, int64_t gen);
 
 /* Emit an event about the run's current round (events.h); a no-op without an event stream. */
 void agent_emit(struct agent *a, const char *name, const char *fmt, ...);

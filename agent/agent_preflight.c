@@ -121,6 +121,7 @@ int agent_preflight_gate(struct agent *a)
         }
         if (pf_state(a->pf) == PF_PASSED) {
             log_info("preflight check passed (%.1f s)", (double)pf_duration_ms(a->pf) / 1000.0);
+            a->pf_fresh = true;
             events_emit(a->events, "preflight", 0, 0, "{s:b, s:f}", "ok", 1, "seconds",
                         (double)pf_duration_ms(a->pf) / 1000.0);
             held_clear(a, &h);
@@ -139,5 +140,40 @@ int agent_preflight_gate(struct agent *a)
             held_clear(a, &h);
             return code;
         }
+    }
+}
+
+bool agent_preflight_round(struct agent *a, int64_t gen)
+{
+    if (!a->pf || !a->cfg->preflight_every_round || a->pf_gen == gen)
+        return true;
+    if (a->pf_fresh) {
+        a->pf_fresh = false;
+        a->pf_gen = gen;
+        return true;
+    }
+    if (a->pf_run_gen != gen) {
+        if (pf_state(a->pf) == PF_RUNNING)
+            return false; /* one for an older round: wait for it, then check for this one */
+        a->pf_run_gen = gen;
+        log_info("preflight check before this node's workers of generation %" PRId64 " start",
+                 gen);
+        pf_start(a->pf, ea_now_ms());
+    }
+    switch (pf_state(a->pf)) {
+    case PF_PASSED:
+        a->pf_gen = gen;
+        return true;
+    case PF_FAILED:
+        log_error("preflight check '%s' failed before a round: %s; leaving run '%s' until it "
+                  "passes",
+                  a->cfg->preflight, pf_reason(a->pf), a->cfg->run_id);
+        events_emit(a->events, "preflight", 0, gen, "{s:b, s:f, s:s}", "ok", 0, "seconds",
+                    (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
+        a->pf_out = a->exiting = true;
+        a->pf_run_gen = 0;
+        return false;
+    default:
+        return false;
     }
 }

@@ -284,11 +284,12 @@ int agent_run(const struct cfg *cfg, char **envp)
         log_info("preemption notice '%s' already present: not joining", a.preempt.path);
         code = 128 + SIGTERM;
     }
-    if (code == 0)
+    while (code == 0) { /* again after --preflight-every-round took the node out */
         code = agent_preflight_gate(&a);
-    if (code == 0)
-        code = join(&a);
-    if (code == 0) {
+        if (code == 0)
+            code = join(&a);
+        if (code != 0)
+            break;
         a.joined = true;
         a.rdzv_since_ms = ea_now_ms();
         agent_emit(&a, "joined", "{s:s, s:i, s:i, s:i, s:s}", "backend", cfg->backend,
@@ -300,6 +301,15 @@ int agent_run(const struct cfg *cfg, char **envp)
                  cfg->max_nodes);
         agent_loop(&a);
         code = a.exit_code;
+        if (!a.pf_out)
+            break;
+        struct ea_error lerr = {0}; /* out until the check passes: the others go on without us */
+        if (rdzv_leave(a.rdzv, &lerr) < 0)
+            log_warn("leaving the run: %s", lerr.msg);
+        agent_emit(&a, "left", "{s:s}", "reason", "preflight");
+        a.pf_out = a.exiting = a.joined = false;
+        a.state = LC_IDLE;
+        code = 0;
     }
     a.exit_code = code;
     teardown(&a);

@@ -8,6 +8,7 @@
  * Waits are on log lines and files (inotify) and pidfds with deadlines, never sleeps.
  */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,4 +168,87 @@ Test(health, pytorch_rank_that_stops_beating_is_restarted_within_6_s, .timeout =
     cr_assert(strstr(st, "(round 2, hang)"), "status: %s", st);
     cr_assert(h_file_contains(events, "\"event\":\"recovery\""), "no recovery event");
     cr_assert(h_file_contains(events, "\"cause\":\"hang\""), "no recovery caused by the hang");
+}
+
+/* ---- --preflight ----------------------------------------------------------------------- */
+
+/* mutation: agent_preflight_gate() returning 0 at once → the node joins while the check fails */
+Test(health, failing_preflight_keeps_the_node_out_until_it_passes)
+{
+    struct h_agent a;
+    const char *check = h_fmt("test -e %s/ok || { echo 'checking %s'; echo 'no ok file' >&2; "
+                              "exit 7; }",
+                              dir, dir);
+    const char *extra[] = {"--preflight", check, "--preflight-cooldown", "0.5", NULL};
+    const char *cmd[] = {"true", NULL};
+    start(&a, "n0", extra, cmd);
+    cr_assert(h_log_wait(&a, "failed: exit code 7: checking", 20000), "no failed check logged");
+    cr_assert(h_file_contains(a.log, "no ok file; this node stays out of run 'hb'"));
+    const char *st = status_text();
+    cr_assert(strstr(st, "held out by --preflight:\n  n0 (since "), "status: %s", st);
+    cr_assert(strstr(st, "exit code 7: checking"), "status: %s", st);
+    cr_assert(strstr(st, "live nodes    0"), "the held node joined: %s", st);
+    cr_assert_not(h_file_contains(a.log, "joined run"));
+    /* the check passes from now on: the node joins at the next try and the run succeeds */
+    FILE *f = fopen(h_fmt("%s/ok", dir), "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert(h_log_wait(&a, "preflight check passed", 10000));
+    h_expect_exit(&a, 0, 20000);
+    cr_assert(h_file_contains(a.log, "joined run"));
+    st = status_text();
+    cr_assert_null(strstr(st, "held out"), "still held after passing: %s", st);
+}
+
+/* mutation: pf_tick() never stopping the check → no timeout, the check's sleep stays alive */
+Test(health, hanging_preflight_is_killed_and_counts_as_failed)
+{
+    struct h_agent a;
+    const char *pidfile = h_fmt("%s/check.pid", dir);
+    const char *check = h_fmt("echo $$ > %s; echo 'probing the GPU'; exec sleep 120", pidfile);
+    const char *extra[] = {"--preflight", check, "--preflight-timeout", "1",
+                           "--preflight-cooldown", "60", NULL};
+    const char *cmd[] = {"true", NULL};
+    start(&a, "n0", extra, cmd);
+    cr_assert(h_log_wait(&a, "failed: timed out after 1.0 s (--preflight-timeout), killed: "
+                             "probing the GPU",
+                         20000));
+    pid_t pid = h_read_pid(pidfile);
+    cr_assert_gt(pid, 0);
+    cr_assert(h_pid_gone(pid, 5000), "the hanging check (pid %d) was not killed", (int)pid);
+    const char *st = status_text();
+    cr_assert(strstr(st, "timed out after 1.0 s"), "status: %s", st);
+    h_agent_signal(&a, SIGTERM);
+    h_expect_exit(&a, 143, 10000);
+    st = status_text();
+    cr_assert_null(strstr(st, "held out"), "held after the agent left: %s", st);
+}
+
+/* mutation: agent_preflight_round() always true → n1 runs round 2 instead of leaving */
+Test(health, preflight_every_round_takes_a_sick_node_out_and_back)
+{
+    struct h_agent a[2];
+    /* n1's worker fails once and makes n1 sick; n0's waits for that, then succeeds */
+    const char *work = h_fmt("if [ \"$ELASTIC_NODE_ID\" = n1 ] && [ ! -e %s/m1 ]; then "
+                             "touch %s/m1 %s/sick; exit 1; fi; "
+                             "while [ ! -e %s/m1 ]; do sleep 0.05; done",
+                             dir, dir, dir, dir);
+    const char *cmd[] = {"sh", "-c", work, NULL};
+    const char *x0[] = {"--min", "1", "--max", "2", "--settle", "1", "--max-restarts", "3",
+                        "--preflight", "true", "--preflight-every-round", NULL};
+    const char *x1[] = {"--min", "1", "--max", "2", "--settle", "1", "--max-restarts", "3",
+                        "--preflight", h_fmt("! test -e %s/sick || { echo 'node is sick'; exit 4; }", dir),
+                        "--preflight-every-round", "--preflight-cooldown", "0.5", NULL};
+    start(&a[0], "n0", x0, cmd);
+    start(&a[1], "n1", x1, cmd);
+    cr_assert(h_log_wait(&a[1], "failed before a round: exit code 4: node is sick", 30000),
+              "n1 did not fail its check before round 2");
+    h_expect_exit(&a[0], 0, 30000); /* the run went on without n1 */
+    cr_assert(h_log_wait(&a[1], "this node stays out of run 'hb'", 10000));
+    const char *st = status_text();
+    cr_assert(strstr(st, "n1 (since ") && strstr(st, "exit code 4: node is sick"), "status: %s",
+              st);
+    cr_assert_eq(unlink(h_fmt("%s/sick", dir)), 0);
+    h_expect_exit(&a[1], 0, 20000); /* back in: finds the run succeeded */
+    cr_assert(h_file_contains(a[1].log, "preflight check passed"));
 }
