@@ -101,7 +101,8 @@ Test(health, beats_that_keep_coming_keep_a_slow_step_alive)
     cr_assert_not(h_file_contains(a.log, "hung"), "a false hang");
 }
 
-/* The shell form and the variable: without the option no worker sees ELASTIC_HEARTBEAT_FILE. */
+/* Without the option no worker sees ELASTIC_HEARTBEAT_FILE, not even an inherited one.
+ * mutation: ELASTIC_HEARTBEAT_FILE left out of workerenv.c's owned names → the worker exits 1 */
 Test(health, no_heartbeat_file_when_off)
 {
     struct h_agent a;

@@ -22,6 +22,7 @@ static void hang_round(struct ph *p)
     cr_assert(ph_ready(p, 3600));
 }
 
+/* mutation: ph_detect() letting a later mark replace the first → detect 5.005 s, not 5.0 s */
 Test(phases, a_hang_round_has_all_four_phases)
 {
     struct ph p;
@@ -40,6 +41,7 @@ Test(phases, a_hang_round_has_all_four_phases)
         cr_assert_eq(p.hist[i].count, 1);
 }
 
+/* mutation: ph_committed() not falling back to since_wall → no rendezvous phase */
 Test(phases, a_cold_start_has_no_detect_and_without_heartbeats_no_ready)
 {
     struct ph p;
@@ -56,6 +58,7 @@ Test(phases, a_cold_start_has_no_detect_and_without_heartbeats_no_ready)
     cr_assert_eq(p.hist[PH_SPAWN].count, 1);
 }
 
+/* mutation: ph_detect_remote() ignoring the key → cause "first", no detect phase */
 Test(phases, another_nodes_detect_key_is_used_and_round_trips)
 {
     struct ph p;
@@ -98,7 +101,7 @@ static int promtool(const char *text, char *out, size_t size)
     return st;
 }
 
-/* mutation: ph_render_metrics printing le="+Inf" before the finite buckets → promtool fails */
+/* mutation: ph_render_metrics printing le=0.005 unquoted → promtool cannot parse it */
 Test(phases, the_phase_histograms_pass_promtool)
 {
     struct ph p;
