@@ -108,19 +108,19 @@ void hview_print_text(FILE *out, const struct hview *v)
 
 void hview_add_json(json_t *o, const struct hview *v)
 {
-    if (v->n_held == 0 && !v->have_recovery)
-        return; /* the fields appear once there is something to say */
-    json_t *held = json_array();
-    for (size_t i = 0; held && i < v->n_held; i++)
-        json_array_append_new(held, json_pack("{s:s, s:s, s:I}", "node", v->held[i].node,
-                                              "reason", v->held[i].reason, "since_ms",
-                                              (json_int_t)v->held[i].since_ms));
-    json_object_set_new(o, "held", held ? held : json_null());
-    json_t *rec = NULL;
+    /* each field appears once there is something to say */
+    if (v->n_held) {
+        json_t *held = json_array();
+        for (size_t i = 0; held && i < v->n_held; i++)
+            json_array_append_new(held, json_pack("{s:s, s:s, s:I}", "node", v->held[i].node,
+                                                  "reason", v->held[i].reason, "since_ms",
+                                                  (json_int_t)v->held[i].since_ms));
+        json_object_set_new(o, "held", held ? held : json_null());
+    }
     if (v->have_recovery) {
         char *s = ph_record_json(&v->recovery);
-        rec = s ? json_loads(s, 0, NULL) : NULL;
+        json_t *rec = s ? json_loads(s, 0, NULL) : NULL;
         free(s);
+        json_object_set_new(o, "last_recovery", rec ? rec : json_null());
     }
-    json_object_set_new(o, "last_recovery", rec ? rec : json_null());
 }

@@ -36,8 +36,8 @@ void hview_clear(struct hview *v);
 
 /* Lines for the status table ("last recovery ...", "held out ..."); nothing when empty. */
 void hview_print_text(FILE *out, const struct hview *v);
-/* Add "held" (array of {node, reason, since_ms}) and "last_recovery" (object or null) to o;
- * neither while there are no held nodes and no recovery record. */
+/* Add "held" (array of {node, reason, since_ms}) when a node is held, and "last_recovery" (the
+ * phases object) when a round has a record. */
 void hview_add_json(json_t *o, const struct hview *v);
 
 /* The value of a held/<node-id> key. */

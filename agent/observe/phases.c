@@ -162,7 +162,7 @@ char *ph_record_json(const struct ph_record *r)
                           "cause", r->cause, "detect_s", num_or_null(r->s[PH_DETECT]),
                           "rendezvous_s", num_or_null(r->s[PH_RENDEZVOUS]), "spawn_s",
                           num_or_null(r->s[PH_SPAWN]), "ready_s", num_or_null(r->s[PH_READY]));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(o);
     return s;
 }
