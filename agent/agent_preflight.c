@@ -105,8 +105,8 @@ int agent_preflight_gate(struct agent *a)
     if (!c->preflight)
         return 0;
     struct ea_error err = {0};
-    if (!a->pf && pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->workdir,
-                            a->envp, &a->pf, &err) < 0) {
+    if (!a->pf && pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->workdir, a->envp,
+                            &a->pf, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_RDZV;
     }
@@ -156,8 +156,7 @@ bool agent_preflight_round(struct agent *a, int64_t gen)
         if (pf_state(a->pf) == PF_RUNNING)
             return false; /* one for an older round: wait for it, then check for this one */
         a->pf_run_gen = gen;
-        log_info("preflight check before this node's workers of generation %" PRId64 " start",
-                 gen);
+        log_info("preflight check before this node's workers of generation %" PRId64 " start", gen);
         pf_start(a->pf, ea_now_ms());
     }
     switch (pf_state(a->pf)) {

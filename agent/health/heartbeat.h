@@ -21,9 +21,9 @@ struct hb;
 /* A rank that missed its deadline. */
 struct hb_hang {
     int local_rank, rank;
-    bool first;          /* it never beat: the startup timeout */
-    int64_t silent_ms;   /* since its last beat (or its start) */
-    char message[256];   /* "rank 3 hung: no heartbeat for 60 s (last: step 1234)" */
+    bool first;        /* it never beat: the startup timeout */
+    int64_t silent_ms; /* since its last beat (or its start) */
+    char message[256]; /* "rank 3 hung: no heartbeat for 60 s (last: step 1234)" */
 };
 
 /* Create the monitor; *ret is NULL (off, nothing to free) when both timeouts are 0.

@@ -7,7 +7,7 @@
 #include <string.h>
 
 const double ph_buckets[PH_N_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                         1,     2.5,  5,     10,   30,  60,  300};
+                                         1,     2.5,  5,     10,   30,  60,   300};
 
 static const char *const names[PH_N] = {"detect", "rendezvous", "spawn", "ready"};
 
@@ -51,8 +51,9 @@ void ph_detect_remote(struct ph *p, const char *json)
     json_t *o = json_loads(json, 0, NULL);
     json_int_t fault = -1, detected = -1;
     const char *cause = NULL;
-    if (o && json_unpack(o, "{s:I, s:I, s:s}", "fault_ms", &fault, "detected_ms", &detected,
-                         "cause", &cause) == 0 &&
+    if (o &&
+        json_unpack(o, "{s:I, s:I, s:s}", "fault_ms", &fault, "detected_ms", &detected, "cause",
+                    &cause) == 0 &&
         detected > 0)
         ph_detect(p, fault, detected, cause);
     json_decref(o);
@@ -158,10 +159,10 @@ static json_t *num_or_null(double s)
 
 char *ph_record_json(const struct ph_record *r)
 {
-    json_t *o = json_pack("{s:I, s:s, s:o, s:o, s:o, s:o}", "round", (json_int_t)r->round,
-                          "cause", r->cause, "detect_s", num_or_null(r->s[PH_DETECT]),
-                          "rendezvous_s", num_or_null(r->s[PH_RENDEZVOUS]), "spawn_s",
-                          num_or_null(r->s[PH_SPAWN]), "ready_s", num_or_null(r->s[PH_READY]));
+    json_t *o = json_pack("{s:I, s:s, s:o, s:o, s:o, s:o}", "round", (json_int_t)r->round, "cause",
+                          r->cause, "detect_s", num_or_null(r->s[PH_DETECT]), "rendezvous_s",
+                          num_or_null(r->s[PH_RENDEZVOUS]), "spawn_s", num_or_null(r->s[PH_SPAWN]),
+                          "ready_s", num_or_null(r->s[PH_READY]));
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(o);
     return s;

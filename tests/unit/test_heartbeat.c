@@ -111,11 +111,11 @@ static int parse(const char *const *args, struct ea_error *err)
 Test(hb, health_options_are_checked)
 {
     struct ea_error err = {0};
-    const char *ok[] = {"--worker-heartbeat-timeout", "5", "--preflight", "true",
-                        "--preflight-every-round", "--", "true", NULL};
+    const char *ok[] = {"--worker-heartbeat-timeout", "5",  "--preflight", "true",
+                        "--preflight-every-round",    "--", "true",        NULL};
     cr_assert_eq(parse(ok, &err), 0, "%s", err.msg);
-    const char *driver[] = {"--hosts", "a:1", "--worker-heartbeat-timeout", "5", "--", "true",
-                            NULL};
+    const char *driver[] = {"--hosts", "a:1", "--worker-heartbeat-timeout", "5", "--",
+                            "true",    NULL};
     cr_assert_eq(parse(driver, &err), -EINVAL);
     cr_assert(strstr(err.msg, "need the workers on this machine"), "%s", err.msg);
     const char *lone[] = {"--preflight-cooldown", "5", "--", "true", NULL};

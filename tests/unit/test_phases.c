@@ -113,8 +113,7 @@ Test(phases, the_phase_histograms_pass_promtool)
     ph_render_metrics(f, p.hist);
     fclose(f);
     char out[4096];
-    cr_assert_eq(promtool(text, out, sizeof(out)), 0, "promtool check metrics:\n%s\n%s", out,
-                 text);
+    cr_assert_eq(promtool(text, out, sizeof(out)), 0, "promtool check metrics:\n%s\n%s", out, text);
     free(text);
 
     /* on the whole /metrics page: parsed, and nothing said about them (promtool's lint has an
@@ -123,8 +122,9 @@ Test(phases, the_phase_histograms_pass_promtool)
     memcpy(m.phases, p.hist, sizeof(m.phases));
     text = metrics_render(&m);
     cr_assert_not_null(text);
-    cr_assert(strstr(text, "elastic_agent_recovery_phase_seconds_bucket{phase=\"ready\",le=\"5\"} 1"),
-              "%s", text);
+    cr_assert(
+        strstr(text, "elastic_agent_recovery_phase_seconds_bucket{phase=\"ready\",le=\"5\"} 1"),
+        "%s", text);
     promtool(text, out, sizeof(out));
     cr_assert_null(strstr(out, "recovery_phase"), "%s", out);
     cr_assert_null(strstr(out, "error while linting"), "%s", out);
