@@ -30,7 +30,8 @@ static void recovery_done(struct agent *a)
     const struct ph_record *r = &a->ph.last;
     char text[160];
     ph_format(r, text, sizeof(text));
-    log_info("round %" PRId64 " (%s): %s", r->round, r->cause, text);
+    /* not "round N (": tools look for that as the start of round N */
+    log_info("round %" PRId64 ": recovery phases (%s): %s", r->round, r->cause, text);
     char *json = ph_record_json(r);
     json_t *o = json ? json_loads(json, 0, NULL) : NULL;
     if (o && a->events) {

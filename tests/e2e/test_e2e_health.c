@@ -253,3 +253,57 @@ Test(health, preflight_every_round_takes_a_sick_node_out_and_back)
     h_expect_exit(&a[1], 0, 20000); /* back in: finds the run succeeded */
     cr_assert(h_file_contains(a[1].log, "preflight check passed"));
 }
+
+/* ---- the recovery clock on /metrics ---------------------------------------------------- */
+
+/* The text after `needle` in the agent's log, up to the end of that line, into buf. */
+static bool log_after(const struct h_agent *a, const char *needle, char *buf, size_t size)
+{
+    FILE *f = fopen(a->log, "r");
+    char line[1024];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        const char *p = strstr(line, needle);
+        if (p) {
+            snprintf(buf, size, "%.*s", (int)strcspn(p + strlen(needle), "\n"),
+                     p + strlen(needle));
+            found = true;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* mutation: agent_publish() not copying a->ph.hist into the snapshot → every count is 0 */
+Test(health, metrics_show_the_phases_of_a_recovery_and_pass_promtool)
+{
+    struct h_agent a;
+    const char *work = h_fmt("echo start > \"$ELASTIC_HEARTBEAT_FILE\"; "
+                             "if [ ! -e %s/m ]; then touch %s/m; exit 1; fi; "
+                             "while [ ! -e %s/release ]; do sleep 0.05; done",
+                             dir, dir, dir);
+    const char *cmd[] = {"sh", "-c", work, NULL};
+    const char *extra[] = {"--max-restarts", "1", "--worker-heartbeat-timeout", "30",
+                           "--http", "127.0.0.1:0", NULL};
+    start(&a, "n0", extra, cmd);
+    cr_assert(h_log_wait(&a, "round 2: recovery phases (failure): detect ", 20000), "no recovery logged");
+    char port[16] = "";
+    cr_assert(log_after(&a, "/metrics on http://127.0.0.1:", port, sizeof(port)));
+    /* the /metrics page's recovery histogram only, through promtool */
+    const char *metrics = h_fmt("%s/metrics.txt", dir);
+    char cmd_get[512];
+    snprintf(cmd_get, sizeof(cmd_get),
+             PYTHON " -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:%s/metrics',"
+                    " timeout=5).read().decode(), end='')\" | grep recovery_phase > %s",
+             port, metrics);
+    cr_assert_eq(system(cmd_get), 0, "cannot get /metrics on port %s", port);
+    cr_assert(h_file_contains(metrics, "elastic_agent_recovery_phase_seconds_count{phase=\"detect\"} 1"));
+    cr_assert(h_file_contains(metrics, "elastic_agent_recovery_phase_seconds_count{phase=\"ready\"} 2"));
+    cr_assert(h_file_contains(metrics, "elastic_agent_recovery_phase_seconds_count{phase=\"spawn\"} 2"));
+    cr_assert_eq(system(h_fmt("promtool check metrics < %s", metrics)), 0, "promtool refused it");
+    FILE *f = fopen(h_fmt("%s/release", dir), "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    h_expect_exit(&a, 0, 20000);
+}
