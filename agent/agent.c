@@ -637,7 +637,8 @@ void agent_publish(struct agent *a)
 static void check_hang(struct agent *a, int64_t now)
 {
     struct hb_hang h;
-    if (agent_health_tick(a, now, &h) <= 0 || a->state != LC_RUNNING || h.local_rank >= a->group.n)
+    if (agent_health_tick(a, now, &h) <= 0 || a->state != LC_RUNNING ||
+        h.local_rank >= a->group.n)
         return;
     struct group_worker w = a->group.w[h.local_rank];
     w.exit_code = -1; /* still running: there is no exit code */

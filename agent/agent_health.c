@@ -40,7 +40,8 @@ static void recovery_done(struct agent *a)
     }
     json_decref(o);
     /* a cold start is no recovery: its phases are in the event and the histograms only */
-    if (json && rdzv_my_index(a->rdzv) == 0 && strcmp(r->cause, "first") != 0) {
+    if (json && rdzv_my_index(a->rdzv) == 0 && strcmp(r->cause, "first") != 0 &&
+        a->store_down_since_ms < 0) {
         struct ea_error err = {0};
         if (rdzv_publish_round_key(a->rdzv, r->round, "recovery", json, &err) < 0)
             log_debug("could not publish round %" PRId64 "'s recovery record: %s", r->round,
@@ -59,6 +60,8 @@ void agent_health_fault(struct agent *a, int64_t fault_wall, const char *cause, 
 {
     int64_t now = ea_wall_ms();
     ph_detect(&a->ph, fault_wall, now, cause);
+    if (a->store_down_since_ms >= 0)
+        return; /* the failure report comes first; it is retried, this is not worth a wait */
     char v[384];
     ph_detect_json(fault_wall, now, cause, a->cfg->node_id, rank, v, sizeof(v));
     struct ea_error err = {0};

@@ -238,7 +238,8 @@ Test(health, preflight_every_round_takes_a_sick_node_out_and_back)
     const char *x0[] = {"--min", "1", "--max", "2", "--settle", "1", "--max-restarts", "3",
                         "--preflight", "true", "--preflight-every-round", NULL};
     const char *x1[] = {"--min", "1", "--max", "2", "--settle", "1", "--max-restarts", "3",
-                        "--preflight", h_fmt("! test -e %s/sick || { echo 'node is sick'; exit 4; }", dir),
+                        "--preflight",
+                        h_fmt("! test -e %s/sick || { echo 'node is sick'; exit 4; }", dir),
                         "--preflight-every-round", "--preflight-cooldown", "0.5", NULL};
     start(&a[0], "n0", x0, cmd);
     start(&a[1], "n1", x1, cmd);
@@ -287,20 +288,23 @@ Test(health, metrics_show_the_phases_of_a_recovery_and_pass_promtool)
     const char *extra[] = {"--max-restarts", "1", "--worker-heartbeat-timeout", "30",
                            "--http", "127.0.0.1:0", NULL};
     start(&a, "n0", extra, cmd);
-    cr_assert(h_log_wait(&a, "round 2: recovery phases (failure): detect ", 20000), "no recovery logged");
+    cr_assert(h_log_wait(&a, "round 2: recovery phases (failure): detect ", 20000),
+              "no recovery logged");
     char port[16] = "";
     cr_assert(log_after(&a, "/metrics on http://127.0.0.1:", port, sizeof(port)));
     /* the /metrics page's recovery histogram only, through promtool */
     const char *metrics = h_fmt("%s/metrics.txt", dir);
     char cmd_get[512];
     snprintf(cmd_get, sizeof(cmd_get),
-             PYTHON " -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:%s/metrics',"
-                    " timeout=5).read().decode(), end='')\" | grep recovery_phase > %s",
+             PYTHON " -c \"import urllib.request as u; print(u.urlopen("
+                    "'http://127.0.0.1:%s/metrics', timeout=5).read().decode(), end='')\" "
+                    "| grep recovery_phase > %s",
              port, metrics);
     cr_assert_eq(system(cmd_get), 0, "cannot get /metrics on port %s", port);
-    cr_assert(h_file_contains(metrics, "elastic_agent_recovery_phase_seconds_count{phase=\"detect\"} 1"));
-    cr_assert(h_file_contains(metrics, "elastic_agent_recovery_phase_seconds_count{phase=\"ready\"} 2"));
-    cr_assert(h_file_contains(metrics, "elastic_agent_recovery_phase_seconds_count{phase=\"spawn\"} 2"));
+#define COUNT(phase) "elastic_agent_recovery_phase_seconds_count{phase=\"" phase "\"} "
+    cr_assert(h_file_contains(metrics, COUNT("detect") "1"));
+    cr_assert(h_file_contains(metrics, COUNT("ready") "2"));
+    cr_assert(h_file_contains(metrics, COUNT("spawn") "2"));
     cr_assert_eq(system(h_fmt("promtool check metrics < %s", metrics)), 0, "promtool refused it");
     FILE *f = fopen(h_fmt("%s/release", dir), "w");
     cr_assert_not_null(f);
