@@ -89,8 +89,8 @@ Test(health, worker_that_never_beats_is_caught_by_the_startup_timeout)
 Test(health, beats_that_keep_coming_keep_a_slow_step_alive)
 {
     struct h_agent a;
-    const char *extra[] = {"--worker-heartbeat-timeout", "1", "--max-restarts", "0", NULL};
-    /* steps of 0.7 s each beat (the echo form and the touch form): 12 of them take 8 timeouts */
+    const char *extra[] = {"--worker-heartbeat-timeout", "2", "--max-restarts", "0", NULL};
+    /* steps of 0.7 s each beat (the echo form and the touch form): 12 of them take 4 timeouts */
     const char *cmd[] = {
         "sh", "-c",
         "for i in 1 2 3 4 5 6; do echo $i > \"$ELASTIC_HEARTBEAT_FILE\"; sleep 0.7; "
