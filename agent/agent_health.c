@@ -24,14 +24,11 @@ const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, s
     return buf;
 }
 
-/* A round's phases are complete: log them, emit them, and (group rank 0) publish them. */
+/* A round's phases are complete: emit them, (group rank 0) publish them, update /metrics, and
+ * log them last, so that whoever reads the log line finds the rest. */
 static void recovery_done(struct agent *a)
 {
     const struct ph_record *r = &a->ph.last;
-    char text[160];
-    ph_format(r, text, sizeof(text));
-    /* not "round N (": tools look for that as the start of round N */
-    log_info("round %" PRId64 ": recovery phases (%s): %s", r->round, r->cause, text);
     char *json = ph_record_json(r);
     json_t *o = json ? json_loads(json, 0, NULL) : NULL;
     if (o && a->events) {
@@ -48,6 +45,11 @@ static void recovery_done(struct agent *a)
                       err.msg);
     }
     free(json);
+    agent_publish(a); /* the histograms on /metrics */
+    char text[160];
+    ph_format(r, text, sizeof(text));
+    /* not "round N (": tools look for that as the start of round N */
+    log_info("round %" PRId64 ": recovery phases (%s): %s", r->round, r->cause, text);
 }
 
 void agent_health_spawned(struct agent *a)

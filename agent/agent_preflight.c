@@ -120,22 +120,22 @@ int agent_preflight_gate(struct agent *a)
             return code;
         }
         if (pf_state(a->pf) == PF_PASSED) {
+            held_clear(a, &h);
             log_info("preflight check passed (%.1f s)", (double)pf_duration_ms(a->pf) / 1000.0);
             a->pf_fresh = true;
             events_emit(a->events, "preflight", 0, 0, "{s:b, s:f}", "ok", 1, "seconds",
                         (double)pf_duration_ms(a->pf) / 1000.0);
-            held_clear(a, &h);
             return 0;
         }
+        if (!h.since_wall)
+            h.since_wall = ea_wall_ms();
+        held_put(a, &h, pf_reason(a->pf)); /* first: whoever reads the log finds it in status */
         log_error("preflight check '%s' failed: %s; this node stays out of run '%s', checking "
                   "again in %.0f s",
                   c->preflight, pf_reason(a->pf), c->run_id,
                   (double)c->preflight_cooldown_ms / 1000.0);
         events_emit(a->events, "preflight", 0, 0, "{s:b, s:f, s:s}", "ok", 0, "seconds",
                     (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
-        if (!h.since_wall)
-            h.since_wall = ea_wall_ms();
-        held_put(a, &h, pf_reason(a->pf));
         if ((code = wait_until(a, ea_now_ms() + c->preflight_cooldown_ms, &h))) {
             held_clear(a, &h);
             return code;

@@ -26,10 +26,14 @@ void ph_init(struct ph *p)
     reset_current(p);
 }
 
+static void complete(struct ph *p, int64_t ready_mono);
+
 void ph_detect(struct ph *p, int64_t fault_wall, int64_t now_wall, const char *cause)
 {
     if (p->detect_wall >= 0)
         return;
+    if (p->waiting_ready) /* the round ends before every rank beat: its record has no ready */
+        complete(p, -1);
     p->fault_wall = fault_wall;
     p->detect_wall = now_wall;
     snprintf(p->cause, sizeof(p->cause), "%s", cause);

@@ -50,7 +50,8 @@ struct ph {
 void ph_init(struct ph *p);
 
 /* A fault observed here now (wall `now_wall`) that began at `fault_wall` (-1: unknown). The first
- * mark of a recovery wins; later ones (the stop that follows) do not move it. */
+ * mark of a recovery wins; later ones (the stop that follows) do not move it. A round still
+ * waiting for its first beats is closed first, without a ready phase. */
 void ph_detect(struct ph *p, int64_t fault_wall, int64_t now_wall, const char *cause);
 /* The same, reported by another node through the failed round's `detect` key (its JSON value:
  * {"fault_ms","detected_ms","cause"}); ignored when this node saw it itself, or when bad. */

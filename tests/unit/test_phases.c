@@ -41,6 +41,27 @@ Test(phases, a_hang_round_has_all_four_phases)
         cr_assert_eq(p.hist[i].count, 1);
 }
 
+/* mutation: ph_detect() not closing the round that waits for its first beats → round 1's
+ * record takes round 2's fault */
+Test(phases, a_fault_before_ready_closes_the_round_without_ready)
+{
+    struct ph p;
+    ph_init(&p);
+    ph_committed(&p, 1, 1000, 900);
+    ph_spawned(&p, 1010, 10, true);
+    ph_detect(&p, 1020, 1020, "failure"); /* a rank failed before every rank beat */
+    cr_assert_eq(p.last.round, 1);
+    cr_assert_str_eq(p.last.cause, "first");
+    cr_assert_lt(p.last.s[PH_READY], 0);
+    cr_assert_not(ph_ready(&p, 30), "the closed round completes twice");
+    ph_committed(&p, 2, 1100, 0);
+    ph_spawned(&p, 1110, 110, true);
+    cr_assert(ph_ready(&p, 150));
+    cr_assert_eq(p.last.round, 2);
+    cr_assert_str_eq(p.last.cause, "failure");
+    cr_assert_float_eq(p.last.s[PH_RENDEZVOUS], 0.08, 1e-9);
+}
+
 /* mutation: ph_committed() not falling back to since_wall → no rendezvous phase */
 Test(phases, a_cold_start_has_no_detect_and_without_heartbeats_no_ready)
 {
