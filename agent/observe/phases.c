@@ -50,16 +50,20 @@ void ph_detect_json(int64_t fault_wall, int64_t now_wall, const char *cause, con
 
 void ph_detect_remote(struct ph *p, const char *json)
 {
-    if (p->detect_wall >= 0 || !json)
+    if (!json)
         return;
     json_t *o = json_loads(json, 0, NULL);
     json_int_t fault = -1, detected = -1;
     const char *cause = NULL;
+    /* the earlier observation is the root cause: a local failure seen later (a peer's worker
+     * dying in a collective with the hung rank's group) is its symptom */
     if (o &&
         json_unpack(o, "{s:I, s:I, s:s}", "fault_ms", &fault, "detected_ms", &detected, "cause",
                     &cause) == 0 &&
-        detected > 0)
+        detected > 0 && (p->detect_wall < 0 || detected < p->detect_wall)) {
+        p->detect_wall = -1;
         ph_detect(p, fault, detected, cause);
+    }
     json_decref(o);
 }
 

@@ -54,7 +54,8 @@ void ph_init(struct ph *p);
  * waiting for its first beats is closed first, without a ready phase. */
 void ph_detect(struct ph *p, int64_t fault_wall, int64_t now_wall, const char *cause);
 /* The same, reported by another node through the failed round's `detect` key (its JSON value:
- * {"fault_ms","detected_ms","cause"}); ignored when this node saw it itself, or when bad. */
+ * {"fault_ms","detected_ms","cause"}): it replaces this node's own mark when it was observed
+ * earlier (this node's was a symptom); ignored when bad. */
 void ph_detect_remote(struct ph *p, const char *json);
 /* The value of a `detect` key for a fault at fault_wall observed at now_wall, into buf. */
 void ph_detect_json(int64_t fault_wall, int64_t now_wall, const char *cause, const char *node,

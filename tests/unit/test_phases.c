@@ -41,6 +41,24 @@ Test(phases, a_hang_round_has_all_four_phases)
         cr_assert_eq(p.hist[i].count, 1);
 }
 
+/* mutation: ph_detect_remote() keeping the local mark → detect 0 ms, cause "failure" */
+Test(phases, an_earlier_remote_hang_replaces_a_local_symptom)
+{
+    struct ph p;
+    ph_init(&p);
+    ph_detect(&p, 6100, 6100, "failure"); /* our rank died in the collective with the hung one */
+    char v[256];
+    ph_detect_json(1000, 6000, "hang", "n1", 1, v, sizeof(v));
+    ph_detect_remote(&p, v);
+    ph_detect_json(5000, 7000, "failure", "n2", 2, v, sizeof(v)); /* later: not the cause */
+    ph_detect_remote(&p, v);
+    ph_committed(&p, 2, 6012, 0);
+    ph_spawned(&p, 6020, 0, false);
+    cr_assert_str_eq(p.last.cause, "hang");
+    cr_assert_float_eq(p.last.s[PH_DETECT], 5.0, 1e-9);
+    cr_assert_float_eq(p.last.s[PH_RENDEZVOUS], 0.012, 1e-9);
+}
+
 /* mutation: ph_detect() not closing the round that waits for its first beats → round 1's
  * record takes round 2's fault */
 Test(phases, a_fault_before_ready_closes_the_round_without_ready)
