@@ -31,11 +31,19 @@ def beat(what=None):
     p = path()
     if p is None:
         return
-    if _fd is None or _path != p:
+    data = b"\n" if what is None else (str(what).replace("\n", " ")[:80] + "\n").encode()
+    try:
+        if _fd is None or _path != p:
+            if _fd is not None:
+                os.close(_fd)
+                _fd = None
+            _fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            _path = p
+        os.pwrite(_fd, data, 0)  # updates the file's mtime: that is the beat
+        os.ftruncate(_fd, len(data))
+    except OSError:
+        # never let a heartbeat break training: a beat that keeps failing is a missed beat,
+        # which the agent reports as a hang
         if _fd is not None:
             os.close(_fd)
-        _fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        _path = p
-    data = b"\n" if what is None else (str(what).replace("\n", " ")[:80] + "\n").encode()
-    os.pwrite(_fd, data, 0)  # updates the file's mtime: that is the beat
-    os.ftruncate(_fd, len(data))
+        _fd = None
