@@ -19,6 +19,7 @@
 #include "agent_internal.h"
 #include "ea_time.h"
 #include "log.h"
+#include "preflight.h"
 #include "report.h"
 
 static void exit_with(struct agent *a, int code);
@@ -254,13 +255,16 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
         return;
     }
     const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    char hbdir[PATH_MAX];
     struct group_start gs = {.state = s, .self = m, .topology = cfg_topology(a->cfg),
                              .generation = gen,
                              .master_addr = maddr, .master_port = mport, .envp = a->envp,
                              .ifaces = nic_ifaces(a->nic),
                              .dmlc_tracker = builtin_tracker(a)
                                                  ? rdzv_round_key(a->rdzv, s->round, "tracker")
-                                                 : NULL};
+                                                 : NULL,
+                             .heartbeat_dir = agent_health_arm(a, m->nproc, m->rank_base, hbdir,
+                                                               sizeof(hbdir))};
     struct ea_error err = {0};
     int failed_rank = -1;
     int r = group_start(&a->group, &gs, &failed_rank, &err);
@@ -282,6 +286,7 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     }
     a->state = LC_RUNNING;
     int64_t now = ea_now_ms();
+    agent_health_spawned(a);
     a->m.rounds_started++;
     a->m.last_rendezvous_seconds = (double)(now - a->rdzv_since_ms) / 1000.0;
     events_emit(a->events, "workers_started", s->round, gen,
@@ -315,6 +320,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
                          : s->round != a->group.round    ? "new_round"
                          : s->status != RDZV_RUNNING     ? rdzv_status_name(s->status)
                                                          : "not_a_member";
+        agent_health_stopping(a);
         log_info("stopping %d worker(s) of round %" PRId64 "%s", a->group.live, a->group.round,
                  a->term_signal    ? " (interrupted)"
                  : a->lease_lost   ? " (lease lost: fenced out)"
@@ -439,7 +445,8 @@ static void reconcile(struct agent *a)
         enum lc_action action = lc_decide(&in);
         if (action == LC_NOTHING)
             return;
-        if ((action == LC_PUBLISH_MASTER || action == LC_START_WORKERS) && !nic_ok)
+        if ((action == LC_PUBLISH_MASTER || action == LC_START_WORKERS) &&
+            (!nic_ok || !agent_preflight_round(a, gen)))
             return;
         log_debug("lifecycle: %s", lc_action_name(action));
         act(a, action, s, gen);
@@ -489,9 +496,12 @@ void agent_on_worker_exits(struct agent *a)
     }
     for (size_t i = 0; i < n; i++) {
         struct group_worker *w = group_on_exit(&a->group, &ex[i]);
-        if (!w)
+        if (!w) {
+            pf_on_exit(a->pf, &ex[i]); /* --preflight-every-round's check */
             continue;
+        }
         bool ok = w->exit_code == 0 && w->term_signal == 0;
+        hb_forget(a->hb, w->local_rank, ea_now_ms());
         events_emit(a->events, "worker_exited", a->group.round, a->group.generation,
                     "{s:i, s:i, s:I, s:i, s:i, s:b, s:b}", "rank", w->rank, "local_rank",
                     w->local_rank, "pid", (json_int_t)w->pid, "exit_code", w->exit_code,
@@ -505,6 +515,7 @@ void agent_on_worker_exits(struct agent *a)
                       w->local_rank, (long)w->pid, (int)strcspn(a->failure.message, "\n"),
                       a->failure.message);
             a->state = LC_FAILED;
+            agent_health_fault(a, ea_wall_ms(), "failure", w->rank);
             report_failure(a);
         } else if (a->state == LC_RUNNING || a->state == LC_STOPPING) {
             log_debug("worker rank %d (pid %ld) exited: code %d signal %d", w->rank, (long)w->pid,
@@ -638,6 +649,8 @@ static int64_t next_wake(const struct agent *a)
     t = earliest(t, nic_wake_ms(a->nic));
     if (a->tracker)
         t = earliest(t, tracker_wake_ms(a->tracker));
+    t = earliest(t, agent_health_wake_ms(a));
+    t = earliest(t, pf_wake_ms(a->pf));
     if (a->waiting_since_ms >= 0) {
         t = earliest(t, a->progress_at_ms);
         t = earliest(t, a->waiting_since_ms + a->cfg->join_timeout_ms);
@@ -652,6 +665,7 @@ void agent_publish(struct agent *a)
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
     events_set_group_rank(a->events, rdzv_my_index(a->rdzv));
     events_observe(a->events, s, gen);
+    agent_health_observe(a, s, gen);
     log_set_round(s ? s->round : 0, gen);
     if (!a->http)
         return;
@@ -675,9 +689,27 @@ void agent_publish(struct agent *a)
     m->live_nodes = (int)rdzv_live_count(a->rdzv);
     m->group_rank = rdzv_my_index(a->rdzv);
     m->workers_running = a->state == LC_RUNNING ? a->group.live : 0;
+    memcpy(m->phases, a->ph.hist, sizeof(m->phases));
     m->workers_ready = s && s->status == RDZV_RUNNING && a->state == LC_RUNNING &&
                        a->group.live > 0 && a->group.generation == gen && !a->exiting;
     http_publish(a->http, m);
+}
+
+/* A local rank missed its heartbeat deadline: a failure like an exit, charged the same way. */
+static void check_hang(struct agent *a, int64_t now)
+{
+    struct hb_hang h;
+    if (agent_health_tick(a, now, &h) <= 0 || a->state != LC_RUNNING ||
+        h.local_rank >= a->group.n)
+        return;
+    struct group_worker w = a->group.w[h.local_rank];
+    w.exit_code = -1; /* still running: there is no exit code */
+    fill_failure(a, &w, h.message);
+    log_error("worker %s (local rank %d, pid %ld); stopping its group", h.message, w.local_rank,
+              (long)w.pid);
+    a->state = LC_FAILED;
+    agent_health_fault(a, ea_wall_ms() - h.silent_ms, "hang", w.rank);
+    report_failure(a);
 }
 
 /* Coordinator duties, lease renewal, rejoining and retries. */
@@ -739,16 +771,19 @@ static void housekeeping(struct agent *a, int64_t now)
 
 void agent_loop(struct agent *a)
 {
-    struct pollfd fds[4 + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
+    struct pollfd fds[5 + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
         {.fd = a->sigfd, .events = POLLIN},
         {.fd = kv_event_fd(a->kv), .events = POLLIN},
         {.fd = launcher_fd(a->launcher), .events = POLLIN},
         {.fd = a->preempt.fd, .events = POLLIN}, /* -1 (ignored) without --preemption-file */
+        {.fd = -1, .events = POLLIN},            /* heartbeats' inotify, while first beats due */
     };
     while (!a->exiting) {
         int64_t now = ea_now_ms();
         housekeeping(a, now);
         fence_refresh(a, now);
+        check_hang(a, now);
+        pf_tick(a->pf, now);
         agent_publish(a); /* before acting, so a round's events precede its workers' */
         if (a->exiting)
             break;
@@ -760,11 +795,12 @@ void agent_loop(struct agent *a)
             break;
         agent_publish(a);
         int timeout = ea_timeout_until(next_wake(a));
-        size_t n_nic = nic_pollfds(a->nic, fds + 4, NIC_POLL_MAX); /* listener, probes */
+        fds[4].fd = hb_fd(a->hb);
+        size_t n_nic = nic_pollfds(a->nic, fds + 5, NIC_POLL_MAX); /* listener, probes */
         retire_tracker(a);
-        struct pollfd *tfds = fds + 4 + n_nic;
+        struct pollfd *tfds = fds + 5 + n_nic;
         size_t n_trk = a->tracker ? tracker_pollfds(a->tracker, tfds, TRACKER_POLL_MAX) : 0;
-        int n = poll(fds, 4 + n_nic + n_trk, timeout);
+        int n = poll(fds, 5 + n_nic + n_trk, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %s", strerror(errno));
             exit_with(a, AGENT_EXIT_RDZV);
@@ -774,7 +810,9 @@ void agent_loop(struct agent *a)
             tracker_on_poll(a->tracker, tfds, n_trk, ea_now_ms());
         if (n <= 0)
             continue;
-        nic_on_poll(a->nic, fds + 4, n_nic);
+        nic_on_poll(a->nic, fds + 5, n_nic);
+        if (fds[4].revents & POLLIN)
+            hb_on_events(a->hb, ea_now_ms());
         if (fds[0].revents & POLLIN)
             agent_on_signal(a);
         if ((fds[3].revents & POLLIN) && preempt_check(&a->preempt))

@@ -14,12 +14,14 @@
 #include "config.h"
 #include "events.h"
 #include "group.h"
+#include "heartbeat.h"
 #include "http.h"
 #include "kv.h"
 #include "launcher.h"
 #include "lifecycle.h"
 #include "metrics.h"
 #include "nic.h"
+#include "phases.h"
 #include "preempt.h"
 #include "session.h"
 #include "tracker.h"
@@ -71,6 +73,15 @@ struct agent {
     bool joined;
     int64_t rdzv_since_ms; /* workers stopped (or joined) at: for last_rendezvous_seconds */
     const char *stop_reason;
+
+    /* health and the recovery clock (agent_health.c) */
+    struct hb *hb;          /* hang detection; NULL when off */
+    struct ph ph;           /* per-phase recovery clock */
+    int64_t ph_round;       /* last round seen committed with this node in it */
+    struct pf *pf;          /* --preflight (health/preflight.h); NULL when off */
+    bool pf_fresh;          /* passed at join: good for the first round */
+    bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
+    int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
 };
 
 /* Run the event loop until a->exiting (agent.c). */
@@ -81,6 +92,31 @@ void agent_on_signal(struct agent *a);
 void agent_on_worker_exits(struct agent *a);
 /* Derive run-level events and hand the HTTP thread a fresh snapshot. */
 void agent_publish(struct agent *a);
+/* agent_health.c: hang detection, the recovery clock and the preflight gate's hooks. */
+/* Arm hang detection for the round about to start: the heartbeat directory, or NULL when off. */
+const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, size_t size);
+/* Workers of the round started (after group_start succeeded). */
+void agent_health_spawned(struct agent *a);
+/* A local fault observed now (began at fault_wall, -1 unknown): the recovery clock's detect
+ * mark, and the failed round's `detect` key so that other nodes time the same fault. */
+void agent_health_fault(struct agent *a, int64_t fault_wall, const char *cause, int rank);
+/* The workers are being stopped for `reason` (a stop the agent did not cause itself). */
+void agent_health_stopping(struct agent *a);
+/* A round including this node is committed (called on every publish; cheap). */
+void agent_health_observe(struct agent *a, const struct rdzv_state *s, int64_t gen);
+/* Deadlines and first beats: a hung rank fills *ret and returns 1. */
+int agent_health_tick(struct agent *a, int64_t now, struct hb_hang *ret);
+/* Next monotonic wake-up the health checks need, -1 none. */
+int64_t agent_health_wake_ms(const struct agent *a);
+
+/* agent_preflight.c: run --preflight until it passes (0), holding the node out meanwhile; an
+ * exit code when interrupted or when the check cannot be set up. */
+int agent_preflight_gate(struct agent *a);
+/* --preflight-every-round: may the workers of generation `gen` start here? Runs the check once
+ * per round (not again for the first round after the gate); false while it runs; a failure
+ * ends the loop with a->pf_out (agent_run leaves, holds the node out and rejoins). */
+bool agent_preflight_round(struct agent *a, int64_t gen);
+
 /* Emit an event about the run's current round (events.h); a no-op without an event stream. */
 void agent_emit(struct agent *a, const char *name, const char *fmt, ...);
 

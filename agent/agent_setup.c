@@ -18,6 +18,7 @@
 #include "ea_time.h"
 #include "hostsel.h"
 #include "log.h"
+#include "preflight.h"
 #include "workdir.h"
 
 /* ---- set-up and tear-down ----------------------------------------------------------------- */
@@ -174,6 +175,10 @@ static int open_all(struct agent *a)
     }
     if (strcmp(lc.name, "ssh") == 0)
         log_info("workers run on host '%s' (%s) over ssh", c->host, a->addr);
+    if (hb_create(c->heartbeat_timeout_ms, c->startup_timeout_ms, &a->hb, &err) < 0) {
+        log_error("%s", err.msg);
+        return AGENT_EXIT_RDZV;
+    }
     a->group.launcher = a->launcher;
     a->group.cfg = c;
     a->group.workdir = a->workdir;
@@ -215,9 +220,11 @@ static void teardown(struct agent *a)
     http_stop(a->http);
     events_close(a->events);
     group_clear(&a->group);
+    pf_destroy(a->pf); /* before the launcher it runs on */
     launcher_destroy(a->launcher);
     nic_destroy(a->nic);
     tracker_destroy(a->tracker);
+    hb_destroy(a->hb);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
     if (a->workdir[0])
@@ -233,6 +240,7 @@ int agent_run(const struct cfg *cfg, char **envp)
                       .waiting_since_ms = -1,
                       .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
                       .last_generation_logged = -1, .parent = getppid()};
+    ph_init(&a.ph);
     log_init(cfg->log_level, cfg->node_id);
     bool json_log = strcmp(cfg->log_format, "json") == 0;
     if (json_log)
@@ -284,9 +292,12 @@ int agent_run(const struct cfg *cfg, char **envp)
         log_info("preemption notice '%s' already present: not joining", a.preempt.path);
         code = 128 + SIGTERM;
     }
-    if (code == 0)
-        code = join(&a);
-    if (code == 0) {
+    while (code == 0) { /* again after --preflight-every-round took the node out */
+        code = agent_preflight_gate(&a);
+        if (code == 0)
+            code = join(&a);
+        if (code != 0)
+            break;
         a.joined = true;
         a.rdzv_since_ms = ea_now_ms();
         agent_emit(&a, "joined", "{s:s, s:i, s:i, s:i, s:s}", "backend", cfg->backend,
@@ -298,6 +309,15 @@ int agent_run(const struct cfg *cfg, char **envp)
                  cfg->max_nodes);
         agent_loop(&a);
         code = a.exit_code;
+        if (!a.pf_out)
+            break;
+        struct ea_error lerr = {0}; /* out until the check passes: the others go on without us */
+        if (rdzv_leave(a.rdzv, &lerr) < 0)
+            log_warn("leaving the run: %s", lerr.msg);
+        agent_emit(&a, "left", "{s:s}", "reason", "preflight");
+        a.pf_out = a.exiting = a.joined = false;
+        a.state = LC_IDLE;
+        code = 0;
     }
     a.exit_code = code;
     teardown(&a);

@@ -84,6 +84,23 @@ const struct opt cfg_opts[] = {
      "show only these local ranks' output on the console, e.g. 0 or 0,3 (--log-dir files still get "
      "every rank's)",
      AGENT},
+    {"worker-heartbeat-timeout", OPT_SEC, OFF(heartbeat_timeout_ms), "0", 0, 1e6, NULL, "SEC",
+     "hang detection: a worker that does not beat (write or touch $ELASTIC_HEARTBEAT_FILE) for "
+     "this long is a failure: its group is stopped and the restart charged (0: off)", AGENT},
+    {"worker-startup-timeout", OPT_SEC, OFF(startup_timeout_ms), "0", 0, 1e6, NULL, "SEC",
+     "a worker's first beat must come this long after its start (0: the heartbeat timeout); "
+     "alone, it bounds only the first beat", AGENT},
+    {"preflight", OPT_STR, OFF(preflight), NULL, 0, 0, NULL, "CMD",
+     "health check run (sh -c CMD) before this node joins: a failure keeps it out (status lists "
+     "it as held, with the reason) and it is retried after --preflight-cooldown", AGENT},
+    {"preflight-every-round", OPT_BOOL, OFF(preflight_every_round), "0", 0, 0, NULL, NULL,
+     "also run --preflight before each round's workers start here; a failure takes the node "
+     "out of the run until the check passes again", AGENT},
+    {"preflight-timeout", OPT_SEC, OFF(preflight_timeout_ms), "60", 0.1, 86400, NULL, "SEC",
+     "a check still running after this long is killed (its whole process group) and failed",
+     AGENT},
+    {"preflight-cooldown", OPT_SEC, OFF(preflight_cooldown_ms), "30", 0, 86400, NULL, "SEC",
+     "wait this long after a failed check before running it again", AGENT},
     {"launcher", OPT_STR, OFF(launcher), "auto", 0, 0, NULL, "NAME",
      "local | ssh | auto (ssh when --host names another machine, else local)", AGENT},
     {"host", OPT_STR, OFF(host), NULL, 0, 0, NULL, "HOST",
@@ -450,6 +467,23 @@ static int resolve_ranks_filter(const struct cfg *c, struct ea_error *err)
     }
 }
 
+/* Hang detection reads each worker's heartbeat file on this machine; the preflight options
+ * mean nothing without --preflight. */
+static int resolve_health(const struct cfg *c, const enum source *srcs, struct ea_error *err)
+{
+    bool remote = c->hosts || c->hostfile || c->host_discovery_script ||
+                  (c->host && !hostsel_is_local(c->host)) || strcmp(c->launcher, "ssh") == 0;
+    if ((c->heartbeat_timeout_ms || c->startup_timeout_ms) && remote)
+        return ea_errorf(err, -EINVAL, "--worker-heartbeat-timeout and --worker-startup-timeout "
+                                       "need the workers on this machine (the local launcher)");
+    static const char *const pf[] = {"preflight-every-round", "preflight-timeout",
+                                     "preflight-cooldown"};
+    for (size_t i = 0; !c->preflight && i < sizeof(pf) / sizeof(*pf); i++)
+        if (on_cli(srcs, pf[i]))
+            return ea_errorf(err, -EINVAL, "--%s needs --preflight CMD", pf[i]);
+    return 0;
+}
+
 /* --http [ADDR]:PORT into http_addr/http_port. */
 static int resolve_http(struct cfg *c, struct ea_error *err)
 {
@@ -597,6 +631,8 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
     if (c->local_ranks_filter && (r = resolve_ranks_filter(c, err)) < 0)
         return r;
     if ((r = resolve_launch(c, srcs, err)) < 0)
+        return r;
+    if ((r = resolve_health(c, srcs, err)) < 0)
         return r;
     if (!c->command || !c->command[0])
         return ea_errorf(err, -EINVAL,

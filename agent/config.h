@@ -71,6 +71,11 @@ struct cfg {
     const char *env_style;     /* comma list of torch, horovod, dmlc */
     const char *dmlc_tracker;  /* --dmlc-tracker HOST:PORT or NULL */
     const char *local_ranks_filter; /* --local-ranks-filter 0,2 or NULL (all) */
+    /* health (agent/health/): hang detection and the pre-admission check; 0/NULL = off */
+    int64_t heartbeat_timeout_ms, startup_timeout_ms;
+    const char *preflight;
+    bool preflight_every_round;
+    int64_t preflight_timeout_ms, preflight_cooldown_ms;
     char *const *command; /* NULL-terminated worker argv (points into argv) */
     bool help, version;
 

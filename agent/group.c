@@ -67,6 +67,11 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
         .dmlc_tracker = s->dmlc_tracker ? s->dmlc_tracker : g->cfg->dmlc_tracker,
         .ifaces = s->ifaces,
     };
+    char hb[PATH_MAX];
+    if (s->heartbeat_dir) {
+        snprintf(hb, sizeof(hb), "%s/rank_%d", s->heartbeat_dir, w->rank);
+        wp.heartbeat_file = hb;
+    }
     if (g->cfg->env_style && wenv_parse_styles(g->cfg->env_style, &wp.styles, NULL) < 0)
         wp.styles = WENV_TORCH; /* validated by cfg; never reached */
     char **env = NULL;

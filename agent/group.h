@@ -51,6 +51,7 @@ struct group_start {
     char **envp; /* agent environment the workers inherit */
     const char *ifaces; /* NIC discovery's common interfaces ("eth0,eth1"), or NULL */
     const char *dmlc_tracker; /* the round's built-in rabit tracker "ADDR:PORT", or NULL */
+    const char *heartbeat_dir; /* hang detection: workers beat <dir>/rank_<rank>; or NULL */
 };
 
 /*

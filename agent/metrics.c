@@ -100,6 +100,7 @@ char *metrics_render(const struct metrics_snapshot *m)
     states(f, "state", "This node's worker group state (1 for the current one).", group_states, 5,
            m->group_state);
     latency(f, &m->store);
+    ph_render_metrics(f, m->phases);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kv.h"
+#include "phases.h"
 
 /* Upper bounds (seconds) of the store request latency buckets; +Inf is implied. */
 #define METRICS_N_BUCKETS 12
@@ -46,6 +47,7 @@ struct metrics_snapshot {
     uint64_t rejoins;               /* joins after a lost lease */
     double last_rendezvous_seconds; /* from stopping (or joining) to the next workers started */
     struct metrics_latency store;
+    struct ph_hist phases[PH_N]; /* recovery phase durations (observe/phases.h) */
 };
 
 /* The snapshot in Prometheus text exposition format (version 0.0.4), malloc'ed; NULL on OOM. */

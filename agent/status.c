@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* status: read a run from the store and print it; --watch follows the store's watch. */
 #include "status.h"
+#include "health_view.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -448,9 +449,16 @@ static int show(struct status_cmd *sc, struct ea_error *err)
     int r = rdzv_run_view_decode(sc->prefix, sc->keys, sc->n_keys, &v, err);
     if (r < 0)
         return r;
+    struct hview hv = {0}; /* held-out nodes and the last recovery (observe/health_view.h) */
+    if (hview_decode(sc->prefix, sc->keys, sc->n_keys, &hv) < 0) {
+        rdzv_run_view_clear(&v);
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    }
     char *text = NULL;
     if (sc->cfg->json) {
         json_t *j = status_to_json(sc->cfg->run_id, &v);
+        if (j)
+            hview_add_json(j, &hv);
         text = j ? json_dumps(j, sc->cfg->watch ? JSON_COMPACT : JSON_INDENT(2)) : NULL;
         json_decref(j);
     } else {
@@ -458,10 +466,12 @@ static int show(struct status_cmd *sc, struct ea_error *err)
         FILE *m = open_memstream(&text, &len);
         if (m) {
             status_print_text(m, sc->cfg->run_id, &v);
+            hview_print_text(m, &hv);
             fclose(m);
         }
     }
     rdzv_run_view_clear(&v);
+    hview_clear(&hv);
     if (!text)
         return ea_errorf(err, -ENOMEM, "out of memory");
     if (sc->last && strcmp(sc->last, text) == 0) {

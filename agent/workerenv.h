@@ -36,6 +36,7 @@ struct wenv_params {
     const char *dmlc_tracker;  /* "HOST:PORT" (validated) for DMLC_TRACKER_URI/PORT, or NULL */
     const char *ifaces;        /* NIC discovery result "eth0,eth1" (ELASTIC_IFACES, and
                                   NCCL_/GLOO_SOCKET_IFNAME unless set), or NULL */
+    const char *heartbeat_file; /* ELASTIC_HEARTBEAT_FILE (hang detection on), or NULL */
 };
 
 /* Parse a --env-style list ("torch,horovod") into WENV_* bits; -EINVAL with a message. */

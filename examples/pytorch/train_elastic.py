@@ -44,6 +44,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+try:  # installed next to this example: ../python/elastic_agent_heartbeat.py
+    import elastic_agent_heartbeat as hb
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import elastic_agent_heartbeat as hb
+
 CKPT_NAME = "checkpoint.pt"
 
 
@@ -59,6 +65,10 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1234, help="seed of the data set and the model")
     p.add_argument("--step-time", type=float, default=0.0,
                    help="extra seconds per step, standing in for a heavier model (default 0)")
+    p.add_argument("--hang-rank", type=int, default=-1,
+                   help="test hang detection: this rank stops beating and blocks before the "
+                        "all-reduce of step --hang-step, once per checkpoint directory")
+    p.add_argument("--hang-step", type=int, default=10)
     return p.parse_args(argv)
 
 
@@ -113,6 +123,19 @@ def save_checkpoint(ckpt_dir, state):
         os.close(dfd)
 
 
+def hang_once(ckpt_dir, rank, step, log):
+    """Stand in for a stalled GPU or a deadlock: stop beating and block (the other ranks block
+    in the next all-reduce). Only the first time: a marker in the checkpoint directory says so."""
+    try:
+        fd = os.open(os.path.join(ckpt_dir, f"hung.rank{rank}"), os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    os.close(fd)
+    log(f"hanging at step {step}")
+    while True:
+        time.sleep(3600)
+
+
 def main(argv=None):
     args = parse_args(argv)
     dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
@@ -147,7 +170,11 @@ def main(argv=None):
         log(f"epoch {epoch} begin")
         t0 = time.monotonic()
         total = torch.zeros(2, dtype=torch.float64)  # loss sum, samples
-        for x, y in loader:
+        for i, (x, y) in enumerate(loader):
+            step = (epoch - 1) * len(loader) + i
+            if rank == args.hang_rank and step >= args.hang_step:
+                hang_once(args.ckpt_dir, rank, step, log)
+            hb.beat(step)  # a no-op unless the agent's hang detection is on
             optimizer.zero_grad()
             loss = loss_fn(ddp(x), y)
             loss.backward()  # gradients are averaged over the ranks (all-reduce)

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+/* agent preflight gate: run --preflight before the node joins; while it fails, the node stays
+ * out, says why in one leased held/<node-id> key (status lists it) and retries after the
+ * cooldown. The check itself is health/preflight.c. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "agent_internal.h"
+#include "ea_time.h"
+#include "health_view.h"
+#include "log.h"
+#include "preflight.h"
+
+/* The held/<node-id> key and the lease that keeps it only while this agent lives. */
+struct held {
+    char key[700];
+    int64_t lease;
+    int64_t renew_at; /* monotonic; -1 without a lease */
+    int64_t since_wall;
+};
+
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+static void held_put(struct agent *a, struct held *h, const char *reason)
+{
+    struct ea_error err = {0};
+    if (!h->lease) {
+        if (kv_lease_grant(a->kv, a->cfg->lease_ttl_ms, &h->lease, &err) < 0) {
+            log_warn("preflight: cannot tell the store this node is held out: %s", err.msg);
+            h->lease = 0;
+            return;
+        }
+        h->renew_at = ea_now_ms() + a->cfg->lease_ttl_ms / 3;
+    }
+    char *v = hview_held_json(a->cfg->node_id, reason, (long long)h->since_wall);
+    int64_t rev = 0;
+    if (v && kv_put(a->kv, h->key, v, strlen(v), h->lease, &rev, &err) < 0)
+        log_warn("preflight: cannot write '%s': %s", h->key, err.msg);
+    free(v);
+}
+
+static void held_keepalive(struct agent *a, struct held *h, int64_t now)
+{
+    if (!h->lease || now < h->renew_at)
+        return;
+    struct ea_error err = {0};
+    int64_t ttl = 0;
+    if (kv_lease_keepalive(a->kv, h->lease, &ttl, &err) < 0)
+        h->lease = 0; /* expired (the key with it): the next failure writes it again */
+    h->renew_at = now + a->cfg->lease_ttl_ms / 3;
+}
+
+static void held_clear(struct agent *a, struct held *h)
+{
+    struct ea_error err = {0};
+    if (h->lease && kv_lease_revoke(a->kv, h->lease, &err) < 0)
+        log_warn("preflight: cannot remove '%s': %s", h->key, err.msg);
+    h->lease = 0;
+}
+
+/* Run the loop until `until` (monotonic), or with until < 0 until the check has finished.
+ * 0, or 128+signal when interrupted. */
+static int wait_until(struct agent *a, int64_t until, struct held *h)
+{
+    struct pollfd fds[2] = {{.fd = a->sigfd, .events = POLLIN},
+                            {.fd = launcher_fd(a->launcher), .events = POLLIN}};
+    for (;;) {
+        int64_t now = ea_now_ms();
+        if (a->term_signal)
+            return 128 + a->term_signal;
+        if (until >= 0 ? now >= until : pf_state(a->pf) != PF_RUNNING)
+            return 0;
+        pf_tick(a->pf, now);
+        held_keepalive(a, h, now);
+        int64_t wake = earliest(earliest(until, pf_wake_ms(a->pf)), h->lease ? h->renew_at : -1);
+        if (poll(fds, 2, ea_timeout_until(wake)) <= 0)
+            continue;
+        if (fds[0].revents & POLLIN)
+            agent_on_signal(a);
+        if (fds[1].revents & POLLIN) {
+            struct launch_exit *ex = NULL;
+            size_t n = 0;
+            struct ea_error err = {0};
+            if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
+                log_error("launcher: %s", err.msg);
+            for (size_t i = 0; i < n; i++)
+                pf_on_exit(a->pf, &ex[i]);
+            free(ex);
+        }
+    }
+}
+
+int agent_preflight_gate(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    if (!c->preflight)
+        return 0;
+    struct ea_error err = {0};
+    if (!a->pf && pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->workdir, a->envp,
+                            &a->pf, &err) < 0) {
+        log_error("%s", err.msg);
+        return AGENT_EXIT_RDZV;
+    }
+    struct held h = {.renew_at = -1};
+    snprintf(h.key, sizeof(h.key), "%sheld/%s", a->prefix, c->node_id);
+    for (;;) {
+        pf_start(a->pf, ea_now_ms());
+        int code = wait_until(a, -1, &h);
+        if (code) {
+            held_clear(a, &h);
+            return code;
+        }
+        if (pf_state(a->pf) == PF_PASSED) {
+            held_clear(a, &h);
+            log_info("preflight check passed (%.1f s)", (double)pf_duration_ms(a->pf) / 1000.0);
+            a->pf_fresh = true;
+            events_emit(a->events, "preflight", 0, 0, "{s:b, s:f}", "ok", 1, "seconds",
+                        (double)pf_duration_ms(a->pf) / 1000.0);
+            return 0;
+        }
+        if (!h.since_wall)
+            h.since_wall = ea_wall_ms();
+        held_put(a, &h, pf_reason(a->pf)); /* first: whoever reads the log finds it in status */
+        log_error("preflight check '%s' failed: %s; this node stays out of run '%s', checking "
+                  "again in %.0f s",
+                  c->preflight, pf_reason(a->pf), c->run_id,
+                  (double)c->preflight_cooldown_ms / 1000.0);
+        events_emit(a->events, "preflight", 0, 0, "{s:b, s:f, s:s}", "ok", 0, "seconds",
+                    (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
+        if ((code = wait_until(a, ea_now_ms() + c->preflight_cooldown_ms, &h))) {
+            held_clear(a, &h);
+            return code;
+        }
+    }
+}
+
+bool agent_preflight_round(struct agent *a, int64_t gen)
+{
+    if (!a->pf || !a->cfg->preflight_every_round || a->pf_gen == gen)
+        return true;
+    if (a->pf_fresh) {
+        a->pf_fresh = false;
+        a->pf_gen = gen;
+        return true;
+    }
+    if (a->pf_run_gen != gen) {
+        if (pf_state(a->pf) == PF_RUNNING)
+            return false; /* one for an older round: wait for it, then check for this one */
+        a->pf_run_gen = gen;
+        log_info("preflight check before this node's workers of generation %" PRId64 " start", gen);
+        pf_start(a->pf, ea_now_ms());
+    }
+    switch (pf_state(a->pf)) {
+    case PF_PASSED:
+        a->pf_gen = gen;
+        return true;
+    case PF_FAILED:
+        log_error("preflight check '%s' failed before a round: %s; leaving run '%s' until it "
+                  "passes",
+                  a->cfg->preflight, pf_reason(a->pf), a->cfg->run_id);
+        events_emit(a->events, "preflight", 0, gen, "{s:b, s:f, s:s}", "ok", 0, "seconds",
+                    (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
+        a->pf_out = a->exiting = true;
+        a->pf_run_gen = 0;
+        return false;
+    default:
+        return false;
+    }
+}
