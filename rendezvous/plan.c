@@ -235,6 +235,13 @@ static int plan_gather(const struct rdzv_params *p, const struct rdzv_view *v,
     return 0;
 }
 
+int64_t rdzv_loss_batch_ms(size_t n_members)
+{
+    if (n_members < 1000)
+        return 0;
+    return n_members / 5 < 2000 ? (int64_t)(n_members / 5) : 2000;
+}
+
 int64_t rdzv_charge_window_ms(const struct rdzv_params *p)
 {
     int64_t slack = p->lease_ttl_ms / 2 > 1000 ? p->lease_ttl_ms / 2 : 1000;
@@ -293,6 +300,12 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
         return ea_errorf(err, -ENOMEM, "out of memory");
     size_t newcomers = v->n_nodes - survivors;
     bool pending = s->charge_round > 0 && s->charge_round == s->round;
+    int64_t batch = rdzv_loss_batch_ms(s->n_members);
+    if (survivors < s->n_members && batch > 0 && v->state_seen_ms > 0 &&
+        v->now_ms < v->state_seen_ms + batch) {
+        *ret_wake_ms = v->state_seen_ms + batch; /* more may be on their way */
+        return 0;
+    }
     if (survivors < s->n_members) {
         /* a member left or its lease expired: re-form at once, without charging the budget; a
          * failure still pending within this lease TTL was the loss's symptom: refund it */

@@ -14,6 +14,12 @@
 
 #include "state.h"
 
+/* In a round of n members, members lost within rdzv_loss_batch_ms(n) of the last commit wait
+ * for it to pass and go in one round: a burst of lease expiries (a rack lost, 10% of a fleet)
+ * becomes a few rounds, not one per expiry batch, each sent to every node. 0 below 1,000
+ * members (a loss there costs little: at once), n/5 ms above, at most 2 s. */
+int64_t rdzv_loss_batch_ms(size_t n_members);
+
 struct rdzv_params {
     int min_nodes, max_nodes;
     int64_t settle_ms;    /* commit at >= min once no node arrived for this long */
@@ -35,6 +41,8 @@ struct rdzv_view {
     int64_t min_reached_ms;  /* when the live count last reached >= min, -1 if below */
     int64_t generation;      /* of the state's round */
     int64_t charge_seen_ms;  /* when this node first saw the state's pending charge, -1: none */
+    int64_t state_seen_ms;   /* when the coordinator first saw this state value (monotonic; 0:
+                                unknown): losses within rdzv_loss_batch_ms() of it are batched */
     bool failure_reported;   /* failures/<state->round> exists: a worker of the round failed */
     bool reform_requested;   /* reform/<state->round> exists: a member had to stop its workers
                                 without a membership change (it lost its lease and rejoined) */

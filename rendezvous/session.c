@@ -76,6 +76,9 @@ static void cancel_watches(struct rdzv_session *s)
     for (size_t i = 0; i < s->n_watches; i++)
         kv_watch_cancel(s->kv, s->watch_ids[i]);
     s->n_watches = 0;
+    if (s->chunk_watch_id)
+        kv_watch_cancel(s->kv, s->chunk_watch_id);
+    s->chunk_watch_id = 0;
 }
 
 void rdzv_session_destroy(struct rdzv_session *s)
@@ -140,7 +143,7 @@ static void gather_members(struct rdzv_session *s)
     int r = chunks && counts ? 0 : ea_errorf(&e, -ENOMEM, "out of memory");
     for (int k = 0; k < n && r == 0; k++) {
         char key[KEY_MAX];
-        rdzv_key_of(s, key, "assign/%d", k);
+        rdzv_key_of(s, key, "assign/%06d", k);
         ssize_t i = rdzv_mirror_find(&s->m, key);
         int64_t round = 0;
         int chunk = -1;
@@ -261,7 +264,10 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         else if (strcmp(e->key + plen, "coord") == 0)
             coord_e = e;
     }
+    int64_t before = s->state_rev;
     int r = decode_state(s, state_e, err);
+    if (r == 0 && s->state_rev != before)
+        s->state_seen_ms = now_ms;
     if (r == 0)
         r = decode_coord(s, coord_e, now_ms, err);
     if (r < 0)
@@ -312,18 +318,85 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     return 0;
 }
 
-/* Light mode: read our own assignment chunk for the committed round (one get of ~1 KiB). */
+/* Light mode: keep a watch on our own assignment chunk, assign/<slot mod chunks>, so that each
+ * round's chunk is pushed by the store (written before `state`, it arrives first on the same
+ * watch stream) instead of fetched. Re-aimed (one listing) when the chunk count changes. */
+static int aim_chunk_watch(struct rdzv_session *s, struct ea_error *err)
+{
+    int k = rdzv_chunk_of(s->slot, s->state.n_chunks);
+    if (s->chunk_watch_id && s->chunk_k == k)
+        return 0;
+    char key[KEY_MAX];
+    if (s->chunk_watch_id) {
+        kv_watch_cancel(s->kv, s->chunk_watch_id);
+        s->chunk_watch_id = 0;
+        rdzv_key_of(s, key, "assign/%06d", s->chunk_k);
+        rdzv_mirror_del(&s->m, key);
+    }
+    rdzv_key_of(s, key, "assign/%06d", k);
+    struct kv_list l = {0};
+    s->stats.requests++;
+    int r = kv_list(s->kv, key, &l, err);
+    for (size_t i = 0; r == 0 && i < l.n; i++) {
+        s->stats.bytes_received += strlen(l.entries[i].key) + l.entries[i].value_len;
+        if ((r = rdzv_mirror_put(&s->m, &l.entries[i])) < 0)
+            r = ea_errorf(err, r, "out of memory");
+    }
+    if (r == 0) {
+        s->stats.requests++;
+        r = kv_watch(s->kv, key, l.revision + 1, &s->chunk_watch_id, err);
+    }
+    kv_list_clear(&l);
+    if (r == 0)
+        s->chunk_k = k;
+    return r;
+}
+
+/* Our entry in a chunk of the committed round: 1 found (self set), 0 not in it, -EAGAIN when
+ * the chunk is of another round (the one we want is on its way), or a decode error. */
+static int self_from_chunk(struct rdzv_session *s, const struct kv_entry *e, struct ea_error *err)
+{
+    int64_t round = 0;
+    int chunk = -1;
+    struct rdzv_member *m = NULL;
+    size_t n = 0;
+    int r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &m, &n, err);
+    if (r < 0)
+        return ea_error_wrap(err, r, "key '%s'", e->key);
+    if (round != s->state.round) {
+        free(m);
+        return -EAGAIN;
+    }
+    s->self_ok = false;
+    s->self_round = s->state.round;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(m[i].node_id, s->cfg.self.node_id) == 0 && m[i].slot == s->slot) {
+            s->self = m[i];
+            s->self_ok = true;
+        }
+    free(m);
+    return s->self_ok;
+}
+
+/* Light mode: our assignment for the committed round, from the watched chunk; read with one
+ * get only when the chunk of this round has not arrived (another backend's stream order). */
 static int fetch_self(struct rdzv_session *s, struct ea_error *err)
 {
     if (s->full || !s->have_state || s->state.status != RDZV_RUNNING ||
         s->self_round == s->state.round)
         return 0;
+    int r = aim_chunk_watch(s, err);
+    if (r < 0)
+        return r;
     char key[KEY_MAX];
-    rdzv_key_of(s, key, "assign/%d", rdzv_chunk_of(s->slot, s->state.n_chunks));
+    rdzv_key_of(s, key, "assign/%06d", s->chunk_k);
+    ssize_t i = rdzv_mirror_find(&s->m, key);
+    if (i >= 0 && (r = self_from_chunk(s, &s->m.keys[i], err)) != -EAGAIN)
+        return r < 0 ? r : 0;
     struct kv_entry e = {0};
     s->stats.requests++;
-    int r = kv_get(s->kv, key, &e, err);
-    if (r == KV_ENOTFOUND) {
+    r = kv_get(s->kv, key, &e, err);
+    if (r == KV_ENOTFOUND) { /* no chunk: not a member of this round */
         ea_error_clear(err);
         s->self_ok = false;
         s->self_round = s->state.round;
@@ -332,26 +405,14 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
     if (r < 0)
         return r;
     s->stats.bytes_received += strlen(e.key) + e.value_len;
-    int64_t round = 0;
-    int chunk = -1;
-    struct rdzv_member *m = NULL;
-    size_t n = 0;
-    r = rdzv_chunk_decode(e.value, e.value_len, &round, &chunk, &m, &n, err);
-    if (r < 0) {
-        r = ea_error_wrap(err, r, "key '%s'", key);
-        kv_entry_clear(&e);
-        return r;
+    r = self_from_chunk(s, &e, err);
+    if (r == -EAGAIN) { /* a newer round's chunk: its state is on its way */
+        r = 0;
+    } else if (r >= 0) {
+        r = rdzv_mirror_put(&s->m, &e) < 0 ? ea_errorf(err, -ENOMEM, "out of memory") : 0;
     }
     kv_entry_clear(&e);
-    s->self_ok = false;
-    s->self_round = s->state.round; /* a chunk of another round: the state moves on soon */
-    for (size_t i = 0; round == s->state.round && i < n; i++)
-        if (strcmp(m[i].node_id, s->cfg.self.node_id) == 0 && m[i].slot == s->slot) {
-            s->self = m[i];
-            s->self_ok = true;
-        }
-    free(m);
-    return 0;
+    return r;
 }
 
 /* List what this node needs and (re)start its watches just after the listed revisions: the
@@ -527,6 +588,8 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err)
 
 static bool our_watch(const struct rdzv_session *s, int64_t id)
 {
+    if (s->chunk_watch_id && s->chunk_watch_id == id)
+        return true;
     for (size_t i = 0; i < s->n_watches; i++)
         if (s->watch_ids[i] == id)
             return true;
@@ -629,7 +692,7 @@ static int commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t
     char **vals = calloc(n_ops, sizeof(*vals));
     int r = ops && keys && vals ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
     for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
-        rdzv_key_of(s, keys[k], "assign/%zu", k);
+        rdzv_key_of(s, keys[k], "assign/%06zu", k);
         ops[k].key = keys[k];
         if (k < n_put && (r = rdzv_chunk_encode(next, (int)k, &vals[k], err)) == 0)
             ops[k].value = vals[k], ops[k].len = strlen(vals[k]);
@@ -642,12 +705,16 @@ static int commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t
     struct kv_cmp cmps[2] = {{s->state_key, s->have_state ? s->state_rev : 0},
                              {s->coord_key, s->coord_rev}};
     int64_t rev = 0;
-    for (size_t at = 0; r == 0 && at < n_ops; at += KV_TXN_OPS_MAX) {
-        size_t n = n_ops - at < KV_TXN_OPS_MAX ? n_ops - at : KV_TXN_OPS_MAX;
+    /* the chunks in batches, then `state` alone, at a later revision than every chunk: a node
+     * watching its chunk and `state` on one stream gets its chunk first */
+    for (size_t at = 0; r == 0 && at < n_ops;) {
+        size_t left = n_ops - 1 - at, n = left == 0 ? 1 : left < KV_TXN_OPS_MAX ? left
+                                                                              : KV_TXN_OPS_MAX;
         s->stats.requests++;
         s->stats.writes++;
         s->stats.keys_written += n;
         r = kv_txn(s->kv, cmps, 2, ops + at, n, &rev, err);
+        at += n;
     }
     if (r == 0) {
         /* mirror our own writes at once (the watch confirms them later) */
@@ -756,6 +823,7 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         .min_reached_ms = s->min_reached_ms,
         .generation = s->have_state ? rdzv_state_generation(&s->state, s->state_rev) : 0,
         .charge_seen_ms = s->charge_seen_ms,
+        .state_seen_ms = s->state_seen_ms,
         .failure_reported = s->failure_reported,
         .reform_requested = s->reform_requested,
     };

@@ -19,6 +19,8 @@ struct rdzv_session {
     bool full;    /* mirror the whole run: the coordinator, or cfg.full_view */
     int64_t watch_ids[3];
     size_t n_watches;
+    int64_t chunk_watch_id; /* light mode: the watch on our own assignment chunk */
+    int chunk_k;            /* ... assign/<chunk_k> */
     bool need_resync; /* the watch broke and re-listing failed: retry before anything else */
     int64_t keepalive_due_ms;
     int64_t renewed_ms; /* last successful grant or renewal of the lease */
@@ -31,6 +33,7 @@ struct rdzv_session {
     struct rdzv_state state; /* members loaded in full mode only */
     bool have_state;
     int64_t state_rev;
+    int64_t state_seen_ms; /* when this state value was first seen (monotonic) */
     bool members_broken; /* full: the chunks do not add up to the committed round */
     const char **done;   /* full: node ids done in state.round; point into the mirror */
     size_t n_done;

@@ -308,10 +308,10 @@ Test(e2e_etcd, eight_agents_get_ranks_0_to_7_and_etcd_holds_the_committed_round)
     cr_assert_eq(s.n_chunks, 1, "8 members fit one assignment chunk");
     cr_assert_eq(s.world_size, 8);
     cr_assert_eq(s.restart_count, 0);
-    /* the members are in assign/0, where the commit put them */
-    const char *geta[] = {"get", "/elastic/e2e-8/assign/0", "--print-value-only", NULL};
+    /* the members are in assign/000000, where the commit put them */
+    const char *geta[] = {"get", "/elastic/e2e-8/assign/000000", "--print-value-only", NULL};
     out = etcdctl(geta, &st);
-    cr_assert_eq(st, 0, "etcdctl get assign/0: %s", out);
+    cr_assert_eq(st, 0, "etcdctl get assign/000000: %s", out);
     snprintf(json, sizeof(json), "%s", out);
     json[strcspn(json, "\n")] = '\0';
     int64_t cround = 0;

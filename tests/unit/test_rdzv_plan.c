@@ -523,3 +523,39 @@ Test(plan, fleet_assignment_in_chunks)
     free(live);
     free(want);
 }
+
+/* Losses in a big round are batched for rdzv_loss_batch_ms() after the last commit (a burst of
+ * lease expiries becomes one round); a small run re-forms at once. Mutation checked: the batch
+ * condition removed -> the first plan commits at once and the test fails. */
+Test(plan, losses_in_a_big_round_are_batched_after_a_commit)
+{
+    enum { N = 1200 };
+    struct rdzv_node *big = calloc(N, sizeof(*big));
+    cr_assert_not_null(big);
+    for (int i = 0; i < N; i++) {
+        snprintf(big[i].node_id, sizeof(big[i].node_id), "n%05d", i);
+        snprintf(big[i].host, sizeof(big[i].host), "h%05d", i);
+        big[i].nproc = 1;
+        big[i].create_revision = 100 + i;
+    }
+    struct rdzv_params p = {.min_nodes = 1, .max_nodes = N, .max_restarts = 0};
+    struct rdzv_view v = {.nodes = big, .n_nodes = N, .min_reached_ms = 0};
+    struct rdzv_state s1 = {0}, s2 = {0};
+    int64_t wake;
+    cr_assert_eq(rdzv_plan(&p, &v, &s1, &wake, NULL), 1);
+    int64_t batch = rdzv_loss_batch_ms(N);
+    cr_assert_eq(batch, N / 5);
+    /* 10 nodes lost 50 ms after the commit was seen: wait for the batch window */
+    v = (struct rdzv_view){.state = &s1, .nodes = big + 10, .n_nodes = N - 10, .now_ms = 10050,
+                           .state_seen_ms = 10000, .min_reached_ms = 0, .last_arrival_ms = 0};
+    cr_assert_eq(rdzv_plan(&p, &v, &s2, &wake, NULL), 0, "a loss right after a commit waits");
+    cr_assert_eq(wake, 10000 + batch);
+    v.now_ms = 10000 + batch;
+    cr_assert_eq(rdzv_plan(&p, &v, &s2, &wake, NULL), 1, "then one round without all of them");
+    cr_assert_eq(s2.group_world_size, N - 10);
+    cr_assert_eq(rdzv_loss_batch_ms(999), 0, "small runs re-form at once");
+    cr_assert_eq(rdzv_loss_batch_ms(100000), 2000);
+    rdzv_state_clear(&s1);
+    rdzv_state_clear(&s2);
+    free(big);
+}

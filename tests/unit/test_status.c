@@ -93,7 +93,7 @@ static void put_state_charged(enum rdzv_status st, int64_t round, int restarts,
     free(json);
     for (int k = 0; k < s.n_chunks; k++) { /* the members, where the coordinator puts them */
         char key[64];
-        snprintf(key, sizeof(key), P "assign/%d", k);
+        snprintf(key, sizeof(key), P "assign/%06d", k);
         cr_assert_eq(rdzv_chunk_encode(&s, k, &json, NULL), 0);
         put(key, json, mod, 2);
         free(json);
