@@ -143,7 +143,7 @@ static int new_round(const struct rdzv_params *p, const struct rdzv_state *prev,
     s.round = (prev ? prev->round : 0) + 1;
     s.status = RDZV_RUNNING;
     s.group_world_size = (int)s.n_members;
-    s.n_chunks = rdzv_chunk_count(s.n_members);
+    s.n_chunks = rdzv_chunk_count_next(prev ? prev->n_chunks : 0, s.n_members);
     for (size_t i = 0; i < s.n_members; i++)
         s.world_size += s.members[i].nproc;
     s.restart_count = restart_count;

@@ -162,7 +162,7 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     if (round < 0 || s.min_nodes < 1 || s.max_nodes < s.min_nodes || s.restart_count < 0 ||
         generation < 0 || charge < 0 || charge_failed < 0 || s.scale_events < 0 ||
         s.max_restarts < 0 || s.group_world_size < 0 || s.world_size < s.group_world_size ||
-        s.n_chunks != rdzv_chunk_count((size_t)s.group_world_size) ||
+        !rdzv_chunk_count_ok(s.n_chunks, (size_t)s.group_world_size) ||
         (s.status == RDZV_RUNNING && (s.group_world_size == 0 || round < 1))) {
         r = ea_errorf(err, -EBADMSG,
                       "state: inconsistent values (round %lld, status %s, %d members in %d "
@@ -181,6 +181,19 @@ out:
 int rdzv_chunk_count(size_t n_members)
 {
     return (int)((n_members + RDZV_CHUNK_NODES - 1) / RDZV_CHUNK_NODES);
+}
+
+bool rdzv_chunk_count_ok(int n_chunks, size_t n_members)
+{
+    if (n_members == 0)
+        return n_chunks == 0;
+    return n_chunks >= rdzv_chunk_count(n_members) &&
+           (size_t)n_chunks <= (n_members + RDZV_CHUNK_NODES / 2 - 1) / (RDZV_CHUNK_NODES / 2);
+}
+
+int rdzv_chunk_count_next(int prev, size_t n_members)
+{
+    return rdzv_chunk_count_ok(prev, n_members) ? prev : rdzv_chunk_count(n_members);
 }
 
 int rdzv_chunk_of(int64_t slot, int n_chunks)

@@ -8,6 +8,7 @@
 #ifndef EA_RENDEZVOUS_STATE_H
 #define EA_RENDEZVOUS_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -134,6 +135,12 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
 /* Assignment chunks (docs/protocol.md): the members of a round are stored in n_chunks keys;
  * member m goes to chunk rdzv_chunk_of(m.slot, n_chunks). */
 int rdzv_chunk_count(size_t n_members);
+/* The chunk count of a round of n_members after one of `prev` chunks: `prev` while it keeps
+ * 16-32 members a chunk (so a node's chunk, and the key it watches, stays put when a few nodes
+ * come and go), else rdzv_chunk_count(n_members). */
+int rdzv_chunk_count_next(int prev, size_t n_members);
+/* True when `n_chunks` is a valid chunk count for n_members (what a decoder accepts). */
+bool rdzv_chunk_count_ok(int n_chunks, size_t n_members);
 int rdzv_chunk_of(int64_t slot, int n_chunks);
 /* Encode chunk `chunk` of `s` (its members whose slot maps there) into *ret_json. */
 int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,

@@ -508,6 +508,8 @@ Test(plan, fleet_assignment_in_chunks)
     cr_assert_eq(rdzv_plan(&p, &v, &s2, &wake, NULL), 1);
     cr_assert_eq(s2.group_world_size, (int)n);
     cr_assert_eq(s2.round, 2);
+    /* 9,500 members still fit 313 chunks of 16-32: every node's chunk key stays put */
+    cr_assert_eq(s2.n_chunks, s1.n_chunks);
     int base = 0;
     for (size_t i = 0; i < s2.n_members; i++) {
         cr_assert_eq(s2.members[i].group_rank, (int)i);
