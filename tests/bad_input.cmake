@@ -3,6 +3,16 @@
 # etcd from tests/etcd where a case needs one).
 add_executable(ea-bad-kvput bad_input/kvput.c)
 target_link_libraries(ea-bad-kvput PRIVATE ea_backends)
+# `etcd:ENDPOINTS` needs the etcd backend: a module next to the agent, or (sanitizer builds have
+# no modules) linked in, as the agent does
+if(EA_KV_MODULES)
+  get_property(EA_KV_MODULE_TARGETS GLOBAL PROPERTY EA_KV_MODULES)
+  add_dependencies(ea-bad-kvput ${EA_KV_MODULE_TARGETS})
+else()
+  get_property(EA_KV_LINKED GLOBAL PROPERTY EA_KV_LINKED)
+  target_sources(ea-bad-kvput PRIVATE ${PROJECT_SOURCE_DIR}/agent/kv_linked.c)
+  target_link_libraries(ea-bad-kvput PRIVATE ${EA_KV_LINKED})
+endif()
 set(EA_BAD_INPUT_ENV "EA_AGENT_BIN=$<TARGET_FILE:elastic-agent>"
     "EA_HELPERS_DIR=${CMAKE_CURRENT_BINARY_DIR}/helpers" "EA_BAD_KVPUT=$<TARGET_FILE:ea-bad-kvput>")
 if(TARGET ea_etcd_harness)
