@@ -17,8 +17,9 @@ set title 'Rendezvous at scale: one etcd 3.4, 2 cores, lease TTL 10 s (bench/sca
 set xlabel 'nodes N (log scale)'
 set ylabel 'milliseconds (log scale)'
 set logscale xy
-set key top left
+set key bottom right
 set grid
+set yrange [10:30000]
 plot 'v2.dat' using 1:2 with linespoints lw 2 pt 7 lc rgb '#1f77b4' title 'v2: last join -> every node has its assignment', \
      'v2.dat' using 1:3 with linespoints lw 2 pt 5 lc rgb '#17becf' title 'v2: commit -> every node has its assignment', \
      'v1.dat' using 1:2 with linespoints lw 2 pt 9 lc rgb '#b2182b' title 'v1 (previous protocol): commit -> every node has seen it', \
