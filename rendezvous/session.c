@@ -519,10 +519,13 @@ static int become_full(struct rdzv_session *s, int64_t now_ms, struct ea_error *
     return resync(s, now_ms, err);
 }
 
-/* Claim the `coord` key (create-only, on our lease). 1 when we now coordinate. */
-static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+/* Write the `coord` key (our node id, the live count, the last call) with our lease, iff its
+ * mod_revision is `expected` (0: absent, a claim). The winner's value is mirrored either way:
+ * 0 on success, KV_ECONFLICT when somebody else's write won, or an error. */
+static int write_coord(struct rdzv_session *s, int live, int64_t last_call_in_ms,
+                       int64_t expected, struct ea_error *err)
 {
-    struct rdzv_coord c = {.live = (int)s->n_live, .last_call_in_ms = -1};
+    struct rdzv_coord c = {.live = live, .last_call_in_ms = last_call_in_ms};
     snprintf(c.node_id, sizeof(c.node_id), "%s", s->cfg.self.node_id);
     char *json = NULL;
     int r = rdzv_coord_encode(&c, &json, err);
@@ -533,18 +536,30 @@ static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *
     s->stats.requests++;
     s->stats.writes++;
     s->stats.keys_written++;
-    r = kv_cas(s->kv, s->coord_key, json, strlen(json), 0, s->lease, &rev, &cur, err);
-    if (r == 0)
-        r = rdzv_mirror_put_own(&s->m, s->coord_key, json, rev, rev, s->lease);
-    else if (r == KV_ECONFLICT) {
+    r = kv_cas(s->kv, s->coord_key, json, strlen(json), expected, s->lease, &rev, &cur, err);
+    ssize_t ci = rdzv_mirror_find(&s->m, s->coord_key);
+    int m = 0;
+    if (r == 0) {
+        m = rdzv_mirror_put_own(&s->m, s->coord_key, json, rev,
+                                expected && ci >= 0 ? s->m.keys[ci].create_revision : rev,
+                                s->lease);
+    } else if (r == KV_ECONFLICT) {
         ea_error_clear(err);
-        r = cur.mod_revision > 0 ? rdzv_mirror_put(&s->m, &cur) : 0;
+        if (cur.mod_revision > 0)
+            m = rdzv_mirror_put(&s->m, &cur);
+        else
+            rdzv_mirror_del(&s->m, s->coord_key);
     }
     free(json);
     kv_entry_clear(&cur);
-    if (r == -ENOMEM)
-        return ea_errorf(err, r, "out of memory");
-    if (r < 0)
+    return m < 0 ? ea_errorf(err, m, "out of memory") : r;
+}
+
+/* Claim the `coord` key (create-only, on our lease). 1 when we now coordinate. */
+static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    int r = write_coord(s, (int)s->n_live, -1, 0, err);
+    if (r < 0 && r != KV_ECONFLICT)
         return r;
     s->takeover_ms = -1;
     if ((r = rdzv_derive(s, now_ms, err)) < 0)
@@ -761,36 +776,13 @@ static int publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_erro
         return 0;
     }
     int64_t last_call = quorum ? s->min_reached_ms + s->cfg.params.last_call_ms - now_ms : -1;
-    struct rdzv_coord c = {.live = (int)s->n_live,
-                           .last_call_in_ms = last_call < 0 && quorum ? 0 : last_call};
-    snprintf(c.node_id, sizeof(c.node_id), "%s", s->cfg.self.node_id);
-    char *json = NULL;
-    int r = rdzv_coord_encode(&c, &json, err);
-    if (r < 0)
+    if (last_call < 0 && quorum)
+        last_call = 0;
+    int r = write_coord(s, (int)s->n_live, last_call, s->coord_rev, err);
+    if (r < 0 && r != KV_ECONFLICT)
         return r;
-    struct kv_entry cur = {0};
-    int64_t rev = 0;
-    s->stats.requests++;
-    s->stats.writes++;
-    s->stats.keys_written++;
-    r = kv_cas(s->kv, s->coord_key, json, strlen(json), s->coord_rev, s->lease, &rev, &cur, err);
-    ssize_t ci = rdzv_mirror_find(&s->m, s->coord_key);
-    if (r == 0)
-        r = rdzv_mirror_put_own(&s->m, s->coord_key, json, rev,
-                                ci >= 0 ? s->m.keys[ci].create_revision : rev, s->lease);
-    else if (r == KV_ECONFLICT) {
-        ea_error_clear(err);
-        if (cur.mod_revision > 0)
-            r = rdzv_mirror_put(&s->m, &cur);
-        else
-            rdzv_mirror_del(&s->m, s->coord_key), r = 0;
-    }
-    free(json);
-    kv_entry_clear(&cur);
-    if (r < 0)
-        return r == -ENOMEM ? ea_errorf(err, r, "out of memory") : r;
     s->gather_pub_ms = now_ms;
-    s->gather_pub_live = c.live;
+    s->gather_pub_live = (int)s->n_live;
     s->gather_pub_quorum = quorum;
     return rdzv_derive(s, now_ms, err);
 }
