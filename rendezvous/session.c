@@ -18,7 +18,7 @@
  * not members wait longer, spread by their slot. */
 #define TAKEOVER_STEP_MS 50
 #define TAKEOVER_RANKS 8
-/* A claim the store failed is tried again after this long. */
+/* A claim (or a chunk watch) the store failed is tried again after this long. */
 #define TAKEOVER_RETRY_MS 500
 /* The coordinator publishes the live count while gathering at most this often. */
 #define GATHER_PUBLISH_MS 1000
@@ -79,6 +79,7 @@ static void cancel_watches(struct rdzv_session *s)
     if (s->chunk_watch_id)
         kv_watch_cancel(s->kv, s->chunk_watch_id);
     s->chunk_watch_id = 0;
+    s->chunk_aim_rev = 0;
 }
 
 void rdzv_session_destroy(struct rdzv_session *s)
@@ -318,38 +319,27 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     return 0;
 }
 
-/* Light mode: keep a watch on our own assignment chunk, assign/<slot mod chunks>, so that each
- * round's chunk is pushed by the store (written before `state`, it arrives first on the same
- * watch stream) instead of fetched. Re-aimed (one listing) when the chunk count changes. */
-static int aim_chunk_watch(struct rdzv_session *s, struct ea_error *err)
+/* Light mode: a watch on our own assignment chunk, assign/<slot mod chunks>, so that each round's
+ * chunk is pushed by the store (written before `state`, it arrives first on the same watch
+ * stream) instead of read. It is started off the critical path (rdzv_tick), from just after the
+ * chunk version this node last read, so nothing between is missed. */
+static int start_chunk_watch(struct rdzv_session *s, struct ea_error *err)
 {
-    int k = rdzv_chunk_of(s->slot, s->state.n_chunks);
-    if (s->chunk_watch_id && s->chunk_k == k)
+    if (!s->chunk_aim_rev)
         return 0;
-    char key[KEY_MAX];
     if (s->chunk_watch_id) {
         kv_watch_cancel(s->kv, s->chunk_watch_id);
         s->chunk_watch_id = 0;
-        rdzv_key_of(s, key, "assign/%06d", s->chunk_k);
-        rdzv_mirror_del(&s->m, key);
     }
-    rdzv_key_of(s, key, "assign/%06d", k);
-    struct kv_list l = {0};
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "assign/%06d", s->chunk_aim_k);
     s->stats.requests++;
-    int r = kv_list(s->kv, key, &l, err);
-    for (size_t i = 0; r == 0 && i < l.n; i++) {
-        s->stats.bytes_received += strlen(l.entries[i].key) + l.entries[i].value_len;
-        if ((r = rdzv_mirror_put(&s->m, &l.entries[i])) < 0)
-            r = ea_errorf(err, r, "out of memory");
-    }
-    if (r == 0) {
-        s->stats.requests++;
-        r = kv_watch(s->kv, key, l.revision + 1, &s->chunk_watch_id, err);
-    }
-    kv_list_clear(&l);
-    if (r == 0)
-        s->chunk_k = k;
-    return r;
+    int r = kv_watch(s->kv, key, s->chunk_aim_rev, &s->chunk_watch_id, err);
+    if (r < 0)
+        return r;
+    s->chunk_k = s->chunk_aim_k;
+    s->chunk_aim_rev = 0;
+    return 0;
 }
 
 /* Our entry in a chunk of the committed round: 1 found (self set), 0 not in it, -EAGAIN when
@@ -378,21 +368,21 @@ static int self_from_chunk(struct rdzv_session *s, const struct kv_entry *e, str
     return s->self_ok;
 }
 
-/* Light mode: our assignment for the committed round, from the watched chunk; read with one
- * get only when the chunk of this round has not arrived (another backend's stream order). */
+/* Light mode: our assignment for the committed round, from the watched chunk when it is aimed
+ * at the right key and has arrived; else one get, and the watch is (re)aimed later. */
 static int fetch_self(struct rdzv_session *s, struct ea_error *err)
 {
     if (s->full || !s->have_state || s->state.status != RDZV_RUNNING ||
         s->self_round == s->state.round)
         return 0;
-    int r = aim_chunk_watch(s, err);
-    if (r < 0)
-        return r;
+    int k = rdzv_chunk_of(s->slot, s->state.n_chunks), r;
     char key[KEY_MAX];
-    rdzv_key_of(s, key, "assign/%06d", s->chunk_k);
-    ssize_t i = rdzv_mirror_find(&s->m, key);
-    if (i >= 0 && (r = self_from_chunk(s, &s->m.keys[i], err)) != -EAGAIN)
-        return r < 0 ? r : 0;
+    rdzv_key_of(s, key, "assign/%06d", k);
+    if (s->chunk_watch_id && s->chunk_k == k) {
+        ssize_t i = rdzv_mirror_find(&s->m, key);
+        if (i >= 0 && (r = self_from_chunk(s, &s->m.keys[i], err)) != -EAGAIN)
+            return r < 0 ? r : 0;
+    }
     struct kv_entry e = {0};
     s->stats.requests++;
     r = kv_get(s->kv, key, &e, err);
@@ -406,13 +396,22 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
         return r;
     s->stats.bytes_received += strlen(e.key) + e.value_len;
     r = self_from_chunk(s, &e, err);
-    if (r == -EAGAIN) { /* a newer round's chunk: its state is on its way */
+    if (r == -EAGAIN) /* a newer round's chunk: its state is on its way */
         r = 0;
-    } else if (r >= 0) {
-        r = rdzv_mirror_put(&s->m, &e) < 0 ? ea_errorf(err, -ENOMEM, "out of memory") : 0;
+    if (r >= 0 && (!s->chunk_watch_id || s->chunk_k != k)) {
+        if (s->chunk_watch_id && s->chunk_k != k) {
+            char old[KEY_MAX];
+            rdzv_key_of(s, old, "assign/%06d", s->chunk_k);
+            rdzv_mirror_del(&s->m, old);
+        }
+        s->chunk_aim_k = k; /* watch it from the next version on (rdzv_tick) */
+        s->chunk_aim_rev = e.mod_revision + 1;
+        s->chunk_aim_at_ms = 0;
+        if (rdzv_mirror_put(&s->m, &e) < 0)
+            r = ea_errorf(err, -ENOMEM, "out of memory");
     }
     kv_entry_clear(&e);
-    return r;
+    return r < 0 ? r : 0;
 }
 
 /* List what this node needs and (re)start its watches just after the listed revisions: the
@@ -792,6 +791,9 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     int r = s->need_resync ? resync(s, now_ms, err) : rdzv_derive(s, now_ms, err);
     if (r == 0)
         r = fetch_self(s, err);
+    if (r == 0 && !s->full && s->chunk_aim_rev && now_ms >= s->chunk_aim_at_ms &&
+        (r = start_chunk_watch(s, err)) < 0)
+        s->chunk_aim_at_ms = now_ms + TAKEOVER_RETRY_MS; /* the store failed: not in a loop */
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;
@@ -867,7 +869,8 @@ int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 
 int64_t rdzv_wake_ms(const struct rdzv_session *s)
 {
-    int64_t t = -1, c[] = {s->plan_wake_ms, s->keepalive_due_ms, s->takeover_ms};
+    int64_t t = -1, c[] = {s->plan_wake_ms, s->keepalive_due_ms, s->takeover_ms,
+                           s->chunk_aim_rev && !s->full ? s->chunk_aim_at_ms : -1};
     for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
         if (c[i] >= 0 && (t < 0 || c[i] < t))
             t = c[i];

@@ -21,6 +21,9 @@ struct rdzv_session {
     size_t n_watches;
     int64_t chunk_watch_id; /* light mode: the watch on our own assignment chunk */
     int chunk_k;            /* ... assign/<chunk_k> */
+    int chunk_aim_k;        /* the watch to start next (rdzv_tick): assign/<chunk_aim_k> ... */
+    int64_t chunk_aim_rev;  /* ... from this revision; 0: none pending */
+    int64_t chunk_aim_at_ms; /* ... not before this (a failed try waits) */
     bool need_resync; /* the watch broke and re-listing failed: retry before anything else */
     int64_t keepalive_due_ms;
     int64_t renewed_ms; /* last successful grant or renewal of the lease */
