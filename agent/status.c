@@ -447,6 +447,18 @@ static int show(struct status_cmd *sc, struct ea_error *err)
 {
     struct rdzv_run_view v;
     int r = rdzv_run_view_decode(sc->prefix, sc->keys, sc->n_keys, &v, err);
+    /* a commit caught half-way (chunks written, `state` not yet): --watch shows the next view,
+     * which its `state` event brings; a one-shot read lists again (a few times: the commit
+     * record follows its chunks at once) */
+    for (int tries = 0; r == -EAGAIN && !sc->cfg->watch && tries < 50; tries++) {
+        ea_error_clear(err);
+        if ((r = resync(sc, false, err)) == 0)
+            r = rdzv_run_view_decode(sc->prefix, sc->keys, sc->n_keys, &v, err);
+    }
+    if (r == -EAGAIN && sc->cfg->watch) {
+        ea_error_clear(err);
+        return 0;
+    }
     if (r < 0)
         return r;
     struct hview hv = {0}; /* held-out nodes and the last recovery (observe/health_view.h) */

@@ -68,6 +68,9 @@ static int gather(const char *prefix, const struct kv_entry *entries, size_t n,
         if ((r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &chunks[k], &counts[k],
                                    err)) < 0)
             r = ea_error_wrap(err, r, "key '%s'", e->key);
+        else if (round > v->state.round && chunk == (int)k)
+            /* the coordinator writes a round's chunks, then its commit record: caught between */
+            r = ea_errorf(err, -EAGAIN, "round %" PRId64 " is being committed", round);
         else if (round != v->state.round || chunk != (int)k)
             r = ea_errorf(err, -EBADMSG,
                           "key '%s' holds chunk %d of round %" PRId64

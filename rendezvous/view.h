@@ -38,8 +38,9 @@ struct rdzv_run_view {
 
 /*
  * Decode the `n` entries of a listing of `prefix` (which ends with '/'; entries outside it are
- * ignored, in any order) into *ret. A `state` value that is not ours: -EBADMSG naming the key (an
- * observer must not guess). Undecodable node or failure records are skipped and counted in
+ * ignored, in any order) into *ret. -EAGAIN when the listing caught a commit half-way (the next
+ * round's assignment chunks are written, its `state` not yet): list again. A `state` value that
+ * is not ours: -EBADMSG naming the key (an observer must not guess). Undecodable node or failure records are skipped and counted in
  * n_ignored. -ENOMEM on allocation failure. On failure *ret is untouched.
  */
 int rdzv_run_view_decode(const char *prefix, const struct kv_entry *entries, size_t n,

@@ -418,3 +418,32 @@ Test(status, since_is_the_join_time_when_the_record_has_it)
     json_decref(j);
     rdzv_run_view_clear(&v);
 }
+
+/* A listing taken while the coordinator commits (the next round's chunks written, its `state`
+ * not yet) is not an error to show: the decoder says -EAGAIN and `status` lists again.
+ * Mutation checked: view.c's gather treating it as corrupt -> -EBADMSG, the test fails. */
+Test(status, a_commit_caught_half_way_is_listed_again)
+{
+    const char *const m[] = {"a:host-a", "b:host-b", NULL};
+    put_state(RDZV_RUNNING, 1, 0, 0, 10, m);
+    /* round 2's chunk over round 1's (the listing sees the newest value of each key) */
+    struct rdzv_member ms[2] = {{.node_id = "a", .host = "host-a", .nproc = 2, .slot = 10},
+                                {.node_id = "b", .host = "host-b", .nproc = 2, .group_rank = 1,
+                                 .rank_base = 2, .slot = 11}};
+    struct rdzv_state next = {.round = 2, .status = RDZV_RUNNING, .members = ms, .n_members = 2,
+                              .group_world_size = 2, .n_chunks = 1, .world_size = 4};
+    char *json = NULL;
+    cr_assert_eq(rdzv_chunk_encode(&next, 0, &json, NULL), 0);
+    for (size_t i = 0; i < n_keys; i++)
+        if (strcmp(keys[i].key, P "assign/000000") == 0) {
+            free(keys[i].value);
+            keys[i].value = json;
+            keys[i].value_len = strlen(json);
+            json = NULL;
+        }
+    cr_assert_null(json, "the fixture wrote no assign/000000");
+    struct rdzv_run_view v;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_run_view_decode(P, keys, n_keys, &v, &err), -EAGAIN, "%s", err.msg);
+    cr_assert(strstr(err.msg, "round 2 is being committed"), "%s", err.msg);
+}
