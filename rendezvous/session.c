@@ -152,7 +152,10 @@ static void gather_members(struct rdzv_session *s)
             r = ea_errorf(&e, -EBADMSG, "key '%s' is missing", key);
         else if ((r = rdzv_chunk_decode(s->m.keys[i].value, s->m.keys[i].value_len, &round, &chunk,
                                         &chunks[k], &counts[k], &e)) == 0 &&
-                 (round != s->state.round || chunk != k))
+                 round > s->state.round && chunk == k)
+            r = -EAGAIN; /* the next round's chunks: a commit in flight (or one whose
+                            coordinator died before its `state`): no warning */
+        else if (r == 0 && (round != s->state.round || chunk != k))
             r = ea_errorf(&e, -EBADMSG,
                           "key '%s' holds chunk %d of round %" PRId64 ", not of round %" PRId64,
                           key, chunk, round, s->state.round);
@@ -163,13 +166,14 @@ static void gather_members(struct rdzv_session *s)
         free(chunks[k]);
     free(chunks);
     free(counts);
-    if (r < 0) {
+    if (r < 0 && r != -EAGAIN) {
         char msg[EA_ERROR_MSG_MAX + 64];
         snprintf(msg, sizeof(msg), "round %" PRId64 ": the member assignment is unusable (%s)",
                  s->state.round, e.msg);
         rdzv_warn(s, msg);
-        s->members_broken = s->state.status == RDZV_RUNNING;
     }
+    /* the coordinator then commits a fresh round over the live nodes */
+    s->members_broken = r < 0 && s->state.status == RDZV_RUNNING;
 }
 
 static void self_from_members(struct rdzv_session *s)
