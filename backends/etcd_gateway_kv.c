@@ -272,15 +272,9 @@ static json_t *txn_body(const struct kv_cmp *cmps, size_t n_cmps, const struct k
 int etcd_gw_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
                 size_t n_ops, int64_t *ret_revision, struct ea_error *err)
 {
-    if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
-        return ea_errorf(err, KV_EINVAL,
-                         "etcd-gateway txn: %zu op(s) and %zu compare(s) (1 to %d ops, at most %d "
-                         "compares)",
-                         n_ops, n_cmps, KV_TXN_OPS_MAX, KV_TXN_OPS_MAX);
-    for (size_t i = 0; i < n_cmps; i++)
-        if (cmps[i].mod_revision < 0)
-            return ea_errorf(err, KV_EINVAL, "etcd-gateway txn: compare on '%s': negative revision",
-                             cmps[i].key);
+    int rc0 = kv_txn_check("etcd-gateway txn", cmps, n_cmps, ops, n_ops, err);
+    if (rc0 < 0)
+        return rc0;
     char what[160];
     WHAT(what, "txn of %zu op(s) (first '%.100s')", n_ops, ops[0].key);
     json_t *resp = NULL;

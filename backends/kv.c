@@ -140,22 +140,33 @@ int kv_cas(struct kv *kv, const char *key, const char *value, size_t len,
                         ret_current, err);
 }
 
-int kv_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
-           size_t n_ops, int64_t *ret_revision, struct ea_error *err)
+int kv_txn_check(const char *who, const struct kv_cmp *cmps, size_t n_cmps,
+                 const struct kv_op *ops, size_t n_ops, struct ea_error *err)
 {
     if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
-        return ea_errorf(err, KV_EINVAL, "transaction of %zu op(s) and %zu compare(s): 1 to %d "
-                         "of each allowed", n_ops, n_cmps, KV_TXN_OPS_MAX);
+        return ea_errorf(err, KV_EINVAL,
+                         "%s: %zu op(s) and %zu compare(s): 1 to %d ops and at most %d compares "
+                         "allowed",
+                         who, n_ops, n_cmps, KV_TXN_OPS_MAX, KV_TXN_OPS_MAX);
+    for (size_t i = 0; i < n_cmps; i++)
+        if (cmps[i].mod_revision < 0)
+            return ea_errorf(err, KV_EINVAL, "%s: compare on '%s': negative revision", who,
+                             cmps[i].key);
     /* etcd refuses a repeated key too ("duplicate key given in txn request"); refuse it before
      * any I/O, the same way for every backend. n <= 128: pairwise is fine. */
     for (size_t i = 1; i < n_ops; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(ops[i].key, ops[j].key) == 0)
                 return ea_errorf(err, KV_EINVAL,
-                                 "transaction: key '%s' appears twice among its "
-                                 "ops (ops #%zu and #%zu)",
-                                 ops[i].key, j, i);
-    return kv->ops->txn(kv, cmps, n_cmps, ops, n_ops, ret_revision, err);
+                                 "%s: key '%s' appears twice among its ops (ops #%zu and #%zu)",
+                                 who, ops[i].key, j, i);
+    return 0;
+}
+
+int kv_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
+           size_t n_ops, int64_t *ret_revision, struct ea_error *err)
+{
+    return kv->ops->txn(kv, cmps, n_cmps, ops, n_ops, ret_revision, err); /* each checks */
 }
 
 int kv_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,

@@ -195,6 +195,11 @@ int kv_cas(struct kv *kv, const char *key, const char *value, size_t len,
            struct kv_entry *ret_current, struct ea_error *err);
 int kv_txn(struct kv *kv, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
            size_t n_ops, int64_t *ret_revision, struct ea_error *err);
+/* What every backend's txn checks before any I/O (the KV_EINVAL cases of the contract): 1 to
+ * KV_TXN_OPS_MAX ops, at most KV_TXN_OPS_MAX compares, no negative compare revision, no key twice
+ * among the ops. 0, or KV_EINVAL with a message starting with `who` ("etcd txn"). */
+int kv_txn_check(const char *who, const struct kv_cmp *cmps, size_t n_cmps,
+                 const struct kv_op *ops, size_t n_ops, struct ea_error *err);
 int kv_put(struct kv *kv, const char *key, const char *value, size_t len, int64_t lease,
            int64_t *ret_mod_revision, struct ea_error *err);
 int kv_del(struct kv *kv, const char *key, struct ea_error *err);

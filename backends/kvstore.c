@@ -377,16 +377,9 @@ int kvs_del(struct kvs *s, const char *key, bool *ret_deleted, struct ea_error *
 int kvs_txn(struct kvs *s, const struct kv_cmp *cmps, size_t n_cmps, const struct kv_op *ops,
             size_t n_ops, int64_t *ret_revision, struct ea_error *err)
 {
-    if (n_ops == 0 || n_ops > KV_TXN_OPS_MAX || n_cmps > KV_TXN_OPS_MAX)
-        return ea_errorf(err, KV_EINVAL,
-                         "transaction of %zu op(s) and %zu compare(s): 1 to %d ops and at most %d "
-                         "compares allowed",
-                         n_ops, n_cmps, KV_TXN_OPS_MAX, KV_TXN_OPS_MAX);
-    for (size_t i = 1; i < n_ops; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(ops[i].key, ops[j].key) == 0)
-                return ea_errorf(err, KV_EINVAL,
-                                 "transaction: key '%s' appears twice among its ops", ops[i].key);
+    int r = kv_txn_check("transaction", cmps, n_cmps, ops, n_ops, err);
+    if (r < 0)
+        return r;
     for (size_t i = 0; i < n_cmps; i++) {
         bool found;
         size_t k = key_find(s, cmps[i].key, &found);
@@ -404,7 +397,7 @@ int kvs_txn(struct kvs *s, const struct kv_cmp *cmps, size_t n_cmps, const struc
      * deletes find their key) is decided now, before any op runs. */
     struct put_buf *bufs = calloc(n_ops, sizeof(*bufs));
     size_t n_events = 0, n_new = 0;
-    int r = bufs ? 0 : -ENOMEM;
+    r = bufs ? 0 : -ENOMEM;
     for (size_t i = 0; i < n_ops && r == 0; i++) {
         bool found;
         key_find(s, ops[i].key, &found);
