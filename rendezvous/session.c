@@ -20,8 +20,6 @@
 #define TAKEOVER_RANKS 8
 /* A claim (or a chunk watch) the store failed is tried again after this long. */
 #define TAKEOVER_RETRY_MS 500
-/* The coordinator publishes the live count while gathering at most this often. */
-#define GATHER_PUBLISH_MS 1000
 
 void rdzv_key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
 {
@@ -522,46 +520,10 @@ static int become_full(struct rdzv_session *s, int64_t now_ms, struct ea_error *
     return resync(s, now_ms, err);
 }
 
-/* Write the `coord` key (our node id, the live count, the last call) with our lease, iff its
- * mod_revision is `expected` (0: absent, a claim). The winner's value is mirrored either way:
- * 0 on success, KV_ECONFLICT when somebody else's write won, or an error. */
-static int write_coord(struct rdzv_session *s, int live, int64_t last_call_in_ms,
-                       int64_t expected, struct ea_error *err)
-{
-    struct rdzv_coord c = {.live = live, .last_call_in_ms = last_call_in_ms};
-    snprintf(c.node_id, sizeof(c.node_id), "%s", s->cfg.self.node_id);
-    char *json = NULL;
-    int r = rdzv_coord_encode(&c, &json, err);
-    if (r < 0)
-        return r;
-    struct kv_entry cur = {0};
-    int64_t rev = 0;
-    s->stats.requests++;
-    s->stats.writes++;
-    s->stats.keys_written++;
-    r = kv_cas(s->kv, s->coord_key, json, strlen(json), expected, s->lease, &rev, &cur, err);
-    ssize_t ci = rdzv_mirror_find(&s->m, s->coord_key);
-    int m = 0;
-    if (r == 0) {
-        m = rdzv_mirror_put_own(&s->m, s->coord_key, json, rev,
-                                expected && ci >= 0 ? s->m.keys[ci].create_revision : rev,
-                                s->lease);
-    } else if (r == KV_ECONFLICT) {
-        ea_error_clear(err);
-        if (cur.mod_revision > 0)
-            m = rdzv_mirror_put(&s->m, &cur);
-        else
-            rdzv_mirror_del(&s->m, s->coord_key);
-    }
-    free(json);
-    kv_entry_clear(&cur);
-    return m < 0 ? ea_errorf(err, m, "out of memory") : r;
-}
-
 /* Claim the `coord` key (create-only, on our lease). 1 when we now coordinate. */
 static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
-    int r = write_coord(s, (int)s->n_live, -1, 0, err);
+    int r = rdzv_write_coord(s, (int)s->n_live, -1, 0, err);
     if (r < 0 && r != KV_ECONFLICT)
         return r;
     s->takeover_ms = -1;
@@ -665,131 +627,6 @@ bool rdzv_is_coordinator(const struct rdzv_session *s)
     return s->is_coord;
 }
 
-/* After a lost transaction: read `state` and `coord` again (the watch would, later). */
-static int refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
-{
-    const char *keys[] = {s->state_key, s->coord_key};
-    for (size_t i = 0; i < 2; i++) {
-        struct kv_entry e = {0};
-        s->stats.requests++;
-        int r = kv_get(s->kv, keys[i], &e, err);
-        if (r == KV_ENOTFOUND) {
-            ea_error_clear(err);
-            rdzv_mirror_del(&s->m, keys[i]);
-            continue;
-        }
-        if (r < 0)
-            return r;
-        s->stats.bytes_received += strlen(e.key) + e.value_len;
-        r = rdzv_mirror_put(&s->m, &e);
-        kv_entry_clear(&e);
-        if (r < 0)
-            return ea_errorf(err, r, "out of memory");
-    }
-    return rdzv_derive(s, now_ms, err);
-}
-
-/*
- * The coordinator's write of `next`: the round's assignment chunks (when the members change)
- * and then `state`, in transactions of at most KV_TXN_OPS_MAX ops, each fenced on the
- * mod_revision of `state` and of our `coord` key: a stale coordinator cannot write anything.
- * Readers only look at chunks of the round `state` names, and `state` goes last. 1 when
- * written, 0 when a fence failed (the view is refreshed), or a negative error.
- */
-static int commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t now_ms,
-                  struct ea_error *err)
-{
-    bool chunks = !s->have_state || next->round != s->state.round || next->status == RDZV_WAITING ||
-                  s->state.status == RDZV_WAITING;
-    int old = s->have_state ? s->state.n_chunks : 0;
-    size_t n_put = chunks ? (size_t)next->n_chunks : 0;
-    size_t n_del = chunks && old > next->n_chunks ? (size_t)(old - next->n_chunks) : 0;
-    size_t n_ops = n_put + n_del + 1;
-    struct kv_op *ops = calloc(n_ops, sizeof(*ops));
-    char(*keys)[KEY_MAX] = calloc(n_ops, sizeof(*keys));
-    char **vals = calloc(n_ops, sizeof(*vals));
-    int r = ops && keys && vals ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
-    for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
-        rdzv_key_of(s, keys[k], "assign/%06zu", k);
-        ops[k].key = keys[k];
-        if (k < n_put && (r = rdzv_chunk_encode(next, (int)k, &vals[k], err)) == 0)
-            ops[k].value = vals[k], ops[k].len = strlen(vals[k]);
-        ops[k].del = k >= n_put;
-    }
-    if (r == 0 && (r = rdzv_state_encode(next, &vals[n_ops - 1], err)) == 0) {
-        ops[n_ops - 1] = (struct kv_op){
-            .key = s->state_key, .value = vals[n_ops - 1], .len = strlen(vals[n_ops - 1])};
-    }
-    struct kv_cmp cmps[2] = {{s->state_key, s->have_state ? s->state_rev : 0},
-                             {s->coord_key, s->coord_rev}};
-    int64_t rev = 0;
-    /* the chunks in batches, then `state` alone, at a later revision than every chunk: a node
-     * watching its chunk and `state` on one stream gets its chunk first */
-    for (size_t at = 0; r == 0 && at < n_ops;) {
-        size_t left = n_ops - 1 - at, n = left == 0 ? 1 : left < KV_TXN_OPS_MAX ? left
-                                                                              : KV_TXN_OPS_MAX;
-        s->stats.requests++;
-        s->stats.writes++;
-        s->stats.keys_written += n;
-        r = kv_txn(s->kv, cmps, 2, ops + at, n, &rev, err);
-        at += n;
-    }
-    if (r == 0) {
-        /* mirror our own writes at once (the watch confirms them later) */
-        ssize_t si = rdzv_mirror_find(&s->m, s->state_key);
-        int64_t created = si >= 0 ? s->m.keys[si].create_revision : rev;
-        for (size_t k = 0; r == 0 && k < n_ops; k++)
-            if (ops[k].del)
-                rdzv_mirror_del(&s->m, ops[k].key);
-            else
-                r = rdzv_mirror_put_own(&s->m, ops[k].key, ops[k].value, rev,
-                                        k == n_ops - 1 ? created : rev, 0);
-        if (r < 0)
-            r = ea_errorf(err, r, "out of memory");
-    }
-    for (size_t k = 0; vals && k < n_ops; k++)
-        free(vals[k]);
-    free(vals);
-    free(keys);
-    free(ops);
-    if (r == KV_ECONFLICT) {
-        ea_error_clear(err);
-        r = refresh_fences(s, now_ms, err);
-        return r < 0 ? r : 0;
-    }
-    if (r < 0)
-        return r;
-    r = rdzv_derive(s, now_ms, err);
-    return r < 0 ? r : 1;
-}
-
-/* While the run gathers, the coordinator tells everybody how many nodes are live (at most once
- * a second: what a node receives grows with time, not with N). */
-static int publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
-{
-    bool gathering = !s->have_state || s->state.status == RDZV_WAITING;
-    bool quorum = s->min_reached_ms >= 0;
-    if (!gathering || ((int)s->n_live == s->gather_pub_live && quorum == s->gather_pub_quorum))
-        return 0;
-    if (s->gather_pub_live >= 0 && now_ms < s->gather_pub_ms + GATHER_PUBLISH_MS) {
-        s->plan_wake_ms =
-            s->plan_wake_ms < 0 || s->gather_pub_ms + GATHER_PUBLISH_MS < s->plan_wake_ms
-                ? s->gather_pub_ms + GATHER_PUBLISH_MS
-                : s->plan_wake_ms;
-        return 0;
-    }
-    int64_t last_call = quorum ? s->min_reached_ms + s->cfg.params.last_call_ms - now_ms : -1;
-    if (last_call < 0 && quorum)
-        last_call = 0;
-    int r = write_coord(s, (int)s->n_live, last_call, s->coord_rev, err);
-    if (r < 0 && r != KV_ECONFLICT)
-        return r;
-    s->gather_pub_ms = now_ms;
-    s->gather_pub_live = (int)s->n_live;
-    s->gather_pub_quorum = quorum;
-    return rdzv_derive(s, now_ms, err);
-}
-
 int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
     int r = s->need_resync ? resync(s, now_ms, err) : rdzv_derive(s, now_ms, err);
@@ -801,8 +638,7 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;
-    if (s->takeover_ms >= 0 && now_ms >= s->takeover_ms &&
-        (r = claim_coord(s, now_ms, err)) < 0) {
+    if (s->takeover_ms >= 0 && now_ms >= s->takeover_ms && (r = claim_coord(s, now_ms, err)) < 0) {
         s->takeover_ms = now_ms + TAKEOVER_RETRY_MS; /* the store failed: not in a tight loop */
         return r;
     }
@@ -829,12 +665,12 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     int64_t wake = -1;
     r = rdzv_plan(&s->cfg.params, &v, &next, &wake, err);
     if (r > 0) {
-        r = commit(s, &next, now_ms, err);
+        r = rdzv_commit(s, &next, now_ms, err);
         rdzv_state_clear(&next);
     }
     s->plan_wake_ms = wake;
     if (r >= 0) {
-        int g = publish_gather(s, now_ms, err);
+        int g = rdzv_publish_gather(s, now_ms, err);
         if (g < 0)
             return g;
     }

@@ -19,12 +19,12 @@ struct rdzv_session {
     bool full;    /* mirror the whole run: the coordinator, or cfg.full_view */
     int64_t watch_ids[3];
     size_t n_watches;
-    int64_t chunk_watch_id; /* light mode: the watch on our own assignment chunk */
-    int chunk_k;            /* ... assign/<chunk_k> */
-    int chunk_aim_k;        /* the watch to start next (rdzv_tick): assign/<chunk_aim_k> ... */
-    int64_t chunk_aim_rev;  /* ... from this revision; 0: none pending */
+    int64_t chunk_watch_id;  /* light mode: the watch on our own assignment chunk */
+    int chunk_k;             /* ... assign/<chunk_k> */
+    int chunk_aim_k;         /* the watch to start next (rdzv_tick): assign/<chunk_aim_k> ... */
+    int64_t chunk_aim_rev;   /* ... from this revision; 0: none pending */
     int64_t chunk_aim_at_ms; /* ... not before this (a failed try waits) */
-    bool need_resync; /* the watch broke and re-listing failed: retry before anything else */
+    bool need_resync;        /* the watch broke and re-listing failed: retry before anything else */
     int64_t keepalive_due_ms;
     int64_t renewed_ms; /* last successful grant or renewal of the lease */
     struct rdzv_mirror m;
@@ -37,8 +37,8 @@ struct rdzv_session {
     bool have_state;
     int64_t state_rev;
     int64_t state_seen_ms; /* when this state value was first seen (monotonic) */
-    bool members_broken; /* full: the chunks do not add up to the committed round */
-    const char **done;   /* full: node ids done in state.round; point into the mirror */
+    bool members_broken;   /* full: the chunks do not add up to the committed round */
+    const char **done;     /* full: node ids done in state.round; point into the mirror */
     size_t n_done;
     bool failure_reported, reform_requested; /* full: failures/<round>, reform/<round> */
     struct rdzv_coord coord;
@@ -64,5 +64,17 @@ void rdzv_key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
 /* Re-derive from the mirror (no I/O). -EBADMSG when `state` or `coord` is not ours. */
 int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 void rdzv_warn(struct rdzv_session *s, const char *msg);
+
+/* session_coord.c: the coordinator's writes. */
+/* Write `coord` (our id, live count, last call) with our lease iff its mod_revision is
+ * `expected` (0: a claim); the winner's value is mirrored. 0, KV_ECONFLICT, or an error. */
+int rdzv_write_coord(struct rdzv_session *s, int live, int64_t last_call_in_ms, int64_t expected,
+                     struct ea_error *err);
+/* Commit `next`: its chunks (when the members change), then `state`, fenced on `state` and
+ * `coord`. 1 written, 0 a fence failed (the view is refreshed), or an error. */
+int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t now_ms,
+                struct ea_error *err);
+/* While the run gathers, publish the live count in `coord` (at most once a second). */
+int rdzv_publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 
 #endif
