@@ -218,6 +218,50 @@ Test(ssh, output_reaches_the_log_files_byte_exact_sh)
     outputs(true);
 }
 
+/* A line reaches the log file while its worker still runs. Mutation: without `-W interactive`
+ * for mawk in the helper (launcher/ssh_remote.c) the tagger reads its fifo in blocks and holds
+ * "early" back until the worker ends. */
+static void output_arrives_while_the_worker_runs(bool sh)
+{
+    struct launcher *l = mk(sh);
+    char *go = path_in("go");
+    cr_assert_eq(mkfifo(go, 0600), 0);
+    const char *argv[] = {"/bin/sh", "-c", "echo early; read x <\"$1\"; echo late", "w", go,
+                          NULL};
+    char *out = path_in("early");
+    struct launch_spec spec = {.argv = argv, .envp = base_env, .stdout_path = out};
+    struct launch_proc *p = start_spec(l, &spec);
+    char buf[256] = "";
+    int64_t deadline = tl_now_ms() + 10000;
+    while (strcmp(buf, "early\n") != 0 && tl_now_ms() < deadline) {
+        struct launch_exit none;
+        cr_assert_eq(tl_wait_exits(l, &none, 1, 50), 0, "the worker ended before it was told to");
+        if (tl_read_file(out, buf, sizeof(buf)) < 0)
+            buf[0] = '\0';
+    }
+    cr_assert_str_eq(buf, "early\n", "the worker's first line was held back while it ran");
+    int fd = open(go, O_RDWR | O_CLOEXEC); /* O_RDWR: does not wait for the reader */
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "go\n", 3), 3);
+    struct launch_exit e = wait_one(l, 20000);
+    cr_assert_eq(e.exit_code, 0);
+    close(fd);
+    launch_release(l, p);
+    tl_read_file(out, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "early\nlate\n");
+    launcher_destroy(l);
+}
+
+Test(ssh, output_arrives_while_the_worker_runs_guard)
+{
+    output_arrives_while_the_worker_runs(false);
+}
+
+Test(ssh, output_arrives_while_the_worker_runs_sh)
+{
+    output_arrives_while_the_worker_runs(true);
+}
+
 Test(ssh, tee_prefixes_lines_and_still_writes_the_file)
 {
     /* in a child whose stdout is a file: tee writes to the launcher's process's stdout */
@@ -260,8 +304,7 @@ static void stop_ends_everything(bool sh)
     struct launcher *l = mk(sh);
     const char *hang[] = {TW, "hang", NULL};
     /* the stubborn worker writes "ready <pid>" (its SIGTERM handler is in place) straight to a
-     * fifo of ours (same machine): not through the connection's output relay, which would
-     * hold the line back (mawk buffers the helper's fifo input) */
+     * fifo of ours (same machine), a path that does not depend on the output relay */
     int keep, rfd = tl_fifo(path_in("fifo"), &keep);
     const char *stubborn[] = {"/bin/sh",       "-c", "exec \"$0\" ignore-term >\"$1\"", TW,
                               path_in("fifo"), NULL};
