@@ -75,6 +75,14 @@ static int on_own(void *ctx, const char *flag, const char *v)
     return 0;
 }
 
+static void report_bad(void *ctx, const char *key, int64_t rev, const char *why)
+{
+    (void)ctx;
+    (void)rev;
+    fprintf(stderr, "elastic-agent submit: warning: skipping run spec '%s': %s (never run)\n",
+            key, why);
+}
+
 static char **dup_strv(char *const *v, size_t n)
 {
     char **out = calloc(n + 1, sizeof(*out));
@@ -234,7 +242,7 @@ int submit_main(int argc, char **argv, char **envp)
     }
     int r = pool_submit(&p, &s, &err);
     if (r == 0)
-        r = pool_advance(&p, NULL, NULL, NULL, &err);
+        r = pool_advance(&p, report_bad, NULL, NULL, &err);
     if (r < 0) {
         fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         code = r == -EEXIST ? AGENT_EXIT_USAGE : r == KV_EAUTH ? AGENT_EXIT_USAGE
