@@ -43,6 +43,8 @@ void cfg_print_help(FILE *out)
 static const char agent_intro[] =
     "Usage: elastic-agent [OPTIONS] [--] COMMAND [ARGS...]\n"
     "       elastic-agent status [OPTIONS]   (see elastic-agent status --help)\n"
+    "       elastic-agent serve | submit | cancel ...   (a pool of node daemons that run\n"
+    "                                 submitted runs; see each one's --help, docs/daemon.md)\n"
     "\n"
     "Runs COMMAND as --nproc-per-node worker processes on this node, in an elastic job\n"
     "whose nodes agree on membership through a shared store (file, memory, etcd v3).\n"

@@ -351,8 +351,9 @@ static void run_ended(struct daemon *d, int status)
     struct runspec s = {0};
     struct ea_error err = {0};
     enum pool_run pr = POOL_RUN_ROOM;
-    if (code == AGENT_EXIT_USAGE)
-        skip_run(d, d->run); /* e.g. the node id still held by a live agent: not now */
+    if (code == AGENT_EXIT_USAGE || (!WIFEXITED(status) && !d->term_signal))
+        skip_run(d, d->run); /* e.g. the node id still held by a live agent, or a crash: not
+                                again at once */
     if (code == AGENT_EXIT_RDZV && pool_spec_get(&d->pool, d->run, &s, NULL, NULL) == 0 &&
         pool_run_check(&d->pool, &s, &pr, NULL, 0, &err) == 0 && pr != POOL_RUN_ENDED &&
         pr != POOL_RUN_BAD) {
