@@ -226,7 +226,8 @@ int pool_advance(struct pool *p, pool_bad_fn bad, void *ctx, struct runspec *ret
     int r = kv_list(p->kv, qprefix, &l, err);
     if (r < 0)
         return r;
-    qsort(l.entries, l.n, sizeof(*l.entries), by_creation);
+    if (l.n > 1)
+        qsort(l.entries, l.n, sizeof(*l.entries), by_creation);
     struct runspec found = {0};
     for (size_t i = 0; i < l.n && !found.run_id[0] && r == 0; i++) {
         struct kv_entry *e = &l.entries[i];

@@ -88,7 +88,7 @@ static int collect(struct pool *p, json_t **ret, struct ea_error *err)
                                         d.run[0] ? "in-run" : "idle", "run", d.run, "since_ms",
                                         (json_int_t)d.since_ms));
     }
-    if (r == 0)
+    if (r == 0 && ql.n > 1)
         qsort(ql.entries, ql.n, sizeof(*ql.entries), by_creation);
     for (size_t i = 0; r == 0 && i < ql.n; i++) {
         struct runspec s = {0};
