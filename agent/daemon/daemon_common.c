@@ -60,7 +60,7 @@ static bool daemon_only(const char *e)
         return false;
     for (size_t i = 0; i < cfg_option_count(); i++) {
         const char *flag = cfg_option_flag(i, NULL);
-        if (!runspec_is_run_option(flag) || strcmp(flag, "nproc-per-node") == 0)
+        if (!runspec_is_run_option(flag) || runspec_is_node_default(flag))
             continue;
         char name[64];
         size_t n = (size_t)snprintf(name, sizeof(name), "ELASTIC_");

@@ -27,6 +27,11 @@ bool runspec_is_run_option(const char *flag)
     return false;
 }
 
+bool runspec_is_node_default(const char *flag)
+{
+    return strcmp(flag, "nproc-per-node") == 0 || strcmp(flag, "stop-timeout") == 0;
+}
+
 static void free_strv(char **v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++)

@@ -43,6 +43,9 @@ void runspec_clear(struct runspec *s);
 
 /* Whether `flag` (without "--") is a run option (one a spec may carry). */
 bool runspec_is_run_option(const char *flag);
+/* Whether run option `flag` may also be given to `serve` as the node's default, which a spec's
+ * value overrides (--nproc-per-node, --stop-timeout). */
+bool runspec_is_node_default(const char *flag);
 
 /* Check that args holds only run options (each with its value): -EINVAL naming the first
  * per-node, store or secret option, or one that is not an option at all. */

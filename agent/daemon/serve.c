@@ -64,9 +64,9 @@ static const char serve_help[] =
     "                               (says idle or the run), /metrics, kept up between runs\n"
     "\nNode options: every option of `elastic-agent --help` except the run's own (given to\n"
     "submit: --min, --max, --nnodes, --max-restarts, --join-timeout, --last-call, --settle,\n"
-    "--rank-order, --stop-timeout, --tee, --local-ranks-filter, --env-style, --dmlc-tracker,\n"
-    "--nic-discovery, --topology, --worker-heartbeat-timeout, --worker-startup-timeout), the run\n"
-    "id and driver mode; --nproc-per-node is the node's default (a spec may override it). E.g.\n"
+    "--rank-order, --tee, --local-ranks-filter, --env-style, --dmlc-tracker, --nic-discovery,\n"
+    "--topology, --worker-heartbeat-timeout, --worker-startup-timeout), the run id and driver\n"
+    "mode; --nproc-per-node and --stop-timeout are the node's defaults (a spec may override). E.g.\n"
     "--rdzv-endpoint, --prefix, TLS and --user/--password-file, --node-id, --local-addr,\n"
     "--lease-ttl, --log-*, --events, --log-dir, --launcher/--host/--ssh-*, --preflight.\n"
     "\nExit status: 0 after SIGTERM/SIGINT, 2 usage error, 3 store unreachable at start.\n";
@@ -110,7 +110,7 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
         const char *why = NULL;
         if (!flag || !(cmds & CFG_AGENT))
             why = "unknown option for serve (see serve --help)";
-        else if (runspec_is_run_option(flag) && strcmp(flag, "nproc-per-node") != 0)
+        else if (runspec_is_run_option(flag) && !runspec_is_node_default(flag))
             why = "a run option: give it to 'elastic-agent submit'";
         else if (!strcmp(flag, "run-id") || !strcmp(flag, "rdzv-id"))
             why = "serve runs whatever is submitted to its --pool";

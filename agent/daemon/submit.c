@@ -34,7 +34,7 @@ static const char submit_help[] =
     "                               or PET_*: give the option instead)\n"
     "\nRun options (as in `elastic-agent --help`): --min, --max, --nnodes, --nproc-per-node\n"
     "(else each daemon's), --max-restarts, --join-timeout, --last-call, --settle, --rank-order,\n"
-    "--stop-timeout, --tee, --local-ranks-filter, --env-style, --dmlc-tracker, --nic-discovery,\n"
+    "--stop-timeout (else each daemon's), --tee, --local-ranks-filter, --env-style, --dmlc-tracker, --nic-discovery,\n"
     "--topology, --worker-heartbeat-timeout, --worker-startup-timeout. Per-node options\n"
     "(--node-id, --host, --log-dir, ...) belong to serve and are refused here.\n"
     "\nStore options: --rdzv-endpoint, --rdzv-backend, --prefix, --state-dir, --cacert, --cert,\n"

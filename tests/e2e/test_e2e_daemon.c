@@ -316,9 +316,13 @@ Test(daemon, fourth_daemon_joins_a_run_below_its_max)
         else
             cr_assert_str_eq(node, "d4");
     }
+    /* SIGTERM during a run: the daemon leaves it gracefully (round 3 without it) and exits 0 */
+    h_agent_signal(&d[3], SIGTERM);
+    h_expect_exit(&d[3], 0, 15000);
+    wait_ranks("grow", 3, 3, 20000);
     release("grow");
     h_expect_exit(&s, 0, 30000);
-    wait_idle(4, 10000);
+    wait_idle(3, 10000);
 }
 
 Test(daemon, killed_daemon_run_reforms_and_it_rejoins)

@@ -152,6 +152,8 @@ Test(runspec, combined_with_the_node_options)
     const char *cmd[] = {"true", NULL};
     struct runspec s = make("r", args, cmd, NULL);
     char *node[] = {"--node-id", "n7", "--nproc-per-node", "2", "--lease-ttl", "3"};
+    cr_assert(runspec_is_node_default("nproc-per-node") && runspec_is_node_default("stop-timeout"));
+    cr_assert(!runspec_is_node_default("min"));
     struct cfg c;
     char **argv = NULL;
     cr_assert_eq(runspec_validate(&s, node, 6, no_env, &c, &argv, NULL), 0);
