@@ -40,6 +40,7 @@ struct daemon {
     struct http *http;
     struct metrics_snapshot m;
     int64_t lease, keepalive_at, watch_id, retry_at;
+    int64_t backoff_ms; /* store retries: doubling from 250 ms to 5 s; 0 after a success */
     bool pick, full_scan;
     pid_t child;
     char run[128];      /* the run the child runs */
@@ -69,7 +70,8 @@ static const char serve_help[] =
     "mode; --nproc-per-node and --stop-timeout are the node's defaults (a spec may override). E.g.\n"
     "--rdzv-endpoint, --prefix, TLS and --user/--password-file, --node-id, --local-addr,\n"
     "--lease-ttl, --log-*, --events, --log-dir, --launcher/--host/--ssh-*, --preflight.\n"
-    "\nExit status: 0 after SIGTERM/SIGINT, 2 usage error, 3 store unreachable at start.\n";
+    "\nWhile the store is unreachable the daemon retries (backing off to 5 s; /healthz says so).\n"
+    "Exit status: 0 after SIGTERM/SIGINT, 2 usage error, 3 the store cannot be opened.\n";
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -217,9 +219,10 @@ static int store_up(struct daemon *d, struct ea_error *err)
 
 static void store_failed(struct daemon *d, const char *what, const struct ea_error *err)
 {
-    log_warn("%s: %s; retrying in 1 s", what, err->msg);
+    d->backoff_ms = d->backoff_ms ? (d->backoff_ms * 2 > 5000 ? 5000 : d->backoff_ms * 2) : 250;
+    log_warn("%s: %s; retrying in %.1f s", what, err->msg, (double)d->backoff_ms / 1000.0);
     d->m.store_down = true;
-    d->retry_at = ea_now_ms() + 1000;
+    d->retry_at = ea_now_ms() + d->backoff_ms;
 }
 
 /* pool_advance's report of a spec that is not ours: once per key revision. */
@@ -333,6 +336,7 @@ static void pick(struct daemon *d)
         goto fail;
     d->pick = d->full_scan = false;
     d->m.store_down = false;
+    d->backoff_ms = 0;
     if (s.run_id[0] && !skipped(d, s.run_id))
         start_run(d, &s);
     runspec_clear(&s);
