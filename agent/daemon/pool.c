@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "state.h"
@@ -217,8 +218,16 @@ static int by_creation(const void *a, const void *b)
     return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
 }
 
-int pool_advance(struct pool *p, pool_bad_fn bad, void *ctx, struct runspec *ret,
-                 struct ea_error *err)
+static bool listed(const char *const *full, size_t n, const char *run)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(full[i], run) == 0)
+            return true;
+    return false;
+}
+
+int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_bad_fn bad,
+                 void *ctx, struct runspec *ret, struct ea_error *err)
 {
     char qprefix[POOL_KEY_MAX];
     pool_queue_prefix(p, qprefix, sizeof(qprefix));
@@ -252,7 +261,7 @@ int pool_advance(struct pool *p, pool_bad_fn bad, void *ctx, struct runspec *ret
         } else if (r == 0 && pr == POOL_RUN_BAD) {
             if (bad)
                 bad(ctx, e->key, e->mod_revision, derr.msg);
-        } else if (r == 0 && pr == POOL_RUN_ROOM) {
+        } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(full, n_full, s.run_id)) {
             found = s;
             continue;
         } else if (r < 0) {
@@ -330,5 +339,57 @@ int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err)
         return r;
     if ((r = kv_del(p->kv, qkey, err)) < 0)
         return r;
-    return pool_advance(p, NULL, NULL, NULL, err);
+    return pool_advance(p, NULL, 0, NULL, NULL, NULL, err);
+}
+
+static void seat_key(const struct pool *p, const char *run_id, int seat, char *buf, size_t size)
+{
+    snprintf(buf, size, "%sseats/%s/%06d", p->base, run_id, seat);
+}
+
+int pool_seat_claim(struct pool *p, const struct runspec *s, const char *node, int64_t lease,
+                    int *ret_seat, struct ea_error *err)
+{
+    json_t *j = json_pack("{s:s, s:s}", "schema", RUNSPEC_SCHEMA, "node", node);
+    char *json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    uint32_t h = 2166136261u; /* FNV-1a of the node id: daemons spread over the seats */
+    for (const char *c = node; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    int max = s->max_nodes, probes = max < 64 ? max : 64, r = -EBUSY;
+    for (int i = 0; i < probes && r == -EBUSY; i++) {
+        int seat = (int)((h + (uint32_t)i) % (uint32_t)max);
+        char key[POOL_KEY_MAX];
+        seat_key(p, s->run_id, seat, key, sizeof(key));
+        struct kv_entry cur = {0};
+        r = kv_cas(p->kv, key, json, strlen(json), 0, lease, NULL, &cur, err);
+        if (r == KV_ECONFLICT) {
+            ea_error_clear(err);
+            json_t *o = cur.value ? json_loadb(cur.value, cur.value_len, 0, NULL) : NULL;
+            const char *holder = json_string_value(json_object_get(o, "node"));
+            bool mine = cur.mod_revision > 0 && holder && strcmp(holder, node) == 0;
+            r = mine ? kv_cas(p->kv, key, json, strlen(json), cur.mod_revision, lease, NULL, NULL,
+                              err)
+                     : -EBUSY; /* an earlier incarnation of this node: ours again */
+            if (r == KV_ECONFLICT) {
+                ea_error_clear(err);
+                r = -EBUSY;
+            }
+            json_decref(o);
+        }
+        kv_entry_clear(&cur);
+        if (r == 0)
+            *ret_seat = seat;
+    }
+    free(json);
+    return r;
+}
+
+int pool_seat_release(struct pool *p, const char *run_id, int seat, struct ea_error *err)
+{
+    char key[POOL_KEY_MAX];
+    seat_key(p, run_id, seat, key, sizeof(key));
+    return kv_del(p->kv, key, err);
 }

@@ -66,12 +66,24 @@ typedef void (*pool_bad_fn)(void *ctx, const char *key, int64_t mod_revision, co
 
 /*
  * Recompute `next`: walk the queue in create_revision order, delete the entries of runs that
- * ended, skip corrupt or foreign specs (reported through `bad`, may be NULL) and full runs, and
- * CAS `next` to the first run with room ("" when none; unchanged values are not rewritten).
- * *ret (may be NULL) gets that run's spec (the caller clears it; zeroed when none).
+ * ended, skip corrupt or foreign specs (reported through `bad`, may be NULL), full runs and the
+ * n_full runs in `full` (the caller found every seat of them taken), and CAS `next` to the first
+ * run with room ("" when none; unchanged values are not rewritten). *ret (may be NULL) gets that
+ * run's spec (the caller clears it; zeroed when none).
  */
-int pool_advance(struct pool *p, pool_bad_fn bad, void *ctx, struct runspec *ret,
-                 struct ea_error *err);
+int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_bad_fn bad,
+                 void *ctx, struct runspec *ret, struct ea_error *err);
+
+/*
+ * Claim a seat of run `s` for daemon `node`: one of `seats/<run>/<k>`, k < s->max_nodes, created
+ * with `lease` (create-only), probing from a slot picked by the node id (at most 64 probes); a
+ * seat its own earlier incarnation still holds is taken over. So at most max daemons join a run.
+ * 0 and *ret_seat; -EBUSY when every seat probed is taken; a KV error.
+ */
+int pool_seat_claim(struct pool *p, const struct runspec *s, const char *node, int64_t lease,
+                    int *ret_seat, struct ea_error *err);
+/* Give seat `seat` of `run_id` back (delete it). */
+int pool_seat_release(struct pool *p, const char *run_id, int seat, struct ea_error *err);
 
 /* Read the queued spec of `run_id`: 0, KV_ENOTFOUND, -EBADMSG (not ours) or a KV error. */
 int pool_spec_get(struct pool *p, const char *run_id, struct runspec *ret, int64_t *ret_rev,

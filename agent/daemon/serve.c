@@ -43,6 +43,7 @@ struct daemon {
     int64_t backoff_ms; /* store retries: doubling from 250 ms to 5 s; 0 after a success */
     bool pick, full_scan;
     pid_t child;
+    int seat;           /* the child's run's seat this daemon holds */
     char run[128];      /* the run the child runs */
     int64_t run_since;  /* wall ms */
     int term_signal;
@@ -261,13 +262,17 @@ static void skip_run(struct daemon *d, const char *run)
 
 /* ---- runs --------------------------------------------------------------------------------- */
 
-static int start_run(struct daemon *d, const struct runspec *s)
+/* Take a seat of run `s` and start its agent. 0 (started, or skipped here: reported), -EBUSY
+ * when every seat is taken, or a store error (in err). */
+static int start_run(struct daemon *d, const struct runspec *s, struct ea_error *serr)
 {
     struct ea_error err = {0};
     char **env = NULL, **argv = NULL;
+    if (skipped(d, s->run_id))
+        return 0;
     int r = daemon_child_env(d->envp, s, &env);
     if (r < 0)
-        return r;
+        return ea_errorf(serr, r, "out of memory");
     struct cfg c;
     r = runspec_validate(s, d->node_args, d->n_node, env, &c, &argv, &err);
     if (r < 0) {
@@ -277,6 +282,12 @@ static int start_run(struct daemon *d, const struct runspec *s)
         return 0;
     }
     explicit_bzero(c.password_buf, sizeof(c.password_buf));
+    int seat = -1;
+    if ((r = pool_seat_claim(&d->pool, s, d->cfg.node_id, d->lease, &seat, serr)) < 0) {
+        free(argv);
+        free(env);
+        return r;
+    }
     argv[0] = d->exe;
     struct proc_spawn_opts o = {.argv = (const char *const *)argv,
                                 .envp = (const char *const *)env, .stdin_fd = -1,
@@ -292,13 +303,15 @@ static int start_run(struct daemon *d, const struct runspec *s)
     }
     if (r < 0) {
         log_error("cannot start the agent for run '%s': %s", s->run_id, err.msg);
+        pool_seat_release(&d->pool, s->run_id, seat, NULL);
         skip_run(d, s->run_id);
         return 0;
     }
     d->child = pid;
+    d->seat = seat;
     snprintf(d->run, sizeof(d->run), "%s", s->run_id);
-    log_info("joining run '%s' of pool '%s' (min %d, max %d): agent pid %ld", s->run_id,
-             d->pool.name, s->min_nodes, s->max_nodes, (long)pid);
+    log_info("joining run '%s' of pool '%s' (min %d, max %d) in seat %d: agent pid %ld",
+             s->run_id, d->pool.name, s->min_nodes, s->max_nodes, seat, (long)pid);
     struct ea_error perr = {0};
     if (put_record(d, &perr) < 0)
         log_warn("updating this daemon's record: %s", perr.msg);
@@ -306,11 +319,15 @@ static int start_run(struct daemon *d, const struct runspec *s)
 }
 
 /* Idle: join the run `next` names when it has room, else recompute `next` (a full scan of the
- * queue: at start, after a run, and when `next` names a run that is full or over). */
+ * queue: at start, after a run, and when `next` names a run that is full or over). A run whose
+ * seats are all taken is full whatever its keys say yet: `next` moves past it. */
 static void pick(struct daemon *d)
 {
     struct ea_error err = {0};
     struct runspec s = {0};
+    char full[4][128];
+    const char *fullv[4];
+    size_t n_full = 0;
     int r = 0;
     bool scan = d->full_scan;
     if (!scan) {
@@ -331,14 +348,27 @@ static void pick(struct daemon *d)
         scan = r < 0 || pr != POOL_RUN_ROOM;
         if (scan)
             runspec_clear(&s);
+        ea_error_clear(&err);
     }
-    if (scan && (r = pool_advance(&d->pool, report_bad, d, &s, &err)) < 0)
+    for (;;) {
+        if (scan && (r = pool_advance(&d->pool, fullv, n_full, report_bad, d, &s, &err)) < 0)
+            goto fail;
+        if (!s.run_id[0])
+            break;
+        r = start_run(d, &s, &err);
+        if (r != -EBUSY || n_full == sizeof(full) / sizeof(*full))
+            break;
+        snprintf(full[n_full], sizeof(full[n_full]), "%s", s.run_id); /* every seat taken */
+        fullv[n_full] = full[n_full];
+        n_full++;
+        runspec_clear(&s);
+        scan = true;
+    }
+    if (r < 0 && r != -EBUSY)
         goto fail;
     d->pick = d->full_scan = false;
     d->m.store_down = false;
     d->backoff_ms = 0;
-    if (s.run_id[0] && !skipped(d, s.run_id))
-        start_run(d, &s);
     runspec_clear(&s);
     return;
 fail:
@@ -368,6 +398,8 @@ static void run_ended(struct daemon *d, int status)
             log_warn("closing run '%s': %s", d->run, err.msg);
     }
     runspec_clear(&s);
+    if (d->lease && pool_seat_release(&d->pool, d->run, d->seat, &err) < 0)
+        log_warn("giving back seat %d of run '%s': %s", d->seat, d->run, err.msg);
     d->child = 0;
     d->run[0] = '\0';
     d->pick = d->full_scan = true;

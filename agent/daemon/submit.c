@@ -242,7 +242,7 @@ int submit_main(int argc, char **argv, char **envp)
     }
     int r = pool_submit(&p, &s, &err);
     if (r == 0)
-        r = pool_advance(&p, report_bad, NULL, NULL, &err);
+        r = pool_advance(&p, NULL, 0, report_bad, NULL, NULL, &err);
     if (r < 0) {
         fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         code = r == -EEXIST ? AGENT_EXIT_USAGE : r == KV_EAUTH ? AGENT_EXIT_USAGE

@@ -282,6 +282,14 @@ Test(daemon, fifo_two_runs_on_three_nodes)
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(runs, 1), "run")), "newer");
     cr_assert_str_neq(json_string_value(json_object_get(json_array_get(runs, 1), "status")),
                       "running");
+    /* a node belongs to one run, and a run takes no more daemons than its max: the third one
+     * is not a spare of the older run but waits in the newer one */
+    size_t i;
+    json_t *dm;
+    int in_older = 0;
+    json_array_foreach(json_object_get(j, "daemons"), i, dm)
+        in_older += strcmp(json_string_value(json_object_get(dm, "run")), "older") == 0;
+    cr_assert_eq(in_older, 2, "%d daemons in a run of --max 2", in_older);
     json_decref(j);
     cr_assert_eq(h_count_files(envdir, "newer."), 0, "the newer run started first");
     release("older");
