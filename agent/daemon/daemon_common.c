@@ -122,9 +122,11 @@ int daemon_split_args(const char *cmd, int argc, char **argv, char **envp,
             mine = true;
             const char *v = NULL;
             if (own[k][ol] == '=') {
-                v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+                v = eq ? eq + 1 : i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 ? argv[++i]
+                                                                                  : NULL;
                 if (!v || !v[0]) {
-                    fprintf(stderr, "elastic-agent %s: --%s needs a value\n", cmd, own[k]);
+                    fprintf(stderr, "elastic-agent %s: --%.*s needs a value\n", cmd, (int)ol,
+                            own[k]);
                     goto out;
                 }
             } else if (eq) {

@@ -16,12 +16,13 @@ int pool_init(struct pool *p, struct kv *kv, const char *prefix, const char *nam
               struct ea_error *err)
 {
     size_t n = strlen(name);
-    bool ok = n > 0 && n <= 100 && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+    bool ok = n > 0 && n <= 100 && isalnum((unsigned char)name[0]);
     for (const char *c = name; ok && *c; c++)
         ok = isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-';
     if (!ok)
         return ea_errorf(err, -EINVAL,
-                         "--pool: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ - (not . or ..)",
+                         "--pool: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -, starting with a "
+                         "letter or digit",
                          name);
     memset(p, 0, sizeof(*p));
     p->kv = kv;

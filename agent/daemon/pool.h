@@ -37,7 +37,7 @@ enum pool_run {
 };
 
 /* Set up `p` for pool `name` under `prefix`; -EINVAL when the name is not 1-100 of
- * A-Z a-z 0-9 . _ - . */
+ * A-Z a-z 0-9 . _ - starting with a letter or digit. */
 int pool_init(struct pool *p, struct kv *kv, const char *prefix, const char *name,
               struct ea_error *err);
 
