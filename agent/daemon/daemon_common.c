@@ -167,6 +167,14 @@ out:
     return r;
 }
 
+const char *daemon_default_pool(char **envp)
+{
+    for (char **e = envp; e && *e; e++)
+        if (sets(*e, "ELASTIC_POOL", 12) && (*e)[13])
+            return *e + 13;
+    return "default";
+}
+
 int daemon_open_store(const char *cmd, const struct cfg *c, struct kv **ret)
 {
     struct ea_error err = {0};

@@ -45,6 +45,9 @@ int daemon_split_args(const char *cmd, int argc, char **argv, char **envp,
                       const char *const *own, daemon_own_fn on_own, void *ctx,
                       struct cfg *ret_cfg, char ***ret_rest, size_t *ret_n);
 
+/* The pool a command serves when --pool is not given: ELASTIC_POOL from `envp`, else "default". */
+const char *daemon_default_pool(char **envp);
+
 /* Open the store `c` names: 0, or an exit code after printing why. */
 int daemon_open_store(const char *cmd, const struct cfg *c, struct kv **ret);
 

@@ -61,7 +61,7 @@ static const char serve_help[] =
     "node's options and the run's spec, and is idle again when the run ends or it leaves.\n"
     "SIGTERM/SIGINT: leave the current run gracefully, then exit 0.\n"
     "\n"
-    "  --pool NAME                  the pool to serve [default default]\n"
+    "  --pool NAME                  the pool to serve [default default] [env ELASTIC_POOL]\n"
     "  --http [ADDR]:PORT           /healthz (200 while the daemon holds its lease), /readyz\n"
     "                               (says idle or the run), /metrics, kept up between runs\n"
     "\nNode options: every option of `elastic-agent --help` except the run's own (given to\n"
@@ -79,7 +79,7 @@ static const char serve_help[] =
 static int parse(struct daemon *d, int argc, char **argv, char **envp, const char **ret_pool,
                  bool *ret_help)
 {
-    const char *pool = "default", *http = NULL;
+    const char *pool = daemon_default_pool(envp), *http = NULL;
     d->node_args = calloc((size_t)argc + 3, sizeof(char *));
     if (!d->node_args)
         return -ENOMEM;

@@ -28,7 +28,7 @@ static const char submit_help[] =
     "has room (fewer nodes than --max); COMMAND runs as the daemons' user.\n"
     "\n"
     "  --run-id ID                  the run's id (1-100 of A-Z a-z 0-9 . _ -; new in the store)\n"
-    "  --pool NAME                  the pool [default default]\n"
+    "  --pool NAME                  the pool [default default] [env ELASTIC_POOL]\n"
     "  --wait                       follow the run to its end; exit with its code\n"
     "  --env NAME=VALUE             extra variable for the workers (repeatable; not ELASTIC_*\n"
     "                               or PET_*: give the option instead)\n"
@@ -45,6 +45,8 @@ static const char submit_help[] =
 
 static const char cancel_help[] =
     "Usage: elastic-agent cancel ID [--pool NAME] [STORE OPTIONS]\n"
+    "\n"
+    "  --pool NAME                  the pool [default default] [env ELASTIC_POOL]\n"
     "\n"
     "Closes run ID: its state goes `closed`, so every agent of it stops its workers (SIGTERM,\n"
     "SIGKILL after --stop-timeout) and exits 4, and its daemons go back to idle; a queued run\n"
@@ -164,7 +166,8 @@ int submit_main(int argc, char **argv, char **envp)
 {
     static const char *const own[] = {"help", "wait", "pool=", "run-id=", "rdzv-id=", "env=",
                                       NULL};
-    struct sub_args a = {.pool = "default", .env = calloc((size_t)argc + 1, sizeof(char *))};
+    struct sub_args a = {.pool = daemon_default_pool(envp),
+                         .env = calloc((size_t)argc + 1, sizeof(char *))};
     struct cfg store;
     char **rest = NULL;
     size_t n_rest = 0;
@@ -270,7 +273,7 @@ out:
 int cancel_main(int argc, char **argv, char **envp)
 {
     static const char *const own[] = {"help", "pool=", "run-id=", "rdzv-id=", NULL};
-    struct sub_args a = {.pool = "default"};
+    struct sub_args a = {.pool = daemon_default_pool(envp)};
     struct cfg store;
     char **rest = NULL;
     size_t n_rest = 0;

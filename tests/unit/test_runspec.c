@@ -178,7 +178,8 @@ Test(runspec, the_run_agents_environment)
     const char *env[] = {"TAG=spec", NULL};
     struct runspec s = make("r", NULL, cmd, env);
     char *daemon_env[] = {"PATH=/bin", "TAG=daemon", "ELASTIC_MIN=5", "ELASTIC_HTTP=:9000",
-                          "ELASTIC_RDZV_ENDPOINT=e:1", "ELASTIC_NPROC_PER_NODE=2", NULL};
+                          "ELASTIC_RDZV_ENDPOINT=e:1", "ELASTIC_NPROC_PER_NODE=2", "ELASTIC_POOL=gpu",
+                          NULL};
     char **out = NULL;
     cr_assert_eq(daemon_child_env(daemon_env, &s, &out), 0);
     const char *want[] = {"PATH=/bin", "ELASTIC_RDZV_ENDPOINT=e:1", "ELASTIC_NPROC_PER_NODE=2",
@@ -189,4 +190,7 @@ Test(runspec, the_run_agents_environment)
     cr_assert_eq(n, 4);
     free(out);
     runspec_clear(&s);
+    char *with_pool[] = {"ELASTIC_POOL=gpu", NULL}, *without[] = {NULL};
+    cr_assert_str_eq(daemon_default_pool(with_pool), "gpu");
+    cr_assert_str_eq(daemon_default_pool(without), "default");
 }
