@@ -107,6 +107,10 @@ int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct c
  * *ret_cmds (may be NULL). NULL, *ret_cmds untouched, when i >= cfg_option_count(). */
 size_t cfg_option_count(void);
 const char *cfg_option_flag(size_t i, unsigned *ret_cmds);
+/* The table entry named `name` (len bytes, without "--"; '_' matches '-' as on the command line)
+ * for any command: its index, and in *ret_value (may be NULL) whether it takes a value (every
+ * type but a yes/no flag); -1 when no option has that name. */
+int cfg_option_find(const char *name, size_t len, bool *ret_value);
 
 /* Print --help, generated from the option table. */
 void cfg_print_help(FILE *out);

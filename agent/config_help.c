@@ -19,6 +19,22 @@ const char *cfg_option_flag(size_t i, unsigned *ret_cmds)
     return cfg_opts[i].flag;
 }
 
+int cfg_option_find(const char *name, size_t len, bool *ret_value)
+{
+    for (size_t i = 0; i < cfg_n_opts; i++) {
+        const char *f = cfg_opts[i].flag;
+        size_t k = 0;
+        while (k < len && f[k] && (f[k] == name[k] || (f[k] == '-' && name[k] == '_')))
+            k++;
+        if (k == len && f[k] == '\0') {
+            if (ret_value)
+                *ret_value = cfg_opts[i].type != OPT_BOOL;
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
 void cfg_print_help(FILE *out)
 {
     cfg_print_help_cmd(CFG_AGENT, out);
@@ -27,6 +43,8 @@ void cfg_print_help(FILE *out)
 static const char agent_intro[] =
     "Usage: elastic-agent [OPTIONS] [--] COMMAND [ARGS...]\n"
     "       elastic-agent status [OPTIONS]   (see elastic-agent status --help)\n"
+    "       elastic-agent serve | submit | cancel ...   (a pool of node daemons that run\n"
+    "                                 submitted runs; see each one's --help, docs/daemon.md)\n"
     "\n"
     "Runs COMMAND as --nproc-per-node worker processes on this node, in an elastic job\n"
     "whose nodes agree on membership through a shared store (file, memory, etcd v3).\n"

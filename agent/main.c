@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-/* elastic-agent: entry point. Parses options, dispatches the `status` subcommand and the hidden
- * exec-guard one. */
+/* elastic-agent: entry point. Parses options, dispatches the subcommands (`status`, the pool's
+ * `serve`/`submit`/`cancel`/`status --pool`) and the hidden exec-guard one. */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent.h"
 #include "config.h"
+#include "daemon.h"
 #include "driver.h"
 #include "launcher.h"
 #include "status.h"
@@ -17,7 +18,14 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "exec-guard") == 0)
         return launch_guard_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "status") == 0)
-        return status_main(argc - 1, argv + 1, environ);
+        return pool_status_wanted(argc - 1, argv + 1) ? pool_status_main(argc - 1, argv + 1, environ)
+                                                       : status_main(argc - 1, argv + 1, environ);
+    if (argc > 1 && strcmp(argv[1], "serve") == 0)
+        return serve_main(argc - 1, argv + 1, environ);
+    if (argc > 1 && strcmp(argv[1], "submit") == 0)
+        return submit_main(argc - 1, argv + 1, environ);
+    if (argc > 1 && strcmp(argv[1], "cancel") == 0)
+        return cancel_main(argc - 1, argv + 1, environ);
     struct cfg cfg;
     struct ea_error err = {0};
     if (cfg_parse(argc, argv, environ, &cfg, &err) < 0) {

@@ -83,7 +83,7 @@ cat <<'EOF'
         opts=$_elastic_agent_status_opts
     else
         opts=$_elastic_agent_opts
-        ((COMP_CWORD == 1)) && opts="status $opts"
+        ((COMP_CWORD == 1)) && opts="status serve submit cancel $opts"
     fi
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 }

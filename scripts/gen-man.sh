@@ -61,9 +61,21 @@ elastic\\-agent \\- run distributed training workers elastically on every node
 .br
 .B elastic\\-agent status
 [\\fIOPTIONS\\fR]
+.br
+.B elastic\\-agent serve
+| \\fBsubmit\\fR | \\fBcancel\\fR | \\fBstatus \\-\\-pool\\fR ...
 EOF
 help2man agent <<<"$agent_help"
 help2man status <<<"$status_help"
+# the pool commands (docs/daemon.md): each one's --help, verbatim
+for c in serve submit cancel "status --pool NAME"; do
+  title=$(tr '[:lower:]' '[:upper:]' <<<"${c% NAME}")
+  echo ".SH ${title//-/\\-} COMMAND"
+  echo ".nf"
+  # shellcheck disable=SC2086
+  "$bin" $c --help | sed -e 's/\\/\\e/g' -e 's/-/\\-/g' -e "s/^\([.']\)/\\\\\&\1/"
+  echo ".fi"
+done
 cat <<'EOF'
 .SH ENVIRONMENT
 Every option is also read from ELASTIC_\fINAME\fR (upper case, \- becomes _), e.g.

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * daemon internals shared by serve.c, submit.c and pool_status.c (daemon_common.c): a daemon's
+ * record in its pool, the environment of a run's agent, and opening the store from a
+ * subcommand's store options. Not a public interface.
+ */
+#ifndef EA_AGENT_DAEMON_DAEMON_INTERNAL_H
+#define EA_AGENT_DAEMON_DAEMON_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "kv.h"
+#include "runspec.h"
+
+/* A daemon's record {"schema","node","host","pid","run","since_ms"} (run "" = idle), malloc'ed;
+ * NULL on OOM. */
+char *daemon_record_encode(const char *node, const char *host, long long pid, const char *run,
+                           int64_t since_ms);
+struct daemon_record {
+    char node[128], host[256], run[128];
+    long long pid;
+    int64_t since_ms;
+};
+/* -EBADMSG when the value is not a daemon record of ours. */
+int daemon_record_decode(const char *json, size_t len, struct daemon_record *ret);
+
+/* The environment of a run's agent: `envp` without the variables that would set the run's
+ * options or the daemon's own (ELASTIC_<run option>, ELASTIC_RUN_ID, ELASTIC_HTTP, PET_NNODES,
+ * ...), plus the spec's NAME=VALUE entries (which win). A malloc'ed NULL-terminated array of
+ * borrowed strings (free the array only). 0 or -ENOMEM. */
+int daemon_child_env(char **envp, const struct runspec *s, char ***ret);
+
+/*
+ * A subcommand's command line split into its own flags and the store options: `own` lists the
+ * subcommand's flags (without "--"; a trailing '=' marks one taking a value), each found is
+ * handed to `on_own` (value NULL for a plain flag). Store options (the `status` ones) are parsed
+ * into *ret_cfg like `status` parses them; anything else is returned in *ret_rest (malloc'ed
+ * array of borrowed strings, NULL-terminated) for the caller to judge. -EINVAL after printing
+ * the reason prefixed with "elastic-agent <cmd>: ".
+ */
+typedef int (*daemon_own_fn)(void *ctx, const char *flag, const char *value);
+int daemon_split_args(const char *cmd, int argc, char **argv, char **envp,
+                      const char *const *own, daemon_own_fn on_own, void *ctx,
+                      struct cfg *ret_cfg, char ***ret_rest, size_t *ret_n);
+
+/* The pool a command serves when --pool is not given: ELASTIC_POOL from `envp`, else "default". */
+const char *daemon_default_pool(char **envp);
+
+/* Open the store `c` names: 0, or an exit code after printing why. */
+int daemon_open_store(const char *cmd, const struct cfg *c, struct kv **ret);
+
+#endif

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+/* pool: the queue, the `next` key and a queued run's standing (docs/protocol.md, "Pools"). */
+#include "pool.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "state.h"
+
+int pool_init(struct pool *p, struct kv *kv, const char *prefix, const char *name,
+              struct ea_error *err)
+{
+    size_t n = strlen(name);
+    bool ok = n > 0 && n <= 100 && isalnum((unsigned char)name[0]);
+    for (const char *c = name; ok && *c; c++)
+        ok = isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-';
+    if (!ok)
+        return ea_errorf(err, -EINVAL,
+                         "--pool: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ -, starting with a "
+                         "letter or digit",
+                         name);
+    memset(p, 0, sizeof(*p));
+    p->kv = kv;
+    snprintf(p->prefix, sizeof(p->prefix), "%s", prefix);
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    snprintf(p->base, sizeof(p->base), "%s" POOL_DIR "%s/", prefix, name);
+    snprintf(p->next_key, sizeof(p->next_key), "%snext", p->base);
+    return 0;
+}
+
+void pool_queue_key(const struct pool *p, const char *run_id, char *buf, size_t size)
+{
+    snprintf(buf, size, "%squeue/%s", p->base, run_id);
+}
+
+void pool_daemon_key(const struct pool *p, const char *node_id, char *buf, size_t size)
+{
+    snprintf(buf, size, "%sdaemons/%s", p->base, node_id);
+}
+
+void pool_queue_prefix(const struct pool *p, char *buf, size_t size)
+{
+    snprintf(buf, size, "%squeue/", p->base);
+}
+
+void pool_daemon_prefix(const struct pool *p, char *buf, size_t size)
+{
+    snprintf(buf, size, "%sdaemons/", p->base);
+}
+
+int pool_status_exit(const char *status)
+{
+    if (strcmp(status, "succeeded") == 0)
+        return 0;
+    if (strcmp(status, "failed") == 0)
+        return 1;
+    if (strcmp(status, "closed") == 0)
+        return 4;
+    return -1;
+}
+
+int pool_submit(struct pool *p, const struct runspec *s, struct ea_error *err)
+{
+    char qkey[POOL_KEY_MAX], skey[POOL_KEY_MAX];
+    pool_queue_key(p, s->run_id, qkey, sizeof(qkey));
+    snprintf(skey, sizeof(skey), "%s%s/state", p->prefix, s->run_id);
+    char *json = NULL;
+    int r = runspec_encode(s, &json, err);
+    if (r < 0)
+        return r;
+    /* create-only, and only for a run id the store has never run: a second run of a finished
+     * id would find its old final state and end at once */
+    struct kv_cmp cmps[] = {{.key = qkey, .mod_revision = 0}, {.key = skey, .mod_revision = 0}};
+    struct kv_op op = {.key = qkey, .value = json, .len = strlen(json)};
+    r = kv_txn(p->kv, cmps, 2, &op, 1, NULL, err);
+    free(json);
+    if (r == KV_ECONFLICT)
+        return ea_errorf(err, -EEXIST,
+                         "run '%s' exists already (queued in pool '%s' or run under '%s'): "
+                         "give the new run its own --run-id",
+                         s->run_id, p->name, p->prefix);
+    return r;
+}
+
+int pool_run_check(struct pool *p, const struct runspec *s, enum pool_run *ret,
+                   char *ret_status, size_t status_size, struct ea_error *err)
+{
+    char key[POOL_KEY_MAX];
+    snprintf(key, sizeof(key), "%s%s/state", p->prefix, s->run_id);
+    struct kv_entry e = {0};
+    int r = kv_get(p->kv, key, &e, err);
+    if (r < 0 && r != KV_ENOTFOUND)
+        return r;
+    const char *name = "none";
+    enum pool_run out = POOL_RUN_ROOM;
+    int live = -1;
+    struct rdzv_state st = {0};
+    if (r == 0) {
+        struct ea_error derr = {0};
+        if (rdzv_state_decode(e.value, e.value_len, &st, &derr) < 0) {
+            kv_entry_clear(&e);
+            ea_errorf(err, -EBADMSG, "key '%s': %s", key, derr.msg);
+            *ret = POOL_RUN_BAD;
+            if (ret_status)
+                snprintf(ret_status, status_size, "corrupt");
+            return 0;
+        }
+        name = rdzv_status_name(st.status);
+        if (st.status == RDZV_SUCCEEDED || st.status == RDZV_FAILED || st.status == RDZV_CLOSED)
+            out = POOL_RUN_ENDED;
+        else if (st.status == RDZV_FAILING)
+            out = POOL_RUN_FULL;
+        else if (st.status == RDZV_RUNNING)
+            out = st.group_world_size >= s->max_nodes ? POOL_RUN_FULL : POOL_RUN_ROOM;
+        else
+            r = KV_ENOTFOUND; /* waiting: as many as the coordinator counts */
+        rdzv_state_clear(&st);
+        kv_entry_clear(&e);
+    }
+    if (r == KV_ENOTFOUND) {
+        snprintf(key, sizeof(key), "%s%s/coord", p->prefix, s->run_id);
+        r = kv_get(p->kv, key, &e, err);
+        if (r < 0 && r != KV_ENOTFOUND)
+            return r;
+        struct rdzv_coord c = {0};
+        if (r == 0 && rdzv_coord_decode(e.value, e.value_len, &c, NULL) == 0)
+            live = c.live;
+        kv_entry_clear(&e);
+        out = live >= s->max_nodes ? POOL_RUN_FULL : POOL_RUN_ROOM;
+    }
+    *ret = out;
+    if (ret_status)
+        snprintf(ret_status, status_size, "%s", name);
+    return 0;
+}
+
+int pool_next_get(struct pool *p, char *ret_run, size_t size, int64_t *ret_rev,
+                  struct ea_error *err)
+{
+    struct kv_entry e = {0};
+    int r = kv_get(p->kv, p->next_key, &e, err);
+    if (r == KV_ENOTFOUND) {
+        snprintf(ret_run, size, "%s", "");
+        *ret_rev = 0;
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    json_t *j = json_loadb(e.value, e.value_len, 0, NULL);
+    json_t *schema = json_object_get(j, "schema"), *run = json_object_get(j, "run");
+    if (!json_is_string(schema) || strcmp(json_string_value(schema), RUNSPEC_SCHEMA) != 0 ||
+        !json_is_string(run))
+        snprintf(ret_run, size, "%s", ""); /* not ours: pool_advance rewrites it */
+    else
+        snprintf(ret_run, size, "%s", json_string_value(run));
+    *ret_rev = e.mod_revision;
+    json_decref(j);
+    kv_entry_clear(&e);
+    return 0;
+}
+
+int pool_spec_get(struct pool *p, const char *run_id, struct runspec *ret, int64_t *ret_rev,
+                  struct ea_error *err)
+{
+    char key[POOL_KEY_MAX];
+    pool_queue_key(p, run_id, key, sizeof(key));
+    struct kv_entry e = {0};
+    int r = kv_get(p->kv, key, &e, err);
+    if (r < 0)
+        return r;
+    struct ea_error derr = {0};
+    r = runspec_decode(e.value, e.value_len, ret, &derr);
+    if (r == 0 && strcmp(ret->run_id, run_id) != 0) {
+        runspec_clear(ret);
+        r = ea_errorf(&derr, -EBADMSG, "it names run '%s'", ret->run_id);
+    }
+    if (r < 0)
+        ea_errorf(err, r, "run spec '%s': %s", key, derr.msg);
+    else if (ret_rev)
+        *ret_rev = e.mod_revision;
+    kv_entry_clear(&e);
+    return r;
+}
+
+static int next_put(struct pool *p, const char *run, struct ea_error *err)
+{
+    for (int attempt = 0; attempt < 8; attempt++) {
+        char cur[128];
+        int64_t rev = 0;
+        int r = pool_next_get(p, cur, sizeof(cur), &rev, err);
+        if (r < 0)
+            return r;
+        if (rev && strcmp(cur, run) == 0)
+            return 0;
+        char *json = NULL;
+        json_t *j = json_pack("{s:s, s:s}", "schema", RUNSPEC_SCHEMA, "run", run);
+        json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(j);
+        if (!json)
+            return ea_errorf(err, -ENOMEM, "out of memory");
+        r = kv_cas(p->kv, p->next_key, json, strlen(json), rev, 0, NULL, NULL, err);
+        free(json);
+        if (r != KV_ECONFLICT)
+            return r;
+        ea_error_clear(err);
+    }
+    return ea_errorf(err, KV_ECONFLICT, "key '%s' keeps changing", p->next_key);
+}
+
+/* Queue entries in create_revision order (submission order). */
+static int by_creation(const void *a, const void *b)
+{
+    const struct kv_entry *x = a, *y = b;
+    return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
+}
+
+static bool listed(const char *const *full, size_t n, const char *run)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(full[i], run) == 0)
+            return true;
+    return false;
+}
+
+int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_bad_fn bad,
+                 void *ctx, struct runspec *ret, struct ea_error *err)
+{
+    char qprefix[POOL_KEY_MAX];
+    pool_queue_prefix(p, qprefix, sizeof(qprefix));
+    struct kv_list l = {0};
+    int r = kv_list(p->kv, qprefix, &l, err);
+    if (r < 0)
+        return r;
+    if (l.n > 1)
+        qsort(l.entries, l.n, sizeof(*l.entries), by_creation);
+    struct runspec found = {0};
+    for (size_t i = 0; i < l.n && !found.run_id[0] && r == 0; i++) {
+        struct kv_entry *e = &l.entries[i];
+        struct runspec s = {0};
+        struct ea_error derr = {0};
+        const char *id = e->key + strlen(qprefix);
+        if (runspec_decode(e->value, e->value_len, &s, &derr) < 0 ||
+            strcmp(s.run_id, id) != 0) {
+            if (bad)
+                bad(ctx, e->key, e->mod_revision,
+                    derr.msg[0] ? derr.msg : "the spec names another run");
+            runspec_clear(&s);
+            continue;
+        }
+        enum pool_run pr;
+        r = pool_run_check(p, &s, &pr, NULL, 0, &derr);
+        if (r == 0 && pr == POOL_RUN_ENDED) {
+            struct kv_cmp cmp = {.key = e->key, .mod_revision = e->mod_revision};
+            struct kv_op op = {.key = e->key, .del = true};
+            r = kv_txn(p->kv, &cmp, 1, &op, 1, NULL, err);
+            r = r == KV_ECONFLICT ? 0 : r;
+        } else if (r == 0 && pr == POOL_RUN_BAD) {
+            if (bad)
+                bad(ctx, e->key, e->mod_revision, derr.msg);
+        } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(full, n_full, s.run_id)) {
+            found = s;
+            continue;
+        } else if (r < 0) {
+            ea_errorf(err, r, "%s", derr.msg);
+        }
+        runspec_clear(&s);
+    }
+    kv_list_clear(&l);
+    if (r == 0)
+        r = next_put(p, found.run_id, err);
+    if (r < 0 || !ret)
+        runspec_clear(&found);
+    else
+        *ret = found;
+    return r;
+}
+
+int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err)
+{
+    char skey[POOL_KEY_MAX], qkey[POOL_KEY_MAX];
+    snprintf(skey, sizeof(skey), "%s%s/state", p->prefix, run_id);
+    pool_queue_key(p, run_id, qkey, sizeof(qkey));
+    struct runspec spec = {0};
+    int sr = pool_spec_get(p, run_id, &spec, NULL, NULL);
+    if (sr < 0 && sr != KV_ENOTFOUND && sr != -EBADMSG)
+        return ea_errorf(err, sr, "cannot read the run spec '%s'", qkey);
+    int r = 0;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        struct kv_entry e = {0};
+        r = kv_get(p->kv, skey, &e, err);
+        if (r < 0 && r != KV_ENOTFOUND)
+            break;
+        struct rdzv_state st = {0};
+        if (r == 0) {
+            struct ea_error derr = {0};
+            if ((r = rdzv_state_decode(e.value, e.value_len, &st, &derr)) < 0) {
+                ea_errorf(err, r, "refusing to touch key '%s': %s", skey, derr.msg);
+                kv_entry_clear(&e);
+                break;
+            }
+            if (st.status == RDZV_SUCCEEDED || st.status == RDZV_FAILED ||
+                st.status == RDZV_CLOSED) {
+                rdzv_state_clear(&st);
+                kv_entry_clear(&e);
+                r = 0;
+                break; /* over already */
+            }
+            st.generation = rdzv_state_generation(&st, e.mod_revision); /* a same-round write */
+            free(st.members); /* the commit record only: members stay in their chunks */
+            st.members = NULL;
+            st.n_members = 0;
+            st.status = RDZV_CLOSED;
+        } else if (sr < 0) {
+            r = ea_errorf(err, -ENOENT, "no run '%s' in pool '%s' (nor under '%s')", run_id,
+                          p->name, p->prefix);
+            break;
+        } else { /* queued, never started: a closed state of round 0 */
+            st = (struct rdzv_state){.status = RDZV_CLOSED, .min_nodes = spec.min_nodes,
+                                     .max_nodes = spec.max_nodes};
+        }
+        char *json = NULL;
+        r = rdzv_state_encode(&st, &json, err);
+        int64_t expect = e.mod_revision;
+        kv_entry_clear(&e);
+        if (r < 0)
+            break;
+        r = kv_cas(p->kv, skey, json, strlen(json), expect, 0, NULL, NULL, err);
+        free(json);
+        if (r != KV_ECONFLICT)
+            break;
+        ea_error_clear(err);
+    }
+    runspec_clear(&spec);
+    if (r < 0)
+        return r;
+    if ((r = kv_del(p->kv, qkey, err)) < 0)
+        return r;
+    return pool_advance(p, NULL, 0, NULL, NULL, NULL, err);
+}
+
+static void seat_key(const struct pool *p, const char *run_id, int seat, char *buf, size_t size)
+{
+    snprintf(buf, size, "%sseats/%s/%06d", p->base, run_id, seat);
+}
+
+int pool_seat_claim(struct pool *p, const struct runspec *s, const char *node, int64_t lease,
+                    int *ret_seat, struct ea_error *err)
+{
+    json_t *j = json_pack("{s:s, s:s}", "schema", RUNSPEC_SCHEMA, "node", node);
+    char *json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    uint32_t h = 2166136261u; /* FNV-1a of the node id: daemons spread over the seats */
+    for (const char *c = node; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    int max = s->max_nodes, probes = max < 64 ? max : 64, r = -EBUSY;
+    for (int i = 0; i < probes && r == -EBUSY; i++) {
+        int seat = (int)((h + (uint32_t)i) % (uint32_t)max);
+        char key[POOL_KEY_MAX];
+        seat_key(p, s->run_id, seat, key, sizeof(key));
+        struct kv_entry cur = {0};
+        r = kv_cas(p->kv, key, json, strlen(json), 0, lease, NULL, &cur, err);
+        if (r == KV_ECONFLICT) {
+            ea_error_clear(err);
+            json_t *o = cur.value ? json_loadb(cur.value, cur.value_len, 0, NULL) : NULL;
+            const char *holder = json_string_value(json_object_get(o, "node"));
+            bool mine = cur.mod_revision > 0 && holder && strcmp(holder, node) == 0;
+            r = mine ? kv_cas(p->kv, key, json, strlen(json), cur.mod_revision, lease, NULL, NULL,
+                              err)
+                     : -EBUSY; /* an earlier incarnation of this node: ours again */
+            if (r == KV_ECONFLICT) {
+                ea_error_clear(err);
+                r = -EBUSY;
+            }
+            json_decref(o);
+        }
+        kv_entry_clear(&cur);
+        if (r == 0)
+            *ret_seat = seat;
+    }
+    free(json);
+    return r;
+}
+
+int pool_seat_release(struct pool *p, const char *run_id, int seat, struct ea_error *err)
+{
+    char key[POOL_KEY_MAX];
+    seat_key(p, run_id, seat, key, sizeof(key));
+    return kv_del(p->kv, key, err);
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * pool: a pool's keys in the store (docs/protocol.md, "Pools") and the decisions on them that
+ * serve, submit, cancel and status share: the FIFO queue of run specs (ordered by create_revision),
+ * the one small `next` key idle daemons watch, and how a queued run is doing (room, full, ended),
+ * read from the run's own `state` and `coord` keys. Returns errors with text; never logs.
+ */
+#ifndef EA_AGENT_DAEMON_POOL_H
+#define EA_AGENT_DAEMON_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ea_error.h"
+#include "kv.h"
+#include "runspec.h"
+
+/* Pools live under <prefix>~pools/<pool>/: '~' is not in a run id, so no run's keys
+ * (<prefix><run-id>/...) can be confused with them. */
+#define POOL_DIR "~pools/"
+#define POOL_KEY_MAX 768
+
+struct pool {
+    struct kv *kv;       /* borrowed */
+    char prefix[512];    /* the runs' prefix, e.g. "/elastic/" */
+    char name[128];      /* pool name */
+    char base[POOL_KEY_MAX]; /* <prefix>~pools/<name>/ */
+    char next_key[POOL_KEY_MAX];
+};
+
+/* What a queued run looks like to a node that could join it. */
+enum pool_run {
+    POOL_RUN_ROOM,  /* not started, gathering or running below its max: a node may join */
+    POOL_RUN_FULL,  /* at its max (or stopping after a failure): wait */
+    POOL_RUN_ENDED, /* succeeded, failed or closed: to be removed from the queue */
+    POOL_RUN_BAD,   /* its state is not ours: reported, never joined */
+};
+
+/* Set up `p` for pool `name` under `prefix`; -EINVAL when the name is not 1-100 of
+ * A-Z a-z 0-9 . _ - starting with a letter or digit. */
+int pool_init(struct pool *p, struct kv *kv, const char *prefix, const char *name,
+              struct ea_error *err);
+
+/* Key of a queued spec / a daemon's record. */
+void pool_queue_key(const struct pool *p, const char *run_id, char *buf, size_t size);
+void pool_daemon_key(const struct pool *p, const char *node_id, char *buf, size_t size);
+/* Prefixes of the queue and of the daemons' records. */
+void pool_queue_prefix(const struct pool *p, char *buf, size_t size);
+void pool_daemon_prefix(const struct pool *p, char *buf, size_t size);
+
+/* Queue `s` (create-only): 0, -EEXIST when a run of that id is queued or has run under the
+ * prefix already, or a KV error. */
+int pool_submit(struct pool *p, const struct runspec *s, struct ea_error *err);
+
+/* How run `s` is doing (reads <prefix><run>/state, and /coord when no round runs). With
+ * ret_status (may be NULL) the run's status name ("none" before any state). KV errors. */
+int pool_run_check(struct pool *p, const struct runspec *s, enum pool_run *ret,
+                   char *ret_status, size_t status_size, struct ea_error *err);
+
+/* The run `next` names ("" when none) and the key's mod_revision (0: absent). */
+int pool_next_get(struct pool *p, char *ret_run, size_t size, int64_t *ret_rev,
+                  struct ea_error *err);
+
+/* A spec the queue holds that is not ours: called once per key revision by pool_advance. */
+typedef void (*pool_bad_fn)(void *ctx, const char *key, int64_t mod_revision, const char *why);
+
+/*
+ * Recompute `next`: walk the queue in create_revision order, delete the entries of runs that
+ * ended, skip corrupt or foreign specs (reported through `bad`, may be NULL), full runs and the
+ * n_full runs in `full` (the caller found every seat of them taken), and CAS `next` to the first
+ * run with room ("" when none; unchanged values are not rewritten). *ret (may be NULL) gets that
+ * run's spec (the caller clears it; zeroed when none).
+ */
+int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_bad_fn bad,
+                 void *ctx, struct runspec *ret, struct ea_error *err);
+
+/*
+ * Claim a seat of run `s` for daemon `node`: one of `seats/<run>/<k>`, k < s->max_nodes, created
+ * with `lease` (create-only), probing from a slot picked by the node id (at most 64 probes); a
+ * seat its own earlier incarnation still holds is taken over. So at most max daemons join a run.
+ * 0 and *ret_seat; -EBUSY when every seat probed is taken; a KV error.
+ */
+int pool_seat_claim(struct pool *p, const struct runspec *s, const char *node, int64_t lease,
+                    int *ret_seat, struct ea_error *err);
+/* Give seat `seat` of `run_id` back (delete it). */
+int pool_seat_release(struct pool *p, const char *run_id, int seat, struct ea_error *err);
+
+/* Read the queued spec of `run_id`: 0, KV_ENOTFOUND, -EBADMSG (not ours) or a KV error. */
+int pool_spec_get(struct pool *p, const char *run_id, struct runspec *ret, int64_t *ret_rev,
+                  struct ea_error *err);
+
+/* Close run `run_id` (its state goes `closed`, so every agent stops its workers and exits 4;
+ * a run that never started gets a closed state), then drop it from the queue and advance.
+ * `min`/`max` are used only when no state exists. 0 or an error; -ENOENT when neither the queue
+ * nor the store knows the run. */
+int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err);
+
+/* Exit code a run's final status means (0 succeeded, 1 failed, 4 closed), -1 not final. */
+int pool_status_exit(const char *status);
+
+#endif

@@ -1,0 +1,594 @@
+// SPDX-License-Identifier: Apache-2.0
+/* serve: the node daemon. Idle, it watches its pool's `next` key; it joins the oldest queued
+ * run with room by running the one-shot agent for it as a child, and is idle again when that
+ * child exits (docs/daemon.md). */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "daemon.h"
+#include "daemon_internal.h"
+#include "ea_time.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "pool.h"
+#include "proc.h"
+
+#define SKIP_MAX 16
+#define SKIP_MS 10000 /* a run this node could not run is looked at again after this long */
+#define BAD_MAX 16
+
+struct daemon {
+    struct cfg cfg;    /* the node's options (store, node id, lease TTL, log, --http) */
+    char **cfg_argv;   /* what cfg points into */
+    char **node_args;  /* handed to every run's agent (no --pool, no --http) */
+    size_t n_node;
+    char **envp;
+    char exe[PATH_MAX];
+    struct kv *kv;
+    struct pool pool;
+    int sigfd, chldfd;
+    struct http *http;
+    struct metrics_snapshot m;
+    int64_t lease, keepalive_at, watch_id, retry_at;
+    int64_t backoff_ms; /* store retries: doubling from 250 ms to 5 s; 0 after a success */
+    bool pick, full_scan;
+    pid_t child;
+    int seat;           /* the child's run's seat this daemon holds */
+    char run[128];      /* the run the child runs */
+    int64_t run_since;  /* wall ms */
+    int term_signal;
+    struct { char run[128]; int64_t until; } skip[SKIP_MAX];
+    struct { char key[POOL_KEY_MAX]; int64_t rev; } bad[BAD_MAX];
+    size_t n_bad;
+};
+
+static const char serve_help[] =
+    "Usage: elastic-agent serve [--pool NAME] [--http [ADDR]:PORT] [NODE OPTIONS]\n"
+    "\n"
+    "A node daemon that stays up between runs. Idle, it watches its pool (one small key) and\n"
+    "joins the oldest run submitted with `elastic-agent submit` that has room (fewer nodes than\n"
+    "its --max); it runs it exactly as `elastic-agent [OPTIONS] -- COMMAND` would, with this\n"
+    "node's options and the run's spec, and is idle again when the run ends or it leaves.\n"
+    "SIGTERM/SIGINT: leave the current run gracefully, then exit 0.\n"
+    "\n"
+    "  --pool NAME                  the pool to serve [default default] [env ELASTIC_POOL]\n"
+    "  --http [ADDR]:PORT           /healthz (200 while the daemon holds its lease), /readyz\n"
+    "                               (says idle or the run), /metrics, kept up between runs\n"
+    "\nNode options: every option of `elastic-agent --help` except the run's own (given to\n"
+    "submit: --min, --max, --nnodes, --max-restarts, --join-timeout, --last-call, --settle,\n"
+    "--rank-order, --tee, --local-ranks-filter, --env-style, --dmlc-tracker, --nic-discovery,\n"
+    "--topology, --worker-heartbeat-timeout, --worker-startup-timeout), the run id and driver\n"
+    "mode; --nproc-per-node and --stop-timeout are the node's defaults (a spec may override). E.g.\n"
+    "--rdzv-endpoint, --prefix, TLS and --user/--password-file, --node-id, --local-addr,\n"
+    "--lease-ttl, --log-*, --events, --log-dir, --launcher/--host/--ssh-*, --preflight.\n"
+    "\nWhile the store is unreachable the daemon retries (backing off to 5 s; /healthz says so).\n"
+    "Exit status: 0 after SIGTERM/SIGINT, 2 usage error, 3 the store cannot be opened.\n";
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static int parse(struct daemon *d, int argc, char **argv, char **envp, const char **ret_pool,
+                 bool *ret_help)
+{
+    const char *pool = daemon_default_pool(envp), *http = NULL;
+    d->node_args = calloc((size_t)argc + 3, sizeof(char *));
+    if (!d->node_args)
+        return -ENOMEM;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *ret_help = true;
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            fprintf(stderr, "elastic-agent serve: '%s': serve takes no command (runs come from "
+                            "'elastic-agent submit'; see serve --help)\n", a);
+            return -EINVAL;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        if ((len == 4 && strncmp(name, "pool", 4) == 0) ||
+            (len == 4 && strncmp(name, "http", 4) == 0)) {
+            v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v) {
+                fprintf(stderr, "elastic-agent serve: --%.*s needs a value\n", (int)len, name);
+                return -EINVAL;
+            }
+            *(name[0] == 'p' ? &pool : &http) = v;
+            continue;
+        }
+        bool value = false;
+        int k = cfg_option_find(name, len, &value);
+        unsigned cmds = 0;
+        const char *flag = k >= 0 ? cfg_option_flag((size_t)k, &cmds) : NULL;
+        const char *why = NULL;
+        if (!flag || !(cmds & CFG_AGENT))
+            why = "unknown option for serve (see serve --help)";
+        else if (runspec_is_run_option(flag) && !runspec_is_node_default(flag))
+            why = "a run option: give it to 'elastic-agent submit'";
+        else if (!strcmp(flag, "run-id") || !strcmp(flag, "rdzv-id"))
+            why = "serve runs whatever is submitted to its --pool";
+        else if (!strcmp(flag, "standalone") || !strcmp(flag, "hosts") ||
+                 !strcmp(flag, "hostfile") || !strcmp(flag, "host-discovery-script"))
+            why = "not for serve (a daemon is one node of its pool)";
+        if (why) {
+            fprintf(stderr, "elastic-agent serve: '--%.*s': %s\n", (int)len, name, why);
+            return -EINVAL;
+        }
+        d->node_args[d->n_node++] = argv[i];
+        if (value && !eq) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "elastic-agent serve: --%s needs a value\n", flag);
+                return -EINVAL;
+            }
+            d->node_args[d->n_node++] = argv[++i];
+        }
+    }
+    /* the node's options as the agent reads them: store, node id, lease, logging, --http */
+    size_t n = 0;
+    d->cfg_argv = calloc(d->n_node + 8, sizeof(char *));
+    if (!d->cfg_argv)
+        return -ENOMEM;
+    d->cfg_argv[n++] = (char *)"elastic-agent";
+    for (size_t i = 0; i < d->n_node; i++)
+        d->cfg_argv[n++] = d->node_args[i];
+    if (http) {
+        d->cfg_argv[n++] = (char *)"--http";
+        d->cfg_argv[n++] = (char *)http;
+    }
+    d->cfg_argv[n++] = (char *)"--";
+    d->cfg_argv[n++] = (char *)"true";
+    struct ea_error err = {0};
+    if (cfg_parse((int)n, d->cfg_argv, envp, &d->cfg, &err) < 0) {
+        fprintf(stderr, "elastic-agent serve: %s\n", err.msg);
+        return -EINVAL;
+    }
+    if (strcmp(d->cfg.backend, "memory") == 0) {
+        fprintf(stderr, "elastic-agent serve: the memory backend lives inside one process: a "
+                        "pool needs a shared store (--rdzv-endpoint, or file)\n");
+        return -EINVAL;
+    }
+    bool given = false; /* every run's agent takes the daemon's node id */
+    for (size_t i = 0; i < d->n_node; i++)
+        given |= strncmp(d->node_args[i], "--node-id", 9) == 0 ||
+                 strncmp(d->node_args[i], "--node_id", 9) == 0;
+    if (!given) {
+        d->node_args[d->n_node++] = (char *)"--node-id";
+        d->node_args[d->n_node++] = (char *)d->cfg.node_id;
+    }
+    *ret_pool = pool;
+    return 0;
+}
+
+/* ---- the store ---------------------------------------------------------------------------- */
+
+static void publish(struct daemon *d)
+{
+    snprintf(d->m.run_id, sizeof(d->m.run_id), "%s", d->child ? d->run : "");
+    snprintf(d->m.run_status, sizeof(d->m.run_status), "%s", d->child ? "running" : "idle");
+    snprintf(d->m.group_state, sizeof(d->m.group_state), "%s", d->child ? "in-run" : "idle");
+    d->m.joined = d->lease != 0;
+    d->m.exiting = d->term_signal != 0;
+    if (d->http)
+        http_publish(d->http, &d->m);
+}
+
+/* The daemon's record (status --pool lists it), on its lease. */
+static int put_record(struct daemon *d, struct ea_error *err)
+{
+    char key[POOL_KEY_MAX], host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    pool_daemon_key(&d->pool, d->cfg.node_id, key, sizeof(key));
+    char *json = daemon_record_encode(d->cfg.node_id, host, (long long)getpid(),
+                                      d->child ? d->run : "", ea_wall_ms());
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    int r = kv_put(d->kv, key, json, strlen(json), d->lease, NULL, err);
+    free(json);
+    return r;
+}
+
+static int store_up(struct daemon *d, struct ea_error *err)
+{
+    int r = 0;
+    if (!d->lease) {
+        if ((r = kv_lease_grant(d->kv, d->cfg.lease_ttl_ms, &d->lease, err)) < 0)
+            return r;
+        if ((r = put_record(d, err)) < 0) {
+            kv_lease_revoke(d->kv, d->lease, NULL);
+            d->lease = 0;
+            return r;
+        }
+        d->keepalive_at = ea_now_ms() + d->cfg.lease_ttl_ms / 3;
+    }
+    if (!d->watch_id) {
+        if ((r = kv_watch(d->kv, d->pool.next_key, 0, &d->watch_id, err)) < 0)
+            return r;
+        d->pick = d->full_scan = true; /* whatever changed while nobody watched */
+    }
+    return 0;
+}
+
+static void store_failed(struct daemon *d, const char *what, const struct ea_error *err)
+{
+    d->backoff_ms = d->backoff_ms ? (d->backoff_ms * 2 > 5000 ? 5000 : d->backoff_ms * 2) : 250;
+    log_warn("%s: %s; retrying in %.1f s", what, err->msg, (double)d->backoff_ms / 1000.0);
+    d->m.store_down = true;
+    d->retry_at = ea_now_ms() + d->backoff_ms;
+}
+
+/* pool_advance's report of a spec that is not ours: once per key revision. */
+static void report_bad(void *ctx, const char *key, int64_t rev, const char *why)
+{
+    struct daemon *d = ctx;
+    for (size_t i = 0; i < d->n_bad; i++)
+        if (d->bad[i].rev == rev && strcmp(d->bad[i].key, key) == 0)
+            return;
+    log_warn("skipping run spec '%s': %s (never run)", key, why);
+    size_t i = d->n_bad < BAD_MAX ? d->n_bad++ : (size_t)(rev % BAD_MAX);
+    snprintf(d->bad[i].key, sizeof(d->bad[i].key), "%s", key);
+    d->bad[i].rev = rev;
+}
+
+static bool skipped(struct daemon *d, const char *run)
+{
+    int64_t now = ea_now_ms();
+    for (size_t i = 0; i < SKIP_MAX; i++)
+        if (d->skip[i].until > now && strcmp(d->skip[i].run, run) == 0)
+            return true;
+    return false;
+}
+
+static void skip_run(struct daemon *d, const char *run)
+{
+    size_t k = 0;
+    for (size_t i = 1; i < SKIP_MAX; i++)
+        if (d->skip[i].until < d->skip[k].until)
+            k = i;
+    snprintf(d->skip[k].run, sizeof(d->skip[k].run), "%s", run);
+    d->skip[k].until = ea_now_ms() + SKIP_MS;
+    if (d->retry_at < 0 || d->retry_at > d->skip[k].until)
+        d->retry_at = d->skip[k].until; /* then look again */
+}
+
+/* ---- runs --------------------------------------------------------------------------------- */
+
+/* Take a seat of run `s` and start its agent. 0 (started, or skipped here: reported), -EBUSY
+ * when every seat is taken, or a store error (in err). */
+static int start_run(struct daemon *d, const struct runspec *s, struct ea_error *serr)
+{
+    struct ea_error err = {0};
+    char **env = NULL, **argv = NULL;
+    if (skipped(d, s->run_id))
+        return 0;
+    int r = daemon_child_env(d->envp, s, &env);
+    if (r < 0)
+        return ea_errorf(serr, r, "out of memory");
+    struct cfg c;
+    r = runspec_validate(s, d->node_args, d->n_node, env, &c, &argv, &err);
+    if (r < 0) {
+        log_warn("run '%s' cannot run on this node: %s; skipped", s->run_id, err.msg);
+        skip_run(d, s->run_id);
+        free(env);
+        return 0;
+    }
+    explicit_bzero(c.password_buf, sizeof(c.password_buf));
+    int seat = -1;
+    if ((r = pool_seat_claim(&d->pool, s, d->cfg.node_id, d->lease, &seat, serr)) < 0) {
+        free(argv);
+        free(env);
+        return r;
+    }
+    argv[0] = d->exe;
+    struct proc_spawn_opts o = {.argv = (const char *const *)argv,
+                                .envp = (const char *const *)env, .stdin_fd = -1,
+                                .stdout_fd = -1, .stderr_fd = -1, .flags = PROC_DEATHSIG,
+                                .deathsig = SIGKILL, .report_fd = -1};
+    pid_t pid = 0;
+    r = proc_spawn(&o, &pid, NULL, &err);
+    free(argv);
+    free(env);
+    if (r == 0 && proc_table_add(pid) < 0) {
+        kill(pid, SIGKILL);
+        r = -ENOMEM;
+    }
+    if (r < 0) {
+        log_error("cannot start the agent for run '%s': %s", s->run_id, err.msg);
+        pool_seat_release(&d->pool, s->run_id, seat, NULL);
+        skip_run(d, s->run_id);
+        return 0;
+    }
+    d->child = pid;
+    d->seat = seat;
+    snprintf(d->run, sizeof(d->run), "%s", s->run_id);
+    log_info("joining run '%s' of pool '%s' (min %d, max %d) in seat %d: agent pid %ld",
+             s->run_id, d->pool.name, s->min_nodes, s->max_nodes, seat, (long)pid);
+    struct ea_error perr = {0};
+    if (put_record(d, &perr) < 0)
+        log_warn("updating this daemon's record: %s", perr.msg);
+    return 0;
+}
+
+/* Idle: join the run `next` names when it has room, else recompute `next` (a full scan of the
+ * queue: at start, after a run, and when `next` names a run that is full or over). A run whose
+ * seats are all taken is full whatever its keys say yet: `next` moves past it. */
+static void pick(struct daemon *d)
+{
+    struct ea_error err = {0};
+    struct runspec s = {0};
+    char full[4][128];
+    const char *fullv[4];
+    size_t n_full = 0;
+    int r = 0;
+    bool scan = d->full_scan;
+    if (!scan) {
+        char run[128];
+        int64_t rev = 0;
+        enum pool_run pr = POOL_RUN_FULL;
+        if ((r = pool_next_get(&d->pool, run, sizeof(run), &rev, &err)) < 0)
+            goto fail;
+        if (!run[0]) {
+            d->pick = false; /* nothing queued with room */
+            return;
+        }
+        r = pool_spec_get(&d->pool, run, &s, NULL, &err);
+        if (r == 0)
+            r = pool_run_check(&d->pool, &s, &pr, NULL, 0, &err);
+        if (r < 0 && r != KV_ENOTFOUND && r != -EBADMSG)
+            goto fail;
+        scan = r < 0 || pr != POOL_RUN_ROOM;
+        if (scan)
+            runspec_clear(&s);
+        ea_error_clear(&err);
+    }
+    for (;;) {
+        if (scan && (r = pool_advance(&d->pool, fullv, n_full, report_bad, d, &s, &err)) < 0)
+            goto fail;
+        if (!s.run_id[0])
+            break;
+        r = start_run(d, &s, &err);
+        if (r != -EBUSY || n_full == sizeof(full) / sizeof(*full))
+            break;
+        snprintf(full[n_full], sizeof(full[n_full]), "%s", s.run_id); /* every seat taken */
+        fullv[n_full] = full[n_full];
+        n_full++;
+        runspec_clear(&s);
+        scan = true;
+    }
+    if (r < 0 && r != -EBUSY)
+        goto fail;
+    d->pick = d->full_scan = false;
+    d->m.store_down = false;
+    d->backoff_ms = 0;
+    runspec_clear(&s);
+    return;
+fail:
+    runspec_clear(&s);
+    store_failed(d, "reading the pool", &err);
+}
+
+/* The run's agent exited: say how, close a run that timed out, and be idle again. */
+static void run_ended(struct daemon *d, int status)
+{
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    log_info("run '%s' is over on this node (agent exit %d)%s", d->run, code,
+             d->term_signal ? "" : "; idle");
+    struct runspec s = {0};
+    struct ea_error err = {0};
+    enum pool_run pr = POOL_RUN_ROOM;
+    if (code == AGENT_EXIT_USAGE || (!WIFEXITED(status) && !d->term_signal))
+        skip_run(d, d->run); /* e.g. the node id still held by a live agent, or a crash: not
+                                again at once */
+    if (code == AGENT_EXIT_RDZV && pool_spec_get(&d->pool, d->run, &s, NULL, NULL) == 0 &&
+        pool_run_check(&d->pool, &s, &pr, NULL, 0, &err) == 0 && pr != POOL_RUN_ENDED &&
+        pr != POOL_RUN_BAD) {
+        /* the agent gave up (--join-timeout) and the run is not over: it failed to form */
+        log_warn("run '%s' did not reach its minimum of %d node(s): closing it", d->run,
+                 s.min_nodes);
+        if (pool_close_run(&d->pool, d->run, &err) < 0)
+            log_warn("closing run '%s': %s", d->run, err.msg);
+    }
+    runspec_clear(&s);
+    if (d->lease && pool_seat_release(&d->pool, d->run, d->seat, &err) < 0)
+        log_warn("giving back seat %d of run '%s': %s", d->seat, d->run, err.msg);
+    d->child = 0;
+    d->run[0] = '\0';
+    d->pick = d->full_scan = true;
+    if (d->lease && put_record(d, &err) < 0)
+        log_warn("updating this daemon's record: %s", err.msg);
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+static void on_signal(struct daemon *d)
+{
+    struct signalfd_siginfo si;
+    while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (d->term_signal)
+            continue;
+        d->term_signal = (int)si.ssi_signo;
+        log_info("signal %d: %s", d->term_signal,
+                 d->child ? "leaving the run, then exiting" : "exiting");
+        if (d->child)
+            kill(d->child, SIGTERM); /* the agent's graceful leave */
+    }
+}
+
+static void on_store(struct daemon *d)
+{
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    struct ea_error err = {0};
+    if (kv_read_events(d->kv, &ev, &n, &err) < 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].watch_id != d->watch_id)
+            continue;
+        if (ev[i].type == KV_EVENT_ERROR) {
+            d->watch_id = 0; /* store_up() watches again */
+            d->retry_at = ea_now_ms();
+        } else {
+            d->pick = true;
+        }
+    }
+    kv_events_free(ev, n);
+}
+
+static void keepalive(struct daemon *d)
+{
+    struct ea_error err = {0};
+    int r = kv_lease_keepalive(d->kv, d->lease, NULL, &err);
+    if (r == KV_ENOLEASE) {
+        log_warn("this daemon's lease expired: registering again");
+        d->lease = 0;
+    } else if (r < 0) {
+        d->m.store_down = true;
+        d->keepalive_at = ea_now_ms() + 1000;
+        return;
+    }
+    d->m.store_down = false;
+    d->keepalive_at = ea_now_ms() + d->cfg.lease_ttl_ms / 3;
+}
+
+static void loop(struct daemon *d)
+{
+    for (;;) {
+        int64_t now = ea_now_ms();
+        if (d->term_signal && !d->child)
+            return;
+        if (!d->term_signal && (d->retry_at < 0 || now >= d->retry_at) &&
+            (!d->lease || !d->watch_id)) {
+            struct ea_error err = {0};
+            d->retry_at = -1;
+            if (store_up(d, &err) < 0)
+                store_failed(d, "registering with the pool", &err);
+        }
+        if (d->retry_at >= 0 && now >= d->retry_at && d->lease && d->watch_id) {
+            d->retry_at = -1;
+            d->pick = true;
+        }
+        if (!d->term_signal && !d->child && d->pick && d->lease && d->watch_id &&
+            d->retry_at < 0)
+            pick(d);
+        if (d->lease && now >= d->keepalive_at)
+            keepalive(d);
+        publish(d);
+        int64_t wake = d->keepalive_at;
+        if (d->retry_at >= 0 && (wake < 0 || d->retry_at < wake))
+            wake = d->retry_at;
+        struct pollfd p[3] = {{.fd = d->sigfd, .events = POLLIN},
+                              {.fd = d->chldfd, .events = POLLIN},
+                              {.fd = kv_event_fd(d->kv), .events = POLLIN}};
+        if (poll(p, 3, ea_timeout_until(wake)) < 0 && errno != EINTR)
+            return;
+        if (p[0].revents)
+            on_signal(d);
+        if (p[1].revents) {
+            proc_reap();
+            int status = 0;
+            if (d->child && proc_exit_status(d->child, &status, NULL) == 1) {
+                proc_table_remove(d->child);
+                run_ended(d, status);
+            }
+        }
+        if (p[2].revents)
+            on_store(d);
+    }
+}
+
+static int setup(struct daemon *d, const char *pool)
+{
+    struct ea_error err = {0};
+    ssize_t n = readlink("/proc/self/exe", d->exe, sizeof(d->exe) - 1);
+    if (n <= 0) {
+        log_error("cannot find this program (/proc/self/exe): %s", strerror(errno));
+        return AGENT_EXIT_RDZV;
+    }
+    d->exe[n] = '\0';
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &set, NULL); /* before any thread (store, HTTP) exists */
+    signal(SIGPIPE, SIG_IGN);
+    if ((d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
+        proc_table_open(&d->chldfd, &err) < 0) {
+        log_error("cannot set up signal handling: %s", err.msg[0] ? err.msg : strerror(errno));
+        return AGENT_EXIT_RDZV;
+    }
+    int64_t timeout = d->cfg.lease_ttl_ms / 3;
+    timeout = timeout < 300 ? 300 : timeout > 5000 ? 5000 : timeout;
+    struct kv_config kc = cfg_kv_config(&d->cfg, (int)timeout);
+    int r = kv_open(&kc, &d->kv, &err);
+    if (r < 0) {
+        log_error("cannot open the %s store: %s", d->cfg.backend, err.msg);
+        return r == KV_EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_STORE;
+    }
+    if (pool_init(&d->pool, d->kv, d->cfg.prefix, pool, &err) < 0) {
+        log_error("%s", err.msg);
+        return AGENT_EXIT_USAGE;
+    }
+    if (d->cfg.http) {
+        int port = 0;
+        if (http_start(d->cfg.http_addr, d->cfg.http_port, &d->http, &port, &err) < 0) {
+            log_error("%s", err.msg);
+            return AGENT_EXIT_USAGE;
+        }
+        bool v6 = strchr(d->cfg.http_addr, ':') != NULL;
+        log_info("serving /healthz, /readyz and /metrics on http://%s%s%s:%d", v6 ? "[" : "",
+                 d->cfg.http_addr, v6 ? "]" : "", port);
+    }
+    return 0;
+}
+
+int serve_main(int argc, char **argv, char **envp)
+{
+    struct daemon d = {.sigfd = -1, .chldfd = -1, .retry_at = -1, .keepalive_at = -1,
+                       .envp = envp};
+    const char *pool = NULL;
+    bool help = false;
+    int code = 0;
+    if (parse(&d, argc, argv, envp, &pool, &help) < 0)
+        code = AGENT_EXIT_USAGE;
+    else if (help)
+        fputs(serve_help, stdout);
+    if (code || help)
+        goto out;
+    log_init(d.cfg.log_level, d.cfg.node_id);
+    if (strcmp(d.cfg.log_format, "json") == 0)
+        log_set_json("");
+    snprintf(d.m.node_id, sizeof(d.m.node_id), "%s", d.cfg.node_id);
+    if ((code = setup(&d, pool)) == 0) {
+        log_info("serving pool '%s' under '%s' (%s backend) as node '%s'", d.pool.name,
+                 d.cfg.prefix, d.cfg.backend, d.cfg.node_id);
+        loop(&d);
+        code = 0;
+    }
+    if (d.lease)
+        kv_lease_revoke(d.kv, d.lease, NULL); /* the record goes with it */
+    if (d.watch_id)
+        kv_watch_cancel(d.kv, d.watch_id);
+    log_info("exiting");
+out:
+    http_stop(d.http);
+    kv_close(d.kv);
+    if (d.chldfd >= 0)
+        proc_table_close();
+    if (d.sigfd >= 0)
+        close(d.sigfd);
+    explicit_bzero(d.cfg.password_buf, sizeof(d.cfg.password_buf));
+    free(d.node_args);
+    free(d.cfg_argv);
+    return code;
+}

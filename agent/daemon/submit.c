@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: Apache-2.0
+/* submit and cancel: queue a run spec in a pool (and with --wait follow the run to its end),
+ * close a run (docs/daemon.md). */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "daemon.h"
+#include "daemon_internal.h"
+#include "ea_time.h"
+#include "pool.h"
+#include "state.h"
+
+static const char submit_help[] =
+    "Usage: elastic-agent submit --run-id ID [--pool NAME] [--wait] [--env NAME=VALUE]...\n"
+    "                            [RUN OPTIONS] [STORE OPTIONS] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Queues a run in a pool of `elastic-agent serve` daemons and returns. The spec is data:\n"
+    "the run's options, COMMAND's argv and the --env entries are stored as JSON arrays (no\n"
+    "shell line, no secrets); it is validated here exactly like `elastic-agent [OPTIONS] --\n"
+    "COMMAND`, and refused with the same messages. Daemons join it, oldest run first, while it\n"
+    "has room (fewer nodes than --max); COMMAND runs as the daemons' user.\n"
+    "\n"
+    "  --run-id ID                  the run's id (1-100 of A-Z a-z 0-9 . _ -; new in the store)\n"
+    "  --pool NAME                  the pool [default default] [env ELASTIC_POOL]\n"
+    "  --wait                       follow the run to its end; exit with its code\n"
+    "  --env NAME=VALUE             extra variable for the workers (repeatable; not ELASTIC_*\n"
+    "                               or PET_*: give the option instead)\n"
+    "\nRun options (as in `elastic-agent --help`): --min, --max, --nnodes, --nproc-per-node\n"
+    "(else each daemon's), --max-restarts, --join-timeout, --last-call, --settle, --rank-order,\n"
+    "--stop-timeout (else each daemon's), --tee, --local-ranks-filter, --env-style, --dmlc-tracker, --nic-discovery,\n"
+    "--topology, --worker-heartbeat-timeout, --worker-startup-timeout. Per-node options\n"
+    "(--node-id, --host, --log-dir, ...) belong to serve and are refused here.\n"
+    "\nStore options: --rdzv-endpoint, --rdzv-backend, --prefix, --state-dir, --cacert, --cert,\n"
+    "--key, --user, --password-file (each also from ELASTIC_<NAME>).\n"
+    "\nExit status: 0 queued (with --wait: the run succeeded), 1 the run failed, 2 usage error\n"
+    "or a spec refused, 3 store unreachable, 4 the run was closed or cancelled (or timed out\n"
+    "before reaching --min).\n";
+
+static const char cancel_help[] =
+    "Usage: elastic-agent cancel ID [--pool NAME] [STORE OPTIONS]\n"
+    "\n"
+    "  --pool NAME                  the pool [default default] [env ELASTIC_POOL]\n"
+    "\n"
+    "Closes run ID: its state goes `closed`, so every agent of it stops its workers (SIGTERM,\n"
+    "SIGKILL after --stop-timeout) and exits 4, and its daemons go back to idle; a queued run\n"
+    "that never started is closed before it does. It leaves the pool's queue.\n"
+    "\nExit status: 0 closed (or over already), 2 usage error, 3 store unreachable, 4 no such\n"
+    "run.\n";
+
+struct sub_args {
+    const char *run_id, *pool;
+    bool wait, help;
+    char **env;
+    size_t n_env;
+};
+
+static int on_own(void *ctx, const char *flag, const char *v)
+{
+    struct sub_args *a = ctx;
+    if (strcmp(flag, "help") == 0)
+        a->help = true;
+    else if (strcmp(flag, "wait") == 0)
+        a->wait = true;
+    else if (strcmp(flag, "pool=") == 0)
+        a->pool = v;
+    else if (strcmp(flag, "run-id=") == 0 || strcmp(flag, "rdzv-id=") == 0)
+        a->run_id = v;
+    else if (strcmp(flag, "env=") == 0)
+        a->env[a->n_env++] = (char *)v;
+    return 0;
+}
+
+static void report_bad(void *ctx, const char *key, int64_t rev, const char *why)
+{
+    (void)ctx;
+    (void)rev;
+    fprintf(stderr, "elastic-agent submit: warning: skipping run spec '%s': %s (never run)\n",
+            key, why);
+}
+
+static char **dup_strv(char *const *v, size_t n)
+{
+    char **out = calloc(n + 1, sizeof(*out));
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = strdup(v[i]))) {
+            for (size_t k = 0; k < i; k++)
+                free(out[k]);
+            free(out);
+            return NULL;
+        }
+    return out;
+}
+
+/* Follow run `id` until its state is final: its exit code (0/1/4), or 3/130-ish on trouble. */
+static int wait_run(struct kv *kv, const char *prefix, const char *id)
+{
+    char key[POOL_KEY_MAX];
+    snprintf(key, sizeof(key), "%s%s/state", prefix, id);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    int code = -1;
+    int64_t watch = 0;
+    while (code < 0) {
+        struct ea_error err = {0};
+        struct kv_list l = {0};
+        if (!watch) {
+            int r = kv_list(kv, key, &l, &err);
+            if (r == 0)
+                r = kv_watch(kv, key, l.revision + 1, &watch, &err);
+            for (size_t i = 0; r == 0 && i < l.n && code < 0; i++) {
+                struct rdzv_state s = {0};
+                if (strcmp(l.entries[i].key, key) == 0 &&
+                    rdzv_state_decode(l.entries[i].value, l.entries[i].value_len, &s, NULL) == 0)
+                    code = pool_status_exit(rdzv_status_name(s.status));
+                rdzv_state_clear(&s);
+            }
+            kv_list_clear(&l);
+            if (r < 0) {
+                fprintf(stderr, "elastic-agent submit: following run '%s': %s\n", id, err.msg);
+                code = AGENT_EXIT_STORE;
+            }
+            continue;
+        }
+        struct pollfd p[2] = {{.fd = kv_event_fd(kv), .events = POLLIN},
+                              {.fd = sigfd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            if (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                code = 128 + (int)si.ssi_signo; /* the run goes on: cancel stops it */
+        }
+        struct kv_event *ev = NULL;
+        size_t n = 0;
+        if (!p[0].revents || kv_read_events(kv, &ev, &n, &err) < 0)
+            continue;
+        for (size_t i = 0; i < n && code < 0; i++) {
+            struct rdzv_state s = {0};
+            if (ev[i].type == KV_EVENT_ERROR)
+                watch = 0; /* list and watch again */
+            else if (ev[i].type == KV_EVENT_PUT && strcmp(ev[i].entry.key, key) == 0 &&
+                     rdzv_state_decode(ev[i].entry.value, ev[i].entry.value_len, &s, NULL) == 0)
+                code = pool_status_exit(rdzv_status_name(s.status));
+            rdzv_state_clear(&s);
+        }
+        kv_events_free(ev, n);
+    }
+    if (watch)
+        kv_watch_cancel(kv, watch);
+    if (sigfd >= 0)
+        close(sigfd);
+    return code;
+}
+
+int submit_main(int argc, char **argv, char **envp)
+{
+    static const char *const own[] = {"help", "wait", "pool=", "run-id=", "rdzv-id=", "env=",
+                                      NULL};
+    struct sub_args a = {.pool = daemon_default_pool(envp),
+                         .env = calloc((size_t)argc + 1, sizeof(char *))};
+    struct cfg store;
+    char **rest = NULL;
+    size_t n_rest = 0;
+    struct runspec s = {0};
+    struct kv *kv = NULL;
+    int code = AGENT_EXIT_USAGE;
+    if (!a.env || daemon_split_args("submit", argc, argv, envp, own, on_own, &a, &store, &rest,
+                                    &n_rest) < 0)
+        goto out;
+    if (a.help) {
+        fputs(submit_help, stdout);
+        code = 0;
+        goto out;
+    }
+    if (!a.run_id) {
+        fprintf(stderr, "elastic-agent submit: --run-id ID is required (see submit --help)\n");
+        goto out;
+    }
+    /* the run's options (each with its value), then "--" (or the command) and the command */
+    size_t dash = 0, cmd = n_rest;
+    while (dash < n_rest) {
+        const char *o = rest[dash];
+        if (strcmp(o, "--") == 0) {
+            cmd = dash + 1;
+            break;
+        }
+        if (strncmp(o, "--", 2) != 0) {
+            cmd = dash;
+            break;
+        }
+        bool value = false;
+        const char *name = o + 2, *eq = strchr(name, '=');
+        cfg_option_find(name, eq ? (size_t)(eq - name) : strlen(name), &value);
+        dash += value && !eq && dash + 1 < n_rest ? 2 : 1;
+    }
+    snprintf(s.run_id, sizeof(s.run_id), "%s", a.run_id);
+    s.n_args = dash;
+    s.n_command = n_rest - cmd;
+    s.n_env = a.n_env;
+    s.submitted_ms = ea_wall_ms();
+    if (!(s.args = dup_strv(rest, s.n_args)) || !(s.command = dup_strv(rest + cmd, s.n_command)) ||
+        !(s.env = dup_strv(a.env, a.n_env))) {
+        fprintf(stderr, "elastic-agent submit: out of memory\n");
+        goto out;
+    }
+    char *no_env[] = {NULL}; /* the submitter's ELASTIC_* variables are not the run's */
+    struct cfg rc;
+    char **rargv = NULL;
+    struct ea_error err = {0};
+    if (runspec_validate(&s, NULL, 0, no_env, &rc, &rargv, &err) < 0) {
+        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        goto out;
+    }
+    s.min_nodes = rc.min_nodes;
+    s.max_nodes = rc.max_nodes;
+    free(rargv);
+    /* the run id's form: runspec_decode's check, on the encoded spec */
+    char *json = NULL;
+    struct runspec back = {0};
+    if (runspec_encode(&s, &json, &err) < 0 ||
+        runspec_decode(json, strlen(json), &back, &err) < 0) {
+        free(json);
+        fprintf(stderr, "elastic-agent submit: --run-id '%s': %s\n", a.run_id, err.msg);
+        goto out;
+    }
+    free(json);
+    runspec_clear(&back);
+    if ((code = daemon_open_store("submit", &store, &kv)) != 0)
+        goto out;
+    struct pool p;
+    if (pool_init(&p, kv, store.prefix, a.pool, &err) < 0) {
+        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        code = AGENT_EXIT_USAGE;
+        goto out;
+    }
+    int r = pool_submit(&p, &s, &err);
+    if (r == 0)
+        r = pool_advance(&p, NULL, 0, report_bad, NULL, NULL, &err);
+    if (r < 0) {
+        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        code = r == -EEXIST ? AGENT_EXIT_USAGE : r == KV_EAUTH ? AGENT_EXIT_USAGE
+                                                                : AGENT_EXIT_STORE;
+        goto out;
+    }
+    printf("submitted run '%s' to pool '%s' (min %d, max %d)\n", s.run_id, p.name, s.min_nodes,
+           s.max_nodes);
+    fflush(stdout);
+    code = 0;
+    if (a.wait) {
+        code = wait_run(kv, store.prefix, s.run_id);
+        printf("run '%s' %s (exit %d)\n", s.run_id,
+               code == 0 ? "succeeded" : code == 1 ? "failed" : code == 4 ? "closed" : "not followed",
+               code);
+    }
+out:
+    kv_close(kv);
+    runspec_clear(&s);
+    free(rest);
+    free(a.env);
+    return code;
+}
+
+int cancel_main(int argc, char **argv, char **envp)
+{
+    static const char *const own[] = {"help", "pool=", "run-id=", "rdzv-id=", NULL};
+    struct sub_args a = {.pool = daemon_default_pool(envp)};
+    struct cfg store;
+    char **rest = NULL;
+    size_t n_rest = 0;
+    struct kv *kv = NULL;
+    int code = AGENT_EXIT_USAGE;
+    /* the run's id may come anywhere: take the first word that is not an option's value */
+    char **args = calloc((size_t)argc + 1, sizeof(char *));
+    int n = 0;
+    for (int i = 0; args && i < argc; i++) {
+        const char *o = argv[i], *eq = strchr(o, '=');
+        bool value = false;
+        if (i > 0 && !a.run_id && strncmp(o, "-", 1) != 0) {
+            a.run_id = o;
+            continue;
+        }
+        args[n++] = argv[i];
+        if (i > 0 && strncmp(o, "--", 2) == 0 && !eq && i + 1 < argc &&
+            (strcmp(o, "--pool") == 0 ||
+             (cfg_option_find(o + 2, strlen(o + 2), &value) >= 0 && value)))
+            args[n++] = argv[++i];
+    }
+    if (!args || daemon_split_args("cancel", n, args, envp, own, on_own, &a, &store, &rest,
+                                   &n_rest) < 0)
+        goto out;
+    if (a.help) {
+        fputs(cancel_help, stdout);
+        code = 0;
+        goto out;
+    }
+    if (n_rest > 0) {
+        fprintf(stderr, "elastic-agent cancel: unexpected '%s' (see cancel --help)\n", rest[0]);
+        goto out;
+    }
+    if (!a.run_id) {
+        fprintf(stderr, "elastic-agent cancel: which run? elastic-agent cancel ID\n");
+        goto out;
+    }
+    if ((code = daemon_open_store("cancel", &store, &kv)) != 0)
+        goto out;
+    struct pool p;
+    struct ea_error err = {0};
+    if (pool_init(&p, kv, store.prefix, a.pool, &err) < 0) {
+        fprintf(stderr, "elastic-agent cancel: %s\n", err.msg);
+        code = AGENT_EXIT_USAGE;
+        goto out;
+    }
+    int r = pool_close_run(&p, a.run_id, &err);
+    if (r < 0) {
+        fprintf(stderr, "elastic-agent cancel: %s\n", err.msg);
+        code = r == -ENOENT ? AGENT_EXIT_RDZV : r == -EBADMSG ? AGENT_EXIT_RDZV
+                                                             : AGENT_EXIT_STORE;
+        goto out;
+    }
+    printf("run '%s' closed\n", a.run_id);
+    code = 0;
+out:
+    kv_close(kv);
+    free(rest);
+    free(args);
+    return code;
+}

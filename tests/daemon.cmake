@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
+# The node daemon (issue 23): the run spec's codec and validation (unit), and serve / submit /
+# cancel / status --pool end to end against a real etcd.
+ea_add_criterion_test(test_runspec SOURCES unit/test_runspec.c LIBS ea_daemon)
+ea_add_criterion_test(test_e2e_daemon SOURCES e2e/test_e2e_daemon.c
+                      LIBS ea_e2e_harness ea_etcd_harness PkgConfig::JANSSON TIMEOUT 300
+                      LABELS e2e etcd)

@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * End to end of the node daemon (issue 23) against a real etcd: `elastic-agent serve` daemons,
+ * runs queued with `submit`, closed with `cancel`, the pool listed with `status --pool --json`.
+ * Three idle daemons run two runs back to back without a restart (ranks 0..2, /healthz and
+ * /readyz between runs); two runs of --max 2 on three daemons run in FIFO order; a fourth daemon
+ * joins a run below its max; a SIGKILLed daemon's run re-forms and the daemon, started again,
+ * rejoins it; cancel, a refused spec, a corrupt and a foreign spec in the store, a run that
+ * cannot reach its --min. Waits are on files (inotify), exits (pidfd) and the pool's status
+ * polled with deadlines; never on sleeps.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "etcd_harness.h"
+#include "harness.h"
+
+#define W EA_HELPERS_DIR "/ea-testworker"
+
+static char dir[256], state[300], envdir[300];
+static struct etcd_harness eh;
+static int n_cmds;
+
+static void setup(void)
+{
+    h_suite_dirs("daemon", dir, state, envdir);
+    cr_assert_eq(etcd_harness_start(&eh, 1), 0, "etcd did not start");
+    n_cmds = 0;
+}
+
+static void teardown(void)
+{
+    h_kill_agents();
+    while (waitpid(-1, NULL, WNOHANG) > 0) /* orphaned agents and workers came to us */
+        ;
+    etcd_harness_stop(&eh);
+    if (getenv("EA_E2E_KEEP"))
+        cr_log_warn("kept %s", dir);
+    else
+        h_rmdir(dir);
+}
+
+TestSuite(daemon, .init = setup, .fini = teardown, .timeout = 90);
+
+/* Start daemon `name` of pool "default" with --http on a free port and `extra` options. */
+static void serve(struct h_agent *a, const char *name, const char *extra)
+{
+    const char *args[16] = {"serve",     "--rdzv-endpoint", eh.endpoints, "--node-id",
+                            name,        "--local-addr",    "127.0.0.1",  "--lease-ttl",
+                            "2",         "--http",          ":0"};
+    int n = 11;
+    if (extra)
+        args[n++] = extra;
+    args[n] = NULL;
+    h_agent_start(a, dir, name, args);
+    cr_assert(h_log_wait(a, "serving pool 'default'", 10000), "daemon %s did not start", name);
+}
+
+/* Run `elastic-agent ARGS...` (NULL-terminated) in the background as command `name`. */
+static void cmd_start(struct h_agent *a, const char *name, const char *const *args)
+{
+    h_agent_start(a, dir, name, args);
+}
+
+/* Run `elastic-agent ARGS...` and return its exit code (within 30 s); its stdout in out_path. */
+static int cmd(const char *const *args, char *out_path, size_t size)
+{
+    struct h_agent a;
+    char name[32];
+    snprintf(name, sizeof(name), "cmd%d", n_cmds++);
+    h_agent_start(&a, dir, name, args);
+    int code = h_agent_wait(&a, 30000);
+    if (out_path)
+        snprintf(out_path, size, "%s", a.out);
+    if (code != 0)
+        h_show_log(&a);
+    return code;
+}
+
+/* A worker that records "<node> <rank> <world> <TAG>" in envdir/<run>.<round>.<rank>, then
+ * waits for envdir/go-<run> unless `hold` is false. */
+static const char *worker(const char *run, bool hold)
+{
+    return h_fmt("f=%s/%s.$ELASTIC_ROUND.$RANK; echo \"$ELASTIC_NODE_ID $RANK $WORLD_SIZE "
+                 "$TAG\" > $f.tmp && mv $f.tmp $f%s",
+                 envdir, run, hold ? h_fmt(" && exec %s wait-file %s/go-%s", W, envdir, run) : "");
+}
+
+static void release(const char *run)
+{
+    FILE *f = fopen(h_fmt("%s/go-%s", envdir, run), "w");
+    cr_assert(f);
+    fclose(f);
+}
+
+/* Submit run `id` with `opts` (space-separated run options) and the worker; --wait when `wait`:
+ * then in the background as `a` (returns at once), else returns submit's exit code. */
+static int submit(struct h_agent *a, const char *id, const char *opts, const char *sh)
+{
+    const char *args[40] = {"submit", "--rdzv-endpoint", eh.endpoints, "--run-id", id,
+                            "--env", "TAG=tagged"};
+    int n = 7;
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", opts);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        args[n++] = h_fmt("%s", t);
+    if (a)
+        args[n++] = "--wait";
+    args[n++] = "--";
+    args[n++] = "sh";
+    args[n++] = "-c";
+    args[n++] = sh;
+    args[n] = NULL;
+    if (a) {
+        cmd_start(a, h_fmt("submit-%s", id), args);
+        return 0;
+    }
+    return cmd(args, NULL, 0);
+}
+
+/* The pool as `status --pool default --json` prints it (the caller json_decref's it). */
+static json_t *pool_status(void)
+{
+    char out[512];
+    const char *args[] = {"status", "--pool", "default", "--json", "--rdzv-endpoint",
+                          eh.endpoints, NULL};
+    cr_assert_eq(cmd(args, out, sizeof(out)), 0, "status --pool failed");
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    cr_assert(j, "status --pool --json: %s", je.text);
+    return j;
+}
+
+/* Daemons in `state` ("idle" / "in-run"), and the run `run`'s status ("" if not listed). */
+static int count_daemons(json_t *j, const char *st)
+{
+    size_t i;
+    json_t *d;
+    int n = 0;
+    json_array_foreach(json_object_get(j, "daemons"), i, d)
+        n += strcmp(json_string_value(json_object_get(d, "state")), st) == 0;
+    return n;
+}
+
+/* Wait (polling status --pool, deadline timeout_ms) until `n` daemons are idle. */
+static void wait_idle(int n, int timeout_ms)
+{
+    int64_t end = h_now_ms() + timeout_ms;
+    int got = -1;
+    while (h_now_ms() < end) {
+        json_t *j = pool_status();
+        got = count_daemons(j, "idle");
+        json_decref(j);
+        if (got == n)
+            return;
+        poll(NULL, 0, 100); /* the next poll of the status, not a synchronisation */
+    }
+    cr_assert_fail("%d daemon(s) idle, not %d, after %d ms", got, n, timeout_ms);
+}
+
+/* Wait (polling status --pool) until run `id` is in the pool's queue. */
+static void wait_queued(const char *id, int timeout_ms)
+{
+    int64_t end = h_now_ms() + timeout_ms;
+    while (h_now_ms() < end) {
+        json_t *j = pool_status(), *r;
+        size_t i;
+        bool found = false;
+        json_array_foreach(json_object_get(j, "runs"), i, r)
+            found |= strcmp(json_string_value(json_object_get(r, "run")), id) == 0;
+        json_decref(j);
+        if (found)
+            return;
+        poll(NULL, 0, 50);
+    }
+    cr_assert_fail("run %s not queued after %d ms", id, timeout_ms);
+}
+
+/* Read envdir/<run>.<round>.<rank>: node id, world size, tag. */
+static void read_rank(const char *run, int round, int rank, char *node, int *world, char *tag)
+{
+    FILE *f = fopen(h_fmt("%s/%s.%d.%d", envdir, run, round, rank), "r");
+    cr_assert(f, "no record of %s round %d rank %d", run, round, rank);
+    int r = -1;
+    cr_assert_eq(fscanf(f, "%63s %d %d %63s", node, &r, world, tag), 4);
+    cr_assert_eq(r, rank);
+    fclose(f);
+}
+
+/* Wait until round `round` of `run` has `n` rank records. */
+static void wait_ranks(const char *run, int round, int n, int timeout_ms)
+{
+    int got = h_wait_files(envdir, h_fmt("%s.%d.", run, round), n, timeout_ms);
+    cr_assert_geq(got, n, "%s round %d: %d of %d ranks recorded", run, round, got, n);
+}
+
+/* The HTTP port a daemon logged. */
+static int http_port(const struct h_agent *a)
+{
+    cr_assert(h_log_wait(a, "/metrics on http://127.0.0.1:", 5000));
+    FILE *f = fopen(a->log, "r");
+    char line[512];
+    int port = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "/metrics on http://127.0.0.1:"))
+            port = atoi(strstr(line, "127.0.0.1:") + 10);
+    if (f)
+        fclose(f);
+    return port;
+}
+
+static void expect_http(int port, const char *path, const char *status, const char *text)
+{
+    char buf[2048];
+    cr_assert_gt(etcd_harness_http_get(port, path, buf, sizeof(buf), 3000), 0, "GET %s", path);
+    cr_assert(strstr(buf, status) && strstr(buf, text), "GET %s: %s", path, buf);
+}
+
+Test(daemon, two_runs_through_the_same_daemons)
+{
+    struct h_agent d[3], s;
+    for (int i = 0; i < 3; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), NULL);
+    int port = http_port(&d[0]);
+    wait_idle(3, 10000);
+    expect_http(port, "/healthz", "200", "ok");
+    expect_http(port, "/readyz", "503", "idle");
+    submit(&s, "first", "--min 2 --max 3 --settle 1", worker("first", false));
+    h_expect_exit(&s, 0, 30000);
+    bool seen[3] = {false};
+    for (int rank = 0; rank < 3; rank++) {
+        char node[64], tag[64];
+        int world = 0;
+        read_rank("first", 1, rank, node, &world, tag);
+        cr_assert_eq(world, 3);
+        cr_assert_str_eq(tag, "tagged"); /* --env reached the workers */
+        seen[node[1] - '1'] = true;
+    }
+    cr_assert(seen[0] && seen[1] && seen[2], "every daemon ran a rank");
+    wait_idle(3, 10000);
+    expect_http(port, "/healthz", "200", "ok");
+    expect_http(port, "/readyz", "503", "idle");
+    /* the second run: the same daemons, none restarted */
+    submit(&s, "second", "--min 2 --max 3 --settle 1", worker("second", false));
+    h_expect_exit(&s, 0, 30000);
+    wait_ranks("second", 1, 3, 5000);
+    wait_idle(3, 10000);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(kill(d[i].pid, 0), 0, "daemon %d is gone", i + 1);
+        cr_assert(h_file_contains(d[i].log, "run 'first' is over on this node (agent exit 0)"));
+        cr_assert(h_file_contains(d[i].log, "run 'second' is over on this node (agent exit 0)"));
+    }
+    h_agent_signal(&d[0], SIGTERM);
+    h_expect_exit(&d[0], 0, 10000);
+}
+
+Test(daemon, fifo_two_runs_on_three_nodes)
+{
+    struct h_agent d[3], a, b;
+    /* both queued before any daemon looks: the queue's order alone decides */
+    submit(&a, "older", "--min 2 --max 2 --settle 0.5", worker("older", true));
+    wait_queued("older", 10000);
+    submit(&b, "newer", "--min 2 --max 2 --settle 0.5", worker("newer", true));
+    wait_queued("newer", 10000);
+    for (int i = 0; i < 3; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), NULL);
+    wait_ranks("older", 1, 2, 20000);
+    /* the older run holds two nodes; the newer one waits (its min is 2; one node is left) */
+    json_t *j = pool_status();
+    json_t *runs = json_object_get(j, "runs");
+    cr_assert_eq(json_array_size(runs), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(runs, 0), "run")), "older");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(runs, 1), "run")), "newer");
+    cr_assert_str_neq(json_string_value(json_object_get(json_array_get(runs, 1), "status")),
+                      "running");
+    /* a node belongs to one run, and a run takes no more daemons than its max: the third one
+     * is not a spare of the older run but waits in the newer one */
+    size_t i;
+    json_t *dm;
+    int in_older = 0;
+    json_array_foreach(json_object_get(j, "daemons"), i, dm)
+        in_older += strcmp(json_string_value(json_object_get(dm, "run")), "older") == 0;
+    cr_assert_eq(in_older, 2, "%d daemons in a run of --max 2", in_older);
+    json_decref(j);
+    cr_assert_eq(h_count_files(envdir, "newer."), 0, "the newer run started first");
+    release("older");
+    h_expect_exit(&a, 0, 30000);
+    wait_ranks("newer", 1, 2, 20000);
+    release("newer");
+    h_expect_exit(&b, 0, 30000);
+    wait_idle(3, 10000);
+}
+
+Test(daemon, fourth_daemon_joins_a_run_below_its_max)
+{
+    struct h_agent d[4], s;
+    for (int i = 0; i < 3; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), NULL);
+    wait_idle(3, 10000);
+    submit(&s, "grow", "--min 2 --max 4 --settle 0.5", worker("grow", true));
+    wait_ranks("grow", 1, 3, 20000);
+    char before[3][64], node[64], tag[64];
+    int world = 0;
+    for (int rank = 0; rank < 3; rank++) {
+        read_rank("grow", 1, rank, before[rank], &world, tag);
+        cr_assert_eq(world, 3);
+    }
+    serve(&d[3], "d4", NULL); /* the autoscaler's new node: no command on it */
+    wait_ranks("grow", 2, 4, 20000);
+    for (int rank = 0; rank < 4; rank++) {
+        read_rank("grow", 2, rank, node, &world, tag);
+        cr_assert_eq(world, 4);
+        if (rank < 3)
+            cr_assert_str_eq(node, before[rank], "rank %d moved", rank); /* ranks stay stable */
+        else
+            cr_assert_str_eq(node, "d4");
+    }
+    /* SIGTERM during a run: the daemon leaves it gracefully (round 3 without it) and exits 0 */
+    h_agent_signal(&d[3], SIGTERM);
+    h_expect_exit(&d[3], 0, 15000);
+    wait_ranks("grow", 3, 3, 20000);
+    release("grow");
+    h_expect_exit(&s, 0, 30000);
+    wait_idle(3, 10000);
+}
+
+Test(daemon, killed_daemon_run_reforms_and_it_rejoins)
+{
+    struct h_agent d[3], again, s;
+    for (int i = 0; i < 3; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), NULL);
+    wait_idle(3, 10000);
+    submit(&s, "sturdy", "--min 2 --max 3 --settle 0.5 --stop-timeout 2",
+           worker("sturdy", true));
+    wait_ranks("sturdy", 1, 3, 20000);
+    h_agent_signal(&d[2], SIGKILL);
+    cr_assert_eq(h_agent_wait(&d[2], 5000), 128 + SIGKILL);
+    /* its agent dies with it (parent-death signal), the lease expires: round 2 without it */
+    wait_ranks("sturdy", 2, 2, 20000);
+    char node[64], tag[64];
+    int world = 0;
+    read_rank("sturdy", 2, 0, node, &world, tag);
+    cr_assert_eq(world, 2);
+    while (waitpid(-1, NULL, WNOHANG) > 0) /* the killed agent, orphaned to us */
+        ;
+    serve(&again, "d3", NULL); /* its supervisor starts it again */
+    wait_ranks("sturdy", 3, 3, 20000);
+    read_rank("sturdy", 3, 2, node, &world, tag);
+    cr_assert_eq(world, 3);
+    cr_assert_str_eq(node, "d3");
+    release("sturdy");
+    h_expect_exit(&s, 0, 30000);
+    wait_idle(3, 10000);
+}
+
+Test(daemon, cancel_refused_and_corrupt_specs)
+{
+    struct h_agent d[2], s;
+    for (int i = 0; i < 2; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), NULL);
+    wait_idle(2, 10000);
+    /* refused at submit, with the one-shot form's messages */
+    struct h_agent bad;
+    const char *node_opt[] = {"submit", "--rdzv-endpoint", eh.endpoints, "--run-id", "x",
+                              "--node-id", "n1", "--", "true", NULL};
+    cmd_start(&bad, "bad1", node_opt);
+    h_expect_exit(&bad, 2, 10000);
+    cr_assert(h_file_contains(bad.log, "--node-id is a per-node option"));
+    const char *minmax[] = {"submit", "--rdzv-endpoint", eh.endpoints, "--run-id", "x",
+                            "--min", "3", "--max", "2", "--", "true", NULL};
+    cmd_start(&bad, "bad2", minmax);
+    h_expect_exit(&bad, 2, 10000);
+    cr_assert(h_file_contains(bad.log, "--min 3 is larger than --max 2"));
+    const char *nocmd[] = {"submit", "--rdzv-endpoint", eh.endpoints, "--run-id", "x", NULL};
+    cmd_start(&bad, "bad3", nocmd);
+    h_expect_exit(&bad, 2, 10000);
+    cr_assert(h_file_contains(bad.log, "missing the worker command"));
+    /* a corrupt and a foreign spec, queued before a good run: reported, skipped, never run */
+    const char *corrupt[] = {"put", "/elastic/~pools/default/queue/aaa", "{not json", NULL};
+    const char *foreign[] = {"put", "/elastic/~pools/default/queue/bbb",
+                             "{\"schema\":\"someone-else/v9\",\"run\":\"bbb\"}", NULL};
+    cr_assert_eq(etcd_harness_etcdctl(&eh, corrupt), 0);
+    cr_assert_eq(etcd_harness_etcdctl(&eh, foreign), 0);
+    submit(&s, "victim", "--min 2 --max 2 --settle 0.5", worker("victim", true));
+    cr_assert(h_log_wait(&s, "skipping run spec '/elastic/~pools/default/queue/aaa'", 10000));
+    cr_assert(h_file_contains(s.log, "queue/bbb"));
+    wait_ranks("victim", 1, 2, 20000);
+    json_t *j = pool_status();
+    cr_assert_eq(json_array_size(json_object_get(j, "skipped")), 2);
+    json_decref(j);
+    /* cancel: the run is closed everywhere, --wait says 4, the daemons are idle again */
+    const char *cancel[] = {"cancel", "victim", "--rdzv-endpoint", eh.endpoints, NULL};
+    cr_assert_eq(cmd(cancel, NULL, 0), 0);
+    h_expect_exit(&s, 4, 20000);
+    wait_idle(2, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(h_file_contains(d[i].log, "run 'victim' is over on this node (agent exit 4)"));
+        cr_assert(h_log_wait(&d[i], "skipping run spec '/elastic/~pools/default/queue/aaa'",
+                             5000));
+        cr_assert(h_file_contains(d[i].log, "queue/bbb"));
+    }
+    cr_assert_eq(cmd(cancel, NULL, 0), 0); /* over already: nothing to do */
+    const char *none[] = {"cancel", "nosuch", "--rdzv-endpoint", eh.endpoints, NULL};
+    struct h_agent c;
+    cmd_start(&c, "cancel-none", none);
+    h_expect_exit(&c, 4, 10000);
+    /* a run that cannot reach its --min fails the usual way, and leaves the queue */
+    submit(&s, "toobig", "--min 3 --join-timeout 2", worker("toobig", false));
+    h_expect_exit(&s, 4, 30000);
+    cr_assert(h_file_contains(d[0].log, "rendezvous timed out") ||
+              h_file_contains(d[1].log, "rendezvous timed out"));
+    wait_idle(2, 10000);
+    j = pool_status();
+    cr_assert_eq(json_array_size(json_object_get(j, "runs")), 0);
+    json_decref(j);
+}

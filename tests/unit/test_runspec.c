@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+/* runspec (agent/daemon/runspec.c): the run spec's codec and its validation — a round trip, and
+ * bad input: corrupt JSON, a foreign schema, a forbidden option, a missing command, a bad env
+ * entry; the per-node options combined at the daemon; the run's agent's environment. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon_internal.h"
+#include "runspec.h"
+
+static char *no_env[] = {NULL};
+
+/* A spec with the given args and command (NULL-terminated lists), copied. */
+static struct runspec make(const char *id, const char *const *args, const char *const *cmd,
+                           const char *const *env)
+{
+    struct runspec s = {.min_nodes = 1, .max_nodes = 1};
+    snprintf(s.run_id, sizeof(s.run_id), "%s", id);
+    const char *const *lists[3] = {args, cmd, env};
+    char ***dst[3] = {&s.args, &s.command, &s.env};
+    size_t *ns[3] = {&s.n_args, &s.n_command, &s.n_env};
+    for (int l = 0; l < 3; l++) {
+        size_t n = 0;
+        while (lists[l] && lists[l][n])
+            n++;
+        *dst[l] = calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+            (*dst[l])[i] = strdup(lists[l][i]);
+        *ns[l] = n;
+    }
+    return s;
+}
+
+Test(runspec, round_trip)
+{
+    const char *args[] = {"--min", "2", "--max=4", "--settle", "0.5", NULL};
+    const char *cmd[] = {"python", "train.py", "--lr", "0.1 ; rm -rf /", NULL};
+    const char *env[] = {"TAG=a=b", NULL};
+    struct runspec s = make("job-1", args, cmd, env), back = {0};
+    s.min_nodes = 2;
+    s.max_nodes = 4;
+    s.submitted_ms = 1234;
+    char *json = NULL;
+    cr_assert_eq(runspec_encode(&s, &json, NULL), 0);
+    cr_assert(strstr(json, "\"schema\":\"" RUNSPEC_SCHEMA "\""));
+    cr_assert(strstr(json, "\"command\":[\"python\",\"train.py\",\"--lr\",\"0.1 ; rm -rf /\"]"),
+              "%s", json); /* argv as a JSON array, never a shell line */
+    cr_assert_eq(runspec_decode(json, strlen(json), &back, NULL), 0);
+    cr_assert_str_eq(back.run_id, "job-1");
+    cr_assert_eq(back.n_args, 5);
+    cr_assert_str_eq(back.args[2], "--max=4");
+    cr_assert_eq(back.n_command, 4);
+    cr_assert_str_eq(back.command[3], "0.1 ; rm -rf /");
+    cr_assert_null(back.command[4]);
+    cr_assert_str_eq(back.env[0], "TAG=a=b");
+    cr_assert_eq(back.min_nodes, 2);
+    cr_assert_eq(back.max_nodes, 4);
+    cr_assert_eq(back.submitted_ms, 1234);
+    struct cfg c;
+    char **argv = NULL;
+    cr_assert_eq(runspec_validate(&back, NULL, 0, no_env, &c, &argv, NULL), 0);
+    cr_assert_eq(c.min_nodes, 2);
+    cr_assert_eq(c.max_nodes, 4);
+    cr_assert_str_eq(c.run_id, "job-1");
+    cr_assert_str_eq(c.command[0], "python");
+    free(argv);
+    free(json);
+    runspec_clear(&s);
+    runspec_clear(&back);
+    runspec_clear(NULL);
+}
+
+static void refused(const char *json, const char *needle)
+{
+    struct runspec s = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(runspec_decode(json, strlen(json), &s, &err), -EBADMSG, "accepted %s", json);
+    cr_assert(strstr(err.msg, needle), "'%s' for %s", err.msg, json);
+    cr_assert_null(s.args); /* nothing set on failure */
+}
+
+#define GOOD_TAIL "\"min\":1,\"max\":2,\"args\":[],\"env\":[]"
+Test(runspec, bad_values_are_refused)
+{
+    refused("{not json", "not JSON");
+    refused("[1,2]", "not a JSON object");
+    refused("{\"schema\":\"someone-else/v9\",\"run\":\"a\"}", "someone-else/v9");
+    refused("{\"run\":\"a\"}", "schema is missing");
+    refused("{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a b\"," GOOD_TAIL ",\"command\":[\"x\"]}",
+            "run id");
+    refused("{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a\"," GOOD_TAIL ",\"command\":[]}",
+            "\"command\" is empty");
+    refused("{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a\"," GOOD_TAIL "}", "\"command\"");
+    refused("{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a\"," GOOD_TAIL ",\"command\":\"x y\"}",
+            "array of strings");
+    refused("{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a\"," GOOD_TAIL ",\"command\":[\"x\",1]}",
+            "\"command\"[1]");
+    refused("{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a\",\"min\":3,\"max\":2,\"args\":[],"
+            "\"env\":[],\"command\":[\"x\"]}",
+            "min");
+    refused("{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a\",\"min\":1,\"max\":2,\"args\":[],"
+            "\"env\":[\"NOEQUALS\"],\"command\":[\"x\"]}",
+            "NAME=VALUE");
+}
+
+static void invalid(const char *const *args, const char *const *cmd, const char *const *env,
+                    const char *needle)
+{
+    struct runspec s = make("r", args, cmd, env);
+    struct ea_error err = {0};
+    cr_assert_eq(runspec_validate(&s, NULL, 0, no_env, NULL, NULL, &err), -EINVAL);
+    cr_assert(strstr(err.msg, needle), "'%s' does not say '%s'", err.msg, needle);
+    runspec_clear(&s);
+}
+
+Test(runspec, forbidden_options_and_bad_specs)
+{
+    const char *cmd[] = {"true", NULL};
+    invalid((const char *[]){"--node-id", "n1", NULL}, cmd, NULL,
+            "--node-id is a per-node option");
+    invalid((const char *[]){"--host", "h", NULL}, cmd, NULL, "--host is a per-node option");
+    invalid((const char *[]){"--password-file", "/etc/p", NULL}, cmd, NULL,
+            "--password-file is a store option");
+    invalid((const char *[]){"--rdzv-endpoint", "x:1", NULL}, cmd, NULL,
+            "--rdzv-endpoint is a store option");
+    invalid((const char *[]){"--prefix=/x/", NULL}, cmd, NULL, "--prefix is a store option");
+    invalid((const char *[]){"--bogus", NULL}, cmd, NULL, "unknown option '--bogus'");
+    invalid((const char *[]){"stray", NULL}, cmd, NULL, "'stray' is not an option");
+    invalid((const char *[]){"--min", NULL}, cmd, NULL, "--min needs a value");
+    /* the one-shot form's own messages */
+    invalid((const char *[]){"--min", "3", "--max", "2", NULL}, cmd, NULL,
+            "--min 3 is larger than --max 2");
+    invalid((const char *[]){"--settle", "-1", NULL}, cmd, NULL, "--settle: '-1'");
+    invalid((const char *[]){"--rank-order", "random", NULL}, cmd, NULL, "--rank-order");
+    invalid(NULL, (const char *[]){NULL}, NULL, "missing the worker command");
+    invalid(NULL, cmd, (const char *[]){"ELASTIC_MIN=3", NULL}, "give the option itself");
+    invalid(NULL, cmd, (const char *[]){"1X=3", NULL}, "not NAME=VALUE");
+    /* every run option is in the option table */
+    const char *run[] = {"min", "max", "settle", "nproc-per-node", "worker-heartbeat-timeout"};
+    for (size_t i = 0; i < sizeof(run) / sizeof(*run); i++)
+        cr_assert(runspec_is_run_option(run[i]));
+    size_t n_run = 0;
+    for (size_t i = 0; i < cfg_option_count(); i++)
+        n_run += runspec_is_run_option(cfg_option_flag(i, NULL));
+    cr_assert_eq(n_run, 18, "a run option is missing from the table");
+}
+
+Test(runspec, combined_with_the_node_options)
+{
+    const char *args[] = {"--min", "1", "--nproc-per-node", "3", NULL};
+    const char *cmd[] = {"true", NULL};
+    struct runspec s = make("r", args, cmd, NULL);
+    char *node[] = {"--node-id", "n7", "--nproc-per-node", "2", "--lease-ttl", "3"};
+    cr_assert(runspec_is_node_default("nproc-per-node") && runspec_is_node_default("stop-timeout"));
+    cr_assert(!runspec_is_node_default("min"));
+    struct cfg c;
+    char **argv = NULL;
+    cr_assert_eq(runspec_validate(&s, node, 6, no_env, &c, &argv, NULL), 0);
+    cr_assert_str_eq(c.node_id, "n7");
+    cr_assert_eq(c.nproc_per_node, 3); /* the spec's wins */
+    cr_assert_eq(c.lease_ttl_ms, 3000);
+    free(argv);
+    /* a node option the spec's values do not fit: refused at the daemon */
+    char *remote[] = {"--launcher", "ssh", "--host", "elsewhere"};
+    const char *hb[] = {"--worker-heartbeat-timeout", "5", NULL};
+    struct runspec h = make("r", hb, cmd, NULL);
+    struct ea_error err = {0};
+    cr_assert_eq(runspec_validate(&h, remote, 4, no_env, NULL, NULL, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "--worker-heartbeat-timeout"), "%s", err.msg);
+    runspec_clear(&s);
+    runspec_clear(&h);
+}
+
+Test(runspec, the_run_agents_environment)
+{
+    const char *cmd[] = {"true", NULL};
+    const char *env[] = {"TAG=spec", NULL};
+    struct runspec s = make("r", NULL, cmd, env);
+    char *daemon_env[] = {"PATH=/bin", "TAG=daemon", "ELASTIC_MIN=5", "ELASTIC_HTTP=:9000",
+                          "ELASTIC_RDZV_ENDPOINT=e:1", "ELASTIC_NPROC_PER_NODE=2", "ELASTIC_POOL=gpu",
+                          NULL};
+    char **out = NULL;
+    cr_assert_eq(daemon_child_env(daemon_env, &s, &out), 0);
+    const char *want[] = {"PATH=/bin", "ELASTIC_RDZV_ENDPOINT=e:1", "ELASTIC_NPROC_PER_NODE=2",
+                          "TAG=spec", NULL};
+    size_t n = 0;
+    for (; out[n]; n++)
+        cr_assert_str_eq(out[n], want[n]);
+    cr_assert_eq(n, 4);
+    free(out);
+    runspec_clear(&s);
+    char *with_pool[] = {"ELASTIC_POOL=gpu", NULL}, *without[] = {NULL};
+    cr_assert_str_eq(daemon_default_pool(with_pool), "gpu");
+    cr_assert_str_eq(daemon_default_pool(without), "default");
+}
