@@ -40,7 +40,8 @@ def done():
 # the agent's options, from --help
 
 class Options:
-    def __init__(self, help_file):
+    def __init__(self, help_file, label="elastic-agent --help"):
+        self.label = label
         text = open(help_file).read()
         self.flags = {}  # flag -> default text or None
         for line in text.splitlines():
@@ -64,7 +65,7 @@ class Options:
                 continue
             hint = " (--http comes with issue 12)" if n == "ELASTIC_HTTP" else ""
             check(n in self.env, f"{where}: {n} is an option of this elastic-agent",
-                  f"`elastic-agent --help` has no --{n[8:].lower().replace('_', '-')}{hint}")
+                  f"`{self.label}` has no --{n[8:].lower().replace('_', '-')}{hint}")
 
 
 # `elastic-agent serve`'s options by issue 23's CLI contract, for a binary that has no `serve`
@@ -84,9 +85,10 @@ RUN_VARS = ["ELASTIC_RUN_ID", "ELASTIC_RDZV_ID", "ELASTIC_MIN", "ELASTIC_MAX", "
 def serve_options(help_file, serve_help):
     """The daemon's options: `elastic-agent serve --help` when given, else the contract's."""
     if serve_help:
-        return Options(serve_help)
+        return Options(serve_help, "elastic-agent serve --help")
     one_shot = Options(help_file)
     o = Options.__new__(Options)
+    o.label = "issue 23's serve contract"
     o.flags = {f: one_shot.default(f) for f in SERVE_FLAGS}
     o.env = {"ELASTIC_" + f.upper().replace("-", "_"): f for f in SERVE_FLAGS}
     o.env["ELASTIC_ETCD_PASSWORD"] = None
