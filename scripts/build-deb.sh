@@ -31,12 +31,15 @@ install -D -m 0755 deploy/cloud-init/elastic-agent-lifecycle-hook \
   "$pkg/usr/sbin/elastic-agent-lifecycle-hook"
 install -D -m 0644 deploy/systemd/elastic-agent@.service \
   "$pkg/lib/systemd/system/elastic-agent@.service"
+install -D -m 0644 deploy/systemd/elastic-agent-serve.service \
+  "$pkg/lib/systemd/system/elastic-agent-serve.service"
 install -D -m 0644 deploy/systemd/elastic-agent-lifecycle-hook.service \
   "$pkg/lib/systemd/system/elastic-agent-lifecycle-hook.service"
 install -d -m 0755 "$pkg/etc/elastic-agent"
 doc=$pkg/usr/share/doc/elastic-agent
 install -D -m 0644 deploy/debian/copyright "$doc/copyright"
 install -D -m 0644 deploy/systemd/example.env "$doc/examples/example.env"
+install -D -m 0644 deploy/systemd/serve.env "$doc/examples/serve.env"
 install -D -m 0644 deploy/cloud-init/user-data.yaml "$doc/examples/cloud-init-user-data.yaml"
 install -D -m 0755 examples/hello_worker.sh "$doc/examples/hello_worker.sh"
 
@@ -72,7 +75,8 @@ Description: elastic distributed training agent (torchrun replacement)
  members through etcd v3 (or a shared directory on one host), start the node's
  worker processes with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR...)
  and restart them with new ranks when a node joins, leaves or dies, or a worker
- fails. Includes the systemd unit elastic-agent@.service.
+ fails. Includes the systemd units elastic-agent-serve.service (the node
+ daemon, elastic-agent serve) and elastic-agent@.service (one run).
 CONTROL
 (cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
    xargs -0 md5sum >DEBIAN/md5sums)

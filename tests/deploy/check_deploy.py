@@ -5,7 +5,9 @@ user data and the Dockerfile. Driven by tests/deploy/test_deploy.sh; each subcom
 line per check ("ok" or "FAIL") and exits 1 when any check failed.
 
 The options the agent accepts come from `elastic-agent --help` (a file given on the command
-line), so a manifest naming an option the binary does not have fails here.
+line), so a manifest naming an option the binary does not have fails here. The node daemon's
+(`elastic-agent serve`) and `elastic-agent submit`'s come from their --help when given
+(--serve-help, --submit-help), else from the CLI contract of issue 23 (SERVE_FLAGS, SUBMIT_FLAGS).
 """
 import argparse
 import fnmatch
@@ -38,7 +40,8 @@ def done():
 # the agent's options, from --help
 
 class Options:
-    def __init__(self, help_file):
+    def __init__(self, help_file, label="elastic-agent --help"):
+        self.label = label
         text = open(help_file).read()
         self.flags = {}  # flag -> default text or None
         for line in text.splitlines():
@@ -62,7 +65,47 @@ class Options:
                 continue
             hint = " (--http comes with issue 12)" if n == "ELASTIC_HTTP" else ""
             check(n in self.env, f"{where}: {n} is an option of this elastic-agent",
-                  f"`elastic-agent --help` has no --{n[8:].lower().replace('_', '-')}{hint}")
+                  f"`{self.label}` has no --{n[8:].lower().replace('_', '-')}{hint}")
+
+
+# `elastic-agent serve`'s options by issue 23's CLI contract, for a binary that has no `serve`
+# yet. stop-timeout is not named there ("..."): the deploy files rely on the daemon stopping its
+# workers with the node's --stop-timeout, as the one-shot form does.
+SERVE_FLAGS = ["pool", "nproc-per-node", "node-id", "local-addr", "http", "rdzv-endpoint",
+               "rdzv-backend", "prefix", "cacert", "cert", "key", "user", "password-file",
+               "lease-ttl", "log-level", "log-format", "events", "log-dir", "preflight",
+               "stop-timeout"]
+# `elastic-agent submit`'s own options; its run options are the one-shot form's (--help)
+SUBMIT_FLAGS = ["run-id", "pool", "wait", "env"]
+# what a run is made of: it belongs to `submit`, never to a daemon's configuration
+RUN_VARS = ["ELASTIC_RUN_ID", "ELASTIC_RDZV_ID", "ELASTIC_MIN", "ELASTIC_MAX", "ELASTIC_NNODES",
+            "ELASTIC_MAX_RESTARTS", "ELASTIC_JOIN_TIMEOUT", "WORKER_COMMAND"]
+
+
+def serve_options(help_file, serve_help):
+    """The daemon's options: `elastic-agent serve --help` when given, else the contract's."""
+    if serve_help:
+        return Options(serve_help, "elastic-agent serve --help")
+    one_shot = Options(help_file)
+    o = Options.__new__(Options)
+    o.label = "issue 23's serve contract"
+    o.flags = {f: one_shot.default(f) for f in SERVE_FLAGS}
+    o.env = {"ELASTIC_" + f.upper().replace("-", "_"): f for f in SERVE_FLAGS}
+    o.env["ELASTIC_ETCD_PASSWORD"] = None
+    print("  info  serve options: issue 23's contract (no `elastic-agent serve --help` given)")
+    return o
+
+
+def submit_flags(help_file, submit_help):
+    """`submit`'s flags: its --help when given, else its own ones plus the one-shot run options."""
+    if submit_help:
+        return set(Options(submit_help).flags)
+    return set(SUBMIT_FLAGS) | set(Options(help_file).flags)
+
+
+def check_no_run(names, where):
+    for n in RUN_VARS:
+        check(n not in names, f"{where}: no {n} (a run comes from `elastic-agent submit`)")
 
 
 def seconds(v):
@@ -115,7 +158,7 @@ def env_list_value(env, name):
 
 
 def cmd_k8s(a):
-    opts = Options(a.help)
+    opts = serve_options(a.help, a.serve_help)
     docs = [d for d in yaml.safe_load_all(open(a.rendered)) if d]
     kinds = {}
     for d in docs:
@@ -227,13 +270,18 @@ def cmd_k8s(a):
             merged.update(cms[ref].get("data", {}))
     opts.check_names(merged, f"{what} ConfigMap")
     check("ELASTIC_NODE_ID" not in merged, f"{what}: the ConfigMap does not give every node one node id")
+    check_no_run(merged, f"{what} ConfigMap")
+    check(merged.get("ELASTIC_POOL"), f"{what}: the ConfigMap names the daemons' pool (ELASTIC_POOL)")
     opts.check_names([e["name"] for e in env], f"{what} DaemonSet env")
     literal = {e["name"]: e.get("value") for e in env if "value" in e}
     merged.update(literal)
     node_id = env_list_value(env, "ELASTIC_NODE_ID")
     check(node_id and node_id.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
           f"{what}: ELASTIC_NODE_ID comes from the downward API (spec.nodeName)")
-    check((c.get("args") or [None])[0] == "--", f"{what}: the container's args are '--' and the worker command")
+    check_no_run([e["name"] for e in env], f"{what} DaemonSet env")
+    check(not c.get("command") and c.get("args") == ["serve"],
+          f"{what}: the container runs `elastic-agent serve` (args [serve], no run command)",
+          f"command {c.get('command')!r}, args {c.get('args')!r}")
 
     # store endpoints: every member of the StatefulSet, through the headless Service
     eps = (merged.get("ELASTIC_RDZV_ENDPOINT") or "").split(",")
@@ -264,7 +312,8 @@ def cmd_k8s(a):
     check(m and m.group(1) not in ("127.0.0.1", "localhost", "::1", "[::1]"),
           f"{what}: ELASTIC_HTTP listens on the pod's address (the kubelet probes the pod IP)", repr(http))
     http_port = int(m.group(2)) if m else None
-    probes = [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")]
+    # an idle daemon is ready (/readyz says whether workers run: not a probe for a daemon)
+    probes = [("livenessProbe", "/healthz"), ("readinessProbe", "/healthz")]
     if "startupProbe" in c:
         probes.append(("startupProbe", "/healthz"))
     for probe, path in probes:
@@ -281,7 +330,8 @@ def cmd_k8s(a):
     check(not c.get("lifecycle", {}).get("preStop"), f"{what}: no preStop hook (SIGTERM itself is the graceful leave)")
     ru = ds["spec"].get("updateStrategy", {})
     check(ru.get("type") == "OnDelete" or str(ru.get("rollingUpdate", {}).get("maxUnavailable")) == "100%",
-          f"{what}: an update replaces every agent at once (one restart of the job, not one per node)")
+          f"{what}: an update replaces every daemon at once (one restart of a run, not one per node)")
+    check(pod.get("restartPolicy", "Always") == "Always", f"{what}: the daemon's pod restarts only on failure of the daemon")
     check(pod.get("enableServiceLinks") is False, f"{what}: no *_SERVICE_* variables in the workers' environment")
 
     # resources: the agent's own footprint (bench/RESULTS.md)
@@ -315,13 +365,68 @@ def cmd_k8s(a):
     if a.env_out:
         run = {k: v for k, v in merged.items() if v is not None}
         run.update({"ELASTIC_NODE_ID": "node-a", "ELASTIC_LOCAL_ADDR": "127.0.0.1",
-                    "ELASTIC_RDZV_ENDPOINT": a.closed_endpoint, "ELASTIC_JOIN_TIMEOUT": "0.3"})
+                    "ELASTIC_RDZV_ENDPOINT": a.closed_endpoint})
         if "ELASTIC_HTTP" in run:
             run["ELASTIC_HTTP"] = "127.0.0.1:0"  # the value's form is checked above; any free port
         with open(a.env_out, "w") as f:
             f.write("".join(f"{k}={v}\0" for k, v in run.items()))
         with open(a.env_out + ".argv", "w") as f:
             f.write("".join(f"{x}\0" for x in c.get("args", [])))
+    if a.daemon_out:
+        json.dump({"namespace": ns, "image": c.get("image"), "pool": merged.get("ELASTIC_POOL"),
+                   "endpoint": merged.get("ELASTIC_RDZV_ENDPOINT"), "uid": sc.get("runAsUser")},
+                  open(a.daemon_out, "w"))
+    done()
+
+
+def cmd_k8s_submit(a):
+    """deploy/k8s/examples rendered: a Job running `elastic-agent submit --wait` for the daemons
+    of the base (their facts from `k8s --daemon-out`)."""
+    daemon = json.load(open(a.daemon))
+    flags = submit_flags(a.help, a.submit_help)
+    docs = [d for d in yaml.safe_load_all(open(a.rendered)) if d]
+    jobs = [d for d in docs if d["kind"] == "Job"]
+    if not check(len(jobs) == 1, "examples: one Job"):
+        done()
+    job = jobs[0]
+    name = job["metadata"]["name"]
+    check(job["metadata"].get("namespace") == daemon["namespace"],
+          f"Job {name} is in the daemons' namespace {daemon['namespace']} (their etcd's short names resolve)")
+    pod = job["spec"]["template"]["spec"]
+    check(pod.get("restartPolicy") == "Never" and job["spec"].get("backoffLimit") == 0,
+          f"Job {name}: no retry (a second submit of the same run id): restartPolicy Never, backoffLimit 0")
+    c = pod["containers"][0]
+    check(c.get("image") == daemon["image"], f"Job {name} uses the daemons' image {daemon['image']}",
+          repr(c.get("image")))
+    check(pod.get("securityContext", {}).get("runAsUser") == daemon["uid"],
+          f"Job {name} runs as the image's user {daemon['uid']}")
+    args = [str(x) for x in c.get("args") or []]
+    check(not c.get("command") and args[:1] == ["submit"], f"Job {name} runs `elastic-agent submit`", repr(args[:1]))
+    if not check("--" in args, f"Job {name}: '--' before the run's command"):
+        done()
+    opts, cmd = args[1:args.index("--")], args[args.index("--") + 1:]
+    check(cmd, f"Job {name}: a command after '--'")
+    given = {}
+    i = 0
+    while i < len(opts):
+        flag, eq, val = opts[i][2:].partition("=")
+        if check(opts[i].startswith("--") and flag in flags, f"Job {name}: {opts[i]} is an option of submit"):
+            if not eq and flag != "wait" and i + 1 < len(opts) and not opts[i + 1].startswith("--"):
+                val = opts[i + 1]
+                i += 1
+        given[flag] = val
+        i += 1
+    check("run-id" in given and given["run-id"], f"Job {name}: --run-id")
+    check("wait" in given, f"Job {name}: --wait (the Job ends with the run, exit 0 when it succeeded)")
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+    for n in env:
+        if n.startswith("ELASTIC_"):
+            f = n[8:].lower().replace("_", "-")
+            check(f in flags, f"Job {name}: {n} is an option of submit")
+    pool = given.get("pool") or env.get("ELASTIC_POOL") or "default"
+    check(pool == daemon["pool"], f"Job {name} submits to the daemons' pool {daemon['pool']!r}", repr(pool))
+    ep = given.get("rdzv-endpoint") or env.get("ELASTIC_RDZV_ENDPOINT")
+    check(ep == daemon["endpoint"], f"Job {name} uses the daemons' store {daemon['endpoint']}", repr(ep))
     done()
 
 
@@ -363,21 +468,21 @@ def unit_seconds(v):
     return total if m else None
 
 
-def cmd_systemd(a):
-    opts = Options(a.help)
-    u = parse_unit(a.unit)
+def unit_env(path, env_path):
+    """A unit's [Service] section, its Environment= defaults and its example env file."""
+    u = parse_unit(path)
     svc = u.get("Service", {})
-    one = lambda k: (svc.get(k) or [None])[-1]  # noqa: E731
     env_defaults = {}
     for e in svc.get("Environment", []):
         for item in shlex.split(e):
             k, _, v = item.partition("=")
             env_defaults[k] = v
-    envfile = parse_env_file(a.env)
-    opts.check_names(env_defaults, "unit Environment=")
-    opts.check_names(envfile, "example env file")
-    check(any(f.lstrip("-").endswith("/%i.env") and f.startswith("/etc/elastic-agent/")
-              for f in svc.get("EnvironmentFile", [])), "the unit reads /etc/elastic-agent/%i.env")
+    return u, svc, env_defaults, parse_env_file(env_path)
+
+
+def check_stop_and_hardening(u, svc, env_defaults, envfile, opts):
+    """What both units share: SIGTERM to the agent alone, time to leave, workers keep working."""
+    one = lambda k: (svc.get(k) or [None])[-1]  # noqa: E731
     check(one("KillMode") == "mixed",
           "KillMode=mixed: SIGTERM to the agent only, it stops its workers itself", repr(one("KillMode")))
     check(one("KillSignal") in (None, "SIGTERM", "TERM"), "the stop signal is SIGTERM (graceful leave)")
@@ -387,14 +492,8 @@ def cmd_systemd(a):
     tss = unit_seconds(one("TimeoutStopSec") or "90")
     check(tss is not None and tss >= worst + 15,
           f"TimeoutStopSec {one('TimeoutStopSec')} >= --stop-timeout {worst} + 15 s to leave the run")
-    check(one("Restart") == "on-failure", "Restart=on-failure", repr(one("Restart")))
-    unit = u.get("Unit", {})
-    check(unit.get("StartLimitIntervalSec") and unit.get("StartLimitBurst"), "restarts are rate limited")
-    prevent = set((one("RestartPreventExitStatus") or "").split())
-    check({"1", "2", "4"} <= prevent,
-          "no restart when the run is over or misconfigured (exit 1, 2, 4)", f"RestartPreventExitStatus={prevent}")
-    check("143" in (one("SuccessExitStatus") or "").split(),
-          "exit 143 after SIGTERM counts as a clean stop (no restart after a preemption leave)")
+    check(u.get("Unit", {}).get("StartLimitIntervalSec") and u.get("Unit", {}).get("StartLimitBurst"),
+          "restarts are rate limited")
     check(one("OOMPolicy") == "continue", "a worker killed by the OOM killer does not stop the service")
     bad = {"PrivateDevices": "hides /dev/nvidia*", "MemoryDenyWriteExecute": "breaks JIT compilers",
            "ProtectHome": "hides datasets and checkpoints", "DynamicUser": "implies ProtectHome",
@@ -409,6 +508,50 @@ def cmd_systemd(a):
         set_ = v is not None and v.lower() not in ("no", "false", "0", "", "auto") and (not val or v == val)
         check(not set_, f"hardening keeps workers working: no {k} ({why})", f"{key}={v}")
     check(one("NoNewPrivileges") == "yes", "NoNewPrivileges=yes")
+
+
+def write_exec_start(a, argv, env_defaults, envfile):
+    """The ExecStart line as systemd would run it, with its environment, for test_deploy.sh."""
+    spec = {"%i": a.instance, "%I": a.instance, "%t": a.runtime, "%S": a.state}
+    env = {}
+    for k, v in list(env_defaults.items()) + list(envfile.items()):
+        for s_, r in spec.items():
+            v = v.replace(s_, r or "")
+        env[k] = v
+    for kv in a.set or []:
+        k, _, v = kv.partition("=")
+        if v:
+            env[k] = v
+        else:
+            env.pop(k, None)
+    out = []
+    for x in argv:
+        for s_, r in spec.items():
+            x = x.replace(s_, r or "")
+        x = re.sub(r"\$\{(\w+)\}", lambda m: env.get(m.group(1), ""), x)
+        out.append(x)
+    out[0] = a.binary
+    with open(a.argv_out, "w") as f:
+        f.write("".join(f"{x}\0" for x in out))
+    with open(a.argv_out + ".env", "w") as f:
+        f.write("".join(f"{k}={v}\0" for k, v in env.items()))
+
+
+def cmd_systemd(a):
+    opts = Options(a.help)
+    u, svc, env_defaults, envfile = unit_env(a.unit, a.env)
+    one = lambda k: (svc.get(k) or [None])[-1]  # noqa: E731
+    opts.check_names(env_defaults, "unit Environment=")
+    opts.check_names(envfile, "example env file")
+    check(any(f.lstrip("-").endswith("/%i.env") and f.startswith("/etc/elastic-agent/")
+              for f in svc.get("EnvironmentFile", [])), "the unit reads /etc/elastic-agent/%i.env")
+    check_stop_and_hardening(u, svc, env_defaults, envfile, opts)
+    check(one("Restart") == "on-failure", "Restart=on-failure", repr(one("Restart")))
+    prevent = set((one("RestartPreventExitStatus") or "").split())
+    check({"1", "2", "4"} <= prevent,
+          "no restart when the run is over or misconfigured (exit 1, 2, 4)", f"RestartPreventExitStatus={prevent}")
+    check("143" in (one("SuccessExitStatus") or "").split(),
+          "exit 143 after SIGTERM counts as a clean stop (no restart after a preemption leave)")
     state_dir = env_defaults.get("ELASTIC_STATE_DIR", "")
     if one("PrivateTmp") == "yes":
         check(state_dir and not state_dir.startswith("/tmp"),
@@ -424,31 +567,40 @@ def cmd_systemd(a):
     check("--" in argv, "ExecStart ends the options with '--' before the worker command")
     check("WORKER_COMMAND" in envfile, "the example env file sets WORKER_COMMAND")
 
-    # the ExecStart line as systemd would run it, for test_deploy.sh
     if a.argv_out:
-        spec = {"%i": a.instance, "%I": a.instance, "%t": a.runtime, "%S": a.state}
-        env = {}
-        for k, v in list(env_defaults.items()) + list(envfile.items()):
-            for s, r in spec.items():
-                v = v.replace(s, r)
-            env[k] = v
-        for kv in a.set or []:
-            k, _, v = kv.partition("=")
-            if v:
-                env[k] = v
-            else:
-                env.pop(k, None)
-        out = []
-        for x in argv:
-            for s, r in spec.items():
-                x = x.replace(s, r)
-            x = re.sub(r"\$\{(\w+)\}", lambda m: env.get(m.group(1), ""), x)
-            out.append(x)
-        out[0] = a.binary
-        with open(a.argv_out, "w") as f:
-            f.write("".join(f"{x}\0" for x in out))
-        with open(a.argv_out + ".env", "w") as f:
-            f.write("".join(f"{k}={v}\0" for k, v in env.items()))
+        write_exec_start(a, argv, env_defaults, envfile)
+    done()
+
+
+def cmd_systemd_serve(a):
+    """elastic-agent-serve.service and its example env file (serve.env)."""
+    opts = serve_options(a.help, a.serve_help)
+    u, svc, env_defaults, envfile = unit_env(a.unit, a.env)
+    one = lambda k: (svc.get(k) or [None])[-1]  # noqa: E731
+    opts.check_names(env_defaults, "serve unit Environment=")
+    opts.check_names(envfile, "serve.env")
+    check_no_run(set(env_defaults) | set(envfile), "serve unit and serve.env")
+    check(envfile.get("ELASTIC_POOL") and envfile.get("ELASTIC_RDZV_ENDPOINT"),
+          "serve.env names the pool and the store (ELASTIC_POOL, ELASTIC_RDZV_ENDPOINT)")
+    check(svc.get("EnvironmentFile") == ["/etc/elastic-agent/serve.env"],
+          "the unit reads /etc/elastic-agent/serve.env (required: a daemon without its store is an error)",
+          repr(svc.get("EnvironmentFile")))
+    execs = svc.get("ExecStart", [])
+    check(len(execs) == 1, "one ExecStart")
+    argv = shlex.split(execs[0].lstrip("-@:+!")) if execs else [""]
+    check(argv == ["/usr/bin/elastic-agent", "serve"],
+          "ExecStart is `/usr/bin/elastic-agent serve` (the package's path; no run command)", repr(argv))
+    check_stop_and_hardening(u, svc, env_defaults, envfile, opts)
+    # a daemon: the end of a run is no reason to stop, any exit of its own is one to start again
+    check(one("Restart") == "always", "Restart=always (the daemon outlives its runs)", repr(one("Restart")))
+    prevent = set((one("RestartPreventExitStatus") or "").split())
+    check(prevent == {"2"}, "only a configuration error (exit 2) prevents a restart",
+          f"RestartPreventExitStatus={prevent}")
+    check(not any(d.startswith("elastic-agent/") for d in (one("RuntimeDirectory") or "").split()),
+          "no RuntimeDirectory under /run/elastic-agent/ (the lifecycle hook would take it for an "
+          "elastic-agent@ instance; it stops the daemon with systemctl instead)")
+    if a.argv_out:
+        write_exec_start(a, argv, env_defaults, envfile)
     done()
 
 
@@ -464,7 +616,7 @@ CLOUD_CONFIG_KEYS = {
 
 
 def cmd_cloudinit(a):
-    opts = Options(a.help)
+    opts = serve_options(a.help, a.serve_help)
     text = open(a.user_data).read()
     check(text.startswith("#cloud-config\n"), "user data starts with #cloud-config")
     try:
@@ -502,10 +654,16 @@ def cmd_cloudinit(a):
     opts.check_names(names, "cloud-init env file")
     check("ELASTIC_NODE_ID" in names and re.search(r"instance.id", body),
           "the node id comes from the instance id")
-    for need in ("ELASTIC_RDZV_ENDPOINT", "ELASTIC_MIN", "ELASTIC_MAX"):
+    for need in ("ELASTIC_POOL", "ELASTIC_RDZV_ENDPOINT"):
         check(need in names, f"the env file sets {need}")
+    check_no_run(set(names) | set(re.findall(r"^\s*([A-Z_]+)=", body, re.M)), "cloud-init")
+    check(re.search(r"^\s*cat >\s*/etc/elastic-agent/serve\.env\b", body, re.M),
+          "the bootstrap writes /etc/elastic-agent/serve.env (elastic-agent-serve.service's EnvironmentFile)")
+    enable = " ".join(re.findall(r"systemctl enable --now ([^\n]+)", body))
     for unit in a.units:
-        check(unit in body, f"the bootstrap starts {unit}")
+        check(unit in enable, f"the bootstrap starts {unit}", enable)
+    for unit in a.not_units:
+        check(unit not in body, f"the bootstrap does not start {unit}")
     m = re.search(r"elastic-agent_([^_/\s]+)_[a-z0-9]+\.deb", body)
     check(m and m.group(1) == a.version, f"the package URL names version {a.version}",
           m.group(1) if m else "no .deb URL")
@@ -627,6 +785,13 @@ def main():
     k.add_argument("--env-out")
     k.add_argument("--uid-out")
     k.add_argument("--closed-endpoint", default="127.0.0.1:9")
+    k.add_argument("--serve-help")
+    k.add_argument("--daemon-out")
+    ks = sub.add_parser("k8s-submit")
+    ks.add_argument("rendered")
+    ks.add_argument("--daemon", required=True)
+    ks.add_argument("--help-file", dest="help", required=True)
+    ks.add_argument("--submit-help")
     s = sub.add_parser("systemd")
     s.add_argument("unit")
     s.add_argument("env")
@@ -643,12 +808,27 @@ def main():
     c.add_argument("--out", required=True)
     c.add_argument("--version", required=True)
     c.add_argument("--unit", dest="units", action="append", default=[])
+    c.add_argument("--not-unit", dest="not_units", action="append", default=[])
+    c.add_argument("--serve-help")
+    ss = sub.add_parser("systemd-serve")
+    ss.add_argument("unit")
+    ss.add_argument("env")
+    ss.add_argument("--help-file", dest="help", required=True)
+    ss.add_argument("--serve-help")
+    ss.add_argument("--argv-out")
+    ss.add_argument("--binary")
+    ss.add_argument("--instance", default="")
+    ss.add_argument("--runtime")
+    ss.add_argument("--state")
+    ss.add_argument("--set", action="append")
     d = sub.add_parser("dockerfile")
     d.add_argument("dockerfile")
     d.add_argument("--context", required=True)
     d.add_argument("--k8s-uid")
     a = p.parse_args()
-    {"k8s": cmd_k8s, "systemd": cmd_systemd, "cloudinit": cmd_cloudinit, "dockerfile": cmd_dockerfile}[a.cmd](a)
+    {"k8s": cmd_k8s, "k8s-submit": cmd_k8s_submit, "systemd": cmd_systemd,
+     "systemd-serve": cmd_systemd_serve, "cloudinit": cmd_cloudinit,
+     "dockerfile": cmd_dockerfile}[a.cmd](a)
 
 
 if __name__ == "__main__":

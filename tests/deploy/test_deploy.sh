@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Checks deploy/ without a cluster, a cloud or a container engine:
-#   Kubernetes  `kubectl kustomize` renders the base and the GPU overlay (offline); the rendered
-#               objects agree with each other and with the binary (check_deploy.py k8s); the
-#               agent accepts their configuration
+#   Kubernetes  `kubectl kustomize` renders the base, the GPU overlay and examples/ (offline); the
+#               rendered objects agree with each other and with the binary (check_deploy.py k8s):
+#               the DaemonSet runs `serve`, its ConfigMap carries no run; the example Job runs
+#               `submit --wait` against the daemons' pool and store (check_deploy.py k8s-submit)
 #   package     scripts/build-deb.sh builds the .deb; its Depends cover the libraries the binary
 #               links; it unpacks into a scratch root where the binary runs; man page; postinst
-#   systemd     `systemd-analyze verify` on the packaged units; the unit's settings; its
+#   systemd     `systemd-analyze verify` on the packaged units; the units' settings (the one-shot
+#               elastic-agent@.service, the daemon elastic-agent-serve.service); the one-shot
 #               ExecStart line run here: a job succeeds, SIGTERM to the agent alone stops the
-#               workers (KillMode=mixed), the lifecycle hook's preemption file makes it leave
-#   cloud-init  the user data parses; its embedded scripts pass shellcheck
+#               workers (KillMode=mixed), the lifecycle hook's preemption file makes it leave;
+#               the hook stops the daemon's unit (systemctl stubbed)
+#   cloud-init  the user data parses, starts elastic-agent-serve.service with no run baked in;
+#               its embedded scripts pass shellcheck
 #   container   the Dockerfile, statically (built too when a container engine is available)
 #   scripts     shellcheck on every shell script in deploy/, scripts/build-deb.sh, tests/deploy/
 # Usage: test_deploy.sh SOURCE_DIR ELASTIC_AGENT_BINARY
 # Prints one PASS/FAIL/SKIP line per check and a summary; exits 1 when a check failed.
+#
+# `serve` and `submit` (issue 23) are checked against their CLI contract (check_deploy.py
+# SERVE_FLAGS, SUBMIT_FLAGS) until the binary has them. Once it does, set serve_cli=1 below: the
+# files are then checked against `elastic-agent serve --help` / `submit --help`, and the daemon
+# is started with the DaemonSet's and the unit's configuration (the checks marked "needs serve").
 set -uo pipefail
 
 src=$(cd "${1:?usage: test_deploy.sh SOURCE_DIR ELASTIC_AGENT_BINARY}" && pwd)
@@ -61,6 +70,23 @@ for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
   [[ -n "${!v:-}" ]] && base_env+=("$v=${!v}")
 done
 
+# run_serve NAME ENVFILE ARGVFILE: the daemon (argv: serve ...) with a configuration's variables
+# against a closed loopback port, SIGTERM after 3 s: exit 0 (the contract's SIGTERM exit) or 3
+# (it gave up on the store) means every value parsed and validated; 2 is a configuration error.
+run_serve() { # needs serve
+  local name=$1 envs argv out rc
+  mapfile -d '' envs <"$2"
+  mapfile -d '' argv <"$3"
+  out=$(timeout --preserve-status -s TERM 3 env -i "${base_env[@]}" "${envs[@]}" "$bin" "${argv[@]}" 2>&1)
+  rc=$?
+  if ((rc == 0 || rc == 3)); then
+    pass "$name: the daemon accepts the configuration (exit $rc: SIGTERM or store unreachable)"
+  else
+    printf '%s\n' "$out" | tail -5 | indent
+    fail "$name: the daemon accepts the configuration (exit $rc, want 0 or 3)"
+  fi
+}
+
 # run_config NAME ENVFILE ARGVFILE: the agent, with a configuration's variables (NUL-separated)
 # and its argv, against a closed loopback port: exit 3 (store unreachable past --join-timeout)
 # means every value parsed and validated; 2 would be a configuration error.
@@ -96,6 +122,17 @@ if ! "$bin" --help >"$tmp/help.txt" 2>&1; then
 fi
 version=$("$bin" --version | awk '{print $2}')
 echo "      elastic-agent $version ($bin)"
+# needs serve: 1 once `elastic-agent serve` and `submit` exist (issue 23)
+serve_cli=0
+serve_args=() submit_args=()
+if ((serve_cli)); then
+  "$bin" serve --help >"$tmp/serve-help.txt" 2>&1 || fail "elastic-agent serve --help"
+  "$bin" submit --help >"$tmp/submit-help.txt" 2>&1 || fail "elastic-agent submit --help"
+  serve_args=(--serve-help "$tmp/serve-help.txt")
+  submit_args=(--submit-help "$tmp/submit-help.txt")
+elif "$bin" serve --help >/dev/null 2>&1; then
+  echo "      this elastic-agent has serve: set serve_cli=1 in tests/deploy/test_deploy.sh"
+fi
 has_http=0
 if grep -q -- '^  --http ' "$tmp/help.txt"; then
   has_http=1
@@ -142,12 +179,28 @@ for overlay in base gpu; do
     continue
   fi
   step "$overlay: the manifests' essentials" "${checker[@]}" k8s "$tmp/k8s-$overlay.yaml" --name "$overlay" \
-    --help-file "$tmp/help.txt" --results "$src/bench/RESULTS.md" "${etcd_help[@]}" "${extra[@]}" \
-    --env-out "$tmp/k8s-$overlay.env" --uid-out "$tmp/k8s-uid"
-  if [[ -s "$tmp/k8s-$overlay.env" ]]; then
-    run_config "$overlay: ConfigMap + DaemonSet env" "$tmp/k8s-$overlay.env" "$tmp/k8s-$overlay.env.argv"
+    --help-file "$tmp/help.txt" "${serve_args[@]}" --results "$src/bench/RESULTS.md" "${etcd_help[@]}" \
+    "${extra[@]}" --env-out "$tmp/k8s-$overlay.env" --uid-out "$tmp/k8s-uid" \
+    --daemon-out "$tmp/k8s-$overlay.daemon.json"
+  if ((serve_cli)) && [[ -s "$tmp/k8s-$overlay.env" ]]; then # needs serve
+    run_serve "$overlay: ConfigMap + DaemonSet env" "$tmp/k8s-$overlay.env" "$tmp/k8s-$overlay.env.argv"
+  else
+    skip "$overlay: starting the daemon with the ConfigMap + DaemonSet env (needs serve: serve_cli=0)"
   fi
 done
+# the example Job that submits a run to the base's daemons
+dir=$src/deploy/k8s/examples
+# shellcheck disable=SC2016 # $1 and $2 are the inner shell's
+if step "kubectl kustomize ${dir#"$src"/} renders" \
+    sh -c 'kubectl kustomize "$1" >"$2" 2>"$2.err" || { cat "$2.err"; exit 1; }' sh "$dir" "$tmp/k8s-examples.yaml"; then
+  if [[ -s "$tmp/k8s-base.daemon.json" ]]; then
+    step "examples: the submit Job and the base's daemons agree" "${checker[@]}" k8s-submit \
+      "$tmp/k8s-examples.yaml" --daemon "$tmp/k8s-base.daemon.json" --help-file "$tmp/help.txt" \
+      "${submit_args[@]}"
+  else
+    fail "examples: the submit Job (the base's daemons were not checked)"
+  fi
+fi
 
 # ---------------------------------------------------------------------------------------------
 section "Debian package (scripts/build-deb.sh)"
@@ -193,8 +246,10 @@ if [[ -n "$deb" ]]; then
   dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./|/|' >"$tmp/contents.txt"
   for f in /usr/bin/elastic-agent /usr/sbin/elastic-agent-lifecycle-hook \
            /lib/systemd/system/elastic-agent@.service /lib/systemd/system/elastic-agent-lifecycle-hook.service \
+           /lib/systemd/system/elastic-agent-serve.service \
            /usr/share/man/man1/elastic-agent.1.gz /usr/share/doc/elastic-agent/copyright \
-           /usr/share/doc/elastic-agent/examples/example.env /etc/elastic-agent/; do
+           /usr/share/doc/elastic-agent/examples/example.env \
+           /usr/share/doc/elastic-agent/examples/serve.env /etc/elastic-agent/; do
     verdict "contains $f" grep -qxF "$f" "$tmp/contents.txt"
   done
   dpkg-deb -I "$deb" >"$tmp/info.txt"
@@ -242,18 +297,22 @@ fi
 # ---------------------------------------------------------------------------------------------
 section "systemd"
 unit=$src/deploy/systemd/elastic-agent@.service
+serve_unit=$src/deploy/systemd/elastic-agent-serve.service
 if [[ -n "$deb" ]] && [[ -d /lib/systemd/system ]]; then
-  verdict "the package ships deploy/systemd/elastic-agent@.service unchanged" \
-    cmp -s "$unit" "$root/lib/systemd/system/elastic-agent@.service"
+  for u in elastic-agent@.service elastic-agent-serve.service elastic-agent-lifecycle-hook.service; do
+    verdict "the package ships deploy/systemd/$u unchanged" \
+      cmp -s "$src/deploy/systemd/$u" "$root/lib/systemd/system/$u"
+  done
   # the host's targets, so that the unit's dependencies resolve inside the scratch root
   cp /lib/systemd/system/*.target "$root/lib/systemd/system/" 2>/dev/null
   mkdir -p "$root/etc/elastic-agent"
   cp "$src/deploy/systemd/example.env" "$root/etc/elastic-agent/job1.env"
+  cp "$src/deploy/systemd/serve.env" "$root/etc/elastic-agent/serve.env"
   out=$(cd / && systemd-analyze verify --man=no --root="$root" elastic-agent@job1.service \
-          elastic-agent-lifecycle-hook.service 2>&1)
+          elastic-agent-serve.service elastic-agent-lifecycle-hook.service 2>&1)
   rc=$?
   if ((rc == 0)) && [[ -z "$out" ]]; then
-    pass "systemd-analyze verify elastic-agent@job1.service elastic-agent-lifecycle-hook.service (in the package's root)"
+    pass "systemd-analyze verify elastic-agent@job1.service elastic-agent-serve.service elastic-agent-lifecycle-hook.service (in the package's root)"
   else
     printf '%s\n' "$out" | indent
     fail "systemd-analyze verify (exit $rc; any warning counts)"
@@ -263,6 +322,23 @@ else
 fi
 step "the unit's settings" "${checker[@]}" systemd "$unit" "$src/deploy/systemd/example.env" \
   --help-file "$tmp/help.txt"
+step "the serve unit's settings" "${checker[@]}" systemd-serve "$serve_unit" \
+  "$src/deploy/systemd/serve.env" --help-file "$tmp/help.txt" "${serve_args[@]}"
+# needs serve: the serve unit's ExecStart line with serve.env (the store a closed loopback port)
+if ((serve_cli)); then
+  mkdir -p "$tmp/serve-rt"
+  if "${checker[@]}" systemd-serve "$serve_unit" "$src/deploy/systemd/serve.env" \
+       --help-file "$tmp/help.txt" "${serve_args[@]}" --argv-out "$tmp/serve.argv" --binary "$bin" \
+       --runtime "$tmp/serve-rt" --state "$tmp/serve-rt" --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 \
+       --set ELASTIC_HTTP=127.0.0.1:0 >/dev/null && [[ -s "$tmp/serve.argv" ]]; then
+    tail -z -n +2 "$tmp/serve.argv" >"$tmp/serve.args"
+    run_serve "serve.env + serve unit defaults" "$tmp/serve.argv.env" "$tmp/serve.args"
+  else
+    fail "cannot read the serve unit's ExecStart line"
+  fi
+else
+  skip "starting the daemon with serve.env + the serve unit's defaults (needs serve: serve_cli=0)"
+fi
 
 # the unit's ExecStart line as systemd would run it (environment: the unit's Environment=, then
 # the example env file, then the test's overrides), on the file backend in a scratch directory
@@ -383,7 +459,7 @@ if exec_start hook "${run_overrides[@]}" --set "WORKER_COMMAND=$tmp/worker.sh sl
   start_unit hook
   if wait_for "$tmp/pid" 15; then
     worker=$(cat "$tmp/pid")
-    out=$(AGENT_RUNTIME_ROOT="$rt/elastic-agent" LEAVE_TIMEOUT=20 \
+    out=$(AGENT_RUNTIME_ROOT="$rt/elastic-agent" LEAVE_TIMEOUT=20 SERVE_UNIT=deploy-test-none.service \
             timeout 30 "$src/deploy/cloud-init/elastic-agent-lifecycle-hook" leave 2>&1)
     hrc=$?
     wait "$unit_pid"
@@ -403,11 +479,38 @@ if exec_start hook "${run_overrides[@]}" --set "WORKER_COMMAND=$tmp/worker.sh sl
   fi
 fi
 
+# 4. the lifecycle hook's `leave` and the node daemon: `systemctl stop` on its unit (SIGTERM, the
+#    daemon leaves its run and exits 0), with systemctl stubbed: the unit is "active" until stopped
+hstubs=$tmp/hook-stubs
+mkdir -p "$hstubs" "$tmp/hook-empty"
+cat >"$hstubs/systemctl" <<STUB
+#!/bin/sh
+echo "systemctl \$*" >>"$hstubs/calls"
+case "\$1" in
+  is-active) [ ! -e "$hstubs/stopped" ] ;;
+  stop) touch "$hstubs/stopped" ;;
+  *) exit 1 ;;
+esac
+STUB
+chmod +x "$hstubs/systemctl"
+: >"$hstubs/calls"
+out=$(PATH="$hstubs:$PATH" AGENT_RUNTIME_ROOT="$tmp/hook-empty" LEAVE_TIMEOUT=5 \
+        timeout 30 "$src/deploy/cloud-init/elastic-agent-lifecycle-hook" leave 2>&1)
+hrc=$?
+printf '%s\n' "$out" | indent
+if ((hrc == 0)) && grep -qx "systemctl stop elastic-agent-serve.service" "$hstubs/calls"; then
+  pass "elastic-agent-lifecycle-hook leave: systemctl stop elastic-agent-serve.service (the daemon leaves on SIGTERM)"
+else
+  indent <"$hstubs/calls"
+  fail "elastic-agent-lifecycle-hook leave stops elastic-agent-serve.service (exit $hrc)"
+fi
+
 # ---------------------------------------------------------------------------------------------
 section "cloud-init"
 if step "user-data.yaml parses; its settings name real options and units" "${checker[@]}" cloudinit \
     "$src/deploy/cloud-init/user-data.yaml" --help-file "$tmp/help.txt" --out "$tmp/cloud-init" \
-    --version "$version" --unit elastic-agent-lifecycle-hook.service --unit 'elastic-agent@'; then
+    --version "$version" "${serve_args[@]}" --unit elastic-agent-lifecycle-hook.service \
+    --unit elastic-agent-serve.service --not-unit 'elastic-agent@'; then
   for f in "$tmp"/cloud-init/*; do
     step "shellcheck user-data: $(basename "$f")" shellcheck "$f"
   done

@@ -15,6 +15,7 @@ cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 check "install: binary" "[ -x '$tmp/prefix/bin/elastic-agent' ]"
 check "install: --version runs" "'$tmp/prefix/bin/elastic-agent' --version | grep -q '^elastic-agent '"
 check "install: systemd unit" "[ -f '$tmp/prefix/lib/systemd/system/elastic-agent@.service' ]"
+check "install: systemd unit (serve)" "[ -f '$tmp/prefix/lib/systemd/system/elastic-agent-serve.service' ]"
 check "install: lifecycle hook" "[ -x '$tmp/prefix/sbin/elastic-agent-lifecycle-hook' ]"
 check "install: guard binary" "[ -x '$tmp/prefix/libexec/elastic-agent/elastic-agent-guard' ]"
 if [[ $mode == modules ]]; then
@@ -42,7 +43,7 @@ check "cpack: one .deb" "[ -f '$deb' ]"
 contents=$(dpkg-deb -c "$deb")
 files=(usr/bin/elastic-agent usr/libexec/elastic-agent/elastic-agent-guard)
 [[ $mode == modules ]] && files+=(usr/lib/elastic-agent/ea-kv-etcd.so usr/lib/elastic-agent/ea-kv-etcd-gateway.so)
-for f in "${files[@]}" systemd/system/elastic-agent@.service \
+for f in "${files[@]}" systemd/system/elastic-agent@.service systemd/system/elastic-agent-serve.service \
          usr/share/man/man1/elastic-agent.1.gz usr/sbin/elastic-agent-lifecycle-hook \
          usr/share/bash-completion/completions/elastic-agent; do
   if grep -qF "$f" <<<"$contents"; then echo "PASS cpack: contains $f"
