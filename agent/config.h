@@ -116,6 +116,8 @@ int cfg_option_find(const char *name, size_t len, bool *ret_value);
 void cfg_print_help(FILE *out);
 /* Print the help of command `cmd`. */
 void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out);
+/* One option's --help line (table entry i, as cfg_option_flag numbers them). */
+void cfg_print_option(FILE *out, size_t i);
 
 /* The store settings of `c` (backend, endpoints, TLS, credentials) for kv_open(); the strings
  * stay owned by `c`. request_timeout_ms: 0 = the backend's default. */

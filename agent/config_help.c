@@ -64,24 +64,28 @@ static const char status_intro[] =
     "(SINCE '-').\n"
     "\nOptions (each also from ELASTIC_<NAME>):\n";
 
+void cfg_print_option(FILE *out, size_t i)
+{
+    if (i >= cfg_n_opts)
+        return;
+    const struct opt *o = &cfg_opts[i];
+    char lhs[64], env[64];
+    snprintf(lhs, sizeof(lhs), "--%s%s%s", o->flag, o->meta ? " " : "", o->meta ? o->meta : "");
+    cfg_opt_env_name(o, env, sizeof(env));
+    fprintf(out, "  %-28s %s", lhs, o->help);
+    if (o->def && o->type != OPT_BOOL)
+        fprintf(out, " [default %s]", o->def);
+    if (o->pet)
+        fprintf(out, " [env %s, %s]", env, o->pet);
+    fputc('\n', out);
+}
+
 void cfg_print_help_cmd(enum cfg_cmd cmd, FILE *out)
 {
     fputs(cmd == CFG_STATUS ? status_intro : agent_intro, out);
-    for (size_t i = 0; i < cfg_n_opts; i++) {
-        const struct opt *o = &cfg_opts[i];
-        if (!cfg_opt_in_cmd(o, cmd))
-            continue;
-        char lhs[64], env[64];
-        snprintf(lhs, sizeof(lhs), "--%s%s%s", o->flag, o->meta ? " " : "",
-                 o->meta ? o->meta : "");
-        cfg_opt_env_name(o, env, sizeof(env));
-        fprintf(out, "  %-28s %s", lhs, o->help);
-        if (o->def && o->type != OPT_BOOL)
-            fprintf(out, " [default %s]", o->def);
-        if (o->pet)
-            fprintf(out, " [env %s, %s]", env, o->pet);
-        fputc('\n', out);
-    }
+    for (size_t i = 0; i < cfg_n_opts; i++)
+        if (cfg_opt_in_cmd(&cfg_opts[i], cmd))
+            cfg_print_option(out, i);
     if (cmd == CFG_STATUS)
         fprintf(out, "\nStatus: forming (no round yet), starting or restarting (a round is\n"
                      "committed, its workers are being started), running, waiting (fewer than\n"

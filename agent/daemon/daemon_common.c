@@ -142,8 +142,7 @@ int daemon_split_args(const char *cmd, int argc, char **argv, char **envp,
         int k = cfg_option_find(name, len, &value);
         unsigned cmds = 0;
         const char *flag = k >= 0 ? cfg_option_flag((size_t)k, &cmds) : "";
-        bool is_store = (cmds & CFG_STATUS) && strcmp(flag, "json") != 0 &&
-                        strcmp(flag, "watch") != 0 && strcmp(flag, "help") != 0;
+        bool is_store = daemon_is_store_option(flag, cmds);
         char **dst = is_store ? store : rest;
         size_t *dn = is_store ? &ns : &nr;
         dst[(*dn)++] = argv[i];
@@ -186,4 +185,20 @@ int daemon_open_store(const char *cmd, const struct cfg *c, struct kv **ret)
         return r == KV_EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_STORE;
     }
     return 0;
+}
+
+bool daemon_is_store_option(const char *flag, unsigned cmds)
+{
+    return (cmds & CFG_STATUS) && strcmp(flag, "json") != 0 && strcmp(flag, "watch") != 0 &&
+           strcmp(flag, "help") != 0;
+}
+
+void daemon_print_options(FILE *out, bool (*keep)(const char *flag, unsigned cmds))
+{
+    for (size_t i = 0; i < cfg_option_count(); i++) {
+        unsigned cmds = 0;
+        const char *flag = cfg_option_flag(i, &cmds);
+        if (keep(flag, cmds))
+            cfg_print_option(out, i);
+    }
 }

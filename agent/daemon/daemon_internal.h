@@ -8,6 +8,7 @@
 #define EA_AGENT_DAEMON_DAEMON_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -47,6 +48,12 @@ int daemon_split_args(const char *cmd, int argc, char **argv, char **envp,
 
 /* The pool a command serves when --pool is not given: ELASTIC_POOL from `envp`, else "default". */
 const char *daemon_default_pool(char **envp);
+
+/* Whether option `flag` (in commands `cmds`) is a store option: one `status` takes to find the
+ * store (endpoints, prefix, TLS, credentials), not its --json/--watch/--help. */
+bool daemon_is_store_option(const char *flag, unsigned cmds);
+/* Print the --help line of every option of the table for which keep() is true. */
+void daemon_print_options(FILE *out, bool (*keep)(const char *flag, unsigned cmds));
 
 /* Open the store `c` names: 0, or an exit code after printing why. */
 int daemon_open_store(const char *cmd, const struct cfg *c, struct kv **ret);

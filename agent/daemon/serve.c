@@ -64,15 +64,38 @@ static const char serve_help[] =
     "  --pool NAME                  the pool to serve [default default] [env ELASTIC_POOL]\n"
     "  --http [ADDR]:PORT           /healthz (200 while the daemon holds its lease), /readyz\n"
     "                               (says idle or the run), /metrics, kept up between runs\n"
-    "\nNode options: every option of `elastic-agent --help` except the run's own (given to\n"
-    "submit: --min, --max, --nnodes, --max-restarts, --join-timeout, --last-call, --settle,\n"
-    "--rank-order, --tee, --local-ranks-filter, --env-style, --dmlc-tracker, --nic-discovery,\n"
-    "--topology, --worker-heartbeat-timeout, --worker-startup-timeout), the run id and driver\n"
-    "mode; --nproc-per-node and --stop-timeout are the node's defaults (a spec may override). E.g.\n"
-    "--rdzv-endpoint, --prefix, TLS and --user/--password-file, --node-id, --local-addr,\n"
-    "--lease-ttl, --log-*, --events, --log-dir, --launcher/--host/--ssh-*, --preflight.\n"
+    "\nNode options (each also from ELASTIC_<NAME>, as in `elastic-agent --help`; the run's own\n"
+    "options go to submit; --nproc-per-node and --stop-timeout are this node's defaults, which a\n"
+    "run's spec may override):\n";
+
+static const char serve_help_end[] =
     "\nWhile the store is unreachable the daemon retries (backing off to 5 s; /healthz says so).\n"
     "Exit status: 0 after SIGTERM/SIGINT, 2 usage error, 3 the store cannot be opened.\n";
+
+/* Why serve refuses option `flag` (in commands `cmds`; NULL flag: no such option), or NULL. */
+static const char *serve_refusal(const char *flag, unsigned cmds)
+{
+    if (!flag || !(cmds & CFG_AGENT))
+        return "unknown option for serve (see serve --help)";
+    if (runspec_is_run_option(flag) && !runspec_is_node_default(flag))
+        return "a run option: give it to 'elastic-agent submit'";
+    if (!strcmp(flag, "run-id") || !strcmp(flag, "rdzv-id"))
+        return "serve runs whatever is submitted to its --pool";
+    static const char *const driver[] = {"standalone", "hosts", "hostfile",
+                                         "host-discovery-script", "discovery-interval",
+                                         "host-cooldown"};
+    for (size_t i = 0; i < sizeof(driver) / sizeof(*driver); i++)
+        if (!strcmp(flag, driver[i]))
+            return "not for serve (a daemon is one node of its pool)";
+    return NULL;
+}
+
+/* The node options serve --help lists (--http is serve's own; --help, --version: none). */
+static bool serve_lists(const char *flag, unsigned cmds)
+{
+    return !serve_refusal(flag, cmds) && strcmp(flag, "http") != 0 &&
+           strcmp(flag, "help") != 0 && strcmp(flag, "version") != 0;
+}
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -110,16 +133,7 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
         int k = cfg_option_find(name, len, &value);
         unsigned cmds = 0;
         const char *flag = k >= 0 ? cfg_option_flag((size_t)k, &cmds) : NULL;
-        const char *why = NULL;
-        if (!flag || !(cmds & CFG_AGENT))
-            why = "unknown option for serve (see serve --help)";
-        else if (runspec_is_run_option(flag) && !runspec_is_node_default(flag))
-            why = "a run option: give it to 'elastic-agent submit'";
-        else if (!strcmp(flag, "run-id") || !strcmp(flag, "rdzv-id"))
-            why = "serve runs whatever is submitted to its --pool";
-        else if (!strcmp(flag, "standalone") || !strcmp(flag, "hosts") ||
-                 !strcmp(flag, "hostfile") || !strcmp(flag, "host-discovery-script"))
-            why = "not for serve (a daemon is one node of its pool)";
+        const char *why = serve_refusal(flag, cmds);
         if (why) {
             fprintf(stderr, "elastic-agent serve: '--%.*s': %s\n", (int)len, name, why);
             return -EINVAL;
@@ -561,8 +575,11 @@ int serve_main(int argc, char **argv, char **envp)
     int code = 0;
     if (parse(&d, argc, argv, envp, &pool, &help) < 0)
         code = AGENT_EXIT_USAGE;
-    else if (help)
+    else if (help) {
         fputs(serve_help, stdout);
+        daemon_print_options(stdout, serve_lists);
+        fputs(serve_help_end, stdout);
+    }
     if (code || help)
         goto out;
     log_init(d.cfg.log_level, d.cfg.node_id);

@@ -32,13 +32,14 @@ static const char submit_help[] =
     "  --wait                       follow the run to its end; exit with its code\n"
     "  --env NAME=VALUE             extra variable for the workers (repeatable; not ELASTIC_*\n"
     "                               or PET_*: give the option instead)\n"
-    "\nRun options (as in `elastic-agent --help`): --min, --max, --nnodes, --nproc-per-node\n"
-    "(else each daemon's), --max-restarts, --join-timeout, --last-call, --settle, --rank-order,\n"
-    "--stop-timeout (else each daemon's), --tee, --local-ranks-filter, --env-style, --dmlc-tracker, --nic-discovery,\n"
-    "--topology, --worker-heartbeat-timeout, --worker-startup-timeout. Per-node options\n"
-    "(--node-id, --host, --log-dir, ...) belong to serve and are refused here.\n"
-    "\nStore options: --rdzv-endpoint, --rdzv-backend, --prefix, --state-dir, --cacert, --cert,\n"
-    "--key, --user, --password-file (each also from ELASTIC_<NAME>).\n"
+    "\nRun options (as in `elastic-agent --help`; --nproc-per-node and --stop-timeout: else each\n"
+    "daemon's; per-node options such as --node-id, --host, --log-dir belong to serve and are\n"
+    "refused here):\n";
+
+static const char submit_help_store[] =
+    "\nStore options (each also from ELASTIC_<NAME>):\n";
+
+static const char submit_help_end[] =
     "\nExit status: 0 queued (with --wait: the run succeeded), 1 the run failed, 2 usage error\n"
     "or a spec refused, 3 store unreachable, 4 the run was closed or cancelled (or timed out\n"
     "before reaching --min).\n";
@@ -53,6 +54,18 @@ static const char cancel_help[] =
     "that never started is closed before it does. It leaves the pool's queue.\n"
     "\nExit status: 0 closed (or over already), 2 usage error, 3 store unreachable, 4 no such\n"
     "run.\n";
+
+static bool submit_lists_run(const char *flag, unsigned cmds)
+{
+    return (cmds & CFG_AGENT) && runspec_is_run_option(flag);
+}
+
+/* --run-id is submit's own (listed above) */
+static bool submit_lists_store(const char *flag, unsigned cmds)
+{
+    return daemon_is_store_option(flag, cmds) && strcmp(flag, "run-id") != 0 &&
+           strcmp(flag, "rdzv-id") != 0;
+}
 
 struct sub_args {
     const char *run_id, *pool;
@@ -179,6 +192,10 @@ int submit_main(int argc, char **argv, char **envp)
         goto out;
     if (a.help) {
         fputs(submit_help, stdout);
+        daemon_print_options(stdout, submit_lists_run);
+        fputs(submit_help_store, stdout);
+        daemon_print_options(stdout, submit_lists_store);
+        fputs(submit_help_end, stdout);
         code = 0;
         goto out;
     }

@@ -19,10 +19,10 @@
 # Usage: test_deploy.sh SOURCE_DIR ELASTIC_AGENT_BINARY
 # Prints one PASS/FAIL/SKIP line per check and a summary; exits 1 when a check failed.
 #
-# `serve` and `submit` (issue 23) are checked against their CLI contract (check_deploy.py
-# SERVE_FLAGS, SUBMIT_FLAGS) until the binary has them. Once it does, set serve_cli=1 below: the
-# files are then checked against `elastic-agent serve --help` / `submit --help`, and the daemon
-# is started with the DaemonSet's and the unit's configuration (the checks marked "needs serve").
+# `serve` and `submit` (issue 23): the files are checked against `elastic-agent serve --help` /
+# `submit --help`, and the daemon is started with the DaemonSet's and the unit's configuration
+# (the checks marked "needs serve"; serve_cli=0 checks against check_deploy.py's SERVE_FLAGS and
+# SUBMIT_FLAGS instead, for a binary without them).
 set -uo pipefail
 
 src=$(cd "${1:?usage: test_deploy.sh SOURCE_DIR ELASTIC_AGENT_BINARY}" && pwd)
@@ -122,8 +122,7 @@ if ! "$bin" --help >"$tmp/help.txt" 2>&1; then
 fi
 version=$("$bin" --version | awk '{print $2}')
 echo "      elastic-agent $version ($bin)"
-# needs serve: 1 once `elastic-agent serve` and `submit` exist (issue 23)
-serve_cli=0
+serve_cli=1
 serve_args=() submit_args=()
 if ((serve_cli)); then
   "$bin" serve --help >"$tmp/serve-help.txt" 2>&1 || fail "elastic-agent serve --help"
