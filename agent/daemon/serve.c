@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "pool.h"
 #include "proc.h"
+#include "state.h"
 
 #define SKIP_MAX 16
 #define SKIP_MS 10000 /* a run this node could not run is looked at again after this long */
@@ -44,6 +45,11 @@ struct daemon {
     bool pick, full_scan;
     pid_t child;
     int seat;           /* the child's run's seat this daemon holds */
+    int run_max;        /* its --max */
+    int64_t state_watch; /* its `state` (O(1): one small value per round) */
+    int64_t room_rev;   /* revision of the round that left the run room, 0 = none pending */
+    int64_t advance_at; /* when this daemon recomputes `next` for that room (0 = not armed) */
+    int64_t rescan_at;  /* idle: look at the queue again (a run's seats were all taken) */
     char run[128];      /* the run the child runs */
     int64_t run_since;  /* wall ms */
     int term_signal;
@@ -274,6 +280,59 @@ static void skip_run(struct daemon *d, const char *run)
         d->retry_at = d->skip[k].until; /* then look again */
 }
 
+/* ---- room in the run: idle daemons learn of it --------------------------------------------
+ * A run that loses a member while `next` names another run (or none) has room again, but the
+ * idle daemons watch only `next`. So every daemon in a run watches the run's `state` and, when a
+ * round leaves the run below its max (or waiting for its min), recomputes `next` after a delay
+ * spread by its node id; the first to do it changes `next`, which every other daemon of the run
+ * sees on its own watch of `next` and stands down. One queue walk per such round, not one per
+ * member. */
+
+static void watch_run_state(struct daemon *d)
+{
+    char key[POOL_KEY_MAX];
+    snprintf(key, sizeof(key), "%s%s/state", d->pool.prefix, d->run);
+    struct ea_error err = {0};
+    if (kv_watch(d->kv, key, 0, &d->state_watch, &err) < 0) {
+        log_warn("watching run '%s' for room: %s (retrying)", d->run, err.msg);
+        d->state_watch = 0;
+    }
+}
+
+static void on_run_state(struct daemon *d, const struct kv_event *ev)
+{
+    if (ev->type == KV_EVENT_ERROR) {
+        d->state_watch = 0; /* the loop watches again */
+        return;
+    }
+    struct rdzv_state st = {0};
+    if (ev->type != KV_EVENT_PUT ||
+        rdzv_state_decode(ev->entry.value, ev->entry.value_len, &st, NULL) < 0)
+        return; /* the run's own agent reports a state that is not ours */
+    bool room = st.status == RDZV_WAITING ||
+                (st.status == RDZV_RUNNING && st.group_world_size < d->run_max);
+    rdzv_state_clear(&st);
+    if (!room || d->advance_at)
+        return;
+    uint32_t h = 2166136261u; /* FNV-1a of the node id: the spread */
+    for (const char *c = d->cfg.node_id; *c; c++)
+        h = (h ^ (unsigned char)*c) * 16777619u;
+    int64_t window = (int64_t)d->run_max * 10;
+    window = window < 20 ? 20 : window > 2000 ? 2000 : window;
+    d->room_rev = ev->entry.mod_revision;
+    d->advance_at = ea_now_ms() + (int64_t)(h % (uint32_t)window);
+}
+
+static void advance_for_room(struct daemon *d)
+{
+    struct ea_error err = {0};
+    d->advance_at = 0;
+    if (pool_advance(&d->pool, NULL, 0, report_bad, d, NULL, &err) < 0)
+        log_warn("run '%s' has room: updating the pool's next run: %s", d->run, err.msg);
+    else
+        log_debug("run '%s' has room: the pool's next run recomputed", d->run);
+}
+
 /* ---- runs --------------------------------------------------------------------------------- */
 
 /* Take a seat of run `s` and start its agent. 0 (started, or skipped here: reported), -EBUSY
@@ -323,7 +382,9 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     }
     d->child = pid;
     d->seat = seat;
+    d->run_max = s->max_nodes;
     snprintf(d->run, sizeof(d->run), "%s", s->run_id);
+    watch_run_state(d);
     log_info("joining run '%s' of pool '%s' (min %d, max %d) in seat %d: agent pid %ld",
              s->run_id, d->pool.name, s->min_nodes, s->max_nodes, seat, (long)pid);
     struct ea_error perr = {0};
@@ -380,6 +441,9 @@ static void pick(struct daemon *d)
     }
     if (r < 0 && r != -EBUSY)
         goto fail;
+    /* a run whose seats were all taken though its keys say room: a seat of a node that died
+     * is freed by its lease; look again then */
+    d->rescan_at = n_full && !d->child ? ea_now_ms() + d->cfg.lease_ttl_ms : 0;
     d->pick = d->full_scan = false;
     d->m.store_down = false;
     d->backoff_ms = 0;
@@ -414,6 +478,9 @@ static void run_ended(struct daemon *d, int status)
     runspec_clear(&s);
     if (d->lease && pool_seat_release(&d->pool, d->run, d->seat, &err) < 0)
         log_warn("giving back seat %d of run '%s': %s", d->seat, d->run, err.msg);
+    if (d->state_watch)
+        kv_watch_cancel(d->kv, d->state_watch);
+    d->state_watch = d->advance_at = d->room_rev = 0;
     d->child = 0;
     d->run[0] = '\0';
     d->pick = d->full_scan = true;
@@ -445,8 +512,15 @@ static void on_store(struct daemon *d)
     if (kv_read_events(d->kv, &ev, &n, &err) < 0)
         return;
     for (size_t i = 0; i < n; i++) {
+        if (d->state_watch && ev[i].watch_id == d->state_watch) {
+            on_run_state(d, &ev[i]);
+            continue;
+        }
         if (ev[i].watch_id != d->watch_id)
             continue;
+        if (d->advance_at && ev[i].type == KV_EVENT_PUT &&
+            ev[i].entry.mod_revision > d->room_rev)
+            d->advance_at = 0; /* another daemon recomputed `next` after the round: stand down */
         if (ev[i].type == KV_EVENT_ERROR) {
             d->watch_id = 0; /* store_up() watches again */
             d->retry_at = ea_now_ms();
@@ -490,15 +564,26 @@ static void loop(struct daemon *d)
             d->retry_at = -1;
             d->pick = true;
         }
+        if (!d->child && d->rescan_at && now >= d->rescan_at) {
+            d->rescan_at = 0;
+            d->pick = d->full_scan = true;
+        }
         if (!d->term_signal && !d->child && d->pick && d->lease && d->watch_id &&
             d->retry_at < 0)
             pick(d);
+        if (d->child && !d->term_signal && !d->state_watch && d->lease)
+            watch_run_state(d);
+        if (d->child && d->advance_at && now >= d->advance_at)
+            advance_for_room(d);
         if (d->lease && now >= d->keepalive_at)
             keepalive(d);
         publish(d);
         int64_t wake = d->keepalive_at;
         if (d->retry_at >= 0 && (wake < 0 || d->retry_at < wake))
             wake = d->retry_at;
+        int64_t at = d->child ? d->advance_at : d->rescan_at;
+        if (at && (wake < 0 || at < wake))
+            wake = at;
         struct pollfd p[3] = {{.fd = d->sigfd, .events = POLLIN},
                               {.fd = d->chldfd, .events = POLLIN},
                               {.fd = kv_event_fd(d->kv), .events = POLLIN}};

@@ -5,7 +5,7 @@
  * Three idle daemons run two runs back to back without a restart (ranks 0..2, /healthz and
  * /readyz between runs); two runs of --max 2 on three daemons run in FIFO order; a fourth daemon
  * joins a run below its max; a SIGKILLed daemon's run re-forms and the daemon, started again,
- * rejoins it; cancel, a refused spec, a corrupt and a foreign spec in the store, a run that
+ * rejoins it; an idle daemon fills a run that lost a member; cancel, a refused spec, a corrupt and a foreign spec in the store, a run that
  * cannot reach its --min. Waits are on files (inotify), exits (pidfd) and the pool's status
  * polled with deadlines; never on sleeps.
  */
@@ -360,6 +360,39 @@ Test(daemon, killed_daemon_run_reforms_and_it_rejoins)
     release("sturdy");
     h_expect_exit(&s, 0, 30000);
     wait_idle(3, 10000);
+}
+
+/* A run at its max loses a member while a daemon is idle (the pool's `next` names no run): the
+ * idle daemon fills the run by itself. Mutation: without the watch of the run's state in
+ * agent/daemon/serve.c (watch_run_state) nobody tells the idle daemon and round 2 never comes. */
+Test(daemon, idle_daemon_fills_a_run_that_lost_a_member)
+{
+    struct h_agent d[3], s;
+    for (int i = 0; i < 3; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), NULL);
+    wait_idle(3, 10000);
+    submit(&s, "refill", "--min 2 --max 2 --settle 0.5", worker("refill", true));
+    wait_ranks("refill", 1, 2, 20000);
+    wait_idle(1, 10000);
+    char node[2][64], tag[64], now[64];
+    int world = 0;
+    for (int rank = 0; rank < 2; rank++)
+        read_rank("refill", 1, rank, node[rank], &world, tag);
+    int victim = node[1][1] - '1', idle = 3 - (node[0][1] - '1') - victim;
+    cr_assert(victim >= 0 && victim < 3 && idle >= 0 && idle < 3 && idle != victim);
+    h_agent_signal(&d[victim], SIGKILL);
+    cr_assert_eq(h_agent_wait(&d[victim], 5000), 128 + SIGKILL);
+    /* the survivor waits for its --min; the idle daemon joins: round 2 with it as rank 1 */
+    wait_ranks("refill", 2, 2, 20000);
+    read_rank("refill", 2, 0, now, &world, tag);
+    cr_assert_str_eq(now, node[0], "the survivor keeps rank 0");
+    read_rank("refill", 2, 1, now, &world, tag);
+    cr_assert_str_eq(now, h_fmt("d%d", idle + 1), "the idle daemon took the free place");
+    while (waitpid(-1, NULL, WNOHANG) > 0) /* the killed agent, orphaned to us */
+        ;
+    release("refill");
+    h_expect_exit(&s, 0, 30000);
+    wait_idle(2, 10000);
 }
 
 Test(daemon, cancel_refused_and_corrupt_specs)
