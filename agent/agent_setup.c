@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "agent_internal.h"
+#include "ea_signal.h"
 #include "ea_time.h"
 #include "hostsel.h"
 #include "log.h"
@@ -50,11 +51,7 @@ static void choose_addr(struct agent *a)
 static int setup_signals(struct agent *a)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    ea_term_sigset(&set);
     /* Blocked before any thread exists, so backend threads (gRPC, curl, HTTP) never take these.
      * SIGCHLD too: the launcher reads it from its own signalfd. */
     sigset_t blocked = set;

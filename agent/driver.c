@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "ea_signal.h"
 #include "ea_time.h"
 #include "hostsource.h"
 #include "kv.h"
@@ -505,11 +506,7 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
     if ((code = initial_list(&d)) != 0)
         goto out;
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    ea_term_sigset(&set);
     struct ea_error err = {0};
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 ||
         (d.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||

@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_signal.h"
 #include "ea_time.h"
 #include "launcher.h"
 #include "proc.h"
@@ -459,12 +460,8 @@ int launch_guard_main(int argc, char **argv)
     ign.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ign, NULL); /* a dead agent must not kill us through report_fd */
     sigset_t set;
-    sigemptyset(&set);
+    ea_term_sigset(&set);
     sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
     sigprocmask(SIG_BLOCK, &set, NULL);
     g.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (g.sigfd < 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {

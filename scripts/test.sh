@@ -53,3 +53,6 @@ echo "== mutation checks =="
   launcher/guard.c 's/|| now < d)/|| 1)/' '^test_guard$'
 ./scripts/mutate.sh --target test_e2e_observe --filter 'observe/metrics_follow*' \
   agent/agent.c 's/^\(\s*\)a->m.worker_failures++;/\1;/' '^test_e2e_observe$'
+./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/idle_daemon_fills*' \
+  agent/daemon/serve.c '/^static void watch_run_state(/,/^{/s/^{$/{ return; \/* mutant: no watch *\//' \
+  '^test_e2e_daemon$'

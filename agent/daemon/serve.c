@@ -16,6 +16,7 @@
 #include "agent.h"
 #include "daemon.h"
 #include "daemon_internal.h"
+#include "ea_signal.h"
 #include "ea_time.h"
 #include "http.h"
 #include "log.h"
@@ -614,11 +615,7 @@ static int setup(struct daemon *d, const char *pool)
     }
     d->exe[n] = '\0';
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    ea_term_sigset(&set);
     sigprocmask(SIG_BLOCK, &set, NULL); /* before any thread (store, HTTP) exists */
     signal(SIGPIPE, SIG_IGN);
     if ((d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
