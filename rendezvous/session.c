@@ -388,8 +388,9 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
     }
     struct kv_entry e = {0};
     s->stats.requests++;
-    /* as of the commit we saw: the store has applied it, so a local read is consistent (and
-     * shows this round's chunk, never a later round's) */
+    /* as of the commit we saw: the store has applied it, so a local read is consistent (etcd:
+     * exactly the chunk that commit saw; a backend that serves the latest may show a later
+     * round's, which -EAGAIN below waits out) */
     r = kv_get_at(s->kv, key, s->state_rev, &e, err);
     if (r == KV_ENOTFOUND) { /* no chunk: not a member of this round */
         ea_error_clear(err);
