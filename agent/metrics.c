@@ -169,6 +169,13 @@ static int t_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea
     return done(kv, t0, kv_get(INNER(kv), key, ret, err));
 }
 
+static int t_get_at(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
+                    struct ea_error *err)
+{
+    int64_t t0 = begin();
+    return done(kv, t0, kv_get_at(INNER(kv), key, at, ret, err));
+}
+
 static int t_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err)
 {
     int64_t t0 = begin();
@@ -248,6 +255,7 @@ static const struct kv_ops timed_ops = {
     .name = "timed",
     .close = t_close,
     .get = t_get,
+    .get_at = t_get_at,
     .list = t_list,
     .cas = t_cas,
     .txn = t_txn,

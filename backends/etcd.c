@@ -234,12 +234,17 @@ static int call_discard(struct kv *kv, const struct etcd_rpc *rpc, const Protobu
     return rc;
 }
 
-static int etcd_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err)
+/* A read of one key; at > 0: as of revision `at`, served by the member from what it has applied
+ * (serializable: no ReadIndex round through the leader). */
+static int range_one(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
+                     struct ea_error *err)
 {
     char what[160];
     WHAT(what, "get '%.100s'", key);
     Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
     rq.key = bin(key, strlen(key));
+    rq.revision = at > 0 ? at : 0;
+    rq.serializable = at > 0;
     const struct etcd_rpc rpc = {ETCD_M_RANGE, &etcdserverpb__range_response__descriptor, 1, what};
     ProtobufCMessage *out;
     int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
@@ -251,6 +256,25 @@ static int etcd_get(struct kv *kv, const char *key, struct kv_entry *ret, struct
     else if (etcd_entry_from_kv(ret, rr->kvs[0]))
         rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
     protobuf_c_message_free_unpacked(out, NULL);
+    return rc;
+}
+
+static int etcd_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err)
+{
+    return range_one(kv, key, 0, ret, err);
+}
+
+/* The member answers OUT_OF_RANGE for a compacted revision and for one it has not applied yet
+ * (another member's watch delivered it): a linearizable read then, which is never older. */
+static int etcd_get_at(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
+                       struct ea_error *err)
+{
+    struct ea_error e = {0};
+    int rc = range_one(kv, key, at, ret, &e);
+    if (rc == KV_ECOMPACTED || rc == KV_EINVAL)
+        return range_one(kv, key, 0, ret, err);
+    if (rc && err)
+        *err = e;
     return rc;
 }
 
@@ -577,6 +601,7 @@ const struct kv_ops kv_etcd_ops = {
     .open = etcd_open,
     .close = etcd_close,
     .get = etcd_get,
+    .get_at = etcd_get_at,
     .list = etcd_list,
     .cas = etcd_cas,
     .txn = etcd_txn,

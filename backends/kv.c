@@ -127,6 +127,14 @@ int kv_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error
     return kv->ops->get(kv, key, ret, err);
 }
 
+int kv_get_at(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
+              struct ea_error *err)
+{
+    if (at <= 0 || !kv->ops->get_at) /* the latest value is never older than `at` */
+        return kv->ops->get(kv, key, ret, err);
+    return kv->ops->get_at(kv, key, at, ret, err);
+}
+
 int kv_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err)
 {
     return kv->ops->list(kv, prefix, ret, err);

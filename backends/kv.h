@@ -153,6 +153,17 @@ struct kv_ops {
     /* Stop a watch; its undelivered events are dropped. Unknown id is a no-op. */
     void (*watch_cancel)(struct kv *kv, int64_t watch_id);
 
+    /*
+     * Optional (NULL: kv_get_at() calls get). Read one key as of revision `at` (> 0) without a
+     * consensus round: for a caller that knows the store has applied `at` (it saw an event of
+     * that revision on a watch), so that a cheap local read is still consistent. Returns the
+     * key's value at `at` or at a later revision (get's answer also qualifies), never an older
+     * one; KV_ENOTFOUND when absent there. A revision the store does not have (compacted, or not
+     * yet applied by the member asked) falls back to get: never an error of its own.
+     */
+    int (*get_at)(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
+                  struct ea_error *err);
+
     /* A pollable fd (POLLIN) that becomes readable when read_events() may have something to
      * return or the backend needs housekeeping (e.g. lease expiry in the file backend). Owned by
      * the handle. Stable for the handle's lifetime. */
@@ -177,7 +188,7 @@ extern const struct kv_ops *const kv_backends[];
  * KV_MODULE_ABI, bumped whenever this header's structs change) and
  * `const struct kv_ops *kv_module(void)` (backends/kv_module.c).
  */
-#define KV_MODULE_ABI 2
+#define KV_MODULE_ABI 3
 
 /* Find a backend by name, loading its module if needed; NULL if unknown or not loadable. */
 const struct kv_ops *kv_backend_find(const char *name);
@@ -189,6 +200,8 @@ int kv_open(const struct kv_config *cfg, struct kv **ret_kv, struct ea_error *er
 /* Thin wrappers over kv->ops (same contracts as above). */
 void kv_close(struct kv *kv);
 int kv_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err);
+int kv_get_at(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
+              struct ea_error *err);
 int kv_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err);
 int kv_cas(struct kv *kv, const char *key, const char *value, size_t len,
            int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,

@@ -8,8 +8,11 @@
  * 10,000 nodes cost 10,000 sessions instead of 10,000 agents, exec-guards and workers.
  *
  * Phase 1: every node joins (--min N/2 --max N: commits when all N are in); measured: last join ->
- * the coordinator's commit, commit -> every node has its assignment, and from each session's own
- * counters (rdzv_stats): bytes received and keys written per node, the coordinator apart.
+ * the coordinator's commit, commit -> every node has its assignment (a node has it once the
+ * events that brought the commit are applied, the one read that the first round takes included,
+ * as in an agent: commit_to_all_events is when the last of them was read), and from each
+ * session's own counters (rdzv_stats): bytes received and keys written per node, the coordinator
+ * apart.
  * --kill-one: one node (not the coordinator) stops renewing its lease and vanishes, like a
  * SIGKILLed agent; --kill-coordinator: the same for the coordinator; --kill-tenth: 10% of the
  * nodes at once. Each measured: kill -> the next round committed, -> every survivor has it.
@@ -46,6 +49,7 @@ struct rec {
     int members;
     int coord;      /* the node coordinates */
     int64_t t_ms;   /* CLOCK_MONOTONIC, the same clock in every process */
+    int64_t ev_ms;  /* REC_SEEN: when the store's events that brought the round were read */
     uint64_t bytes; /* rdzv_stats: bytes received so far */
     uint64_t keys;  /* rdzv_stats: keys written so far */
 };
@@ -62,14 +66,19 @@ struct sim_node {
     int id;
     struct rdzv_session *s;
     int64_t seen_round;
+    int64_t renewed_ms; /* its last lease renewal (or its join) */
     bool dead;
 };
 
 static void report_stats(int fd, int type, int node, int64_t round, int members,
-                         const struct rdzv_session *s)
+                         const struct rdzv_session *s, int64_t ev_ms)
 {
-    struct rec r = {
-        .type = type, .node = node, .round = round, .members = members, .t_ms = ea_now_ms()};
+    struct rec r = {.type = type,
+                    .node = node,
+                    .round = round,
+                    .members = members,
+                    .t_ms = ea_now_ms(),
+                    .ev_ms = ev_ms};
     if (s) {
         struct rdzv_stats st;
         rdzv_stats_get(s, &st);
@@ -83,7 +92,7 @@ static void report_stats(int fd, int type, int node, int64_t round, int members,
 
 static void report(int fd, int type, int node, int64_t round, int members)
 {
-    report_stats(fd, type, node, round, members, NULL);
+    report_stats(fd, type, node, round, members, NULL, 0);
 }
 
 static void fatal(int fd, int node, const char *what, const struct ea_error *err)
@@ -93,14 +102,34 @@ static void fatal(int fd, int node, const char *what, const struct ea_error *err
     _exit(1);
 }
 
-/* Report the committed round a node sees, once per round. */
-static void observe(struct sim_node *n, int out)
+/* Report the committed round a node sees, once per round; ev_ms: when the events that may have
+ * brought it were read. */
+static void observe(struct sim_node *n, int out, int64_t ev_ms)
 {
     int64_t gen;
     const struct rdzv_state *st = rdzv_current(n->s, &gen);
     if (st && st->status == RDZV_RUNNING && st->round > n->seen_round && rdzv_my_index(n->s) >= 0) {
         n->seen_round = st->round;
-        report_stats(out, REC_SEEN, n->id, st->round, st->group_world_size, n->s);
+        report_stats(out, REC_SEEN, n->id, st->round, st->group_world_size, n->s, ev_ms);
+    }
+}
+
+/* Renew the lease of every node whose last renewal is over half its TTL old (the sessions renew
+ * at a third): called while a process works through one batch of events for all its nodes, so
+ * that no node's renewal waits for its neighbours' reads, as it would not in separate agents. */
+static void renew_late(struct sim_node *nodes, int joined, const struct opts *o, int out)
+{
+    int64_t now = ea_now_ms();
+    struct ea_error err = {0};
+    for (int i = 0; i < joined; i++) {
+        struct sim_node *n = &nodes[i];
+        if (n->dead || now - n->renewed_ms <= o->ttl_ms / 2)
+            continue;
+        int r = rdzv_keepalive(n->s, now, &err);
+        if (r == KV_ENOLEASE)
+            fatal(out, n->id, "lease lost", &err);
+        if (r > 0)
+            n->renewed_ms = now;
     }
 }
 
@@ -157,6 +186,7 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             if (rdzv_join(nodes[joined].s, &err) < 0)
                 fatal(out, nodes[joined].id, "join", &err);
             report(out, REC_JOINED, nodes[joined].id, 0, 0);
+            nodes[joined].renewed_ms = ea_now_ms();
             joined++;
         }
         int64_t now = ea_now_ms(), wake = joined < count ? now : now + 1000;
@@ -173,9 +203,12 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             } else if (r < 0) {
                 fprintf(stderr, "rdzv-sim: node %d: tick: %s\n", n->id, err.msg);
             }
-            if (rdzv_keepalive(n->s, now, &err) == KV_ENOLEASE)
+            int ka = rdzv_keepalive(n->s, now, &err);
+            if (ka == KV_ENOLEASE)
                 fatal(out, n->id, "lease lost", &err);
-            observe(n, out);
+            if (ka > 0)
+                n->renewed_ms = now;
+            observe(n, out, now);
             int64_t w = rdzv_wake_ms(n->s);
             if (w >= 0 && w < wake)
                 wake = w;
@@ -185,15 +218,30 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         int64_t left = wake - ea_now_ms();
         if (poll(pfd, 2, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
             return 1;
-        if (pfd[0].revents) {
+        /* The store's events first, and those that arrived while the last batch was applied
+         * (one commit reaches the 625 sessions' watches as 625 events, which may come in a few
+         * batches) before the next ticks: a node's events do not wait for other nodes' ticks.
+         * At most 4 batches in a row, so that the ticks (keepalives) are not starved. */
+        for (int batch = 0; pfd[0].revents && batch < 4; batch++) {
             struct kv_event *ev = NULL;
             size_t nev = 0;
             if (kv_read_events(kv, &ev, &nev, &err) < 0)
                 fatal(out, first, "events", &err);
-            for (int i = 0; i < joined; i++)
-                if (!nodes[i].dead && rdzv_apply_events(nodes[i].s, ev, nev, &err) < 0)
+            int64_t t_read = ea_now_ms();
+            for (int i = 0; i < joined; i++) {
+                if (nodes[i].dead)
+                    continue;
+                if (rdzv_apply_events(nodes[i].s, ev, nev, &err) < 0)
                     fprintf(stderr, "rdzv-sim: node %d: events: %s\n", nodes[i].id, err.msg);
+                /* an agent acts on what its events brought at once (agent.c: on_store_events),
+                 * before its next tick; node i is not charged with nodes 0..i-1's ticks */
+                observe(&nodes[i], out, t_read);
+                if (i % 32 == 31)
+                    renew_late(nodes, joined, o, out);
+            }
             kv_events_free(ev, nev);
+            if (poll(pfd, 1, 0) < 0 && errno != EINTR)
+                return 1;
         }
         if (pfd[1].revents) {
             char c = 0;
@@ -246,6 +294,7 @@ struct phase {
     int seen;       /* nodes that saw a round with `want` members */
     int64_t commit; /* time of the write that committed it, 0 until then */
     int64_t last_seen;
+    int64_t last_event; /* the latest ev_ms of those nodes: when the last one got the commit */
     int64_t round;
 };
 
@@ -302,6 +351,8 @@ static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *p
             ph->seen++;
             if (r.t_ms > ph->last_seen)
                 ph->last_seen = r.t_ms;
+            if (r.ev_ms > ph->last_event)
+                ph->last_event = r.ev_ms;
         }
         break;
     case REC_KILLED:
@@ -518,6 +569,9 @@ int main(int argc, char **argv)
     printf("commit_after_last_join_start_ms=%" PRId64 "\n", p1.commit - sm.last_join_start);
     printf("commit_after_last_join_done_ms=%" PRId64 "\n", p1.commit - sm.last_join);
     printf("commit_to_all_seen_ms=%" PRId64 "\n", p1.last_seen - p1.commit);
+    /* the breakdown: when the last node's process read the events that brought the commit (the
+     * rest, to all_seen, is the first round's chunk reads, one per node after those events) */
+    printf("commit_to_all_events_ms=%" PRId64 "\n", p1.last_event - p1.commit);
     printf("last_join_to_all_seen_ms=%" PRId64 "\n", p1.last_seen - sm.last_join_start);
     printf("writes_per_node=%.2f\n", (double)(rev1 - rev0) / o.nodes);
     /* the first round includes each node's join (listing what it watches) */

@@ -2,9 +2,11 @@
 # Scale (issue 18): N simulated nodes against one local etcd with bench/rdzv_sim.c — real
 # rendezvous sessions (lease, node key, watches, assignment; the coordinator's fenced
 # transactions) spread over a few processes, without launching workers. A fresh etcd per run.
-# For each N: joins, last join -> every node has its assignment, bytes received and keys written
-# per node per round (from each session's own counters), etcd's CPU; then one node killed, the
-# coordinator killed, 10% killed at once (each: kill -> every survivor in the next round).
+# For each N: joins, last join -> every node has its assignment (and commit -> the last process
+# read the events that brought the commit: the rest is the first round's chunk reads), bytes
+# received and keys written per node per round (from each session's own counters), etcd's CPU;
+# then one node killed, the coordinator killed, 10% killed at once (each: kill -> every survivor
+# in the next round).
 # With OLD_BUILD (a build of an earlier commit, e.g. the v1 protocol), the same N up to OLD_MAX
 # are run with its rdzv-sim too, in the same run, for the side-by-side curve.
 # Usage: bench/scale_sim.sh [N...]   (default: 100 1000 2000 5000 10000); env TTL (s, default
@@ -56,12 +58,12 @@ run() { # protocol binary n
   kill1=$(v kill_one_to_all_seen_ms); [[ -n $kill1 ]] || kill1=$(v kill_to_all_seen_ms)
   kc=$(v kill_coordinator_to_all_seen_ms) kt=$(v kill_tenth_to_all_seen_ms)
   rb=$(v kill_one_bytes_per_node_mean) rbm=$(v kill_one_bytes_per_node_max)
-  printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s  etcd cpu %.1f s\n' \
+  printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s  etcd cpu %.1f s; commit -> events at every process %s ms\n' \
     "$proto" "$n" "$(awk -v m="$(v joined_ms)" 'BEGIN {printf "%.1f", m/1000}')" \
     "$(v last_join_to_all_seen_ms)" "$(v commit_to_all_seen_ms)" "${rb:--}/${rbm:--}" \
     "$(v join_bytes_per_node_mean)" "$(v join_keys_written_per_node_mean)" \
     "$(v kill_one_coordinator_keys_written)" "$kill1" "${kc:--}" "${kt:--}" \
-    "$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}')"
+    "$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}')" "$(v commit_to_all_events_ms)"
   echo "$proto,$n,$(v joined_ms),$(v last_join_to_all_seen_ms),$(v commit_to_all_seen_ms),$rb,$rbm,$(v join_bytes_per_node_mean),$(v join_keys_written_per_node_mean),$(v kill_one_coordinator_keys_written),$kill1,$kc,$kt,$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}'),0" >>"$csv"
 }
 for n in "${sizes[@]}"; do

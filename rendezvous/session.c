@@ -371,7 +371,8 @@ static int self_from_chunk(struct rdzv_session *s, const struct kv_entry *e, str
 }
 
 /* Light mode: our assignment for the committed round, from the watched chunk when it is aimed
- * at the right key and has arrived; else one get, and the watch is (re)aimed later. */
+ * at the right key and has arrived; else one read at the commit's revision, and the watch is
+ * (re)aimed later. */
 static int fetch_self(struct rdzv_session *s, struct ea_error *err)
 {
     if (s->full || !s->have_state || s->state.status != RDZV_RUNNING ||
@@ -387,7 +388,10 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
     }
     struct kv_entry e = {0};
     s->stats.requests++;
-    r = kv_get(s->kv, key, &e, err);
+    /* as of the commit we saw: the store has applied it, so a local read is consistent (etcd:
+     * exactly the chunk that commit saw; a backend that serves the latest may show a later
+     * round's, which -EAGAIN below waits out) */
+    r = kv_get_at(s->kv, key, s->state_rev, &e, err);
     if (r == KV_ENOTFOUND) { /* no chunk: not a member of this round */
         ea_error_clear(err);
         s->self_ok = false;

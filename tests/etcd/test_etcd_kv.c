@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The kv.h contract of the etcd backend against a real single-member etcd: get/list/put/del,
+ * The kv.h contract of the etcd backend against a real single-member etcd: get/get_at/list/put/del,
  * CAS (conflict returns the current entry, create-only), leases (grant rounding, keepalive,
  * revoke, put on a dead lease). Watches are in test_etcd_watch.c, faults in test_etcd_fault.c.
  */
@@ -105,6 +105,37 @@ Test(etcd_kv, list_prefix_sorted_with_revision)
     cr_assert_eq(l.n, 0);
     cr_assert_gt(l.revision, 0, "an empty list still carries the revision");
     kv_list_clear(&l);
+}
+
+/* kv_get_at: a serializable read pinned at a revision, so a node that saw a commit on its watch
+ * reads what that commit saw without a ReadIndex round; what etcd cannot serve falls back. */
+Test(etcd_kv, get_at_reads_as_of_the_revision_and_falls_back)
+{
+    struct ea_error err = {0};
+    struct kv_entry e = {0};
+    int64_t r1 = etcdt_put(kv, "/at/k", "one", 0);
+    int64_t r2 = etcdt_put(kv, "/at/k", "two", 0);
+    cr_assert_eq(kv_get_at(kv, "/at/k", r1, &e, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(e.value, "one", "the value as of r1, not the latest");
+    cr_assert_eq(e.mod_revision, r1);
+    cr_assert_eq(e.create_revision, r1);
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_get_at(kv, "/at/absent", r2, &e, &err), KV_ENOTFOUND);
+    cr_assert_null(e.key, "ret untouched");
+
+    /* a revision the member does not have yet: the latest, not an error */
+    cr_assert_eq(kv_get_at(kv, "/at/k", r2 + 1000, &e, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(e.value, "two");
+    cr_assert_eq(e.mod_revision, r2);
+    kv_entry_clear(&e);
+
+    /* a compacted one: the same */
+    int64_t r3 = etcdt_put(kv, "/at/k", "three", 0);
+    cr_assert_eq(etcd_compact(kv, r3, &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_get_at(kv, "/at/k", r1, &e, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(e.value, "three");
+    cr_assert_eq(e.mod_revision, r3);
+    kv_entry_clear(&e);
 }
 
 Test(etcd_kv, delete_present_and_absent)

@@ -97,6 +97,29 @@ Test(kv, put_then_get_returns_value_and_revisions)
     kv_entry_clear(&e);
 }
 
+/* kv_get_at: the value at the revision or a later one (a backend may serve the latest), never
+ * an older one; absent there: KV_ENOTFOUND. */
+Test(kv, get_at_is_never_older_than_the_revision)
+{
+    int64_t r1 = kvt_put(KV, K("at"), "one");
+    int64_t r2 = kvt_put(KV, K("at"), "two");
+    struct kv_entry e = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_get_at(KV, K("at"), r2, &e, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(e.value, "two");
+    cr_assert_eq(e.mod_revision, r2);
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_get_at(KV, K("at"), r1, &e, &err), 0, "%s", err.msg);
+    cr_assert(e.mod_revision == r1 ? strcmp(e.value, "one") == 0
+                                   : e.mod_revision == r2 && strcmp(e.value, "two") == 0,
+              "as of r1 or later, got '%s' at %lld", e.value, (long long)e.mod_revision);
+    cr_assert_eq(e.create_revision, r1);
+    kv_entry_clear(&e);
+    e.mod_revision = 77;
+    cr_assert_eq(kv_get_at(KV, K("at-absent"), r2, &e, &err), KV_ENOTFOUND);
+    cr_assert(e.key == NULL && e.mod_revision == 77, "ret touched on failure");
+}
+
 Test(kv, get_missing_is_notfound_and_leaves_ret_untouched)
 {
     assert_absent(K("never-written"));

@@ -102,6 +102,49 @@ Test(metrics, health_reasons)
     free(t);
 }
 
+/* A store whose pinned read answers otherwise than its get: the timing wrapper must pass
+ * kv_get_at through (a node's first-round chunk read), not turn it into a get. */
+static int fake_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err)
+{
+    (void)kv;
+    (void)err;
+    *ret = (struct kv_entry){.key = strdup(key), .value = strdup("latest"), .value_len = 6};
+    return 0;
+}
+
+static int fake_get_at(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
+                       struct ea_error *err)
+{
+    (void)kv;
+    (void)err;
+    *ret = (struct kv_entry){
+        .key = strdup(key), .value = strdup("at"), .value_len = 2, .mod_revision = at};
+    return 0;
+}
+
+static void fake_close(struct kv *kv)
+{
+    (void)kv;
+}
+
+Test(metrics, timed_kv_passes_the_pinned_read_through)
+{
+    static const struct kv_ops fake_ops = {
+        .name = "fake", .close = fake_close, .get = fake_get, .get_at = fake_get_at};
+    struct kv fake = {.ops = &fake_ops};
+    struct metrics_latency lat = {0};
+    struct kv *kv = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(metrics_kv_wrap(&fake, &lat, &kv, &err), 0);
+    struct kv_entry e = {0};
+    cr_assert_eq(kv_get_at(kv, "/k", 7, &e, &err), 0);
+    cr_assert_str_eq(e.value, "at", "the wrapper read the latest instead");
+    cr_assert_eq(e.mod_revision, 7);
+    kv_entry_clear(&e);
+    cr_assert_eq(lat.count, 1, "counted as a request");
+    kv_close(kv);
+}
+
 Test(metrics, timed_kv_counts_every_request)
 {
     struct kv_config kc = {.backend = "memory"};
