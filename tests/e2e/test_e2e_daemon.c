@@ -64,6 +64,16 @@ static void serve(struct h_agent *a, const char *name, const char *extra)
     cr_assert(h_log_wait(a, "serving pool 'default'", 10000), "daemon %s did not start", name);
 }
 
+static void wait_idle(int n, int timeout_ms);
+
+/* Start daemons d1..dn (in d[0..n-1]) and wait until all n are idle. */
+static void serve_all(struct h_agent *d, int n)
+{
+    for (int i = 0; i < n; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), NULL);
+    wait_idle(n, 10000);
+}
+
 /* Run `elastic-agent ARGS...` (NULL-terminated) in the background as command `name`. */
 static void cmd_start(struct h_agent *a, const char *name, const char *const *args)
 {
@@ -303,9 +313,7 @@ Test(daemon, fifo_two_runs_on_three_nodes)
 Test(daemon, fourth_daemon_joins_a_run_below_its_max)
 {
     struct h_agent d[4], s;
-    for (int i = 0; i < 3; i++)
-        serve(&d[i], h_fmt("d%d", i + 1), NULL);
-    wait_idle(3, 10000);
+    serve_all(d, 3);
     submit(&s, "grow", "--min 2 --max 4 --settle 0.5", worker("grow", true));
     wait_ranks("grow", 1, 3, 20000);
     char before[3][64], node[64], tag[64];
@@ -336,9 +344,7 @@ Test(daemon, fourth_daemon_joins_a_run_below_its_max)
 Test(daemon, killed_daemon_run_reforms_and_it_rejoins)
 {
     struct h_agent d[3], again, s;
-    for (int i = 0; i < 3; i++)
-        serve(&d[i], h_fmt("d%d", i + 1), NULL);
-    wait_idle(3, 10000);
+    serve_all(d, 3);
     submit(&s, "sturdy", "--min 2 --max 3 --settle 0.5 --stop-timeout 2",
            worker("sturdy", true));
     wait_ranks("sturdy", 1, 3, 20000);
@@ -368,9 +374,7 @@ Test(daemon, killed_daemon_run_reforms_and_it_rejoins)
 Test(daemon, idle_daemon_fills_a_run_that_lost_a_member)
 {
     struct h_agent d[3], s;
-    for (int i = 0; i < 3; i++)
-        serve(&d[i], h_fmt("d%d", i + 1), NULL);
-    wait_idle(3, 10000);
+    serve_all(d, 3);
     submit(&s, "refill", "--min 2 --max 2 --settle 0.5", worker("refill", true));
     wait_ranks("refill", 1, 2, 20000);
     wait_idle(1, 10000);
@@ -406,9 +410,7 @@ Test(daemon, idle_daemon_fills_a_run_that_lost_a_member)
 Test(daemon, cancel_refused_and_corrupt_specs)
 {
     struct h_agent d[2], s;
-    for (int i = 0; i < 2; i++)
-        serve(&d[i], h_fmt("d%d", i + 1), NULL);
-    wait_idle(2, 10000);
+    serve_all(d, 2);
     /* refused at submit, with the one-shot form's messages */
     struct h_agent bad;
     const char *node_opt[] = {"submit", "--rdzv-endpoint", eh.endpoints, "--run-id", "x",
