@@ -135,6 +135,38 @@ void h_agent_signal(struct h_agent *a, int sig)
         kill(a->pid, sig);
 }
 
+/* Whether process `pid` holds a file lock (flock or POSIX) now: /proc/locks lines are
+ * "N: FLOCK  ADVISORY  WRITE <pid> <dev>:<inode> 0 EOF"; a waiter's line has "->". */
+static bool holds_lock(pid_t pid)
+{
+    FILE *f = fopen("/proc/locks", "r");
+    if (!f)
+        return false;
+    char line[256];
+    bool held = false;
+    while (!held && fgets(line, sizeof(line), f)) {
+        long p = 0;
+        if (!strstr(line, "->") && sscanf(line, "%*d: %*s %*s %*s %ld", &p) == 1 && p == pid)
+            held = true;
+    }
+    fclose(f);
+    return held;
+}
+
+void h_agent_freeze(struct h_agent *a)
+{
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        h_agent_signal(a, SIGSTOP);
+        siginfo_t si = {0};
+        cr_assert_eq(waitid(P_PID, (id_t)a->pid, &si, WSTOPPED), 0, "agent %d: waitid: %s",
+                     (int)a->pid, strerror(errno));
+        if (!holds_lock(a->pid))
+            return;
+        h_agent_signal(a, SIGCONT); /* in the middle of a store operation: let it finish */
+    }
+    cr_assert_fail("agent %d held a file lock at each of 1000 stops", (int)a->pid);
+}
+
 bool h_file_contains(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");

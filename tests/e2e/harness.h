@@ -41,6 +41,10 @@ int h_agent_wait(struct h_agent *a, int timeout_ms);
 
 /* Send a signal to the agent. */
 void h_agent_signal(struct h_agent *a, int sig);
+/* SIGSTOP the agent (a paused VM, a swap storm) at a moment it holds no file lock: the file
+ * backend's store lock, held by a stopped agent, would stall every other agent of the host, which
+ * is a limit of that backend, not what a freeze test is about. Returns once it is stopped. */
+void h_agent_freeze(struct h_agent *a);
 
 /* True once the agent's log contains `needle`; waits up to timeout_ms for it (inotify). */
 bool h_log_wait(const struct h_agent *a, const char *needle, int timeout_ms);

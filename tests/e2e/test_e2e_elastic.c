@@ -297,7 +297,7 @@ Test(elastic, frozen_agent_workers_are_fenced_by_their_guards)
         frozen[k] = h_read_pid(h_fmt("%s/pid.n2.%d.1", envdir, k));
         cr_assert_gt(frozen[k], 0);
     }
-    h_agent_signal(&a[2], SIGSTOP);
+    h_agent_freeze(&a[2]);
     int64_t t0 = h_now_ms();
     bool gone = h_pid_gone(frozen[0], TTL_MS + 1500);
     gone = gone && h_pid_gone(frozen[1], (int)(t0 + TTL_MS + 1500 - h_now_ms()) > 0

@@ -705,7 +705,7 @@ Test(observe, metrics_follow_failures_joins_and_rejoins)
     expect_metric(port, "elastic_agent_live_nodes", 2);
 
     /* frozen past its lease: n1 goes on alone (round 4), n0 is fenced out and rejoins */
-    h_agent_signal(&a[0], SIGSTOP);
+    h_agent_freeze(&a[0]);
     bool lost = h_log_wait(&a[1], "round 4 ", 20000);
     h_agent_signal(&a[0], SIGCONT);
     cr_assert(lost, "n1 did not go on without the frozen n0");
