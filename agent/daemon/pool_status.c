@@ -201,6 +201,7 @@ int pool_status_main(int argc, char **argv, char **envp)
     json_t *o = NULL;
     if (pool_init(&p, kv, store.prefix, a.pool, &err) < 0) {
         fprintf(stderr, "elastic-agent status: %s\n", err.msg);
+        code = AGENT_EXIT_USAGE;
         goto out;
     }
     if (collect(&p, &o, &err) < 0) {
