@@ -111,6 +111,8 @@ const char *cfg_option_flag(size_t i, unsigned *ret_cmds);
  * for any command: its index, and in *ret_value (may be NULL) whether it takes a value (every
  * type but a yes/no flag); -1 when no option has that name. */
 int cfg_option_find(const char *name, size_t len, bool *ret_value);
+/* The environment variable of table entry i (ELASTIC_<NAME>) in buf. */
+void cfg_option_env_name(size_t i, char *buf, size_t size);
 
 /* Print --help, generated from the option table. */
 void cfg_print_help(FILE *out);

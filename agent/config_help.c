@@ -19,6 +19,14 @@ const char *cfg_option_flag(size_t i, unsigned *ret_cmds)
     return cfg_opts[i].flag;
 }
 
+void cfg_option_env_name(size_t i, char *buf, size_t size)
+{
+    if (i < cfg_n_opts)
+        cfg_opt_env_name(&cfg_opts[i], buf, size);
+    else if (size)
+        buf[0] = '\0';
+}
+
 int cfg_option_find(const char *name, size_t len, bool *ret_value)
 {
     for (size_t i = 0; i < cfg_n_opts; i++) {

@@ -63,11 +63,8 @@ static bool daemon_only(const char *e)
         if (!runspec_is_run_option(flag) || runspec_is_node_default(flag))
             continue;
         char name[64];
-        size_t n = (size_t)snprintf(name, sizeof(name), "ELASTIC_");
-        for (const char *p = flag; *p && n + 1 < sizeof(name); p++)
-            name[n++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-        name[n] = '\0';
-        if (sets(e, name, n))
+        cfg_option_env_name(i, name, sizeof(name));
+        if (sets(e, name, strlen(name)))
             return true;
     }
     return false;

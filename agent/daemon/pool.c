@@ -43,6 +43,12 @@ void pool_daemon_key(const struct pool *p, const char *node_id, char *buf, size_
     snprintf(buf, size, "%sdaemons/%s", p->base, node_id);
 }
 
+void pool_run_key(const struct pool *p, const char *run_id, const char *name, char *buf,
+                  size_t size)
+{
+    snprintf(buf, size, "%s%s/%s", p->prefix, run_id, name);
+}
+
 void pool_queue_prefix(const struct pool *p, char *buf, size_t size)
 {
     snprintf(buf, size, "%squeue/", p->base);
@@ -68,7 +74,7 @@ int pool_submit(struct pool *p, const struct runspec *s, struct ea_error *err)
 {
     char qkey[POOL_KEY_MAX], skey[POOL_KEY_MAX];
     pool_queue_key(p, s->run_id, qkey, sizeof(qkey));
-    snprintf(skey, sizeof(skey), "%s%s/state", p->prefix, s->run_id);
+    pool_run_key(p, s->run_id, "state", skey, sizeof(skey));
     char *json = NULL;
     int r = runspec_encode(s, &json, err);
     if (r < 0)
@@ -87,11 +93,36 @@ int pool_submit(struct pool *p, const struct runspec *s, struct ea_error *err)
     return r;
 }
 
+enum pool_run pool_run_of_state(const struct rdzv_state *st, int max_nodes)
+{
+    switch (st->status) {
+    case RDZV_SUCCEEDED:
+    case RDZV_FAILED:
+    case RDZV_CLOSED:
+        return POOL_RUN_ENDED;
+    case RDZV_FAILING:
+        return POOL_RUN_FULL;
+    case RDZV_RUNNING:
+        return st->group_world_size >= max_nodes ? POOL_RUN_FULL : POOL_RUN_ROOM;
+    case RDZV_WAITING:
+        break;
+    }
+    return POOL_RUN_ROOM;
+}
+
+uint32_t pool_node_hash(const char *node)
+{
+    uint32_t h = 2166136261u;
+    for (const char *c = node; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    return h;
+}
+
 int pool_run_check(struct pool *p, const struct runspec *s, enum pool_run *ret,
                    char *ret_status, size_t status_size, struct ea_error *err)
 {
     char key[POOL_KEY_MAX];
-    snprintf(key, sizeof(key), "%s%s/state", p->prefix, s->run_id);
+    pool_run_key(p, s->run_id, "state", key, sizeof(key));
     struct kv_entry e = {0};
     int r = kv_get(p->kv, key, &e, err);
     if (r < 0 && r != KV_ENOTFOUND)
@@ -111,19 +142,14 @@ int pool_run_check(struct pool *p, const struct runspec *s, enum pool_run *ret,
             return 0;
         }
         name = rdzv_status_name(st.status);
-        if (st.status == RDZV_SUCCEEDED || st.status == RDZV_FAILED || st.status == RDZV_CLOSED)
-            out = POOL_RUN_ENDED;
-        else if (st.status == RDZV_FAILING)
-            out = POOL_RUN_FULL;
-        else if (st.status == RDZV_RUNNING)
-            out = st.group_world_size >= s->max_nodes ? POOL_RUN_FULL : POOL_RUN_ROOM;
-        else
-            r = KV_ENOTFOUND; /* waiting: as many as the coordinator counts */
+        out = pool_run_of_state(&st, s->max_nodes);
+        if (st.status == RDZV_WAITING)
+            r = KV_ENOTFOUND; /* as many as the coordinator counts gather */
         rdzv_state_clear(&st);
         kv_entry_clear(&e);
     }
     if (r == KV_ENOTFOUND) {
-        snprintf(key, sizeof(key), "%s%s/coord", p->prefix, s->run_id);
+        pool_run_key(p, s->run_id, "coord", key, sizeof(key));
         r = kv_get(p->kv, key, &e, err);
         if (r < 0 && r != KV_ENOTFOUND)
             return r;
@@ -212,11 +238,16 @@ static int next_put(struct pool *p, const char *run, struct ea_error *err)
     return ea_errorf(err, KV_ECONFLICT, "key '%s' keeps changing", p->next_key);
 }
 
-/* Queue entries in create_revision order (submission order). */
 static int by_creation(const void *a, const void *b)
 {
     const struct kv_entry *x = a, *y = b;
     return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
+}
+
+void pool_queue_sort(struct kv_list *l)
+{
+    if (l->n > 1)
+        qsort(l->entries, l->n, sizeof(*l->entries), by_creation);
 }
 
 static bool listed(const char *const *full, size_t n, const char *run)
@@ -236,8 +267,7 @@ int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_ba
     int r = kv_list(p->kv, qprefix, &l, err);
     if (r < 0)
         return r;
-    if (l.n > 1)
-        qsort(l.entries, l.n, sizeof(*l.entries), by_creation);
+    pool_queue_sort(&l);
     struct runspec found = {0};
     for (size_t i = 0; i < l.n && !found.run_id[0] && r == 0; i++) {
         struct kv_entry *e = &l.entries[i];
@@ -283,7 +313,7 @@ int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_ba
 int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err)
 {
     char skey[POOL_KEY_MAX], qkey[POOL_KEY_MAX];
-    snprintf(skey, sizeof(skey), "%s%s/state", p->prefix, run_id);
+    pool_run_key(p, run_id, "state", skey, sizeof(skey));
     pool_queue_key(p, run_id, qkey, sizeof(qkey));
     struct runspec spec = {0};
     int sr = pool_spec_get(p, run_id, &spec, NULL, NULL);
@@ -356,9 +386,7 @@ int pool_seat_claim(struct pool *p, const struct runspec *s, const char *node, i
     json_decref(j);
     if (!json)
         return ea_errorf(err, -ENOMEM, "out of memory");
-    uint32_t h = 2166136261u; /* FNV-1a of the node id: daemons spread over the seats */
-    for (const char *c = node; *c; c++)
-        h = (h ^ (uint8_t)*c) * 16777619u;
+    uint32_t h = pool_node_hash(node); /* daemons spread over the seats */
     int max = s->max_nodes, probes = max < 64 ? max : 64, r = -EBUSY;
     for (int i = 0; i < probes && r == -EBUSY; i++) {
         int seat = (int)((h + (uint32_t)i) % (uint32_t)max);

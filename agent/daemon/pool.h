@@ -14,6 +14,7 @@
 #include "ea_error.h"
 #include "kv.h"
 #include "runspec.h"
+#include "state.h"
 
 /* Pools live under <prefix>~pools/<pool>/: '~' is not in a run id, so no run's keys
  * (<prefix><run-id>/...) can be confused with them. */
@@ -44,6 +45,9 @@ int pool_init(struct pool *p, struct kv *kv, const char *prefix, const char *nam
 /* Key of a queued spec / a daemon's record. */
 void pool_queue_key(const struct pool *p, const char *run_id, char *buf, size_t size);
 void pool_daemon_key(const struct pool *p, const char *node_id, char *buf, size_t size);
+/* Key `name` ("state", "coord") of run `run_id` itself: <prefix><run-id>/<name>. */
+void pool_run_key(const struct pool *p, const char *run_id, const char *name, char *buf,
+                  size_t size);
 /* Prefixes of the queue and of the daemons' records. */
 void pool_queue_prefix(const struct pool *p, char *buf, size_t size);
 void pool_daemon_prefix(const struct pool *p, char *buf, size_t size);
@@ -51,6 +55,17 @@ void pool_daemon_prefix(const struct pool *p, char *buf, size_t size);
 /* Queue `s` (create-only): 0, -EEXIST when a run of that id is queued or has run under the
  * prefix already, or a KV error. */
 int pool_submit(struct pool *p, const struct runspec *s, struct ea_error *err);
+
+/* Put a listing of the queue in create_revision (submission) order. */
+void pool_queue_sort(struct kv_list *l);
+
+/* How a run stands by its commit record alone, for a run of `max_nodes`: ENDED (succeeded,
+ * failed, closed), FULL (failing, or running at its max), ROOM (running below its max, or
+ * waiting: fewer than its min are live). */
+enum pool_run pool_run_of_state(const struct rdzv_state *st, int max_nodes);
+
+/* A node id's hash (FNV-1a): spreads daemons over a run's seats and over time. */
+uint32_t pool_node_hash(const char *node);
 
 /* How run `s` is doing (reads <prefix><run>/state, and /coord when no round runs). With
  * ret_status (may be NULL) the run's status name ("none" before any state). KV errors. */

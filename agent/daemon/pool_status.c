@@ -49,12 +49,6 @@ static int on_own(void *ctx, const char *flag, const char *v)
     return 0;
 }
 
-static int by_creation(const void *a, const void *b)
-{
-    const struct kv_entry *x = a, *y = b;
-    return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
-}
-
 static void when(int64_t ms, char *buf, size_t size)
 {
     time_t t = (time_t)(ms / 1000);
@@ -88,8 +82,7 @@ static int collect(struct pool *p, json_t **ret, struct ea_error *err)
                                         d.run[0] ? "in-run" : "idle", "run", d.run, "since_ms",
                                         (json_int_t)d.since_ms));
     }
-    if (r == 0 && ql.n > 1)
-        qsort(ql.entries, ql.n, sizeof(*ql.entries), by_creation);
+    pool_queue_sort(&ql);
     for (size_t i = 0; r == 0 && i < ql.n; i++) {
         struct runspec s = {0};
         struct ea_error derr = {0};

@@ -292,7 +292,7 @@ static void skip_run(struct daemon *d, const char *run)
 static void watch_run_state(struct daemon *d)
 {
     char key[POOL_KEY_MAX];
-    snprintf(key, sizeof(key), "%s%s/state", d->pool.prefix, d->run);
+    pool_run_key(&d->pool, d->run, "state", key, sizeof(key));
     struct ea_error err = {0};
     if (kv_watch(d->kv, key, 0, &d->state_watch, &err) < 0) {
         log_warn("watching run '%s' for room: %s (retrying)", d->run, err.msg);
@@ -310,14 +310,11 @@ static void on_run_state(struct daemon *d, const struct kv_event *ev)
     if (ev->type != KV_EVENT_PUT ||
         rdzv_state_decode(ev->entry.value, ev->entry.value_len, &st, NULL) < 0)
         return; /* the run's own agent reports a state that is not ours */
-    bool room = st.status == RDZV_WAITING ||
-                (st.status == RDZV_RUNNING && st.group_world_size < d->run_max);
+    bool room = pool_run_of_state(&st, d->run_max) == POOL_RUN_ROOM;
     rdzv_state_clear(&st);
     if (!room || d->advance_at)
         return;
-    uint32_t h = 2166136261u; /* FNV-1a of the node id: the spread */
-    for (const char *c = d->cfg.node_id; *c; c++)
-        h = (h ^ (unsigned char)*c) * 16777619u;
+    uint32_t h = pool_node_hash(d->cfg.node_id); /* the spread */
     int64_t window = (int64_t)d->run_max * 10;
     window = window < 20 ? 20 : window > 2000 ? 2000 : window;
     d->room_rev = ev->entry.mod_revision;

@@ -112,10 +112,11 @@ static char **dup_strv(char *const *v, size_t n)
 }
 
 /* Follow run `id` until its state is final: its exit code (0/1/4), or 3/130-ish on trouble. */
-static int wait_run(struct kv *kv, const char *prefix, const char *id)
+static int wait_run(struct pool *pool, const char *id)
 {
+    struct kv *kv = pool->kv;
     char key[POOL_KEY_MAX];
-    snprintf(key, sizeof(key), "%s%s/state", prefix, id);
+    pool_run_key(pool, id, "state", key, sizeof(key));
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -274,7 +275,7 @@ int submit_main(int argc, char **argv, char **envp)
     fflush(stdout);
     code = 0;
     if (a.wait) {
-        code = wait_run(kv, store.prefix, s.run_id);
+        code = wait_run(&p, s.run_id);
         printf("run '%s' %s (exit %d)\n", s.run_id,
                code == 0 ? "succeeded" : code == 1 ? "failed" : code == 4 ? "closed" : "not followed",
                code);
