@@ -8,7 +8,7 @@ endif()
 set(EA_FUZZ_TARGETS state:ea_rendezvous node:ea_rendezvous cfg:ea_agent report:ea_agent
     runspec:ea_daemon)
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_hostsource.c
-   AND EXISTS ${PROJECT_SOURCE_DIR}/agent/hostsource.h)
+   AND EXISTS ${PROJECT_SOURCE_DIR}/agent/driver/hostsource.h)
   list(APPEND EA_FUZZ_TARGETS hostsource:ea_agent)
 endif()
 foreach(entry ${EA_FUZZ_TARGETS})

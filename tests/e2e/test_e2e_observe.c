@@ -622,7 +622,7 @@ Test(observe, http_health_readiness_and_metrics)
  * Missing promtool is a failure, not a skip: CI must run this check. */
 Test(observe, metrics_pass_promtool)
 {
-    /* mutation checked: metric "restarts" back to "restart_count" in agent/metrics.c: fails */
+    /* mutation checked: metric "restarts" back to "restart_count" in agent/observe/metrics.c: fails */
     cr_assert_eq(system("command -v promtool >/dev/null"), 0,
                  "promtool not found: ./scripts/install-deps.sh --test installs it (prometheus)");
     struct h_agent a;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Fuzz target: the command line / environment parser (agent/config.c cfg_parse_cmd). The input is
+ * Fuzz target: the command line / environment parser (agent/cli/config.c cfg_parse_cmd). The input is
  * lines: if the first is "status" the status command is parsed, else the agent's; a line that
  * starts with an upper-case letter and holds '=' is an environment entry, any other line an argv
  * word (argv[0] is the program).

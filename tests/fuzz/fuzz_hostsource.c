@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fuzz target: the driver-mode host lists (agent/hostsource.c): --hosts lists, hostfiles and
+/* Fuzz target: the driver-mode host lists (agent/driver/hostsource.c): --hosts lists, hostfiles and
  * discovery-script output. The first byte picks the format. */
 #include <errno.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fuzz target: the torch error-file parser (agent/report.c), the failure table printed from what
+/* Fuzz target: the torch error-file parser (agent/observe/report.c), the failure table printed from what
  * it returns, and the worker-stderr tail appended to failure messages (which must stay valid
  * UTF-8: the failure record is JSON). */
 #include <errno.h>

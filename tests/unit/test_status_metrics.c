@@ -75,7 +75,7 @@ Test(metrics, prometheus_text)
 /* Issue 19: the failing status has its series like every other status. */
 Test(metrics, run_status_failing)
 {
-    /* mutation checked: "failing" removed from run_states in agent/metrics.c: fails */
+    /* mutation checked: "failing" removed from run_states in agent/observe/metrics.c: fails */
     struct metrics_snapshot m = snap();
     snprintf(m.run_status, sizeof(m.run_status), "failing");
     char *t = metrics_render(&m);
