@@ -2,18 +2,14 @@
 /* agent: the event loop, and carrying out the lifecycle's decisions. */
 #include "agent.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "agent_internal.h"
@@ -39,176 +35,16 @@ void agent_emit(struct agent *a, const char *name, const char *fmt, ...)
 
 /* ---- store trouble ---------------------------------------------------------------------- */
 
-/* A store operation failed: log it once per outage, retry with backoff, give up (exit 3) after
- * --join-timeout. A corrupt or foreign value is not retried: exit 4. */
-static void store_problem(struct agent *a, int code, const struct ea_error *err)
-{
-    int64_t now = ea_now_ms();
-    if (code == KV_EAUTH) {
-        log_error("the store refused our credentials: %s", err->msg);
-        exit_with(a, AGENT_EXIT_USAGE);
-        return;
-    }
-    if (code == -EBADMSG || code == KV_ECORRUPT) {
-        log_error("refusing to use the store: %s (use another --run-id or remove the key)",
-                  err->msg);
-        a->exiting = true;
-        a->exit_code = AGENT_EXIT_RDZV;
-        return;
-    }
-    if (a->store_down_since_ms < 0) {
-        a->store_down_since_ms = now;
-        log_warn("store request failed: %s; retrying", err->msg[0] ? err->msg : kv_strerror(code));
-    } else if (now - a->store_down_since_ms > a->cfg->join_timeout_ms) {
-        log_error("store unreachable for %.1f s (--join-timeout): %s",
-                  (double)(now - a->store_down_since_ms) / 1000.0, err->msg);
-        a->exiting = true;
-        a->exit_code = AGENT_EXIT_STORE;
-        return;
-    }
-    /* back off, doubling to 5 s, with jitter: when the store is overloaded, a thousand agents
-     * retrying in lockstep would keep it so */
-    int64_t d = a->retry_delay_ms ? a->retry_delay_ms * 2 : 200;
-    a->retry_delay_ms = d < 5000 ? d : 5000;
-    uint64_t x = ((uint64_t)now ^ ((uint64_t)getpid() << 20)) * 6364136223846793005u;
-    a->retry_at_ms =
-        now + a->retry_delay_ms / 2 + (int64_t)((x >> 33) % (uint64_t)a->retry_delay_ms);
-}
 
-static void store_ok(struct agent *a)
-{
-    if (a->store_down_since_ms >= 0)
-        log_info("store reachable again");
-    a->store_down_since_ms = -1;
-    a->retry_delay_ms = 0;
-}
 
 /* ---- actions -------------------------------------------------------------------------- */
 
-/* Choose a free port on this node for the round's MASTER_PORT. */
-static int free_port(const char *addr)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    socklen_t len = sizeof(sa);
-    int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    if (b < 0 && errno == EADDRNOTAVAIL) {
-        /* not an address of this machine: the workers run on another host (--host, over ssh);
-         * a port free here is a guess there, as good as any without asking that host */
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-        b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    }
-    int r = b < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0 ? -errno
-                                                                       : ntohs(sa.sin_port);
-    close(fd);
-    return r;
-}
 
-/* --env-style with dmlc and no --dmlc-tracker: group rank 0 serves the rabit tracker. */
-static bool builtin_tracker(const struct agent *a)
-{
-    return a->cfg->env_style && strstr(a->cfg->env_style, "dmlc") && !a->cfg->dmlc_tracker;
-}
 
-/* Serve this round's rabit tracker on `addr` (a fresh port) and publish it as rounds/<r>/tracker
- * before the master, so that workers start only when both are known. */
-static int publish_tracker(struct agent *a, const struct rdzv_state *s, const char *addr)
-{
-    struct ea_error err = {0};
-    if (a->tracker && tracker_round(a->tracker) != s->round) {
-        tracker_destroy(a->tracker);
-        a->tracker = NULL;
-    }
-    if (!a->tracker) {
-        struct tracker_params p = {.addr = addr, .world_size = s->world_size, .round = s->round,
-                                   .avoid_port = a->tracker_last_port};
-        int r = tracker_create(&p, &a->tracker, &err);
-        if (r < 0) {
-            log_error("round %" PRId64 ": cannot serve the rabit tracker: %s", s->round, err.msg);
-            a->retry_at_ms = ea_now_ms() + 500;
-            return r;
-        }
-        a->tracker_last_port = tracker_port(a->tracker);
-        log_info("round %" PRId64 ": serving the rabit tracker for %d worker(s) on %s port %d",
-                 s->round, s->world_size, tracker_addr(a->tracker), tracker_port(a->tracker));
-    }
-    const char *ta = tracker_addr(a->tracker);
-    char ap[128];
-    snprintf(ap, sizeof(ap), strchr(ta, ':') ? "[%s]:%d" : "%s:%d", ta, tracker_port(a->tracker));
-    int r = rdzv_publish_round_key(a->rdzv, s->round, "tracker", ap, &err);
-    if (r < 0)
-        store_problem(a, r, &err);
-    return r;
-}
 
-/* The round moved on (or this node no longer hosts it): its tracker's workers are gone. */
-static void retire_tracker(struct agent *a)
-{
-    int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
-    if (!a->tracker || (s && s->status == RDZV_RUNNING && s->round == tracker_round(a->tracker) &&
-                        rdzv_my_index(a->rdzv) == 0 && !a->exiting))
-        return;
-    log_debug("round %" PRId64 ": rabit tracker closed", tracker_round(a->tracker));
-    tracker_destroy(a->tracker);
-    a->tracker = NULL;
-}
 
-static void publish_master(struct agent *a, const struct rdzv_state *s)
-{
-    const char *addr = nic_master_addr(a->nic); /* on a common interface, when discovery ran */
-    if (!addr)
-        addr = a->addr;
-    if (builtin_tracker(a) && publish_tracker(a, s, addr) < 0)
-        return;
-    int port = free_port(addr);
-    if (port < 0) {
-        log_error("cannot find a free port for MASTER_PORT on '%s': %s", addr, strerror(-port));
-        a->retry_at_ms = ea_now_ms() + 500;
-        return;
-    }
-    char ap[128];
-    snprintf(ap, sizeof(ap), "%s:%d", addr, port);
-    struct ea_error err = {0};
-    int r = rdzv_publish_master(a->rdzv, s->round, ap, &err);
-    if (r < 0)
-        store_problem(a, r, &err);
-}
 
-/* A local worker failed (or could not start): record it and move the run on. */
-static void report_failure(struct agent *a)
-{
-    struct ea_error err = {0};
-    int r = rdzv_report_failure(a->rdzv, a->failure_generation, &a->failure, &err);
-    if (r < 0) {
-        store_problem(a, r, &err);
-        return;
-    }
-    store_ok(a);
-    a->failure_pending = false;
-}
 
-/* All local workers of the round succeeded: say so (retried until the store takes it, or the
- * run has moved on to another round). */
-static void report_done(struct agent *a)
-{
-    if (a->state != LC_FINISHED) {
-        a->done_pending = false;
-        return;
-    }
-    struct ea_error err = {0};
-    int r = rdzv_report_done(a->rdzv, a->group.round, &err);
-    if (r < 0) {
-        store_problem(a, r, &err);
-        return;
-    }
-    store_ok(a);
-    a->done_pending = false;
-}
 
 static void fill_failure(struct agent *a, const struct group_worker *w, const char *message)
 {
@@ -260,7 +96,7 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
                              .generation = gen,
                              .master_addr = maddr, .master_port = mport, .envp = a->envp,
                              .ifaces = nic_ifaces(a->nic),
-                             .dmlc_tracker = builtin_tracker(a)
+                             .dmlc_tracker = agent_builtin_tracker(a)
                                                  ? rdzv_round_key(a->rdzv, s->round, "tracker")
                                                  : NULL,
                              .heartbeat_dir = agent_health_arm(a, m->nproc, m->rank_base, hbdir,
@@ -280,7 +116,7 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
                                      .rank = m->rank_base + failed_rank,
                                      .exit_code = r == -ENOENT ? 127 : 126};
             fill_failure(a, &w, err.msg);
-            report_failure(a);
+            agent_report_failure(a);
         }
         return;
     }
@@ -334,7 +170,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
         a->state = LC_STOPPING;
         return;
     case LC_PUBLISH_MASTER:
-        publish_master(a, s);
+        agent_publish_master(a, s);
         return;
     case LC_START_WORKERS:
         start_workers(a, s, gen);
@@ -410,7 +246,7 @@ static bool nic_ready(struct agent *a, const struct rdzv_state *s)
             log_warn("could not close the run: %s", cerr.msg);
         exit_with(a, AGENT_EXIT_RDZV);
     } else if (r < 0) {
-        store_problem(a, r, &err);
+        agent_store_problem(a, r, &err);
     }
     return r == NIC_READY || r == NIC_DONE;
 }
@@ -431,7 +267,7 @@ static void reconcile(struct agent *a)
             .generation = gen,
             .my_index = rdzv_my_index(a->rdzv),
             .master_known = s && rdzv_master(a->rdzv, s->round) != NULL &&
-                            (!builtin_tracker(a) || rdzv_round_key(a->rdzv, s->round, "tracker")),
+                            (!agent_builtin_tracker(a) || rdzv_round_key(a->rdzv, s->round, "tracker")),
         };
         if (a->lease_lost && in.live_workers == 0 && !a->term_signal)
             return; /* the loop rejoins first (unless we are leaving anyway) */
@@ -516,7 +352,7 @@ void agent_on_worker_exits(struct agent *a)
                       a->failure.message);
             a->state = LC_FAILED;
             agent_health_fault(a, ea_wall_ms(), "failure", w->rank);
-            report_failure(a);
+            agent_report_failure(a);
         } else if (a->state == LC_RUNNING || a->state == LC_STOPPING) {
             log_debug("worker rank %d (pid %ld) exited: code %d signal %d", w->rank, (long)w->pid,
                       w->exit_code, w->term_signal);
@@ -528,7 +364,7 @@ void agent_on_worker_exits(struct agent *a)
                  a->group.round, a->group.n);
         a->state = LC_FINISHED;
         a->done_pending = true;
-        report_done(a);
+        agent_report_done(a);
     }
     if (a->state == LC_STOPPING && a->group.live == 0) {
         a->state = LC_IDLE;
@@ -539,32 +375,6 @@ void agent_on_worker_exits(struct agent *a)
     }
 }
 
-void agent_on_signal(struct agent *a)
-{
-    struct signalfd_siginfo si;
-    while (read(a->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        int sig = (int)si.ssi_signo;
-        if (a->term_signal) {
-            log_warn("second signal %d: killing workers now", sig);
-            group_kill(&a->group);
-            continue;
-        }
-        a->term_signal = sig;
-        if ((pid_t)si.ssi_pid == a->parent && getppid() != a->parent) {
-            /* our death signal: the process that started us died (a driver killed with SIGKILL;
-             * the kernel sends it in the dying parent's name). Nobody waits for a graceful stop
-             * any more, so the workers end now; the node still leaves the run cleanly. (A
-             * SIGTERM from anyone else, e.g. after a shell that started us exited, stays
-             * graceful.) */
-            log_warn("received SIG%s and the process that started this agent is gone: killing "
-                     "workers now and leaving the run",
-                     sigabbrev_np(sig));
-            group_kill(&a->group);
-            continue;
-        }
-        log_info("received SIG%s: stopping workers and leaving the run", sigabbrev_np(sig));
-    }
-}
 
 static void on_preemption(struct agent *a)
 {
@@ -579,7 +389,7 @@ static void on_store_events(struct agent *a)
     struct ea_error err = {0};
     int r = rdzv_on_events(a->rdzv, &err);
     if (r < 0)
-        store_problem(a, r, &err);
+        agent_store_problem(a, r, &err);
     int64_t gen = 0;
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
     log_debug("store: %zu live node(s); state %s, round %" PRId64 ", generation %" PRId64,
@@ -709,7 +519,7 @@ static void check_hang(struct agent *a, int64_t now)
               (long)w.pid);
     a->state = LC_FAILED;
     agent_health_fault(a, ea_wall_ms() - h.silent_ms, "hang", w.rank);
-    report_failure(a);
+    agent_report_failure(a);
 }
 
 /* Coordinator duties, lease renewal, rejoining and retries. */
@@ -729,13 +539,13 @@ static void housekeeping(struct agent *a, int64_t now)
         agent_emit(a, "lease_lost", "{s:s, s:i}", "reason",
                    err.msg[0] ? err.msg : "expired", "workers_running", a->group.live);
     } else if (r < 0) {
-        store_problem(a, r, &err);
+        agent_store_problem(a, r, &err);
     }
     if (a->lease_lost && a->group.live == 0 && !a->term_signal &&
         (a->retry_at_ms < 0 || now >= a->retry_at_ms)) {
         ea_error_clear(&err);
         if ((r = rdzv_join(a->rdzv, &err)) < 0) {
-            store_problem(a, r, &err);
+            agent_store_problem(a, r, &err);
             return;
         }
         log_info("rejoined run '%s'", a->cfg->run_id);
@@ -751,22 +561,22 @@ static void housekeeping(struct agent *a, int64_t now)
         return;
     a->retry_at_ms = -1;
     if (a->failure_pending)
-        report_failure(a);
+        agent_report_failure(a);
     if (a->done_pending)
-        report_done(a);
+        agent_report_done(a);
     if (a->reform_pending) {
         ea_error_clear(&err);
         if ((r = rdzv_reform(a->rdzv, a->reform_generation, &err)) < 0)
-            store_problem(a, r, &err);
+            agent_store_problem(a, r, &err);
         else
             a->reform_pending = false;
     }
     ea_error_clear(&err);
     r = rdzv_tick(a->rdzv, now, &err);
     if (r < 0)
-        store_problem(a, r, &err);
+        agent_store_problem(a, r, &err);
     else if ((answered || r > 0) && !a->failure_pending && !a->done_pending)
-        store_ok(a);
+        agent_store_ok(a);
 }
 
 void agent_loop(struct agent *a)
@@ -797,7 +607,7 @@ void agent_loop(struct agent *a)
         int timeout = ea_timeout_until(next_wake(a));
         fds[4].fd = hb_fd(a->hb);
         size_t n_nic = nic_pollfds(a->nic, fds + 5, NIC_POLL_MAX); /* listener, probes */
-        retire_tracker(a);
+        agent_retire_tracker(a);
         struct pollfd *tfds = fds + 5 + n_nic;
         size_t n_trk = a->tracker ? tracker_pollfds(a->tracker, tfds, TRACKER_POLL_MAX) : 0;
         int n = poll(fds, 5 + n_nic + n_trk, timeout);

@@ -24,8 +24,9 @@ const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, s
     return buf;
 }
 
-/* A round's phases are complete: emit them, (group rank 0) publish them, update /metrics, and
- * log them last, so that whoever reads the log line finds the rest. */
+/* A round's phases are complete: emit them, (group rank 0) publish them, and log them last, so
+ * that whoever reads the log line finds the rest. The histograms reach /metrics with the loop's
+ * next agent_publish, in the same pass (this file never calls back into the loop). */
 static void recovery_done(struct agent *a)
 {
     const struct ph_record *r = &a->ph.last;
@@ -45,7 +46,6 @@ static void recovery_done(struct agent *a)
                       err.msg);
     }
     free(json);
-    agent_publish(a); /* the histograms on /metrics */
     char text[160];
     ph_format(r, text, sizeof(text));
     /* not "round N (": tools look for that as the start of round N */

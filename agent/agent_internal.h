@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * agent internals, shared by agent.c (the event loop and the lifecycle's actions) and
- * agent_setup.c (opening the store, launcher and endpoints, joining, leaving, tearing down).
+ * agent internals, shared by the files at the top of agent/: agent.c (the event loop and the
+ * lifecycle's actions), agent_setup.c (opening the store, launcher and endpoints, joining, leaving,
+ * tearing down), agent_store.c (the loop's writes and store trouble), agent_signal.c, and the
+ * loop's glue to health/ (agent_health.c, agent_preflight.c). Calls go one way: agent.c and
+ * agent_setup.c call the others; those never call back into agent.c.
  * Not for other modules: agent.h is the agent's interface.
  */
 #ifndef EA_AGENT_AGENT_INTERNAL_H
@@ -86,12 +89,28 @@ struct agent {
 
 /* Run the event loop until a->exiting (agent.c). */
 void agent_loop(struct agent *a);
-/* Drain the signal fd: the first SIGTERM/SIGINT/... starts a graceful leave. */
+/* agent_signal.c: drain the signal fd: the first SIGTERM/SIGINT/... starts a graceful leave. */
 void agent_on_signal(struct agent *a);
 /* Account for every worker exit the launcher reports. */
 void agent_on_worker_exits(struct agent *a);
-/* Derive run-level events and hand the HTTP thread a fresh snapshot. */
+/* Derive run-level events and hand the HTTP thread a fresh snapshot (every loop pass). */
 void agent_publish(struct agent *a);
+
+/* agent_store.c: the loop's writes to the store, and store trouble. */
+/* A store operation failed: log it once per outage, retry with backoff, give up (exit 3) after
+ * --join-timeout; a refused credential exits 2, a corrupt or foreign value 4. */
+void agent_store_problem(struct agent *a, int code, const struct ea_error *err);
+/* A store request succeeded: the outage (if any) is over. */
+void agent_store_ok(struct agent *a);
+/* --env-style with dmlc and no --dmlc-tracker: group rank 0 serves the rabit tracker. */
+bool agent_builtin_tracker(const struct agent *a);
+/* Group rank 0: publish the round's MASTER_ADDR:MASTER_PORT (and the built-in tracker's). */
+void agent_publish_master(struct agent *a, const struct rdzv_state *s);
+/* Close the built-in tracker once the round moved on or this node no longer hosts it. */
+void agent_retire_tracker(struct agent *a);
+/* Write the pending local failure (a->failure) / this node's done marker; retried on trouble. */
+void agent_report_failure(struct agent *a);
+void agent_report_done(struct agent *a);
 /* agent_health.c: hang detection, the recovery clock and the preflight gate's hooks. */
 /* Arm hang detection for the round about to start: the heartbeat directory, or NULL when off. */
 const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, size_t size);

@@ -5,6 +5,7 @@
  * Every write first allocates everything it needs, then mutates: a failed write changes nothing.
  */
 #include "kvstore.h"
+#include "kvstore_internal.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -12,30 +13,6 @@
 #include <string.h>
 
 #define EVENT_OVERHEAD 64 /* bytes a log event counts for besides its key and value */
-
-struct kvs_lease {
-    int64_t id;
-    int64_t ttl_ms;
-    int64_t deadline_ms;
-};
-
-struct kvs_event {
-    enum kv_event_type type;
-    struct kv_entry e; /* DELETE: value may be NULL, read as "" */
-};
-
-struct kvs {
-    struct kv_entry *keys;
-    size_t n_keys, cap_keys;
-    struct kvs_lease *leases;
-    size_t n_leases, cap_leases;
-    struct kvs_event *ev; /* live events are ev[ev_off .. ev_end) */
-    size_t ev_off, ev_end, ev_cap, ev_bytes;
-    size_t max_events, max_bytes;
-    int64_t revision;   /* last revision written */
-    int64_t first_rev;  /* every event with revision >= first_rev is in the log */
-    int64_t last_lease; /* lease ids are never reused */
-};
 
 static char *dup_bytes(const char *p, size_t len)
 {
@@ -49,7 +26,7 @@ static char *dup_bytes(const char *p, size_t len)
 }
 
 /* Grow *arr (of *cap elements of `size`) to hold at least `want`. 0 or -ENOMEM. */
-static int reserve(void **arr, size_t *cap, size_t want, size_t size)
+int kvs_reserve(void **arr, size_t *cap, size_t want, size_t size)
 {
     if (want <= *cap)
         return 0;
@@ -129,7 +106,7 @@ static size_t key_find(const struct kvs *s, const char *key, bool *found)
     return lo;
 }
 
-static struct kvs_lease *lease_find(const struct kvs *s, int64_t id)
+struct kvs_lease *kvs_lease_find(const struct kvs *s, int64_t id)
 {
     for (size_t i = 0; i < s->n_leases; i++)
         if (s->leases[i].id == id)
@@ -140,7 +117,7 @@ static struct kvs_lease *lease_find(const struct kvs *s, int64_t id)
 /* ---- event log ---- */
 
 /* Make room for k more events without allocating later. */
-static int ev_reserve(struct kvs *s, size_t k)
+int kvs_ev_reserve(struct kvs *s, size_t k)
 {
     if (s->ev_end + k <= s->ev_cap)
         return 0;
@@ -149,7 +126,7 @@ static int ev_reserve(struct kvs *s, size_t k)
         s->ev_end -= s->ev_off;
         s->ev_off = 0;
     }
-    return reserve((void **)&s->ev, &s->ev_cap, s->ev_end + k, sizeof(*s->ev));
+    return kvs_reserve((void **)&s->ev, &s->ev_cap, s->ev_end + k, sizeof(*s->ev));
 }
 
 static size_t ev_size(const struct kv_entry *e)
@@ -158,14 +135,14 @@ static size_t ev_size(const struct kv_entry *e)
 }
 
 /* Append (room reserved); takes ownership of e's strings. */
-static void ev_push(struct kvs *s, enum kv_event_type type, struct kv_entry e)
+void kvs_ev_push(struct kvs *s, enum kv_event_type type, struct kv_entry e)
 {
     s->ev[s->ev_end++] = (struct kvs_event){.type = type, .e = e};
     s->ev_bytes += ev_size(&e);
 }
 
 /* Drop the oldest events past the bounds, but never the newest revision's. */
-static void ev_trim(struct kvs *s)
+void kvs_ev_trim(struct kvs *s)
 {
     while (s->ev_off < s->ev_end &&
            (s->ev_end - s->ev_off > s->max_events || s->ev_bytes > s->max_bytes)) {
@@ -287,7 +264,7 @@ static void put_apply(struct kvs *s, const char *key, size_t len, int64_t lease,
     e->value_len = len;
     e->mod_revision = rev;
     e->lease = lease;
-    ev_push(s, KV_EVENT_PUT,
+    kvs_ev_push(s, KV_EVENT_PUT,
             (struct kv_entry){.key = b->ek,
                               .value = b->ev,
                               .value_len = len,
@@ -303,14 +280,14 @@ static int write_key(struct kvs *s, const char *key, const char *value, size_t l
     struct put_buf b;
     if (put_prepare(s, key, value, len, &b) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory writing key '%s'", key);
-    if (ev_reserve(s, 1) < 0 ||
-        reserve((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof(*s->keys)) < 0) {
+    if (kvs_ev_reserve(s, 1) < 0 ||
+        kvs_reserve((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof(*s->keys)) < 0) {
         put_buf_free(&b);
         return ea_errorf(err, -ENOMEM, "out of memory writing key '%s'", key);
     }
     int64_t rev = ++s->revision;
     put_apply(s, key, len, lease, rev, &b);
-    ev_trim(s);
+    kvs_ev_trim(s);
     if (ret_mod_revision)
         *ret_mod_revision = rev;
     return 0;
@@ -336,7 +313,7 @@ int kvs_cas(struct kvs *s, const char *key, const char *value, size_t len, int64
         return ea_errorf(err, KV_ECONFLICT, "key '%s' is at revision %lld, not %lld", key,
                          (long long)cur, (long long)expected);
     }
-    if (lease && !lease_find(s, lease))
+    if (lease && !kvs_lease_find(s, lease))
         return no_lease(key, lease, err);
     return write_key(s, key, value, len, lease, ret_mod_revision, err);
 }
@@ -344,7 +321,7 @@ int kvs_cas(struct kvs *s, const char *key, const char *value, size_t len, int64
 int kvs_put(struct kvs *s, const char *key, const char *value, size_t len, int64_t lease,
             int64_t *ret_mod_revision, struct ea_error *err)
 {
-    if (lease && !lease_find(s, lease))
+    if (lease && !kvs_lease_find(s, lease))
         return no_lease(key, lease, err);
     return write_key(s, key, value, len, lease, ret_mod_revision, err);
 }
@@ -356,7 +333,7 @@ static void delete_at(struct kvs *s, size_t i, int64_t rev)
     memmove(&s->keys[i], &s->keys[i + 1], (s->n_keys - i - 1) * sizeof(*s->keys));
     s->n_keys--;
     free(e.value);
-    ev_push(s, KV_EVENT_DELETE, (struct kv_entry){.key = e.key, .mod_revision = rev});
+    kvs_ev_push(s, KV_EVENT_DELETE, (struct kv_entry){.key = e.key, .mod_revision = rev});
 }
 
 int kvs_del(struct kvs *s, const char *key, bool *ret_deleted, struct ea_error *err)
@@ -364,10 +341,10 @@ int kvs_del(struct kvs *s, const char *key, bool *ret_deleted, struct ea_error *
     bool found;
     size_t i = key_find(s, key, &found);
     if (found) {
-        if (ev_reserve(s, 1) < 0)
+        if (kvs_ev_reserve(s, 1) < 0)
             return ea_errorf(err, -ENOMEM, "out of memory deleting key '%s'", key);
         delete_at(s, i, ++s->revision);
-        ev_trim(s);
+        kvs_ev_trim(s);
     }
     if (ret_deleted)
         *ret_deleted = found;
@@ -390,7 +367,7 @@ int kvs_txn(struct kvs *s, const struct kv_cmp *cmps, size_t n_cmps, const struc
                              (long long)cur, (long long)cmps[i].mod_revision);
     }
     for (size_t i = 0; i < n_ops; i++)
-        if (!ops[i].del && ops[i].lease && !lease_find(s, ops[i].lease))
+        if (!ops[i].del && ops[i].lease && !kvs_lease_find(s, ops[i].lease))
             return no_lease(ops[i].key, ops[i].lease, err);
 
     /* Allocate everything, then mutate: keys are distinct, so which ones are new (and which
@@ -409,7 +386,7 @@ int kvs_txn(struct kvs *s, const struct kv_cmp *cmps, size_t n_cmps, const struc
         n_events++;
         n_new += !found;
     }
-    if (r == 0 && (ev_reserve(s, n_events) < 0 || reserve((void **)&s->keys, &s->cap_keys,
+    if (r == 0 && (kvs_ev_reserve(s, n_events) < 0 || kvs_reserve((void **)&s->keys, &s->cap_keys,
                                                           s->n_keys + n_new, sizeof(*s->keys)) < 0))
         r = -ENOMEM;
     if (r < 0) {
@@ -433,7 +410,7 @@ int kvs_txn(struct kvs *s, const struct kv_cmp *cmps, size_t n_cmps, const struc
             delete_at(s, k, rev);
     }
     free(bufs);
-    ev_trim(s);
+    kvs_ev_trim(s);
     if (ret_revision)
         *ret_revision = rev;
     return 0;
@@ -444,7 +421,7 @@ int kvs_lease_grant(struct kvs *s, int64_t ttl_ms, int64_t now_ms, int64_t *ret_
 {
     if (ttl_ms <= 0 || ttl_ms > INT64_MAX / 4)
         return ea_errorf(err, KV_EINVAL, "invalid lease TTL %lld ms", (long long)ttl_ms);
-    if (reserve((void **)&s->leases, &s->cap_leases, s->n_leases + 1, sizeof(*s->leases)) < 0)
+    if (kvs_reserve((void **)&s->leases, &s->cap_leases, s->n_leases + 1, sizeof(*s->leases)) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory granting a lease");
     int64_t id = ++s->last_lease;
     s->leases[s->n_leases++] =
@@ -456,7 +433,7 @@ int kvs_lease_grant(struct kvs *s, int64_t ttl_ms, int64_t now_ms, int64_t *ret_
 int kvs_lease_keepalive(struct kvs *s, int64_t lease, int64_t now_ms, int64_t *ret_ttl_ms,
                         struct ea_error *err)
 {
-    struct kvs_lease *l = lease_find(s, lease);
+    struct kvs_lease *l = kvs_lease_find(s, lease);
     if (!l || l->deadline_ms <= now_ms)
         return ea_errorf(err, KV_ENOLEASE, "cannot renew lease %lld: unknown or expired",
                          (long long)lease);
@@ -468,14 +445,14 @@ int kvs_lease_keepalive(struct kvs *s, int64_t lease, int64_t now_ms, int64_t *r
 
 int kvs_lease_revoke(struct kvs *s, int64_t lease, struct ea_error *err)
 {
-    struct kvs_lease *l = lease_find(s, lease);
+    struct kvs_lease *l = kvs_lease_find(s, lease);
     if (!l)
         return ea_errorf(err, KV_ENOLEASE, "cannot revoke lease %lld: unknown or expired",
                          (long long)lease);
     size_t k = 0;
     for (size_t i = 0; i < s->n_keys; i++)
         k += s->keys[i].lease == lease;
-    if (ev_reserve(s, k) < 0)
+    if (kvs_ev_reserve(s, k) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory revoking lease %lld", (long long)lease);
     if (k) {
         int64_t rev = ++s->revision;
@@ -485,7 +462,7 @@ int kvs_lease_revoke(struct kvs *s, int64_t lease, struct ea_error *err)
             else
                 i++;
         }
-        ev_trim(s);
+        kvs_ev_trim(s);
     }
     *l = s->leases[--s->n_leases];
     return 0;
@@ -520,7 +497,7 @@ int kvs_watch_add(struct kvs_watchset *ws, const struct kvs *s, const char *pref
                          "cannot watch from revision %lld: compacted (oldest kept: %lld)",
                          (long long)next, (long long)s->first_rev);
     char *p = strdup(prefix);
-    if (!p || reserve((void **)&ws->w, &ws->cap, ws->n + 1, sizeof(*ws->w)) < 0) {
+    if (!p || kvs_reserve((void **)&ws->w, &ws->cap, ws->n + 1, sizeof(*ws->w)) < 0) {
         free(p);
         return ea_errorf(err, -ENOMEM, "out of memory adding a watch");
     }
@@ -628,256 +605,4 @@ void kvs_watchset_clear(struct kvs_watchset *ws)
     free(ws->w);
     ws->w = NULL;
     ws->n = ws->cap = 0;
-}
-
-/* ---- snapshot codec ---- */
-
-/* Bytes as a JSON string when they are valid UTF-8, else {"hex": "..."}. */
-static json_t *bytes_to_json(const char *p, size_t len)
-{
-    json_t *j = json_stringn(p, len);
-    if (j)
-        return j;
-    char *h = malloc(2 * len + 1);
-    if (!h)
-        return NULL;
-    for (size_t i = 0; i < len; i++)
-        snprintf(h + 2 * i, 3, "%02x", (unsigned char)p[i]);
-    j = json_pack("{s:s}", "hex", h);
-    free(h);
-    return j;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* Inverse of bytes_to_json; a C string (`cstr`) may not contain NUL. 0 or -1 (malformed/ENOMEM). */
-static int json_to_bytes(const json_t *j, bool cstr, char **ret, size_t *ret_len)
-{
-    const char *src;
-    size_t len;
-    bool hex = false;
-    if (json_is_string(j)) {
-        src = json_string_value(j);
-        len = json_string_length(j);
-    } else {
-        const json_t *h = json_object_get(j, "hex");
-        if (!json_is_object(j) || json_object_size(j) != 1 || !json_is_string(h) ||
-            json_string_length(h) % 2)
-            return -1;
-        src = json_string_value(h);
-        len = json_string_length(h) / 2;
-        hex = true;
-    }
-    char *d = malloc(len + 1);
-    if (!d)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        int hi = hex ? hexval(src[2 * i]) : 0, lo = hex ? hexval(src[2 * i + 1]) : 0;
-        if (hi < 0 || lo < 0) {
-            free(d);
-            return -1;
-        }
-        d[i] = hex ? (char)(hi << 4 | lo) : src[i];
-    }
-    d[len] = '\0';
-    if (cstr && strlen(d) != len) {
-        free(d);
-        return -1;
-    }
-    *ret = d;
-    if (ret_len)
-        *ret_len = len;
-    return 0;
-}
-
-/* json array append that steals `v` and reports failure. */
-static int append(json_t *arr, json_t *v)
-{
-    return v && json_array_append_new(arr, v) == 0 ? 0 : -1;
-}
-
-static json_t *entry_tuple(const struct kv_entry *e, int type)
-{
-    json_t *t = json_array();
-    if (!t)
-        return NULL;
-    int r = type ? append(t, json_integer(type)) : 0;
-    r |= append(t, bytes_to_json(e->key, strlen(e->key)));
-    r |= append(t, bytes_to_json(e->value ? e->value : "", e->value_len));
-    r |= append(t, json_integer(e->mod_revision));
-    r |= append(t, json_integer(e->create_revision));
-    r |= append(t, json_integer(e->lease));
-    if (r) {
-        json_decref(t);
-        return NULL;
-    }
-    return t;
-}
-
-int kvs_dump(const struct kvs *s, const char *boot_id, char **ret_json, size_t *ret_len)
-{
-    json_t *keys = json_array(), *leases = json_array(), *events = json_array();
-    json_t *root = json_pack("{s:s, s:i, s:s, s:I, s:I, s:I}", "format", KVS_SNAPSHOT_FORMAT,
-                             "version", KVS_SNAPSHOT_VERSION, "boot_id", boot_id, "revision",
-                             (json_int_t)s->revision, "first_revision", (json_int_t)s->first_rev,
-                             "last_lease", (json_int_t)s->last_lease);
-    int r = keys && leases && events && root ? 0 : -1;
-    for (size_t i = 0; i < s->n_keys && !r; i++)
-        r = append(keys, entry_tuple(&s->keys[i], 0));
-    for (size_t i = 0; i < s->n_leases && !r; i++)
-        r = append(leases, json_pack("[I,I,I]", (json_int_t)s->leases[i].id,
-                                     (json_int_t)s->leases[i].ttl_ms,
-                                     (json_int_t)s->leases[i].deadline_ms));
-    for (size_t i = s->ev_off; i < s->ev_end && !r; i++)
-        r = append(events, entry_tuple(&s->ev[i].e, s->ev[i].type));
-    char *text = NULL;
-    if (!r && json_object_set(root, "keys", keys) == 0 &&
-        json_object_set(root, "leases", leases) == 0 &&
-        json_object_set(root, "events", events) == 0)
-        text = json_dumps(root, JSON_COMPACT);
-    json_decref(keys);
-    json_decref(leases);
-    json_decref(events);
-    json_decref(root);
-    if (!text)
-        return -ENOMEM;
-    *ret_json = text;
-    *ret_len = strlen(text);
-    return 0;
-}
-
-/* Parse one [type?, key, value, mod, create, lease] tuple. */
-static int tuple_entry(json_t *t, bool typed, int *ret_type, struct kv_entry *ret)
-{
-    json_t *k, *v;
-    json_int_t type = 0, mod, create, lease;
-    int r = typed ? json_unpack(t, "[I,o,o,I,I,I!]", &type, &k, &v, &mod, &create, &lease)
-                  : json_unpack(t, "[o,o,I,I,I!]", &k, &v, &mod, &create, &lease);
-    if (r < 0)
-        return -1;
-    struct kv_entry e = {.mod_revision = mod, .create_revision = create, .lease = lease};
-    if (json_to_bytes(k, true, &e.key, NULL) < 0)
-        return -1;
-    if (json_to_bytes(v, false, &e.value, &e.value_len) < 0) {
-        free(e.key);
-        return -1;
-    }
-    *ret = e;
-    if (ret_type)
-        *ret_type = (int)type;
-    return 0;
-}
-
-static int load_keys(struct kvs *s, const json_t *keys, struct ea_error *err)
-{
-    for (size_t i = 0; i < json_array_size(keys); i++) {
-        json_t *t = json_array_get(keys, i);
-        struct kv_entry e;
-        if (tuple_entry(t, false, NULL, &e) < 0)
-            return ea_errorf(err, KV_ECORRUPT, "key #%zu is malformed", i);
-        bool bad = e.create_revision < 1 || e.mod_revision < e.create_revision ||
-                   e.mod_revision > s->revision || (e.lease && !lease_find(s, e.lease)) ||
-                   (s->n_keys && strcmp(s->keys[s->n_keys - 1].key, e.key) >= 0);
-        if (bad || reserve((void **)&s->keys, &s->cap_keys, s->n_keys + 1, sizeof(e)) < 0) {
-            kv_entry_clear(&e);
-            return bad ? ea_errorf(err, KV_ECORRUPT, "key #%zu is inconsistent", i)
-                       : ea_errorf(err, -ENOMEM, "out of memory loading key #%zu", i);
-        }
-        s->keys[s->n_keys++] = e;
-    }
-    return 0;
-}
-
-static int load_events(struct kvs *s, const json_t *events, struct ea_error *err)
-{
-    for (size_t i = 0; i < json_array_size(events); i++) {
-        json_t *t = json_array_get(events, i);
-        struct kv_entry e;
-        int type;
-        if (tuple_entry(t, true, &type, &e) < 0)
-            return ea_errorf(err, KV_ECORRUPT, "event #%zu is malformed", i);
-        int64_t prev = s->ev_end > s->ev_off ? s->ev[s->ev_end - 1].e.mod_revision : 0;
-        bool bad = (type != KV_EVENT_PUT && type != KV_EVENT_DELETE) || e.mod_revision < prev ||
-                   e.mod_revision < 1 || e.mod_revision > s->revision;
-        if (bad || ev_reserve(s, 1) < 0) {
-            kv_entry_clear(&e);
-            return bad ? ea_errorf(err, KV_ECORRUPT, "event #%zu is inconsistent", i)
-                       : ea_errorf(err, -ENOMEM, "out of memory loading event #%zu", i);
-        }
-        ev_push(s, type, e);
-    }
-    return 0;
-}
-
-int kvs_load(const char *json, size_t len, size_t max_events, size_t max_bytes,
-             struct kvs **ret_store, char *ret_boot_id, size_t boot_id_size, struct ea_error *err)
-{
-    json_error_t jerr;
-    json_t *root = json_loadb(json, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return ea_errorf(err, KV_ECORRUPT, "not JSON (line %d: %s)", jerr.line, jerr.text);
-    const char *format = NULL, *boot_id = NULL;
-    json_int_t version = 0, revision, first_rev, last_lease;
-    json_t *keys, *leases, *events;
-    struct kvs *s = NULL;
-    int r = json_unpack_ex(root, &jerr, 0, "{s:s, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:o}",
-                           "format", &format, "version", &version, "boot_id", &boot_id, "revision",
-                           &revision, "first_revision", &first_rev, "last_lease", &last_lease,
-                           "keys", &keys, "leases", &leases, "events", &events);
-    if (r < 0 || strcmp(format, KVS_SNAPSHOT_FORMAT) != 0) {
-        r = ea_errorf(err, KV_ECORRUPT, "not an elastic-agent kv snapshot (%s)",
-                      r < 0 ? jerr.text : "wrong format tag");
-        goto out;
-    }
-    if (version != KVS_SNAPSHOT_VERSION) {
-        r = ea_errorf(err, KV_ECORRUPT, "snapshot version %lld, this build reads %d",
-                      (long long)version, KVS_SNAPSHOT_VERSION);
-        goto out;
-    }
-    if (revision < 0 || first_rev < 1 || first_rev > revision + 1 || last_lease < 0 ||
-        !json_is_array(keys) || !json_is_array(leases) || !json_is_array(events) ||
-        strlen(boot_id) >= boot_id_size) {
-        r = ea_errorf(err, KV_ECORRUPT, "inconsistent snapshot header");
-        goto out;
-    }
-    r = kvs_create(max_events, max_bytes, &s);
-    if (r < 0) {
-        r = ea_errorf(err, r, "out of memory loading a snapshot");
-        goto out;
-    }
-    s->revision = revision;
-    s->first_rev = first_rev;
-    s->last_lease = last_lease;
-    for (size_t i = 0; i < json_array_size(leases); i++) {
-        json_t *t = json_array_get(leases, i);
-        json_int_t id, ttl, deadline;
-        if (json_unpack(t, "[I,I,I!]", &id, &ttl, &deadline) < 0 || id < 1 || id > last_lease ||
-            ttl < 1 || lease_find(s, id) ||
-            reserve((void **)&s->leases, &s->cap_leases, s->n_leases + 1, sizeof(*s->leases))) {
-            r = ea_errorf(err, KV_ECORRUPT, "lease #%zu is malformed", i);
-            goto out;
-        }
-        s->leases[s->n_leases++] =
-            (struct kvs_lease){.id = id, .ttl_ms = ttl, .deadline_ms = deadline};
-    }
-    r = load_keys(s, keys, err);
-    if (r == 0)
-        r = load_events(s, events, err);
-    if (r < 0)
-        goto out;
-    ev_trim(s);
-    snprintf(ret_boot_id, boot_id_size, "%s", boot_id);
-    *ret_store = s;
-    s = NULL;
-out:
-    kvs_destroy(s);
-    json_decref(root);
-    return r;
 }
