@@ -136,6 +136,7 @@ static void gather_members(struct rdzv_session *s)
     if (s->state.n_chunks <= 0)
         return;
     int n = s->state.n_chunks;
+    int64_t gen = rdzv_state_generation(&s->state, s->state_rev);
     struct rdzv_member **chunks = calloc((size_t)n, sizeof(*chunks));
     size_t *counts = calloc((size_t)n, sizeof(*counts));
     struct ea_error e = {0};
@@ -145,18 +146,21 @@ static void gather_members(struct rdzv_session *s)
         rdzv_key_of(s, key, "assign/%06d", k);
         ssize_t i = rdzv_mirror_find(&s->m, key);
         int64_t round = 0;
-        int chunk = -1;
+        int chunk = -1,
+            when = i >= 0 ? rdzv_chunk_commit_cmp(&s->state, gen, s->m.keys[i].mod_revision) : 0;
         if (i < 0)
             r = ea_errorf(&e, -EBADMSG, "key '%s' is missing", key);
         else if ((r = rdzv_chunk_decode(s->m.keys[i].value, s->m.keys[i].value_len, &round, &chunk,
                                         &chunks[k], &counts[k], &e)) == 0 &&
-                 round > s->state.round && chunk == k)
-            r = -EAGAIN; /* the next round's chunks: a commit in flight (or one whose
+                 (when > 0 || round > s->state.round) && chunk == k)
+            r = -EAGAIN; /* a later commit's chunks: a commit in flight (or one whose
                             coordinator died before its `state`): no warning */
-        else if (r == 0 && (round != s->state.round || chunk != k))
-            r = ea_errorf(&e, -EBADMSG,
-                          "key '%s' holds chunk %d of round %" PRId64 ", not of round %" PRId64,
-                          key, chunk, round, s->state.round);
+        else if (r == 0 && (round != s->state.round || chunk != k || when < 0))
+            r = ea_errorf(
+                &e, -EBADMSG,
+                "key '%s' holds chunk %d of round %" PRId64 " written at revision %" PRId64
+                ", not of the commit of round %" PRId64 " (chunks from revision %" PRId64 ")",
+                key, chunk, round, s->m.keys[i].mod_revision, s->state.round, s->state.chunks_rev);
     }
     if (r == 0)
         r = rdzv_state_gather(&s->state, chunks, counts, &e);
@@ -345,7 +349,10 @@ static int start_chunk_watch(struct rdzv_session *s, struct ea_error *err)
 }
 
 /* Our entry in a chunk of the committed round: 1 found (self set), 0 not in it, -EAGAIN when
- * the chunk is of another round (the one we want is on its way), or a decode error. */
+ * the chunk is not of the commit `state` names (rdzv_chunk_commit_cmp: a later commit's, whose
+ * state is on its way, or an earlier one's that the watch has not replaced yet — the round
+ * number alone cannot tell, a `waiting` state and a dead coordinator's successor reuse it), or a
+ * decode error. */
 static int self_from_chunk(struct rdzv_session *s, const struct kv_entry *e, struct ea_error *err)
 {
     int64_t round = 0;
@@ -355,7 +362,8 @@ static int self_from_chunk(struct rdzv_session *s, const struct kv_entry *e, str
     int r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &m, &n, err);
     if (r < 0)
         return ea_error_wrap(err, r, "key '%s'", e->key);
-    if (round != s->state.round) {
+    int64_t gen = rdzv_state_generation(&s->state, s->state_rev);
+    if (round != s->state.round || rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0) {
         free(m);
         return -EAGAIN;
     }
@@ -390,7 +398,7 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
     s->stats.requests++;
     /* as of the commit we saw: the store has applied it, so a local read is consistent (etcd:
      * exactly the chunk that commit saw; a backend that serves the latest may show a later
-     * round's, which -EAGAIN below waits out) */
+     * commit's, which -EAGAIN below waits out) */
     r = kv_get_at(s->kv, key, s->state_rev, &e, err);
     if (r == KV_ENOTFOUND) { /* no chunk: not a member of this round */
         ea_error_clear(err);
@@ -402,7 +410,7 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
         return r;
     s->stats.bytes_received += strlen(e.key) + e.value_len;
     r = self_from_chunk(s, &e, err);
-    if (r == -EAGAIN) /* a newer round's chunk: its state is on its way */
+    if (r == -EAGAIN) /* a later commit's chunk: its state is on its way */
         r = 0;
     if (r >= 0 && (!s->chunk_watch_id || s->chunk_k != k)) {
         if (s->chunk_watch_id && s->chunk_k != k) {
