@@ -20,6 +20,8 @@
 #define TAKEOVER_RANKS 8
 /* A claim (or a chunk watch) the store failed is tried again after this long. */
 #define TAKEOVER_RETRY_MS 500
+/* A re-sync after a watch ended is reported (a warning the agent logs) at most this often. */
+#define RESYNC_TELL_MS 60000
 
 void rdzv_key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
 {
@@ -65,6 +67,7 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     s->gather_pub_live = -1;
     s->cfg.params.lease_ttl_ms = cfg->lease_ttl_ms;
     s->keepalive_due_ms = -1;
+    s->resync_told_ms = -1;
     *ret = s;
     return 0;
 }
@@ -418,8 +421,13 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
             rdzv_key_of(s, old, "assign/%06d", s->chunk_k);
             rdzv_mirror_del(&s->m, old);
         }
-        s->chunk_aim_k = k; /* watch it from the next version on (rdzv_tick) */
-        s->chunk_aim_rev = e.mod_revision + 1;
+        /* watch it from just after what we know (rdzv_tick): past the version read, and never
+         * before the store revision of our last listing. After a re-sync that version may be
+         * older than the store's compaction (etcd then cancels the watch, and a re-sync aimed
+         * there again would loop); the listing's revision is never compacted, and a chunk
+         * written between the commit and the listing is not this commit's (self_from_chunk) */
+        s->chunk_aim_k = k;
+        s->chunk_aim_rev = (e.mod_revision > s->listed_rev ? e.mod_revision : s->listed_rev) + 1;
         s->chunk_aim_at_ms = 0;
         if (rdzv_mirror_put(&s->m, &e) < 0)
             r = ea_errorf(err, -ENOMEM, "out of memory");
@@ -449,6 +457,7 @@ static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     }
     if (r == 0) {
         rdzv_mirror_clear(&s->m);
+        s->listed_rev = lists[0].revision;
         s->state_rev = -1; /* decode again */
         s->coord_rev = -1;
         s->self_round = -1;
@@ -477,6 +486,24 @@ static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     (void)now_ms;
     r = rdzv_derive(s, now_ms, err);
     return r < 0 ? r : fetch_self(s, err);
+}
+
+/* A watch ended (`why`): list again. Counted, and reported (a warning the agent logs) the first
+ * time and then at most once every RESYNC_TELL_MS with the count, so that a re-sync loop is
+ * never silent. */
+static int resync_broken(struct rdzv_session *s, int64_t now_ms, const char *why,
+                         struct ea_error *err)
+{
+    s->resyncs++;
+    if (s->resync_told_ms < 0 || now_ms - s->resync_told_ms >= RESYNC_TELL_MS) {
+        char msg[EA_ERROR_MSG_MAX];
+        snprintf(msg, sizeof(msg),
+                 "store watch ended (%.300s): reading the run again (re-sync %llu)", why,
+                 (unsigned long long)s->resyncs);
+        rdzv_warn(s, msg);
+        s->resync_told_ms = now_ms;
+    }
+    return resync(s, now_ms, err);
 }
 
 /* Write our node record only if the key is absent, or holds a stale record of ours: the same
@@ -592,7 +619,7 @@ int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t 
                       struct ea_error *err)
 {
     int64_t now = ea_now_ms();
-    bool broken = false;
+    const struct kv_event *broken = NULL;
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
         if (!our_watch(s, ev[i].watch_id))
@@ -607,14 +634,15 @@ int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t 
             kv_entry_clear(&copy);
         } else if (ev[i].type == KV_EVENT_DELETE) {
             rdzv_mirror_del(&s->m, ev[i].entry.key);
-        } else {
-            broken = true;
+        } else if (!broken) {
+            broken = &ev[i];
         }
     }
     if (r < 0)
         return ea_errorf(err, r, "out of memory");
     if (broken)
-        return resync(s, now, err);
+        return resync_broken(
+            s, now, broken->message[0] ? broken->message : kv_strerror(broken->error), err);
     if ((r = rdzv_derive(s, now, err)) < 0)
         return r;
     if (s->is_coord && !s->full)
@@ -644,9 +672,15 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     int r = s->need_resync ? resync(s, now_ms, err) : rdzv_derive(s, now_ms, err);
     if (r == 0)
         r = fetch_self(s, err);
-    if (r == 0 && !s->full && s->chunk_aim_rev && now_ms >= s->chunk_aim_at_ms &&
-        (r = start_chunk_watch(s, err)) < 0)
-        s->chunk_aim_at_ms = now_ms + TAKEOVER_RETRY_MS; /* the store failed: not in a loop */
+    if (r == 0 && !s->full && s->chunk_aim_rev && now_ms >= s->chunk_aim_at_ms) {
+        struct ea_error werr = {0};
+        if ((r = start_chunk_watch(s, &werr)) == KV_ECOMPACTED) /* compacted since it was read */
+            r = resync_broken(s, now_ms, werr.msg, err);
+        else if (r < 0) { /* the store failed: not in a loop */
+            s->chunk_aim_at_ms = now_ms + TAKEOVER_RETRY_MS;
+            ea_errorf(err, r, "%s", werr.msg);
+        }
+    }
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;

@@ -460,3 +460,76 @@ Test(session, dead_coordinators_chunk_is_not_the_successors)
     cr_assert(m && m->group_rank == 1 && m->rank_base == 2);
     kv_events_free(ev, n);
 }
+
+/* ==== issue 30: no re-sync loop after the store dropped old history ====
+ * The file store keeps its last 512 events or 256 KiB (KVS_FILE_LOG_*): a watch that falls
+ * further behind ends with KV_ECOMPACTED, as etcd's does after a compaction. */
+
+static bool never(void)
+{
+    return false;
+}
+
+static bool any_event(const struct kv_event *e)
+{
+    (void)e;
+    return true;
+}
+
+static uint64_t requests_of(int i)
+{
+    struct rdzv_stats st;
+    rdzv_stats_get(ss[i], &st);
+    return st.requests;
+}
+
+static bool all_resynced(void)
+{
+    for (int i = 0; i < N; i++)
+        if (rdzv_resync_count(ss[i]) == 0 || !rdzv_self_member(ss[i]))
+            return false;
+    return true;
+}
+
+/* Every node re-syncs once and is quiet again: a node's chunk watch must start after its
+ * listing's revision, not after the chunk's own version, which the store no longer has. Fails
+ * without that (session.c fetch_self): the chunk watch fails at once, in a loop. */
+Test(session, compacted_watch_resyncs_once_then_quiet)
+{
+    join_all();
+    struct ea_error err = {0};
+    /* past the store's history (KVS_FILE_LOG_BYTES): every watch falls behind */
+    static char big[64 << 10];
+    memset(big, 'x', sizeof(big));
+    for (int k = 0; k < 8; k++)
+        cr_assert_eq(kv_put(kvs[0], "/other/k", big, sizeof(big), 0, NULL, &err), 0, "%s",
+                     err.msg);
+    cr_assert(pump_until(all_resynced, N), "every node re-syncs after its watch was compacted");
+    pump_within(never, N, 600); /* the light nodes start their chunk watches (rdzv_tick) */
+    uint64_t req[N], rs[N];
+    for (int i = 0; i < N; i++)
+        req[i] = requests_of(i), rs[i] = rdzv_resync_count(ss[i]);
+    pump_within(never, N, 1500);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(rdzv_resync_count(ss[i]), rs[i], "node %d re-syncs in a loop", i);
+        cr_assert_eq(requests_of(i), req[i], "node %d: %llu requests while idle", i,
+                     (unsigned long long)(requests_of(i) - req[i]));
+    }
+    char warning[EA_ERROR_MSG_MAX];
+    cr_assert(rdzv_take_warning(ss[2], warning, sizeof(warning)));
+    cr_assert(strstr(warning, "re-sync 1") && strstr(warning, "compacted"), "%s", warning);
+    /* and the chunk watch works: round 2 reaches n2 */
+    cr_assert_eq(rdzv_leave(ss[1], &err), 0, "%s", err.msg);
+    cr_assert(pump_until(round2_at_0, 1));
+    int64_t gen = 0;
+    rdzv_current(ss[0], &gen);
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    events_until_state(2, gen, &ev, &n);
+    uint64_t before = requests_of(2);
+    apply_some(2, ev, n, any_event, true);
+    cr_assert_eq(round_of(2), 2);
+    cr_assert(rdzv_self_member(ss[2]) && rdzv_my_index(ss[2]) == 1);
+    cr_assert_eq(requests_of(2), before, "the chunk came on the watch, not by a read");
+    kv_events_free(ev, n);
+}
