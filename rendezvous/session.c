@@ -20,6 +20,8 @@
 #define TAKEOVER_RANKS 8
 /* A claim (or a chunk watch) the store failed is tried again after this long. */
 #define TAKEOVER_RETRY_MS 500
+/* A re-sync after a watch ended is reported (a warning the agent logs) at most this often. */
+#define RESYNC_TELL_MS 60000
 
 void rdzv_key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
 {
@@ -65,6 +67,7 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     s->gather_pub_live = -1;
     s->cfg.params.lease_ttl_ms = cfg->lease_ttl_ms;
     s->keepalive_due_ms = -1;
+    s->resync_told_ms = -1;
     *ret = s;
     return 0;
 }
@@ -136,6 +139,7 @@ static void gather_members(struct rdzv_session *s)
     if (s->state.n_chunks <= 0)
         return;
     int n = s->state.n_chunks;
+    int64_t gen = rdzv_state_generation(&s->state, s->state_rev);
     struct rdzv_member **chunks = calloc((size_t)n, sizeof(*chunks));
     size_t *counts = calloc((size_t)n, sizeof(*counts));
     struct ea_error e = {0};
@@ -145,18 +149,21 @@ static void gather_members(struct rdzv_session *s)
         rdzv_key_of(s, key, "assign/%06d", k);
         ssize_t i = rdzv_mirror_find(&s->m, key);
         int64_t round = 0;
-        int chunk = -1;
+        int chunk = -1,
+            when = i >= 0 ? rdzv_chunk_commit_cmp(&s->state, gen, s->m.keys[i].mod_revision) : 0;
         if (i < 0)
             r = ea_errorf(&e, -EBADMSG, "key '%s' is missing", key);
         else if ((r = rdzv_chunk_decode(s->m.keys[i].value, s->m.keys[i].value_len, &round, &chunk,
                                         &chunks[k], &counts[k], &e)) == 0 &&
-                 round > s->state.round && chunk == k)
-            r = -EAGAIN; /* the next round's chunks: a commit in flight (or one whose
+                 (when > 0 || round > s->state.round) && chunk == k)
+            r = -EAGAIN; /* a later commit's chunks: a commit in flight (or one whose
                             coordinator died before its `state`): no warning */
-        else if (r == 0 && (round != s->state.round || chunk != k))
-            r = ea_errorf(&e, -EBADMSG,
-                          "key '%s' holds chunk %d of round %" PRId64 ", not of round %" PRId64,
-                          key, chunk, round, s->state.round);
+        else if (r == 0 && (round != s->state.round || chunk != k || when < 0))
+            r = ea_errorf(
+                &e, -EBADMSG,
+                "key '%s' holds chunk %d of round %" PRId64 " written at revision %" PRId64
+                ", not of the commit of round %" PRId64 " (chunks from revision %" PRId64 ")",
+                key, chunk, round, s->m.keys[i].mod_revision, s->state.round, s->state.chunks_rev);
     }
     if (r == 0)
         r = rdzv_state_gather(&s->state, chunks, counts, &e);
@@ -345,7 +352,10 @@ static int start_chunk_watch(struct rdzv_session *s, struct ea_error *err)
 }
 
 /* Our entry in a chunk of the committed round: 1 found (self set), 0 not in it, -EAGAIN when
- * the chunk is of another round (the one we want is on its way), or a decode error. */
+ * the chunk is not of the commit `state` names (rdzv_chunk_commit_cmp: a later commit's, whose
+ * state is on its way, or an earlier one's that the watch has not replaced yet — the round
+ * number alone cannot tell, a `waiting` state and a dead coordinator's successor reuse it), or a
+ * decode error. */
 static int self_from_chunk(struct rdzv_session *s, const struct kv_entry *e, struct ea_error *err)
 {
     int64_t round = 0;
@@ -355,7 +365,8 @@ static int self_from_chunk(struct rdzv_session *s, const struct kv_entry *e, str
     int r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &m, &n, err);
     if (r < 0)
         return ea_error_wrap(err, r, "key '%s'", e->key);
-    if (round != s->state.round) {
+    int64_t gen = rdzv_state_generation(&s->state, s->state_rev);
+    if (round != s->state.round || rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0) {
         free(m);
         return -EAGAIN;
     }
@@ -390,7 +401,7 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
     s->stats.requests++;
     /* as of the commit we saw: the store has applied it, so a local read is consistent (etcd:
      * exactly the chunk that commit saw; a backend that serves the latest may show a later
-     * round's, which -EAGAIN below waits out) */
+     * commit's, which -EAGAIN below waits out) */
     r = kv_get_at(s->kv, key, s->state_rev, &e, err);
     if (r == KV_ENOTFOUND) { /* no chunk: not a member of this round */
         ea_error_clear(err);
@@ -402,7 +413,7 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
         return r;
     s->stats.bytes_received += strlen(e.key) + e.value_len;
     r = self_from_chunk(s, &e, err);
-    if (r == -EAGAIN) /* a newer round's chunk: its state is on its way */
+    if (r == -EAGAIN) /* a later commit's chunk: its state is on its way */
         r = 0;
     if (r >= 0 && (!s->chunk_watch_id || s->chunk_k != k)) {
         if (s->chunk_watch_id && s->chunk_k != k) {
@@ -410,8 +421,13 @@ static int fetch_self(struct rdzv_session *s, struct ea_error *err)
             rdzv_key_of(s, old, "assign/%06d", s->chunk_k);
             rdzv_mirror_del(&s->m, old);
         }
-        s->chunk_aim_k = k; /* watch it from the next version on (rdzv_tick) */
-        s->chunk_aim_rev = e.mod_revision + 1;
+        /* watch it from just after what we know (rdzv_tick): past the version read, and never
+         * before the store revision of our last listing. After a re-sync that version may be
+         * older than the store's compaction (etcd then cancels the watch, and a re-sync aimed
+         * there again would loop); the listing's revision is never compacted, and a chunk
+         * written between the commit and the listing is not this commit's (self_from_chunk) */
+        s->chunk_aim_k = k;
+        s->chunk_aim_rev = (e.mod_revision > s->listed_rev ? e.mod_revision : s->listed_rev) + 1;
         s->chunk_aim_at_ms = 0;
         if (rdzv_mirror_put(&s->m, &e) < 0)
             r = ea_errorf(err, -ENOMEM, "out of memory");
@@ -441,6 +457,7 @@ static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     }
     if (r == 0) {
         rdzv_mirror_clear(&s->m);
+        s->listed_rev = lists[0].revision;
         s->state_rev = -1; /* decode again */
         s->coord_rev = -1;
         s->self_round = -1;
@@ -469,6 +486,24 @@ static int resync(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     (void)now_ms;
     r = rdzv_derive(s, now_ms, err);
     return r < 0 ? r : fetch_self(s, err);
+}
+
+/* A watch ended (`why`): list again. Counted, and reported (a warning the agent logs) the first
+ * time and then at most once every RESYNC_TELL_MS with the count, so that a re-sync loop is
+ * never silent. */
+static int resync_broken(struct rdzv_session *s, int64_t now_ms, const char *why,
+                         struct ea_error *err)
+{
+    s->resyncs++;
+    if (s->resync_told_ms < 0 || now_ms - s->resync_told_ms >= RESYNC_TELL_MS) {
+        char msg[EA_ERROR_MSG_MAX];
+        snprintf(msg, sizeof(msg),
+                 "store watch ended (%.300s): reading the run again (re-sync %llu)", why,
+                 (unsigned long long)s->resyncs);
+        rdzv_warn(s, msg);
+        s->resync_told_ms = now_ms;
+    }
+    return resync(s, now_ms, err);
 }
 
 /* Write our node record only if the key is absent, or holds a stale record of ours: the same
@@ -584,7 +619,7 @@ int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t 
                       struct ea_error *err)
 {
     int64_t now = ea_now_ms();
-    bool broken = false;
+    const struct kv_event *broken = NULL;
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
         if (!our_watch(s, ev[i].watch_id))
@@ -599,14 +634,15 @@ int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t 
             kv_entry_clear(&copy);
         } else if (ev[i].type == KV_EVENT_DELETE) {
             rdzv_mirror_del(&s->m, ev[i].entry.key);
-        } else {
-            broken = true;
+        } else if (!broken) {
+            broken = &ev[i];
         }
     }
     if (r < 0)
         return ea_errorf(err, r, "out of memory");
     if (broken)
-        return resync(s, now, err);
+        return resync_broken(
+            s, now, broken->message[0] ? broken->message : kv_strerror(broken->error), err);
     if ((r = rdzv_derive(s, now, err)) < 0)
         return r;
     if (s->is_coord && !s->full)
@@ -636,9 +672,15 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     int r = s->need_resync ? resync(s, now_ms, err) : rdzv_derive(s, now_ms, err);
     if (r == 0)
         r = fetch_self(s, err);
-    if (r == 0 && !s->full && s->chunk_aim_rev && now_ms >= s->chunk_aim_at_ms &&
-        (r = start_chunk_watch(s, err)) < 0)
-        s->chunk_aim_at_ms = now_ms + TAKEOVER_RETRY_MS; /* the store failed: not in a loop */
+    if (r == 0 && !s->full && s->chunk_aim_rev && now_ms >= s->chunk_aim_at_ms) {
+        struct ea_error werr = {0};
+        if ((r = start_chunk_watch(s, &werr)) == KV_ECOMPACTED) /* compacted since it was read */
+            r = resync_broken(s, now_ms, werr.msg, err);
+        else if (r < 0) { /* the store failed: not in a loop */
+            s->chunk_aim_at_ms = now_ms + TAKEOVER_RETRY_MS;
+            ea_errorf(err, r, "%s", werr.msg);
+        }
+    }
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;

@@ -89,6 +89,11 @@ int rdzv_my_index(const struct rdzv_session *s);
 const struct rdzv_member *rdzv_self_member(const struct rdzv_session *s);
 /* Counters since the session was created. */
 void rdzv_stats_get(const struct rdzv_session *s, struct rdzv_stats *ret);
+/* How many times a watch ended (the store restarted, compacted its history, a stream broke) and
+ * the session listed what it needs again, since it was created: for the agent's metric
+ * (elastic_agent_store_resyncs_total). The first re-sync, and then at most one a minute, is also
+ * reported through rdzv_take_warning() with the count, so that a re-sync loop is never silent. */
+uint64_t rdzv_resync_count(const struct rdzv_session *s);
 bool rdzv_is_coordinator(const struct rdzv_session *s);
 /* Number of live nodes: counted by the coordinator; elsewhere as the coordinator last published
  * it while the run gathered. */

@@ -76,8 +76,9 @@ static int refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_erro
  * The coordinator's write of `next`: the round's assignment chunks (when the members change)
  * and then `state`, in transactions of at most KV_TXN_OPS_MAX ops, each fenced on the
  * mod_revision of `state` and of our `coord` key: a stale coordinator cannot write anything.
- * Readers only look at chunks of the round `state` names, and `state` goes last. 1 when
- * written, 0 when a fence failed (the view is refreshed), or a negative error.
+ * `state` goes last and names the revision of the commit's first chunk write (chunks_rev):
+ * readers take a chunk only when it was written between that and the commit. 1 when written, 0
+ * when a fence failed (the view is refreshed), or a negative error.
  */
 int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t now_ms,
                 struct ea_error *err)
@@ -91,7 +92,8 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     struct kv_op *ops = calloc(n_ops, sizeof(*ops));
     char(*keys)[KEY_MAX] = calloc(n_ops, sizeof(*keys));
     char **vals = calloc(n_ops, sizeof(*vals));
-    int r = ops && keys && vals ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    int64_t *revs = calloc(n_ops, sizeof(*revs)); /* the revision each op was written at */
+    int r = ops && keys && vals && revs ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
     for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
         rdzv_key_of(s, keys[k], "assign/%06zu", k);
         ops[k].key = keys[k];
@@ -99,41 +101,49 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
             ops[k].value = vals[k], ops[k].len = strlen(vals[k]);
         ops[k].del = k >= n_put;
     }
-    if (r == 0 && (r = rdzv_state_encode(next, &vals[n_ops - 1], err)) == 0) {
-        ops[n_ops - 1] = (struct kv_op){
-            .key = s->state_key, .value = vals[n_ops - 1], .len = strlen(vals[n_ops - 1])};
-    }
     struct kv_cmp cmps[2] = {{s->state_key, s->have_state ? s->state_rev : 0},
                              {s->coord_key, s->coord_rev}};
-    int64_t rev = 0;
+    /* a shallow copy that differs in chunks_rev: a same-round write keeps its commit's chunks */
+    struct rdzv_state st = *next;
+    st.chunks_rev = chunks ? 0 : s->state.chunks_rev;
     /* the chunks in batches, then `state` alone, at a later revision than every chunk: a node
      * watching its chunk and `state` on one stream gets its chunk first */
     for (size_t at = 0; r == 0 && at < n_ops;) {
         size_t left = n_ops - 1 - at, n = left == 0               ? 1
                                           : left < KV_TXN_OPS_MAX ? left
                                                                   : KV_TXN_OPS_MAX;
+        if (left == 0 && (r = rdzv_state_encode(&st, &vals[at], err)) < 0)
+            break;
+        if (left == 0)
+            ops[at] =
+                (struct kv_op){.key = s->state_key, .value = vals[at], .len = strlen(vals[at])};
         s->stats.requests++;
         s->stats.writes++;
         s->stats.keys_written += n;
-        r = kv_txn(s->kv, cmps, 2, ops + at, n, &rev, err);
+        r = kv_txn(s->kv, cmps, 2, ops + at, n, &revs[at], err);
+        for (size_t k = at + 1; r == 0 && k < at + n; k++)
+            revs[k] = revs[at];
+        if (r == 0 && at == 0 && left > 0)
+            st.chunks_rev = revs[0];
         at += n;
     }
     if (r == 0) {
-        /* mirror our own writes at once (the watch confirms them later) */
+        /* mirror our own writes at once, each at its revision (the watch confirms them later) */
         ssize_t si = rdzv_mirror_find(&s->m, s->state_key);
-        int64_t created = si >= 0 ? s->m.keys[si].create_revision : rev;
+        int64_t created = si >= 0 ? s->m.keys[si].create_revision : revs[n_ops - 1];
         for (size_t k = 0; r == 0 && k < n_ops; k++)
             if (ops[k].del)
                 rdzv_mirror_del(&s->m, ops[k].key);
             else
-                r = rdzv_mirror_put_own(&s->m, ops[k].key, ops[k].value, rev,
-                                        k == n_ops - 1 ? created : rev, 0);
+                r = rdzv_mirror_put_own(&s->m, ops[k].key, ops[k].value, revs[k],
+                                        k == n_ops - 1 ? created : revs[k], 0);
         if (r < 0)
             r = ea_errorf(err, r, "out of memory");
     }
     for (size_t k = 0; vals && k < n_ops; k++)
         free(vals[k]);
     free(vals);
+    free(revs);
     free(keys);
     free(ops);
     if (r == KV_ECONFLICT) {

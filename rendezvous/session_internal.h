@@ -25,6 +25,9 @@ struct rdzv_session {
     int64_t chunk_aim_rev;   /* ... from this revision; 0: none pending */
     int64_t chunk_aim_at_ms; /* ... not before this (a failed try waits) */
     bool need_resync;        /* the watch broke and re-listing failed: retry before anything else */
+    int64_t listed_rev;      /* store revision of the last listing (the watches start after it) */
+    uint64_t resyncs;        /* re-syncs because a watch ended (rdzv_resync_count) */
+    int64_t resync_told_ms;  /* when the last one was reported as a warning (-1: never) */
     int64_t keepalive_due_ms;
     int64_t renewed_ms; /* last successful grant or renewal of the lease */
     struct rdzv_mirror m;

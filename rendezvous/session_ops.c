@@ -257,3 +257,8 @@ void rdzv_stats_get(const struct rdzv_session *s, struct rdzv_stats *ret)
 {
     *ret = s->stats;
 }
+
+uint64_t rdzv_resync_count(const struct rdzv_session *s)
+{
+    return s->resyncs;
+}

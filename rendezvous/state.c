@@ -120,7 +120,8 @@ int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_err
                {"generation", s->generation},
                {"charge_round", s->charge_round},
                {"charge_failed_round", s->charge_failed_round},
-               {"scale_events", s->scale_events}};
+               {"scale_events", s->scale_events},
+               {"chunks_rev", s->chunks_rev}};
     for (size_t i = 0; j && i < sizeof(opt) / sizeof(opt[0]); i++)
         if (opt[i].v && json_object_set_new(j, opt[i].name, json_integer(opt[i].v)) < 0) {
             json_decref(j);
@@ -138,15 +139,16 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     struct rdzv_state s = {0};
     const char *status = NULL;
     json_int_t round = 0, failure_round = 0, generation = 0, charge = 0, charge_failed = 0;
+    json_int_t chunks_rev = 0;
     json_error_t jerr;
     if (json_unpack_ex(root, &jerr, 0,
-                       "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i}",
+                       "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i, s?I}",
                        "round", &round, "status", &status, "members", &s.group_world_size, "chunks",
                        &s.n_chunks, "world_size", &s.world_size, "restart_count", &s.restart_count,
                        "max_restarts", &s.max_restarts, "min", &s.min_nodes, "max", &s.max_nodes,
                        "failure_round", &failure_round, "generation", &generation, "charge_round",
                        &charge, "charge_failed_round", &charge_failed, "scale_events",
-                       &s.scale_events) < 0) {
+                       &s.scale_events, "chunks_rev", &chunks_rev) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: %s", jerr.text);
         goto out;
     }
@@ -155,12 +157,13 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     s.generation = generation;
     s.charge_round = charge;
     s.charge_failed_round = charge_failed;
+    s.chunks_rev = chunks_rev;
     if (status_parse(status, &s.status) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: unknown status '%s'", status);
         goto out;
     }
     if (round < 0 || s.min_nodes < 1 || s.max_nodes < s.min_nodes || s.restart_count < 0 ||
-        generation < 0 || charge < 0 || charge_failed < 0 || s.scale_events < 0 ||
+        generation < 0 || charge < 0 || charge_failed < 0 || s.scale_events < 0 || chunks_rev < 0 ||
         s.max_restarts < 0 || s.group_world_size < 0 || s.world_size < s.group_world_size ||
         !rdzv_chunk_count_ok(s.n_chunks, (size_t)s.group_world_size) ||
         (s.status == RDZV_RUNNING && (s.group_world_size == 0 || round < 1))) {
@@ -352,6 +355,13 @@ int rdzv_state_copy(struct rdzv_state *dst, const struct rdzv_state *src)
 int64_t rdzv_state_generation(const struct rdzv_state *s, int64_t mod_revision)
 {
     return s->generation > 0 ? s->generation : mod_revision;
+}
+
+int rdzv_chunk_commit_cmp(const struct rdzv_state *s, int64_t generation, int64_t chunk_rev)
+{
+    if (chunk_rev >= generation)
+        return 1;
+    return chunk_rev < s->chunks_rev ? -1 : 0;
 }
 
 int rdzv_state_find(const struct rdzv_state *s, const char *node_id)

@@ -76,6 +76,9 @@ struct rdzv_state {
                                yet (refunded if a member turns out lost within one lease TTL) */
     int64_t charge_failed_round; /* the round in which that worker failed */
     int scale_events;       /* rounds started by membership changes (not charged) */
+    int64_t chunks_rev;     /* store revision of the first write of this commit's assignment
+                               chunks (0: unknown, a writer before it was recorded): a chunk is
+                               this commit's iff written in [chunks_rev, generation) */
 };
 
 /* One network interface address a node publishes for NIC discovery. */
@@ -148,6 +151,13 @@ int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
 /* Decode a chunk: its round and chunk index and its members (malloc'ed, *ret_n of them). */
 int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,
                       struct rdzv_member **ret, size_t *ret_n, struct ea_error *err);
+/* Which commit an assignment chunk written at store revision `chunk_rev` belongs to, relative to
+ * the commit of `s` (`generation`: the revision of the write that committed its round, see
+ * rdzv_state_generation): 0 when it is one of that commit's chunks (written in
+ * [s->chunks_rev, generation)), 1 when written after it (a later commit, its `state` still on its
+ * way), -1 when written before (an earlier commit's, or a dead coordinator's). A round number
+ * alone cannot tell: a `waiting` state reuses it, and so does a coordinator's successor. */
+int rdzv_chunk_commit_cmp(const struct rdzv_state *s, int64_t generation, int64_t chunk_rev);
 /* Gather the members of `s` (group_world_size of them) from decoded chunks (`chunks[k]` with
  * `counts[k]` members, k < s->n_chunks) into s->members in group-rank order, checking they
  * agree with the commit record (ranks contiguous, rank bases summing to world_size). */

@@ -56,3 +56,18 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/idle_daemon_fills*' \
   agent/daemon/serve.c '/^static void watch_run_state(/,/^{/s/^{$/{ return; \/* mutant: no watch *\//' \
   '^test_e2e_daemon$'
+# issue 30: after a re-sync, a chunk watch aimed at the chunk's own (compacted) version: a re-sync
+# loop (tests/etcd/test_rdzv_compaction.c catches it on a real etcd too, ~120 requests/s)
+./scripts/mutate.sh --target test_rdzv_session --filter 'session/compacted_watch*' \
+  rendezvous/session.c \
+  's/s->chunk_aim_rev = (e.mod_revision > s->listed_rev ? e.mod_revision : s->listed_rev) + 1;/s->chunk_aim_rev = e.mod_revision + 1;/' \
+  '^test_rdzv_session$'
+# issue 30: a chunk taken on its round number alone (a waiting rewrite, a dead coordinator's)
+./scripts/mutate.sh --target test_rdzv_session --filter 'session/waiting_rewrite*' \
+  rendezvous/session.c \
+  's/|| rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0)/|| (rdzv_chunk_commit_cmp(\&s->state, gen, e->mod_revision) != 0 \&\& 0))/' \
+  '^test_rdzv_session$'
+./scripts/mutate.sh --target test_rdzv_session --filter 'session/dead_coordinators*' \
+  rendezvous/session.c \
+  's/|| rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0)/|| (rdzv_chunk_commit_cmp(\&s->state, gen, e->mod_revision) != 0 \&\& 0))/' \
+  '^test_rdzv_session$'

@@ -35,3 +35,7 @@ ea_add_criterion_test(test_rdzv_fleet SOURCES etcd/test_rdzv_fleet.c LIBS ea_etc
                       TIMEOUT 300 LABELS etcd)
 target_compile_definitions(test_rdzv_fleet PRIVATE EA_RDZV_SIM="$<TARGET_FILE:rdzv-sim>")
 add_dependencies(test_rdzv_fleet rdzv-sim)
+
+# Issue 30: idle nodes stay quiet after etcd compacted its history and restarted.
+ea_add_criterion_test(test_rdzv_compaction SOURCES etcd/test_rdzv_compaction.c
+                      LIBS ea_etcd_harness ea_rendezvous TIMEOUT 90 LABELS etcd)

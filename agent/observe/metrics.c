@@ -89,6 +89,9 @@ char *metrics_render(const struct metrics_snapshot *m)
            (double)m->lease_renew_failures);
     metric(f, "rejoins_total", "counter", "Joins after this node's lease was lost.", "",
            (double)m->rejoins);
+    metric(f, "store_resyncs_total", "counter",
+           "Times a store watch ended (restart, compaction) and the run was read again.", "",
+           (double)m->store_resyncs);
     metric(f, "last_rendezvous_seconds", "gauge",
            "Time from stopping (or joining) to starting the latest workers.", "",
            m->last_rendezvous_seconds);

@@ -45,6 +45,8 @@ struct metrics_snapshot {
     uint64_t worker_failures;       /* local workers that failed */
     uint64_t lease_renew_failures;  /* keepalives that failed */
     uint64_t rejoins;               /* joins after a lost lease */
+    uint64_t store_resyncs;         /* store watches re-established by reading again
+                                       (rdzv_resync_count) */
     double last_rendezvous_seconds; /* from stopping (or joining) to the next workers started */
     struct metrics_latency store;
     struct ph_hist phases[PH_N]; /* recovery phase durations (observe/phases.h) */

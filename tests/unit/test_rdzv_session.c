@@ -260,3 +260,276 @@ Test(session, lost_lease_is_reported_and_rejoin_reforms_the_round)
     cr_assert_eq(rdzv_reform(ss[1], gen, &err), 0);
     cr_assert_eq(rdzv_current(ss[1], NULL)->round, 2);
 }
+
+/* ==== issue 30: a chunk is taken only from the commit `state` names ====
+ * (kept as one block at the end of the file: other tests of this suite go above it)
+ *
+ * A node takes its ranks from its assignment chunk (assign/<k>) only when the chunk was written
+ * by the commit that `state` names (between the commit's first chunk write, `chunks_rev`, and the
+ * commit), never on its round number alone: a `waiting` state reuses the round number and
+ * rewrites the chunks, and so does the successor of a coordinator that died between its chunk
+ * writes and its `state`. Each test hands the node its store events in an order a real store
+ * may deliver them (etcd: a chunk watch still catching up after a state watch), through
+ * rdzv_apply_events(). */
+
+/* Re-create every session with `min` nodes (on the same store handles). */
+static void remake_sessions(int min)
+{
+    for (int i = 0; i < N; i++) {
+        rdzv_session_destroy(ss[i]);
+        struct rdzv_config rc = {.prefix = "/elastic/t/",
+                                 .params = {.min_nodes = min, .max_nodes = 3, .settle_ms = 0,
+                                            .last_call_ms = 1000, .max_restarts = 1},
+                                 .lease_ttl_ms = 5000};
+        snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
+        snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
+        snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
+        rc.self.nproc = 2;
+        struct ea_error err = {0};
+        cr_assert_eq(rdzv_session_create(kvs[i], &rc, &ss[i], &err), 0, "%s", err.msg);
+    }
+}
+
+/* Node i's undelivered store events, read (not applied) until one of them is the write of
+ * `state` at revision `state_rev` (deadline 5 s). The caller frees them (kv_events_free). */
+static void events_until_state(int i, int64_t state_rev, struct kv_event **ret, size_t *ret_n)
+{
+    struct kv_event *all = NULL;
+    size_t n = 0;
+    int64_t deadline = ea_now_ms() + 5000;
+    for (;;) {
+        for (size_t k = 0; k < n; k++)
+            if (strcmp(all[k].entry.key, "/elastic/t/state") == 0 &&
+                all[k].entry.mod_revision == state_rev) {
+                *ret = all;
+                *ret_n = n;
+                return;
+            }
+        cr_assert_lt(ea_now_ms(), deadline, "node %d never got the state of revision %lld", i,
+                     (long long)state_rev);
+        struct pollfd p = {.fd = kv_event_fd(kvs[i]), .events = POLLIN};
+        poll(&p, 1, 50);
+        struct kv_event *ev = NULL;
+        size_t m = 0;
+        struct ea_error err = {0};
+        cr_assert_eq(kv_read_events(kvs[i], &ev, &m, &err), 0, "%s", err.msg);
+        all = realloc(all, (n + m + 1) * sizeof(*all));
+        cr_assert(all);
+        memcpy(all + n, ev, m * sizeof(*ev)); /* the entries move over: free `ev` alone */
+        free(ev);
+        n += m;
+    }
+}
+
+/* Apply to node i the events ev[k] for which keep(ev[k]) is `want` (shallow copies: the entries
+ * stay ev's). */
+static void apply_some(int i, const struct kv_event *ev, size_t n,
+                       bool (*keep)(const struct kv_event *), bool want)
+{
+    struct kv_event *sel = calloc(n ? n : 1, sizeof(*sel));
+    cr_assert(sel);
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (keep(&ev[k]) == want)
+            sel[m++] = ev[k];
+    struct ea_error err = {0};
+    cr_assert_geq(rdzv_apply_events(ss[i], sel, m, &err), 0, "%s", err.msg);
+    free(sel);
+}
+
+static bool rounds1_at_0_and_1(void)
+{
+    return round_of(0) == 1 && round_of(1) == 1;
+}
+
+static int64_t coordinator_state_rev(void)
+{
+    struct kv_entry e = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_get(kvs[0], "/elastic/t/state", &e, &err), 0, "%s", err.msg);
+    int64_t rev = e.mod_revision;
+    kv_entry_clear(&e);
+    return rev;
+}
+
+static bool waiting_at_0(void)
+{
+    const struct rdzv_state *s = rdzv_current(ss[0], NULL);
+    return s && s->status == RDZV_WAITING;
+}
+
+static int64_t waiting_state_rev;
+static bool is_waiting_state(const struct kv_event *e)
+{
+    return strcmp(e->entry.key, "/elastic/t/state") == 0 &&
+           e->entry.mod_revision >= waiting_state_rev;
+}
+
+/* Round 1 runs n0, n1, n2 (ranks 0, 1, 2); n1 leaves below min, so the coordinator writes a
+ * `waiting` state of the same round number, rewriting the chunk with the survivors (n2 is rank 1
+ * there). n2, which has not looked at its chunk yet, gets round 1's commit and the chunk
+ * rewritten after it (the waiting `state` itself comes in its next read): it must not take rank
+ * 1 of the waiting commit for round 1. Fails without the commit check in self_from_chunk (n2
+ * takes rank 1). */
+Test(session, waiting_rewrite_is_not_the_running_rounds_chunk)
+{
+    remake_sessions(3);
+    struct ea_error err = {0};
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(rdzv_join(ss[i], &err), 0, "%s", err.msg);
+    cr_assert(pump_until(rounds1_at_0_and_1, 2), "round 1 at max (n2 is not pumped)");
+    int64_t running_rev = coordinator_state_rev();
+    cr_assert_eq(rdzv_leave(ss[1], &err), 0, "%s", err.msg);
+    cr_assert(pump_until(waiting_at_0, 1), "below min: the coordinator writes a waiting state");
+    waiting_state_rev = coordinator_state_rev();
+    cr_assert_gt(waiting_state_rev, running_rev);
+
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    events_until_state(2, waiting_state_rev, &ev, &n);
+    apply_some(2, ev, n, is_waiting_state, false); /* up to round 1's commit */
+    const struct rdzv_state *s = rdzv_current(ss[2], NULL);
+    cr_assert(s && s->status == RDZV_RUNNING && s->round == 1);
+    const struct rdzv_member *m = rdzv_self_member(ss[2]);
+    cr_assert(!m || (m->group_rank == 2 && m->rank_base == 4),
+              "round 1's ranks, or none yet; not the waiting commit's (rank %d, base %d)",
+              m ? m->group_rank : -1, m ? m->rank_base : -1);
+    apply_some(2, ev, n, is_waiting_state, true);
+    cr_assert_eq(rdzv_current(ss[2], NULL)->status, RDZV_WAITING);
+    kv_events_free(ev, n);
+}
+
+static int64_t real_chunk_rev;
+static bool is_real_chunk(const struct kv_event *e)
+{
+    return e->entry.mod_revision == real_chunk_rev;
+}
+
+static bool round2_at_0(void)
+{
+    return round_of(0) == 2;
+}
+
+/* A coordinator died after writing its chunk of round 2 (n2 at rank 0), before its `state`;
+ * its successor commits round 2 without n1 (n2 at rank 1), rewriting the chunk, then `state`.
+ * n2 gets the dead coordinator's chunk, then the new `state`, and the successor's chunk last
+ * (its chunk watch lags): it must take rank 1, at once (one read at the commit) and for the rest
+ * of the round. Fails without the commit check in self_from_chunk (n2 takes rank 0 and keeps
+ * it). */
+Test(session, dead_coordinators_chunk_is_not_the_successors)
+{
+    join_all();
+    struct ea_error err = {0};
+    struct kv_entry node = {0};
+    cr_assert_eq(kv_get(kvs[2], "/elastic/t/nodes/n2", &node, &err), 0, "%s", err.msg);
+    struct rdzv_member dead[2] = {
+        {.node_id = "n2", .host = "h2", .nproc = 2, .group_rank = 0, .rank_base = 0,
+         .slot = node.create_revision},
+        {.node_id = "n0", .host = "h0", .nproc = 2, .group_rank = 1, .rank_base = 2, .slot = 0}};
+    kv_entry_clear(&node);
+    struct kv_entry n0 = {0};
+    cr_assert_eq(kv_get(kvs[0], "/elastic/t/nodes/n0", &n0, &err), 0, "%s", err.msg);
+    dead[1].slot = n0.create_revision;
+    kv_entry_clear(&n0);
+    struct rdzv_state st = {.round = 2, .status = RDZV_RUNNING, .members = dead, .n_members = 2,
+                            .group_world_size = 2, .n_chunks = 1, .world_size = 4};
+    char *json = NULL;
+    cr_assert_eq(rdzv_chunk_encode(&st, 0, &json, &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_put(kvs[1], "/elastic/t/assign/000000", json, strlen(json), 0, NULL, &err), 0);
+    free(json);
+
+    cr_assert_eq(rdzv_leave(ss[1], &err), 0, "%s", err.msg);
+    cr_assert(pump_until(round2_at_0, 1), "the coordinator commits round 2 without n1");
+    int64_t state_rev = coordinator_state_rev();
+    struct kv_entry chunk = {0};
+    cr_assert_eq(kv_get(kvs[0], "/elastic/t/assign/000000", &chunk, &err), 0, "%s", err.msg);
+    real_chunk_rev = chunk.mod_revision;
+    kv_entry_clear(&chunk);
+
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    events_until_state(2, state_rev, &ev, &n);
+    apply_some(2, ev, n, is_real_chunk, false); /* the dead one's chunk, then the state */
+    cr_assert_eq(round_of(2), 2);
+    const struct rdzv_member *m = rdzv_self_member(ss[2]);
+    cr_assert(m, "n2 is a member of round 2");
+    cr_assert_eq(m->group_rank, 1, "the successor's rank, not the dead coordinator's");
+    cr_assert_eq(m->rank_base, 2);
+    apply_some(2, ev, n, is_real_chunk, true); /* the right chunk, late */
+    m = rdzv_self_member(ss[2]);
+    cr_assert(m && m->group_rank == 1 && m->rank_base == 2);
+    kv_events_free(ev, n);
+}
+
+/* ==== issue 30: no re-sync loop after the store dropped old history ====
+ * The file store keeps its last 512 events or 256 KiB (KVS_FILE_LOG_*): a watch that falls
+ * further behind ends with KV_ECOMPACTED, as etcd's does after a compaction. */
+
+static bool never(void)
+{
+    return false;
+}
+
+static bool any_event(const struct kv_event *e)
+{
+    (void)e;
+    return true;
+}
+
+static uint64_t requests_of(int i)
+{
+    struct rdzv_stats st;
+    rdzv_stats_get(ss[i], &st);
+    return st.requests;
+}
+
+static bool all_resynced(void)
+{
+    for (int i = 0; i < N; i++)
+        if (rdzv_resync_count(ss[i]) == 0 || !rdzv_self_member(ss[i]))
+            return false;
+    return true;
+}
+
+/* Every node re-syncs once and is quiet again: a node's chunk watch must start after its
+ * listing's revision, not after the chunk's own version, which the store no longer has. Fails
+ * without that (session.c fetch_self): the chunk watch fails at once, in a loop. */
+Test(session, compacted_watch_resyncs_once_then_quiet)
+{
+    join_all();
+    struct ea_error err = {0};
+    /* past the store's history (KVS_FILE_LOG_BYTES): every watch falls behind */
+    static char big[64 << 10];
+    memset(big, 'x', sizeof(big));
+    for (int k = 0; k < 8; k++)
+        cr_assert_eq(kv_put(kvs[0], "/other/k", big, sizeof(big), 0, NULL, &err), 0, "%s",
+                     err.msg);
+    cr_assert(pump_until(all_resynced, N), "every node re-syncs after its watch was compacted");
+    pump_within(never, N, 600); /* the light nodes start their chunk watches (rdzv_tick) */
+    uint64_t req[N], rs[N];
+    for (int i = 0; i < N; i++)
+        req[i] = requests_of(i), rs[i] = rdzv_resync_count(ss[i]);
+    pump_within(never, N, 1500);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(rdzv_resync_count(ss[i]), rs[i], "node %d re-syncs in a loop", i);
+        cr_assert_eq(requests_of(i), req[i], "node %d: %llu requests while idle", i,
+                     (unsigned long long)(requests_of(i) - req[i]));
+    }
+    char warning[EA_ERROR_MSG_MAX];
+    cr_assert(rdzv_take_warning(ss[2], warning, sizeof(warning)));
+    cr_assert(strstr(warning, "re-sync 1") && strstr(warning, "compacted"), "%s", warning);
+    /* and the chunk watch works: round 2 reaches n2 */
+    cr_assert_eq(rdzv_leave(ss[1], &err), 0, "%s", err.msg);
+    cr_assert(pump_until(round2_at_0, 1));
+    int64_t gen = 0;
+    rdzv_current(ss[0], &gen);
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    events_until_state(2, gen, &ev, &n);
+    uint64_t before = requests_of(2);
+    apply_some(2, ev, n, any_event, true);
+    cr_assert_eq(round_of(2), 2);
+    cr_assert(rdzv_self_member(ss[2]) && rdzv_my_index(ss[2]) == 1);
+    cr_assert_eq(requests_of(2), before, "the chunk came on the watch, not by a read");
+    kv_events_free(ev, n);
+}
