@@ -497,6 +497,7 @@ void agent_publish(struct agent *a)
     m->max_restarts = s ? s->max_restarts : a->cfg->max_restarts;
     m->scale_events = s ? s->scale_events : 0;
     m->live_nodes = (int)rdzv_live_count(a->rdzv);
+    m->store_resyncs = rdzv_resync_count(a->rdzv);
     m->group_rank = rdzv_my_index(a->rdzv);
     m->workers_running = a->state == LC_RUNNING ? a->group.live : 0;
     memcpy(m->phases, a->ph.hist, sizeof(m->phases));

@@ -56,8 +56,8 @@ echo "mutate: $file: $(diff "$file" "$src/$file" | grep '^>' | head -3 | tr -s '
 log=$work/build.log
 build=(cmake --build "$bld" -j"$(nproc)")
 for t in "${targets[@]}"; do build+=(--target "$t"); done
-if ! { [[ -f $bld/CMakeCache.txt ]] || cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo; } \
-  >"$log" 2>&1 || ! "${build[@]}" >>"$log" 2>&1; then
+# configured every time (quick once cached): a test target added since the last run must exist
+if ! cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log" 2>&1 || ! "${build[@]}" >>"$log" 2>&1; then
   echo "mutate: the mutant does not build (a mutation must compile):" >&2
   tail -n 30 "$log" >&2
   exit 2
