@@ -3,6 +3,8 @@
 ea_add_criterion_test(test_tracker SOURCES unit/test_tracker.c helpers/rabit_sim.c
                       LIBS ea_agent Threads::Threads TIMEOUT 120)
 target_include_directories(test_tracker PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/helpers)
+# the test offers the tracker's bind() a chosen port (the one it must avoid): __wrap_bind
+target_link_options(test_tracker PRIVATE -Wl,--wrap=bind)
 # Real XGBoost (Debian's python3-xgboost) under the built-in tracker, file backend.
 ea_add_criterion_test(test_e2e_xgboost SOURCES e2e/test_e2e_xgboost.c LIBS ea_e2e_harness
                       TIMEOUT 300 LABELS e2e xgboost)
