@@ -5,7 +5,8 @@
  * Three idle daemons run two runs back to back without a restart (ranks 0..2, /healthz and
  * /readyz between runs); two runs of --max 2 on three daemons run in FIFO order; a fourth daemon
  * joins a run below its max; a SIGKILLed daemon's run re-forms and the daemon, started again,
- * rejoins it; an idle daemon fills a run that lost a member; cancel, a refused spec, a corrupt and a foreign spec in the store, a run that
+ * rejoins it; an idle daemon fills a run that lost a member; a failed run (submit --wait exits 1,
+ * its id is spent); cancel, a refused spec, a corrupt and a foreign spec in the store, a run that
  * cannot reach its --min. Waits are on files (inotify), exits (pidfd) and the pool's status
  * polled with deadlines; never on sleeps.
  */
@@ -451,8 +452,8 @@ Test(daemon, failed_run_exits_1_leaves_the_queue_and_spends_its_id)
     serve_all(d, 2);
     submit(&s, "doomed", "--min 2 --max 2 --settle 0.5 --max-restarts 0", "exit 3");
     h_expect_exit(&s, 1, 30000);
-    cr_assert(h_file_contains(s.out, "run 'doomed' failed (exit 1)"), "submit --wait said no "
-                                                                      "failure");
+    cr_assert(h_file_contains(s.out, "run 'doomed' failed (exit 1)"),
+              "submit --wait said nothing of the failure");
     wait_idle(2, 10000);
     for (int i = 0; i < 2; i++)
         cr_assert(h_file_contains(d[i].log, "run 'doomed' is over on this node (agent exit 1)"));

@@ -371,8 +371,8 @@ Test(session, rejoined_node_does_not_take_its_dead_incarnations_place)
     cr_assert_eq(rdzv_keepalive(ss[2], ea_now_ms() + 60000, &err), KV_ENOLEASE);
     cr_assert_eq(rdzv_join(ss[2], &err), 0, "%s", err.msg);
     cr_assert_eq(rdzv_current(ss[2], NULL)->round, 1, "round 1 is still the committed one");
-    cr_assert_null(rdzv_self_member(ss[2]), "the rejoined node took its dead incarnation's "
-                                            "assignment (rank %d)",
+    cr_assert_null(rdzv_self_member(ss[2]),
+                   "the rejoined node took its dead incarnation's assignment (rank %d)",
                    rdzv_my_index(ss[2]));
     cr_assert_eq(rdzv_my_index(ss[2]), -1);
     cr_assert_eq(rdzv_reform(ss[2], gen, &err), 0, "%s", err.msg);

@@ -31,7 +31,7 @@
  * of an IPv4 socket to port 0 gets `offer_port` instead, as if the kernel had picked it, once. */
 int __wrap_bind(int fd, const struct sockaddr *sa, socklen_t len);
 int __real_bind(int fd, const struct sockaddr *sa, socklen_t len);
-static int offer_port;   /* set by the test; 0: bind as asked */
+static int offer_port;    /* set by the test; 0: bind as asked */
 static bool port_offered; /* the offer was bound */
 
 int __wrap_bind(int fd, const struct sockaddr *sa, socklen_t len)
