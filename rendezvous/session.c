@@ -186,7 +186,9 @@ static void self_from_members(struct rdzv_session *s)
     s->self_ok = false;
     s->self_round = s->state.round;
     for (size_t i = 0; i < s->state.n_members; i++)
-        if (strcmp(s->state.members[i].node_id, s->cfg.self.node_id) == 0) {
+        /* the slot too: a node that lost its lease and rejoined is not its dead incarnation */
+        if (strcmp(s->state.members[i].node_id, s->cfg.self.node_id) == 0 &&
+            s->state.members[i].slot == s->slot) {
             s->self = s->state.members[i];
             s->self_ok = true;
         }

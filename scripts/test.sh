@@ -71,3 +71,26 @@ echo "== mutation checks =="
   rendezvous/session.c \
   's/|| rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0)/|| (rdzv_chunk_commit_cmp(\&s->state, gen, e->mod_revision) != 0 \&\& 0))/' \
   '^test_rdzv_session$'
+./scripts/mutate.sh --target test_rdzv_session --filter 'session/stale_coordinator_cannot_commit' \
+  rendezvous/session_coord.c 's/kv_txn(s->kv, cmps, 2,/kv_txn(s->kv, cmps, 1,/' \
+  '^test_rdzv_session$'
+./scripts/mutate.sh --target test_rdzv_session \
+  --filter 'session/rejoined_node_does_not_take_its_dead_incarnations_place' \
+  rendezvous/session.c 's/ \&\& m\[i\]\.slot == s->slot)/)/' '^test_rdzv_session$'
+./scripts/mutate.sh --target test_tracker \
+  --filter 'tracker/avoided_port_is_refused_when_the_kernel_offers_it' agent/tracker/tracker.c \
+  's/if (port == p->avoid_port \&\& attempt < 3)/if (0 \&\& attempt < 3)/' '^test_tracker_safety$'
+./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/fifo_two_runs_on_three_nodes' \
+  agent/daemon/pool.c 's/group_world_size >= max_nodes/group_world_size > max_nodes/' \
+  '^test_e2e_daemon_safety$'
+./scripts/mutate.sh --target test_e2e_daemon \
+  --filter 'daemon/failed_run_exits_1_leaves_the_queue_and_spends_its_id' agent/daemon/pool.c \
+  '/"failed") == 0)/{n;s/return 1;/return 0;/}' '^test_e2e_daemon$'
+./scripts/mutate.sh --target test_e2e_daemon \
+  --filter 'daemon/failed_run_exits_1_leaves_the_queue_and_spends_its_id' agent/daemon/pool.c \
+  's/kv_txn(p->kv, cmps, 2, \&op, 1, NULL, err)/kv_txn(p->kv, cmps, 1, \&op, 1, NULL, err)/' \
+  '^test_e2e_daemon$'
+./scripts/mutate.sh --target test_rdzv_session \
+  --filter 'session/rejoined_full_view_node_does_not_take_its_dead_incarnations_place' \
+  rendezvous/session.c 's/s->state.members\[i\].slot == s->slot) {/1) {/' \
+  '^test_rdzv_session$'

@@ -5,7 +5,8 @@
  * Three idle daemons run two runs back to back without a restart (ranks 0..2, /healthz and
  * /readyz between runs); two runs of --max 2 on three daemons run in FIFO order; a fourth daemon
  * joins a run below its max; a SIGKILLed daemon's run re-forms and the daemon, started again,
- * rejoins it; an idle daemon fills a run that lost a member; cancel, a refused spec, a corrupt and a foreign spec in the store, a run that
+ * rejoins it; an idle daemon fills a run that lost a member; a failed run (submit --wait exits 1,
+ * its id is spent); cancel, a refused spec, a corrupt and a foreign spec in the store, a run that
  * cannot reach its --min. Waits are on files (inotify), exits (pidfd) and the pool's status
  * polled with deadlines; never on sleeps.
  */
@@ -177,22 +178,41 @@ static void wait_idle(int n, int timeout_ms)
     cr_assert_fail("%d daemon(s) idle, not %d, after %d ms", got, n, timeout_ms);
 }
 
+/* Run `id`'s entry in the pool's list of runs (borrowed from j), or NULL. */
+static json_t *run_of(json_t *j, const char *id)
+{
+    json_t *r;
+    size_t i;
+    json_array_foreach(json_object_get(j, "runs"), i, r)
+        if (strcmp(json_string_value(json_object_get(r, "run")), id) == 0)
+            return r;
+    return NULL;
+}
+
+/* Wait (polling status --pool) until run `id` is in the pool's queue with at least `nodes`
+ * nodes in it (`nodes` < 0: until it is no longer queued). */
+static void wait_run_nodes(const char *id, int nodes, int timeout_ms)
+{
+    int64_t end = h_now_ms() + timeout_ms;
+    int got = -1;
+    while (h_now_ms() < end) {
+        json_t *j = pool_status(), *r = run_of(j, id);
+        got = r ? (int)json_array_size(json_object_get(r, "nodes")) : -1;
+        json_decref(j);
+        if (nodes < 0 ? got < 0 : got >= nodes)
+            return;
+        poll(NULL, 0, 50); /* the next poll of the status, not a synchronisation */
+    }
+    if (nodes < 0)
+        cr_assert_fail("run %s still queued (with %d nodes) after %d ms", id, got, timeout_ms);
+    cr_assert_fail("run %s: %d node(s), not %d, after %d ms (-1: not queued)", id, got, nodes,
+                   timeout_ms);
+}
+
 /* Wait (polling status --pool) until run `id` is in the pool's queue. */
 static void wait_queued(const char *id, int timeout_ms)
 {
-    int64_t end = h_now_ms() + timeout_ms;
-    while (h_now_ms() < end) {
-        json_t *j = pool_status(), *r;
-        size_t i;
-        bool found = false;
-        json_array_foreach(json_object_get(j, "runs"), i, r)
-            found |= strcmp(json_string_value(json_object_get(r, "run")), id) == 0;
-        json_decref(j);
-        if (found)
-            return;
-        poll(NULL, 0, 50);
-    }
-    cr_assert_fail("run %s not queued after %d ms", id, timeout_ms);
+    wait_run_nodes(id, 0, timeout_ms);
 }
 
 /* Read envdir/<run>.<round>.<rank>: node id, world size, tag. */
@@ -302,6 +322,20 @@ Test(daemon, fifo_two_runs_on_three_nodes)
     cr_assert_eq(in_older, 2, "%d daemons in a run of --max 2", in_older);
     json_decref(j);
     cr_assert_eq(h_count_files(envdir, "newer."), 0, "the newer run started first");
+    /* the third daemon went on to the newer run: the pool shows the older run full (at its max)
+     * and the newer one as next, with room.
+     * Mutation: pool_run_of_state() giving a run at its max room (scripts/test.sh runs it) ->
+     * the older run is not full. */
+    wait_run_nodes("newer", 1, 10000);
+    j = pool_status();
+    json_t *older = run_of(j, "older"), *newer = run_of(j, "newer");
+    cr_assert(older && newer);
+    cr_assert_str_eq(json_string_value(json_object_get(older, "status")), "running");
+    cr_assert(json_is_true(json_object_get(older, "full")), "a run at its --max is not full");
+    cr_assert(json_is_false(json_object_get(newer, "full")), "the newer run (1 of 2) is full");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "next")), "newer",
+                     "the pool's next run is not the one with room");
+    json_decref(j);
     release("older");
     h_expect_exit(&a, 0, 30000);
     wait_ranks("newer", 1, 2, 20000);
@@ -405,6 +439,34 @@ Test(daemon, idle_daemon_fills_a_run_that_lost_a_member)
     release("refill");
     h_expect_exit(&s, 0, 30000);
     wait_idle(2, 10000);
+}
+
+/* A run whose worker fails with no restart left: submit --wait exits 1 and says so, the run
+ * leaves the queue, and its id is spent (its final state stays in the store).
+ * Mutations: pool_status_exit() taking "failed" for 0 -> --wait exits 0, "succeeded";
+ * pool_advance() never deleting an ended run's spec -> it stays queued; pool_submit() comparing
+ * the queue key alone -> the id is queued again (scripts/test.sh runs the first and the last). */
+Test(daemon, failed_run_exits_1_leaves_the_queue_and_spends_its_id)
+{
+    struct h_agent d[2], s;
+    serve_all(d, 2);
+    submit(&s, "doomed", "--min 2 --max 2 --settle 0.5 --max-restarts 0", "exit 3");
+    h_expect_exit(&s, 1, 30000);
+    cr_assert(h_file_contains(s.out, "run 'doomed' failed (exit 1)"),
+              "submit --wait said nothing of the failure");
+    wait_idle(2, 10000);
+    for (int i = 0; i < 2; i++)
+        cr_assert(h_file_contains(d[i].log, "run 'doomed' is over on this node (agent exit 1)"));
+    wait_run_nodes("doomed", -1, 10000);
+    struct h_agent again;
+    const char *args[] = {"submit", "--rdzv-endpoint", eh.endpoints, "--run-id", "doomed", "--",
+                          "true", NULL};
+    cmd_start(&again, "submit-again", args);
+    h_expect_exit(&again, 2, 10000);
+    cr_assert(h_file_contains(again.log, "run 'doomed' exists already"), "submitted again");
+    json_t *j = pool_status();
+    cr_assert_null(run_of(j, "doomed"), "the spent id is queued again");
+    json_decref(j);
 }
 
 Test(daemon, cancel_refused_and_corrupt_specs)

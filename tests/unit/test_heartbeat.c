@@ -96,6 +96,38 @@ Test(hb, a_rank_that_exited_is_not_watched)
     hb_destroy(h);
 }
 
+/* Round 2 in the directory round 1 used: round 1's heartbeat files are gone when it is armed,
+ * so a rank of round 2 that never beats is caught at its startup deadline, not taken for
+ * having beaten through the file its predecessor left.
+ * mutation: prepare_dir() keeping the old files -> rank 1's old file counts as its first beat */
+Test(hb, a_new_round_starts_without_the_last_rounds_beats)
+{
+    struct hb *h;
+    cr_assert_eq(hb_create(5000, 20000, &h, NULL), 0);
+    char hbdir[128], path[256];
+    snprintf(hbdir, sizeof(hbdir), "%s/heartbeat", dir);
+    int64_t t0 = ea_now_ms();
+    cr_assert_eq(hb_arm(h, hbdir, 2, 0, t0, NULL), 0);
+    beat(h, 0, "100\n");
+    beat(h, 1, "100\n");
+    hb_on_events(h, t0 + 10);
+    cr_assert_eq(hb_ready_ms(h), t0 + 10);
+    /* round 2: the same ranks, the same directory */
+    int64_t t1 = t0 + 1000;
+    cr_assert_eq(hb_arm(h, hbdir, 2, 0, t1, NULL), 0);
+    beat(h, 0, "1\n");
+    hb_on_events(h, t1 + 10);
+    cr_assert_eq(hb_ready_ms(h), -1, "rank 1 of round 2 has not beaten");
+    struct hb_hang hang;
+    cr_assert_eq(hb_check(h, t1 + 20000, &hang), 1, "rank 1 never beat in round 2: no hang");
+    cr_assert_eq(hang.rank, 1);
+    cr_assert(hang.first, "%s", hang.message);
+    cr_assert(strstr(hang.message, "rank 1 hung: no first heartbeat within 20 s"), "%s",
+              hang.message);
+    cr_assert_eq(access(hb_file(h, 1, path, sizeof(path)), F_OK), -1, "round 1's file is left");
+    hb_destroy(h);
+}
+
 static int parse(const char *const *args, struct ea_error *err)
 {
     char *argv[32] = {"elastic-agent"};

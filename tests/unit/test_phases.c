@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /* ph (agent/observe/phases.c): the recovery clock's marks, its record, text, JSON and the
- * Prometheus histogram, which must pass `promtool check metrics`. */
+ * Prometheus histogram, which must pass `promtool check metrics`; and the last recovery as
+ * `status` picks it from the run's keys (agent/observe/health_view.c). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "health_view.h"
 #include "metrics.h"
 #include "phases.h"
 
@@ -119,6 +121,73 @@ Test(phases, another_nodes_detect_key_is_used_and_round_trips)
     cr_assert_lt(back.s[PH_READY], 0);
     free(json);
     cr_assert_eq(ph_record_parse("{\"round\":1}", &back), -EBADMSG);
+}
+
+/* The rendered histograms, into a static buffer. */
+static const char *rendered(const struct ph *p)
+{
+    static char buf[16384];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    cr_assert_not_null(f);
+    ph_render_metrics(f, p->hist);
+    fclose(f);
+    return buf;
+}
+
+/* Prometheus buckets are inclusive: an observation equal to a bound (5 ms, 10 ms, 1 s exactly) is
+ * counted in that bucket, `le` = less or equal.
+ * mutation: observe() placing a value on a bound in the next bucket (`>=`) -> le="0.005" says 0 */
+Test(phases, a_value_on_a_bucket_bound_is_counted_in_it)
+{
+    struct ph p;
+    ph_init(&p);
+    ph_committed(&p, 1, 5000, 4995);                /* rendezvous 5 ms */
+    cr_assert_not(ph_spawned(&p, 5010, 100, true)); /* spawn 10 ms */
+    cr_assert(ph_ready(&p, 1100));                  /* ready 1 s */
+    const char *t = rendered(&p);
+#define B(phase, le, n)                                                                            \
+    "elastic_agent_recovery_phase_seconds_bucket{phase=\"" phase "\",le=\"" le "\"} " n "\n"
+    const char *why = "a value on a bound is not counted in its bucket (le is inclusive)";
+    cr_assert(strstr(t, B("rendezvous", "0.005", "1")), "%s:\n%s", why, t);
+    cr_assert(strstr(t, B("spawn", "0.005", "0") B("spawn", "0.01", "1")), "%s:\n%s", why, t);
+    cr_assert(strstr(t, B("ready", "0.5", "0") B("ready", "1", "1")), "%s:\n%s", why, t);
+#undef B
+}
+
+/* The listing of a run's keys as `status` reads it: rounds/<r>/recovery in key order, where
+ * rounds/10 comes before rounds/9. */
+static void put_recovery(struct kv_entry *e, int64_t round, const char *cause, double rdzv_s)
+{
+    struct ph_record r = {.round = round, .s = {-1, rdzv_s, 0.01, -1}};
+    snprintf(r.cause, sizeof(r.cause), "%s", cause);
+    static char keys[8][64];
+    static int k;
+    char *key = keys[k++ % 8];
+    snprintf(key, 64, "/elastic/r/rounds/%lld/recovery", (long long)round);
+    char *json = ph_record_json(&r);
+    cr_assert_not_null(json);
+    *e = (struct kv_entry){.key = key, .value = json, .value_len = strlen(json)};
+}
+
+/* `status` shows the latest round's recovery, whatever the key order.
+ * mutation: hview_decode() keeping the lower round -> round 9's */
+Test(phases, status_shows_the_latest_recovery)
+{
+    struct kv_entry e[4];
+    put_recovery(&e[0], 10, "failure", 0.1);
+    put_recovery(&e[1], 11, "hang", 0.2);
+    put_recovery(&e[2], 9, "membership", 0.3);
+    e[3] = (struct kv_entry){.key = "/elastic/r/rounds/11/master", .value = "h:1", .value_len = 3};
+    struct hview v;
+    cr_assert_eq(hview_decode("/elastic/r/", e, 4, &v), 0);
+    cr_assert(v.have_recovery);
+    cr_assert_eq(v.recovery.round, 11, "status shows round %lld's recovery, not the latest",
+                 (long long)v.recovery.round);
+    cr_assert_str_eq(v.recovery.cause, "hang");
+    cr_assert_float_eq(v.recovery.s[PH_RENDEZVOUS], 0.2, 1e-9);
+    hview_clear(&v);
+    for (int i = 0; i < 3; i++)
+        free(e[i].value);
 }
 
 /* Run `promtool check metrics` on `text`: its exit status, its complaints in out. */

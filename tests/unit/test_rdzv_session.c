@@ -20,6 +20,24 @@ static char dir[] = "/tmp/ea-sess-XXXXXX";
 static struct kv *kvs[N];
 static struct rdzv_session *ss[N];
 
+/* (Re)create session i on its store handle: a round at min after `settle_ms` without arrivals
+ * or `last_call_ms` after min was reached; the whole run mirrored with `full_view`. */
+static void make_session(int i, int64_t settle_ms, int64_t last_call_ms, bool full_view)
+{
+    rdzv_session_destroy(ss[i]);
+    struct ea_error err = {0};
+    struct rdzv_config rc = {.prefix = "/elastic/t/",
+                             .params = {.min_nodes = 2, .max_nodes = 3, .settle_ms = settle_ms,
+                                        .last_call_ms = last_call_ms, .max_restarts = 1},
+                             .lease_ttl_ms = 5000,
+                             .full_view = full_view};
+    snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
+    snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
+    snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
+    rc.self.nproc = 2;
+    cr_assert_eq(rdzv_session_create(kvs[i], &rc, &ss[i], &err), 0, "%s", err.msg);
+}
+
 static void setup(void)
 {
     cr_assert(mkdtemp(dir));
@@ -27,15 +45,8 @@ static void setup(void)
         struct kv_config kc = {.backend = "file", .state_dir = dir};
         struct ea_error err = {0};
         cr_assert_eq(kv_open(&kc, &kvs[i], &err), 0, "%s", err.msg);
-        struct rdzv_config rc = {.prefix = "/elastic/t/",
-                                 .params = {.min_nodes = 2, .max_nodes = 3, .settle_ms = 0,
-                                            .last_call_ms = 1000, .max_restarts = 1},
-                                 .lease_ttl_ms = 5000};
-        snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
-        snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
-        snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
-        rc.self.nproc = 2;
-        cr_assert_eq(rdzv_session_create(kvs[i], &rc, &ss[i], &err), 0, "%s", err.msg);
+        ss[i] = NULL;
+        make_session(i, 0, 1000, false);
     }
 }
 
@@ -43,6 +54,7 @@ static void teardown(void)
 {
     for (int i = 0; i < N; i++) {
         rdzv_session_destroy(ss[i]);
+        ss[i] = NULL;
         kv_close(kvs[i]);
     }
     char cmd[128];
@@ -66,6 +78,23 @@ static bool pump_within(bool (*pred)(void), int live, int ms)
         for (int i = 0; i < live; i++)
             p[i] = (struct pollfd){.fd = kv_event_fd(kvs[i]), .events = POLLIN};
         poll(p, (nfds_t)live, 50);
+    }
+    return false;
+}
+
+/* Pump session i alone (the others stall: they see nothing of what happens meanwhile). */
+static bool pump_one_within(int i, bool (*pred)(void), int ms)
+{
+    int64_t deadline = ea_now_ms() + ms;
+    while (ea_now_ms() < deadline) {
+        struct ea_error err = {0};
+        cr_assert_geq(rdzv_on_events(ss[i], &err), 0, "%s", err.msg);
+        cr_assert_geq(rdzv_tick(ss[i], ea_now_ms(), &err), 0, "%s", err.msg);
+        if (pred())
+            return true;
+        struct pollfd p = {.fd = kv_event_fd(kvs[i]), .events = POLLIN};
+        int64_t wake = rdzv_wake_ms(ss[i]), left = wake - ea_now_ms();
+        poll(&p, 1, wake < 0 || left > 50 ? 50 : left < 0 ? 0 : (int)left);
     }
     return false;
 }
@@ -532,4 +561,116 @@ Test(session, compacted_watch_resyncs_once_then_quiet)
     cr_assert(rdzv_self_member(ss[2]) && rdzv_my_index(ss[2]) == 1);
     cr_assert_eq(requests_of(2), before, "the chunk came on the watch, not by a read");
     kv_events_free(ev, n);
+}
+
+/* Revoke node i's lease behind its back (as if its agent stalled past the TTL): its node key,
+ * and the `coord` key when it held it, vanish. Done through another node's store handle. */
+static void revoke_lease_of(int i)
+{
+    struct kv_entry node = {0};
+    struct ea_error err = {0};
+    char key[64];
+    snprintf(key, sizeof(key), "/elastic/t/nodes/n%d", i);
+    cr_assert_eq(kv_get(kvs[(i + 1) % N], key, &node, &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_lease_revoke(kvs[(i + 1) % N], node.lease, &err), 0, "%s", err.msg);
+    kv_entry_clear(&node);
+}
+
+static bool n1_sees_two_live(void)
+{
+    /* the coordinator published the live count 2 (so it will not publish again) */
+    return rdzv_live_count(ss[0]) == 2 && rdzv_last_call_ms(ss[0]) >= 0 &&
+           rdzv_live_count(ss[1]) == 2;
+}
+
+static bool n1_coordinates(void)
+{
+    return rdzv_is_coordinator(ss[1]);
+}
+
+/* Two coordinators. Node 0 coordinates while the run gathers (n0 and n1 live, the round a minute
+ * away); its lease ends under it and, before it has seen that, node 1 takes the `coord`
+ * key. Node 0 still believes it coordinates and, past the last call, commits round 1: the fence
+ * on `coord` must refuse it (the one on `state` passes: nothing was committed yet), and node 0
+ * learns that it no longer coordinates.
+ * Mutation: rdzv_commit fenced on `state` alone (scripts/test.sh runs it) -> the stale
+ * coordinator commits round 1, its dead incarnation in it. */
+Test(session, stale_coordinator_cannot_commit)
+{
+    for (int i = 0; i < 2; i++)
+        make_session(i, 60000, 60000, false);
+    struct ea_error err = {0};
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(rdzv_join(ss[i], &err), 0, "%s", err.msg);
+    cr_assert(rdzv_is_coordinator(ss[0]), "the first node claims `coord` at its join");
+    cr_assert(pump_until(n1_sees_two_live, 2), "the coordinator never counted both nodes");
+    cr_assert_null(rdzv_current(ss[0], NULL), "committed before the last call");
+
+    revoke_lease_of(0);
+    cr_assert(pump_one_within(1, n1_coordinates, 5000), "node 1 never took over `coord`");
+    cr_assert_null(rdzv_current(ss[1], NULL), "node 1 alone is below --min: nothing to commit");
+
+    /* node 0 has seen none of it: past its last call it tries to commit round 1 */
+    cr_assert(rdzv_is_coordinator(ss[0]), "node 0 saw the takeover: the test proves nothing");
+    int r = rdzv_tick(ss[0], ea_now_ms() + 120000, &err);
+    cr_assert_eq(r, 0, "the stale coordinator's tick: %d (%s)", r, err.msg);
+    struct kv_entry st = {0};
+    r = kv_get(kvs[1], "/elastic/t/state", &st, &err);
+    cr_assert_eq(r, KV_ENOTFOUND, "a stale coordinator committed: %.*s", (int)st.value_len,
+                 st.value ? st.value : "");
+    kv_entry_clear(&st);
+    cr_assert_not(rdzv_is_coordinator(ss[0]), "the lost fence did not refresh node 0's view");
+}
+
+static bool round2_with_n2(void)
+{
+    return round2_everywhere() && rdzv_self_member(ss[2]) != NULL;
+}
+
+/* A node that lost its lease and rejoined is a new incarnation (a new node key: a new slot). The
+ * committed round's entry of its dead incarnation is not its assignment: it is no member until
+ * the round its rejoin forms, where it gets an entry of its own.
+ * Mutation: self_from_chunk matching the node id alone (scripts/test.sh runs it) -> the
+ * rejoined node takes its dead incarnation's rank 2 in round 1. */
+Test(session, rejoined_node_does_not_take_its_dead_incarnations_place)
+{
+    join_all();
+    const struct rdzv_member *old = rdzv_self_member(ss[2]);
+    cr_assert_not_null(old);
+    int64_t old_slot = old->slot, gen;
+    rdzv_current(ss[2], &gen);
+    revoke_lease_of(2);
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_keepalive(ss[2], ea_now_ms() + 60000, &err), KV_ENOLEASE);
+    cr_assert_eq(rdzv_join(ss[2], &err), 0, "%s", err.msg);
+    cr_assert_eq(rdzv_current(ss[2], NULL)->round, 1, "round 1 is still the committed one");
+    cr_assert_null(rdzv_self_member(ss[2]),
+                   "the rejoined node took its dead incarnation's assignment (rank %d)",
+                   rdzv_my_index(ss[2]));
+    cr_assert_eq(rdzv_my_index(ss[2]), -1);
+    cr_assert_eq(rdzv_reform(ss[2], gen, &err), 0, "%s", err.msg);
+    cr_assert(pump_until(round2_with_n2, N));
+    cr_assert_neq(rdzv_self_member(ss[2])->slot, old_slot, "round 2 has the new incarnation");
+}
+
+/* The same in full mode (cfg.full_view: NIC discovery, the topology file; and any node that once
+ * coordinated): the rejoined node must not take its dead incarnation's assignment either.
+ * self_from_members() checks the slot as self_from_chunk() does (light mode). */
+Test(session, rejoined_full_view_node_does_not_take_its_dead_incarnations_place)
+{
+    for (int i = 0; i < N; i++)
+        make_session(i, 0, 1000, true);
+    join_all();
+    int64_t gen;
+    rdzv_current(ss[2], &gen);
+    revoke_lease_of(2);
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_keepalive(ss[2], ea_now_ms() + 60000, &err), KV_ENOLEASE);
+    cr_assert_eq(rdzv_join(ss[2], &err), 0, "%s", err.msg);
+    cr_assert_eq(rdzv_current(ss[2], NULL)->round, 1, "round 1 is still the committed one");
+    cr_assert_null(rdzv_self_member(ss[2]),
+                   "the rejoined node took its dead incarnation's assignment (rank %d)",
+                   rdzv_my_index(ss[2]));
+    cr_assert_eq(rdzv_reform(ss[2], gen, &err), 0, "%s", err.msg);
+    cr_assert(pump_until(round2_with_n2, N));
 }
