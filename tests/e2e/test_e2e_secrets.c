@@ -292,6 +292,43 @@ Test(secrets, serve_hands_the_password_by_fd_and_the_runs_env_to_workers_only)
     cr_assert(!has(d.log, PASSWORD));
 }
 
+/* Driver mode starts one agent per host: each gets the password by fd, none holds it in its
+ * environment, and neither does a worker. */
+Test(secrets, driver_mode_children_get_the_password_by_fd)
+{
+    start_tls_etcd();
+    const char *ca = give_nobody(eh.cacert, "ca.pem"), *cert = give_nobody(eh.cert, "c.pem"),
+               *key = give_nobody(eh.key, "k.pem");
+    char *envp[] = {"PATH=/usr/bin:/bin", h_fmt("TMPDIR=%s", nb), h_fmt("HOME=%s", nb),
+                    "ELASTIC_ETCD_PASSWORD=" PASSWORD, NULL};
+    const char *args[] = {"--rdzv-endpoint", eh.endpoints, "--cacert", ca, "--cert", cert,
+                          "--key", key, "--user", "trainer", "--run-id", "sec-drv", "--hosts",
+                          "localhost:1,127.0.0.1:1", "--local-addr", "127.0.0.1",
+                          "--stop-timeout", "2", "--", "/bin/sh", "-c", worker_sh("w$RANK"),
+                          NULL};
+    static struct h_agent drv;
+    start_nobody(&drv, "driver", args, envp);
+    wait_file(&drv, "w0.env", 30000);
+    wait_file(&drv, "w1.env", 30000);
+    for (int r = 0; r < 2; r++)
+        cr_assert(!has(h_fmt("%s/w%d.env", nb, r), PASSWORD), "the password is in a worker's");
+    sealed(drv.pid, "the driver");
+    char kids[256] = {0};
+    slurp(h_fmt("/proc/%d/task/%d/children", (int)drv.pid, (int)drv.pid), kids,
+          sizeof(kids) - 1);
+    int n = 0;
+    for (char *p = kids, *end; *p; p = end) {
+        long pid = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        sealed((pid_t)pid, "a host's agent");
+        n++;
+    }
+    cr_assert_eq(n, 2, "the driver's children: '%s'", kids);
+    go();
+    h_expect_exit(&drv, 0, 30000);
+}
+
 /* the password crosses the network in clear over plaintext: only when the operator says so */
 Test(secrets, user_over_plaintext_needs_insecure_transport)
 {
