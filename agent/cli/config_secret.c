@@ -63,8 +63,8 @@ static int read_fd(struct cfg *c, int fd, struct ea_error *err)
     ssize_t r = pread(fd, c->password_buf, size, 0);
     if (r < 0 && errno == ESPIPE) {
         r = 0;
-        while (n < size && ((r = read(fd, c->password_buf + n, size - n)) > 0 ||
-                            (r < 0 && errno == EINTR)))
+        while (n < size &&
+               ((r = read(fd, c->password_buf + n, size - n)) > 0 || (r < 0 && errno == EINTR)))
             n += r > 0 ? (size_t)r : 0;
     } else if (r > 0) {
         n = (size_t)r;
@@ -80,8 +80,7 @@ static int read_fd(struct cfg *c, int fd, struct ea_error *err)
     c->password_buf[n] = '\0';
     c->password_buf[strcspn(c->password_buf, "\r\n")] = '\0';
     if (!c->password_buf[0])
-        return ea_errorf(err, -EINVAL, "--password-fd: file descriptor %d holds no password",
-                         fd);
+        return ea_errorf(err, -EINVAL, "--password-fd: file descriptor %d holds no password", fd);
     return 0;
 }
 
@@ -105,8 +104,9 @@ bool cfg_store_plaintext(const struct cfg *c)
 static int check_transport(const struct cfg *c, struct ea_error *err)
 {
     if (!c->user && c->insecure_transport)
-        return ea_errorf(err, -EINVAL, "--insecure-transport only lets --user's password cross "
-                                       "a plaintext connection: without --user it means nothing");
+        return ea_errorf(err, -EINVAL,
+                         "--insecure-transport only lets --user's password cross "
+                         "a plaintext connection: without --user it means nothing");
     if (!c->user || c->insecure_transport || !cfg_store_plaintext(c))
         return 0;
     bool gw = strcmp(c->backend, "etcd-gateway") == 0;
@@ -160,8 +160,9 @@ int cfg_read_password(struct cfg *c, char **envp, struct ea_error *err)
         else
             memcpy(c->password_buf, env, strlen(env) + 1);
     } else {
-        r = ea_errorf(err, -EINVAL, "--user needs a password: set " PW_VAR ", --password-file "
-                                    "or --password-fd");
+        r = ea_errorf(err, -EINVAL,
+                      "--user needs a password: set " PW_VAR ", --password-file "
+                      "or --password-fd");
     }
     if (r == 0)
         c->password = c->password_buf;
