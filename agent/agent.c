@@ -94,7 +94,8 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     char hbdir[PATH_MAX];
     struct group_start gs = {.state = s, .self = m, .topology = cfg_topology(a->cfg),
                              .generation = gen,
-                             .master_addr = maddr, .master_port = mport, .envp = a->envp,
+                             .master_addr = maddr, .master_port = mport,
+                             .envp = a->worker_envp ? a->worker_envp : a->envp,
                              .ifaces = nic_ifaces(a->nic),
                              .dmlc_tracker = agent_builtin_tracker(a)
                                                  ? rdzv_round_key(a->rdzv, s->round, "tracker")

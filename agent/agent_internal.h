@@ -31,7 +31,10 @@
 
 struct agent {
     const struct cfg *cfg;
-    char **envp;
+    char **envp;        /* this agent's environment: --preflight's */
+    char **worker_envp; /* the workers' base: envp plus --worker-env-fd's entries (those win);
+                           NULL: envp */
+    char *worker_env_buf; /* what --worker-env-fd held (worker_envp points into it) */
     struct kv *kv;
     struct rdzv_session *rdzv;
     struct launcher *launcher;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -23,6 +24,76 @@
 #include "workdir.h"
 
 /* ---- set-up and tear-down ----------------------------------------------------------------- */
+
+#define WORKER_ENV_MAX (256u << 10) /* a run spec's size limit */
+
+/* Whether environment entry `e` sets the variable that entry `def` ("NAME=...") defines. */
+static bool same_name(const char *e, const char *def)
+{
+    size_t len = strcspn(def, "=");
+    return strncmp(e, def, len) == 0 && e[len] == '=';
+}
+
+/* --worker-env-fd: the workers' extra variables (a run's --env, handed over by serve), read at
+ * once and closed, before anything is started. They go over this agent's environment for the
+ * workers only: the agent itself, --preflight and the store connection never see them. */
+static int read_worker_env(struct agent *a)
+{
+    int fd = -1;
+    if (!a->cfg->worker_env_fd || cfg_parse_fd("--worker-env-fd", a->cfg->worker_env_fd, &fd,
+                                               NULL) < 0)
+        return a->cfg->worker_env_fd ? -EBADF : 0;
+    char *buf = malloc(WORKER_ENV_MAX + 1);
+    size_t n = 0, n_extra = 0, n_base = 0;
+    ssize_t r = 1;
+    bool seekable = true;
+    while (buf && n < WORKER_ENV_MAX && r != 0) {
+        r = seekable ? pread(fd, buf + n, WORKER_ENV_MAX - n, (off_t)n)
+                     : read(fd, buf + n, WORKER_ENV_MAX - n);
+        if (r < 0 && errno == ESPIPE && seekable)
+            seekable = false, r = 1;
+        else if (r < 0 && errno != EINTR)
+            break;
+        else if (r > 0)
+            n += (size_t)r;
+    }
+    int e = r < 0 ? errno : n == WORKER_ENV_MAX ? EFBIG : 0;
+    close(fd);
+    if (!buf || e) {
+        free(buf);
+        return buf ? -e : -ENOMEM;
+    }
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
+        const char *eq = strchr(buf + i, '=');
+        if (buf[i] && (!eq || eq == buf + i)) {
+            free(buf);
+            return -EBADMSG;
+        }
+        n_extra += buf[i] != '\0';
+    }
+    while (a->envp && a->envp[n_base])
+        n_base++;
+    char **v = calloc(n_base + n_extra + 1, sizeof(char *));
+    if (!v) {
+        free(buf);
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t b = 0; b < n_base; b++) {
+        bool over = false;
+        for (size_t i = 0; i < n && !over; i += strlen(buf + i) + 1)
+            over = buf[i] && same_name(a->envp[b], buf + i);
+        if (!over)
+            v[k++] = a->envp[b];
+    }
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (buf[i])
+            v[k++] = buf + i;
+    a->worker_envp = v;
+    a->worker_env_buf = buf;
+    return 0;
+}
 
 /* The address other nodes' workers use to reach this one. */
 static void choose_addr(struct agent *a)
@@ -229,6 +300,8 @@ static void teardown(struct agent *a)
     if (a->sigfd >= 0)
         close(a->sigfd);
     preempt_close(&a->preempt);
+    free(a->worker_envp);
+    free(a->worker_env_buf);
 }
 
 int agent_run(const struct cfg *cfg, char **envp)
@@ -244,8 +317,22 @@ int agent_run(const struct cfg *cfg, char **envp)
         log_set_json(cfg->run_id);
     snprintf(a.m.run_id, sizeof(a.m.run_id), "%s", cfg->run_id);
     snprintf(a.m.node_id, sizeof(a.m.node_id), "%s", cfg->node_id);
+    if (cfg->user && cfg->insecure_transport && cfg_store_plaintext(cfg))
+        log_warn("--insecure-transport: the etcd password of user '%s' crosses a plaintext "
+                 "connection to '%s' (anyone who sees the traffic can read it)",
+                 cfg->user, cfg->endpoints);
+    int wr = read_worker_env(&a);
+    if (wr < 0) {
+        log_error("--worker-env-fd %s: %s", cfg->worker_env_fd,
+                  wr == -EBADMSG ? "an entry is not NAME=VALUE"
+                  : wr == -EFBIG ? "more than 256 KiB"
+                                 : strerror(-wr));
+        return AGENT_EXIT_USAGE;
+    }
     if (setup_signals(&a) < 0) {
         log_error("cannot set up signal handling: %s", strerror(errno));
+        free(a.worker_envp);
+        free(a.worker_env_buf);
         return AGENT_EXIT_RDZV;
     }
     gethostname(a.host, sizeof(a.host) - 1);
@@ -264,6 +351,8 @@ int agent_run(const struct cfg *cfg, char **envp)
     if (workdir_create(cfg->run_id, cfg->node_id, a.workdir, sizeof(a.workdir)) < 0) {
         log_error("cannot create a private directory under $TMPDIR or /tmp: %s",
                   strerror(errno));
+        free(a.worker_envp);
+        free(a.worker_env_buf);
         return AGENT_EXIT_RDZV;
     }
     struct ea_error perr = {0};

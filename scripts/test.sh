@@ -94,3 +94,23 @@ echo "== mutation checks =="
   --filter 'session/rejoined_full_view_node_does_not_take_its_dead_incarnations_place' \
   rendezvous/session.c 's/s->state.members\[i\].slot == s->slot) {/1) {/' \
   '^test_rdzv_session$'
+# credentials (issue 29, docs/security.md): the password scrubbed from the environment block, the
+# agent not dumpable, a spec's --env names, its min/max against its options, --user over plaintext
+./scripts/mutate.sh --target test_config --target test_e2e_secrets \
+  --filter '@(config/password_taken*|secrets/agent_workers*)' agent/cli/config_secret.c \
+  's/^            explicit_bzero(\*e + len + 1, strlen(\*e + len + 1));/            (void)0; \/* mutant: not scrubbed *\//' \
+  '^(test_config|test_e2e_secrets)$'
+./scripts/mutate.sh --target test_e2e_secrets --filter '@(secrets/agent_workers*|secrets/serve_hands*)' \
+  agent/cli/main.c 's/if (prctl(PR_SET_DUMPABLE, 0) < 0) {/if (0) { \/* mutant: dumpable *\//' \
+  '^test_e2e_secrets$'
+./scripts/mutate.sh --target test_runspec --target test_e2e_secrets \
+  --filter '@(runspec/loader_and*|secrets/loader_env*)' agent/daemon/runspec.c \
+  's/^        if (hit)$/        if (0) \/* mutant: any name *\//' '^(test_runspec|test_e2e_secrets)$'
+./scripts/mutate.sh --target test_runspec --target test_e2e_secrets \
+  --filter '@(runspec/spec_min_max*|secrets/loader_env*)' agent/daemon/runspec.c \
+  's/if (r == 0 \&\& s->max_nodes \&\& (c.min_nodes/if (0 \&\& s->max_nodes \&\& (c.min_nodes/' \
+  '^(test_runspec|test_e2e_secrets)$'
+./scripts/mutate.sh --target test_config --target test_e2e_secrets \
+  --filter '@(config/user_needs_tls*|secrets/user_over_plaintext*)' agent/cli/config_secret.c \
+  's/if (!c->user || c->insecure_transport || !cfg_store_plaintext(c))/if (1) \/* mutant: plaintext allowed *\//' \
+  '^(test_config|test_e2e_secrets)$'

@@ -3,3 +3,7 @@
 # started by tests/etcd/etcd_harness (single member, 3-member cluster, TLS + auth), real workers.
 ea_add_criterion_test(test_e2e_etcd SOURCES e2e/test_e2e_etcd.c
                       LIBS ea_e2e_harness ea_etcd_harness ea_rendezvous TIMEOUT 600 LABELS e2e etcd)
+# Credentials a worker cannot read (issue 29): agents and daemons as uid 65534 with the password,
+# probed as that uid; --user over plaintext; a spec's loader variables and a lying max refused.
+ea_add_criterion_test(test_e2e_secrets SOURCES e2e/test_e2e_secrets.c
+                      LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 300 LABELS e2e etcd)

@@ -152,9 +152,20 @@ const struct opt cfg_opts[] = {
     {"cert", OPT_STR, OFF(cert), NULL, 0, 0, NULL, "FILE", "etcd TLS client certificate", STORE},
     {"key", OPT_STR, OFF(key), NULL, 0, 0, NULL, "FILE", "etcd TLS client key", STORE},
     {"user", OPT_STR, OFF(user), NULL, 0, 0, NULL, "NAME",
-     "etcd user; the password comes from ELASTIC_ETCD_PASSWORD or --password-file", STORE},
+     "etcd user; the password comes from ELASTIC_ETCD_PASSWORD, --password-file or "
+     "--password-fd, and only over TLS (--cacert, https://) unless --insecure-transport", STORE},
     {"password-file", OPT_STR, OFF(password_file), NULL, 0, 0, NULL, "FILE",
      "file holding the etcd password (first line); never give it on the command line", STORE},
+    {"password-fd", OPT_STR, OFF(password_fd), NULL, 0, 0, NULL, "N",
+     "read the etcd password from open file descriptor N (a pipe, file or memfd; how serve and "
+     "driver mode hand it to their agents); no child inherits N", STORE},
+    {"insecure-transport", OPT_BOOL, OFF(insecure_transport), "0", 0, 0, NULL, NULL,
+     "allow --user's password over a plaintext connection to etcd (no TLS files, or an "
+     "http:// endpoint); logged as a warning", STORE},
+    {"worker-env-fd", OPT_STR, OFF(worker_env_fd), NULL, 0, 0, NULL, "N",
+     "extra variables for the workers only, NUL-separated NAME=VALUE entries read from file "
+     "descriptor N (how serve hands over a submitted run's): not this agent's environment nor "
+     "--preflight's", AGENT},
     {"help", OPT_BOOL, OFF(help), "0", 0, 0, NULL, NULL, "show this help and exit", STORE},
     {"version", OPT_BOOL, OFF(version), "0", 0, 0, NULL, NULL, "show the version and exit", AGENT},
 };
@@ -634,39 +645,12 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
         return r;
     if ((r = resolve_health(c, srcs, err)) < 0)
         return r;
+    int wfd;
+    if (c->worker_env_fd && (r = cfg_parse_fd("--worker-env-fd", c->worker_env_fd, &wfd, err)) < 0)
+        return r;
     if (!c->command || !c->command[0])
         return ea_errorf(err, -EINVAL,
                          "missing the worker command: elastic-agent [OPTIONS] -- COMMAND [ARGS...]");
-    return 0;
-}
-
-/* The etcd password: from --password-file, else ELASTIC_ETCD_PASSWORD; only with --user. */
-static int read_password(struct cfg *c, char **envp, struct ea_error *err)
-{
-    const char *env = getenv_from(envp, "ELASTIC_ETCD_PASSWORD");
-    if (!c->user) {
-        if (c->password_file)
-            return ea_errorf(err, -EINVAL, "--password-file needs --user");
-        return 0;
-    }
-    if (c->password_file) {
-        FILE *f = fopen(c->password_file, "re");
-        if (!f)
-            return ea_errorf(err, -EINVAL, "--password-file: cannot read '%s': %s",
-                             c->password_file, strerror(errno));
-        char *ok = fgets(c->password_buf, sizeof(c->password_buf), f);
-        fclose(f);
-        if (!ok)
-            return ea_errorf(err, -EINVAL, "--password-file: '%s' is empty", c->password_file);
-        c->password_buf[strcspn(c->password_buf, "\r\n")] = '\0';
-    } else if (env) {
-        if (copy_str(c->password_buf, sizeof(c->password_buf), env) < 0)
-            return ea_errorf(err, -EINVAL, "ELASTIC_ETCD_PASSWORD is too long");
-    } else {
-        return ea_errorf(err, -EINVAL,
-                         "--user needs a password: set ELASTIC_ETCD_PASSWORD or --password-file");
-    }
-    c->password = c->password_buf;
     return 0;
 }
 
@@ -753,7 +737,7 @@ int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct c
         *ret = c;
         return 0;
     }
-    if ((r = resolve(&c, srcs, err)) < 0 || (r = read_password(&c, envp, err)) < 0)
+    if ((r = resolve(&c, srcs, err)) < 0 || (r = cfg_read_password(&c, envp, err)) < 0)
         return r;
     *ret = c;
     /* strings resolve() composed live in the struct itself: point at the caller's copy */

@@ -49,7 +49,10 @@ struct cfg {
     bool json, watch;        /* status: --json, --watch */
     const char *cacert, *cert, *key, *user;
     const char *password_file;
-    const char *password; /* from --password-file or ELASTIC_ETCD_PASSWORD; never logged */
+    const char *password_fd; /* --password-fd N as given */
+    const char *password; /* from --password-fd/-file or ELASTIC_ETCD_PASSWORD; never logged */
+    bool insecure_transport; /* --user allowed over a plaintext connection */
+    const char *worker_env_fd; /* --worker-env-fd N as given: the workers' extra variables */
     /* launcher (--launcher, --host, --ssh-*) */
     const char *launcher; /* "auto" (local, or ssh when --host is not this machine), "local", "ssh" */
     const char *host;     /* --host: the host this node's workers run on, or NULL (this machine) */
@@ -124,6 +127,16 @@ void cfg_print_option(FILE *out, size_t i);
 /* The store settings of `c` (backend, endpoints, TLS, credentials) for kv_open(); the strings
  * stay owned by `c`. request_timeout_ms: 0 = the backend's default. */
 struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms);
+
+/* Whether `c`'s store connection is plaintext: the etcd backend without TLS files, or the
+ * gateway with an http:// endpoint (a password there crosses the network in clear). */
+bool cfg_store_plaintext(const struct cfg *c);
+/* A sealed, close-on-exec memfd holding c->password, for a parent (serve, driver mode) to hand
+ * its agents with --password-fd: 0 and *ret_fd (the caller closes it), or -errno. */
+int cfg_password_memfd(const struct cfg *c, int *ret_fd, struct ea_error *err);
+/* File descriptor number `v` (option `origin`, for the message) into *ret_fd: 0, or -EINVAL
+ * when it is not a number or not open. */
+int cfg_parse_fd(const char *origin, const char *v, int *ret_fd, struct ea_error *err);
 
 /* Runs up to this many nodes get the O(N) extras by default (topology file, NIC discovery). */
 #define CFG_FULL_VIEW_MAX_NODES 16

@@ -34,4 +34,10 @@ bool cfg_opt_in_cmd(const struct opt *o, enum cfg_cmd cmd);
 /* ELASTIC_<FLAG> of `o` (upper case, '-' -> '_') into buf. */
 void cfg_opt_env_name(const struct opt *o, char *buf, size_t size);
 
+/* The etcd password of `c` (config_secret.c): from --password-fd, --password-file or
+ * ELASTIC_ETCD_PASSWORD in envp, only with --user, and refused over a plaintext connection
+ * without --insecure-transport. When envp is this process's own environment, the variable is
+ * taken out of it (its bytes overwritten in place, then unset), read or not. -EINVAL in err. */
+int cfg_read_password(struct cfg *c, char **envp, struct ea_error *err);
+
 #endif

@@ -3,6 +3,7 @@
  * `serve`/`submit`/`cancel`/`status --pool`) and the hidden exec-guard one. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "agent.h"
 #include "config.h"
@@ -17,6 +18,13 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "exec-guard") == 0)
         return launch_guard_main(argc - 1, argv + 1);
+    /* Before anything reads the store password: a process of the same uid (a worker, a
+     * submitted command) may no longer read /proc/<this>/environ or mem, nor ptrace it; no core
+     * dump holds the password either. Each worker's exec makes it dumpable again. */
+    if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+        perror("elastic-agent: prctl(PR_SET_DUMPABLE)");
+        return AGENT_EXIT_RDZV;
+    }
     if (argc > 1 && strcmp(argv[1], "status") == 0)
         return pool_status_wanted(argc - 1, argv + 1) ? pool_status_main(argc - 1, argv + 1, environ)
                                                        : status_main(argc - 1, argv + 1, environ);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "daemon_internal.h"
@@ -47,12 +49,14 @@ static bool sets(const char *e, const char *name, size_t len)
 }
 
 /* Variables a run's agent must not inherit from the daemon: they would set the run's options
- * (the spec says those) or the daemon's own (--http). */
+ * (the spec says those), the daemon's own (--http) or hold its secret (handed by fd instead). */
 static bool daemon_only(const char *e)
 {
     static const char *const fixed[] = {"ELASTIC_RUN_ID", "ELASTIC_RDZV_ID", "ELASTIC_HTTP",
                                         "PET_RDZV_ID", "PET_NNODES", "PET_MAX_RESTARTS",
-                                        "PET_STANDALONE", "ELASTIC_STANDALONE", "ELASTIC_POOL"};
+                                        "PET_STANDALONE", "ELASTIC_STANDALONE", "ELASTIC_POOL",
+                                        "ELASTIC_ETCD_PASSWORD", "ELASTIC_PASSWORD_FILE",
+                                        "ELASTIC_PASSWORD_FD", "ELASTIC_WORKER_ENV_FD"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
         if (sets(e, fixed[i], strlen(fixed[i])))
             return true;
@@ -70,25 +74,64 @@ static bool daemon_only(const char *e)
     return false;
 }
 
-int daemon_child_env(char **envp, const struct runspec *s, char ***ret)
+int daemon_child_env(char **envp, char ***ret)
 {
     size_t n = 0;
     while (envp && envp[n])
         n++;
-    char **v = calloc(n + s->n_env + 1, sizeof(*v));
+    char **v = calloc(n + 1, sizeof(*v));
     if (!v)
         return -ENOMEM;
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool over = daemon_only(envp[i]);
-        for (size_t j = 0; !over && j < s->n_env; j++)
-            over = sets(envp[i], s->env[j], (size_t)(strchr(s->env[j], '=') - s->env[j]));
-        if (!over)
+    for (size_t i = 0; i < n; i++)
+        if (!daemon_only(envp[i]))
             v[k++] = envp[i];
-    }
-    for (size_t j = 0; j < s->n_env; j++)
-        v[k++] = s->env[j];
     *ret = v;
+    return 0;
+}
+
+int daemon_hand_password(const struct cfg *c, char **args, size_t *n, int *ret_fd, char *fd_arg,
+                         size_t size, struct ea_error *err)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        const char *a = args[i];
+        bool pw = !strncmp(a, "--password-file", 15) || !strncmp(a, "--password_file", 15) ||
+                  !strncmp(a, "--password-fd", 13) || !strncmp(a, "--password_fd", 13);
+        if (pw && !strchr(a, '='))
+            i++; /* and its value */
+        else if (!pw)
+            args[k++] = args[i];
+    }
+    *n = k;
+    if (!c->user)
+        return 0;
+    int fd = -1, r = cfg_password_memfd(c, &fd, err);
+    if (r < 0)
+        return r;
+    snprintf(fd_arg, size, "%d", fd);
+    args[(*n)++] = (char *)"--password-fd";
+    args[(*n)++] = fd_arg;
+    *ret_fd = fd;
+    return 0;
+}
+
+int daemon_worker_env_fd(const struct runspec *s, int *ret_fd, struct ea_error *err)
+{
+    /* inheritable on purpose: it exists from here to the spawn of the run's agent, and the
+     * daemon starts nothing else in between */
+    int fd = memfd_create("elastic-agent-worker-env", 0);
+    if (fd < 0)
+        return ea_errorf(err, -errno, "memfd_create: %s", strerror(errno));
+    for (size_t i = 0; i < s->n_env; i++) {
+        size_t len = strlen(s->env[i]) + 1; /* with its NUL: the separator */
+        if (write(fd, s->env[i], len) != (ssize_t)len) {
+            int e = errno ? errno : EIO;
+            close(fd);
+            return ea_errorf(err, -e, "writing the workers' environment: %s", strerror(e));
+        }
+    }
+    *ret_fd = fd;
     return 0;
 }
 

@@ -29,9 +29,21 @@ int daemon_record_decode(const char *json, size_t len, struct daemon_record *ret
 
 /* The environment of a run's agent: `envp` without the variables that would set the run's
  * options or the daemon's own (ELASTIC_<run option>, ELASTIC_RUN_ID, ELASTIC_HTTP, PET_NNODES,
- * ...), plus the spec's NAME=VALUE entries (which win). A malloc'ed NULL-terminated array of
- * borrowed strings (free the array only). 0 or -ENOMEM. */
-int daemon_child_env(char **envp, const struct runspec *s, char ***ret);
+ * ...) and without the store password's (its agent gets it by --password-fd). The spec's --env
+ * entries are NOT in it: they are the workers' only (daemon_worker_env_fd). A malloc'ed
+ * NULL-terminated array of borrowed strings (free the array only). 0 or -ENOMEM. */
+int daemon_child_env(char **envp, char ***ret);
+/* The store password of the daemon's options `c` for its runs' agents: the password options
+ * (--password-file, --password-fd and their values) leave args[0..*n), and with --user a sealed
+ * memfd holding c->password (*ret_fd, close-on-exec: hand it with proc_spawn's keep_fd) is
+ * named by "--password-fd N" appended (N written into fd_arg; room for 2 more entries needed).
+ * 0, or -errno in err. Never the environment: the agent's would be every worker's. */
+int daemon_hand_password(const struct cfg *c, char **args, size_t *n, int *ret_fd, char *fd_arg,
+                         size_t size, struct ea_error *err);
+/* A memfd holding the spec's --env entries, NUL-separated, for the run's agent's
+ * --worker-env-fd: NOT close-on-exec (the run's agent inherits it; close it once that one is
+ * started). 0 and *ret_fd, or -errno. */
+int daemon_worker_env_fd(const struct runspec *s, int *ret_fd, struct ea_error *err);
 
 /*
  * A subcommand's command line split into its own flags and the store options: `own` lists the

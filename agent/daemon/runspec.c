@@ -198,6 +198,32 @@ int runspec_check_args(char *const *args, size_t n, struct ea_error *err)
     return 0;
 }
 
+/* Names a spec's --env may not set: they change how a process loads code, resolves names or
+ * connects, and the workers' environment also reaches processes the node trusts (each worker's
+ * exec-guard, the ssh launcher's remote wrapper). glibc's list of variables it ignores in
+ * setuid programs (unsecvars), the TLS and gRPC libraries', the store's and the agent's own
+ * state locations. A trailing '*' is a prefix. Proxy and language variables (http_proxy,
+ * PYTHONPATH, ...) are the workers' business and pass. docs/security.md names the choice. */
+static const char *const loader_names[] = {
+    "LD_*",         "GCONV_PATH",  "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES",
+    "LOCALDOMAIN",  "LOCPATH",     "MALLOC_*",    "NIS_PATH",       "NLSPATH",
+    "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR",  "TZDIR",          "GRPC_*",
+    "SSL_CERT_*",   "OPENSSL_*",   "XDG_RUNTIME_DIR", "BASH_ENV",
+};
+
+/* The loader_names entry that `name` (len bytes) matches, or NULL. */
+static const char *loader_name(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(loader_names) / sizeof(*loader_names); i++) {
+        const char *p = loader_names[i];
+        size_t plen = strcspn(p, "*");
+        if (p[plen] == '*' ? len >= plen && strncmp(name, p, plen) == 0
+                           : len == plen && strncmp(name, p, len) == 0)
+            return p;
+    }
+    return NULL;
+}
+
 int runspec_check_env(char *const *env, size_t n, struct ea_error *err)
 {
     for (size_t i = 0; i < n; i++) {
@@ -212,6 +238,13 @@ int runspec_check_env(char *const *env, size_t n, struct ea_error *err)
                              "--env: '%.*s' is read by the agent as an option: give the option "
                              "itself",
                              (int)(eq - e), e);
+        const char *hit = loader_name(e, (size_t)(eq - e));
+        if (hit)
+            return ea_errorf(err, -EINVAL,
+                             "--env: '%.*s' changes how a process loads or connects (%s is "
+                             "refused in a run spec); set it inside the command (env NAME=VALUE "
+                             "CMD, or a wrapper script)",
+                             (int)(eq - e), e, hit);
     }
     return 0;
 }
@@ -259,7 +292,15 @@ int runspec_validate(const struct runspec *s, char *const *node_args, size_t n_n
     r = cfg_parse((int)argc, argv, envp, &c, err);
     if (r == 0 && (c.help || c.version))
         r = ea_errorf(err, -EINVAL, "--help/--version in a run spec");
+    /* the daemon sizes the run (seats, room) by the spec's min/max, its agent by the parsed
+     * options: a spec whose two disagree was not written by submit */
+    if (r == 0 && s->max_nodes && (c.min_nodes != s->min_nodes || c.max_nodes != s->max_nodes))
+        r = ea_errorf(err, -EINVAL,
+                      "the spec says min %d, max %d but its options give --min %d --max %d "
+                      "(not written by 'elastic-agent submit')",
+                      s->min_nodes, s->max_nodes, c.min_nodes, c.max_nodes);
     if (r < 0 || !ret_argv) {
+        explicit_bzero(c.password_buf, sizeof(c.password_buf));
         free(argv);
         return r < 0 ? r : 0;
     }

@@ -51,7 +51,9 @@ bool runspec_is_node_default(const char *flag);
  * per-node, store or secret option, or one that is not an option at all. */
 int runspec_check_args(char *const *args, size_t n, struct ea_error *err);
 /* Check the env entries: NAME=VALUE with a shell-style name, not an ELASTIC_/PET_ variable (the
- * agent would read those as options). -EINVAL naming the entry. */
+ * agent would read those as options), nor one that changes how a process loads or connects
+ * (LD_*, GCONV_PATH, MALLOC_*, GRPC_*, SSL_CERT_*, OPENSSL_*, TMPDIR, XDG_RUNTIME_DIR, ...: the
+ * list is in runspec.c). -EINVAL naming the entry. */
 int runspec_check_env(char *const *env, size_t n, struct ea_error *err);
 
 /*
@@ -66,7 +68,9 @@ int runspec_argv(const struct runspec *s, const char *prog, char *const *node_ar
  * Validate `s` as a node with `node_args` and environment `envp` would run it: the checks above,
  * then cfg_parse on runspec_argv(); fills *ret_cfg when non-NULL (its strings point into `s`,
  * `node_args` and the argv, which is returned in *ret_argv when non-NULL, else freed).
- * -EINVAL with cfg_parse's message (the one --help's options give) on a bad spec.
+ * When s->max_nodes is set (a spec read from the store), the parsed --min/--max must equal the
+ * spec's min/max. -EINVAL with cfg_parse's message (the one --help's options give) on a bad
+ * spec.
  */
 int runspec_validate(const struct runspec *s, char *const *node_args, size_t n_node, char **envp,
                      struct cfg *ret_cfg, char ***ret_argv, struct ea_error *err);

@@ -32,8 +32,11 @@
 struct daemon {
     struct cfg cfg;    /* the node's options (store, node id, lease TTL, log, --http) */
     char **cfg_argv;   /* what cfg points into */
-    char **node_args;  /* handed to every run's agent (no --pool, no --http) */
+    char **node_args;  /* handed to every run's agent (no --pool, no --http; the password
+                          only as --password-fd pwfd) */
     size_t n_node;
+    int pwfd;          /* a sealed memfd holding the store password (-1: no --user) */
+    char pwfd_arg[16];
     char **envp;
     char exe[PATH_MAX];
     struct kv *kv;
@@ -84,6 +87,8 @@ static const char *serve_refusal(const char *flag, unsigned cmds)
 {
     if (!flag || !(cmds & CFG_AGENT))
         return "unknown option for serve (see serve --help)";
+    if (!strcmp(flag, "worker-env-fd"))
+        return "serve hands each run's --env to the run's workers itself";
     if (runspec_is_run_option(flag) && !runspec_is_node_default(flag))
         return "a run option: give it to 'elastic-agent submit'";
     if (!strcmp(flag, "run-id") || !strcmp(flag, "rdzv-id"))
@@ -110,7 +115,7 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
                  bool *ret_help)
 {
     const char *pool = daemon_default_pool(envp), *http = NULL;
-    d->node_args = calloc((size_t)argc + 3, sizeof(char *));
+    d->node_args = calloc((size_t)argc + 5, sizeof(char *));
     if (!d->node_args)
         return -ENOMEM;
     for (int i = 1; i < argc; i++) {
@@ -176,6 +181,12 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
     if (strcmp(d->cfg.backend, "memory") == 0) {
         fprintf(stderr, "elastic-agent serve: the memory backend lives inside one process: a "
                         "pool needs a shared store (--rdzv-endpoint, or file)\n");
+        return -EINVAL;
+    }
+    struct ea_error perr = {0};
+    if (daemon_hand_password(&d->cfg, d->node_args, &d->n_node, &d->pwfd, d->pwfd_arg,
+                             sizeof(d->pwfd_arg), &perr) < 0) {
+        fprintf(stderr, "elastic-agent serve: %s\n", perr.msg);
         return -EINVAL;
     }
     bool given = false; /* every run's agent takes the daemon's node id */
@@ -338,36 +349,48 @@ static void advance_for_room(struct daemon *d)
 static int start_run(struct daemon *d, const struct runspec *s, struct ea_error *serr)
 {
     struct ea_error err = {0};
-    char **env = NULL, **argv = NULL;
+    char **env = NULL, **argv = NULL, **nargs = NULL, efd_arg[16];
+    int efd = -1;
     if (skipped(d, s->run_id))
         return 0;
-    int r = daemon_child_env(d->envp, s, &env);
-    if (r < 0)
+    /* the agent's argv: the node's options, then the spec's --env for its workers only (an
+     * inherited memfd: not the agent's environment, not its command line) */
+    int r = daemon_child_env(d->envp, &env);
+    if (r == 0 && !(nargs = calloc(d->n_node + 3, sizeof(char *))))
+        r = -ENOMEM;
+    if (r < 0) {
+        free(env);
         return ea_errorf(serr, r, "out of memory");
+    }
+    memcpy(nargs, d->node_args, d->n_node * sizeof(char *));
+    size_t n_nargs = d->n_node;
+    if (s->n_env && (r = daemon_worker_env_fd(s, &efd, &err)) == 0) {
+        snprintf(efd_arg, sizeof(efd_arg), "%d", efd);
+        nargs[n_nargs++] = (char *)"--worker-env-fd";
+        nargs[n_nargs++] = efd_arg;
+    }
     struct cfg c;
-    r = runspec_validate(s, d->node_args, d->n_node, env, &c, &argv, &err);
+    if (r == 0)
+        r = runspec_validate(s, nargs, n_nargs, env, &c, &argv, &err);
     if (r < 0) {
         log_warn("run '%s' cannot run on this node: %s; skipped", s->run_id, err.msg);
         skip_run(d, s->run_id);
-        free(env);
-        return 0;
+        r = 0;
+        goto out;
     }
     explicit_bzero(c.password_buf, sizeof(c.password_buf));
     int seat = -1;
-    if ((r = pool_seat_claim(&d->pool, s, d->cfg.node_id, d->lease, &seat, serr)) < 0) {
-        free(argv);
-        free(env);
-        return r;
-    }
+    if ((r = pool_seat_claim(&d->pool, s, d->cfg.node_id, d->lease, &seat, serr)) < 0)
+        goto out;
     argv[0] = d->exe;
     struct proc_spawn_opts o = {.argv = (const char *const *)argv,
                                 .envp = (const char *const *)env, .stdin_fd = -1,
                                 .stdout_fd = -1, .stderr_fd = -1, .flags = PROC_DEATHSIG,
-                                .deathsig = SIGKILL, .report_fd = -1};
+                                .deathsig = SIGKILL, .report_fd = -1, .keep_fd = d->pwfd};
     pid_t pid = 0;
     r = proc_spawn(&o, &pid, NULL, &err);
     free(argv);
-    free(env);
+    argv = NULL;
     if (r == 0 && proc_table_add(pid) < 0) {
         kill(pid, SIGKILL);
         r = -ENOMEM;
@@ -376,19 +399,26 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
         log_error("cannot start the agent for run '%s': %s", s->run_id, err.msg);
         pool_seat_release(&d->pool, s->run_id, seat, NULL);
         skip_run(d, s->run_id);
-        return 0;
+        r = 0;
+        goto out;
     }
     d->child = pid;
     d->seat = seat;
-    d->run_max = s->max_nodes;
+    d->run_max = c.max_nodes; /* the agent's own --max (runspec_validate: the spec's) */
     snprintf(d->run, sizeof(d->run), "%s", s->run_id);
     watch_run_state(d);
     log_info("joining run '%s' of pool '%s' (min %d, max %d) in seat %d: agent pid %ld",
-             s->run_id, d->pool.name, s->min_nodes, s->max_nodes, seat, (long)pid);
+             s->run_id, d->pool.name, c.min_nodes, c.max_nodes, seat, (long)pid);
     struct ea_error perr = {0};
     if (put_record(d, &perr) < 0)
         log_warn("updating this daemon's record: %s", perr.msg);
-    return 0;
+out:
+    if (efd >= 0)
+        close(efd);
+    free(argv);
+    free(nargs);
+    free(env);
+    return r; /* 0, or the seat claim's -EBUSY or store error */
 }
 
 /* Idle: join the run `next` names when it has room, else recompute `next` (a full scan of the
@@ -648,7 +678,7 @@ static int setup(struct daemon *d, const char *pool)
 int serve_main(int argc, char **argv, char **envp)
 {
     struct daemon d = {.sigfd = -1, .chldfd = -1, .retry_at = -1, .keepalive_at = -1,
-                       .envp = envp};
+                       .envp = envp, .pwfd = -1};
     const char *pool = NULL;
     bool help = false;
     int code = 0;
@@ -665,6 +695,10 @@ int serve_main(int argc, char **argv, char **envp)
     if (strcmp(d.cfg.log_format, "json") == 0)
         log_set_json("");
     snprintf(d.m.node_id, sizeof(d.m.node_id), "%s", d.cfg.node_id);
+    if (d.cfg.user && d.cfg.insecure_transport && cfg_store_plaintext(&d.cfg))
+        log_warn("--insecure-transport: the etcd password of user '%s' crosses a plaintext "
+                 "connection to '%s' (anyone who sees the traffic can read it)",
+                 d.cfg.user, d.cfg.endpoints);
     if ((code = setup(&d, pool)) == 0) {
         log_info("serving pool '%s' under '%s' (%s backend) as node '%s'", d.pool.name,
                  d.cfg.prefix, d.cfg.backend, d.cfg.node_id);
@@ -684,6 +718,8 @@ out:
     if (d.sigfd >= 0)
         close(d.sigfd);
     explicit_bzero(d.cfg.password_buf, sizeof(d.cfg.password_buf));
+    if (d.pwfd >= 0)
+        close(d.pwfd);
     free(d.node_args);
     free(d.cfg_argv);
     return code;

@@ -80,7 +80,8 @@ static void start_host(struct driver *d, struct dhost *h)
                              .slots = h->slots,
                              .node_id = h->node_id,
                              .min_nodes = d->min_nodes,
-                             .max_nodes = d->max_nodes};
+                             .max_nodes = d->max_nodes,
+                             .password_fd = d->pwfd >= 0 ? d->pwfd_arg : NULL};
     char **argv = NULL;
     struct ea_error err = {0};
     pid_t pid = -1;
@@ -93,7 +94,8 @@ static void start_host(struct driver *d, struct dhost *h)
                                     .stderr_fd = -1,
                                     .flags = PROC_NEW_PGROUP | PROC_DEATHSIG | PROC_CLOSE_FDS,
                                     .deathsig = SIGTERM,
-                                    .report_fd = -1};
+                                    .report_fd = -1,
+                                    .keep_fd = d->pwfd};
         r = proc_spawn(&o, &pid, NULL, &err);
     }
     free(argv);
@@ -473,7 +475,8 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
                        .disc_fd = -1,
                        .disc_next = -1,
                        .outcome = -1,
-                       .idle_since = -1};
+                       .idle_since = -1,
+                       .pwfd = -1};
     log_init(cfg->log_level, "driver");
     if (strcmp(cfg->log_format, "json") == 0)
         log_set_json(cfg->run_id);
@@ -503,6 +506,13 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
     for (char **e = envp; e && *e; e++)
         if (!driver_var(*e))
             d.child_env[ne++] = *e;
+    struct ea_error perr = {0};
+    if (cfg->user && cfg_password_memfd(cfg, &d.pwfd, &perr) < 0) {
+        log_error("%s", perr.msg);
+        code = AGENT_EXIT_RDZV;
+        goto out;
+    }
+    snprintf(d.pwfd_arg, sizeof(d.pwfd_arg), "%d", d.pwfd);
     if ((code = initial_list(&d)) != 0)
         goto out;
     sigset_t set;
@@ -545,6 +555,8 @@ out:
         close(d.sigfd);
     if (d.tfd >= 0)
         close(d.tfd);
+    if (d.pwfd >= 0)
+        close(d.pwfd);
     free(d.disc_buf);
     free(d.child_env);
     free(d.h);

@@ -38,14 +38,16 @@ struct driver_child {
     int slots;           /* --nproc-per-node */
     const char *node_id; /* --node-id */
     int min_nodes, max_nodes;
+    const char *password_fd; /* --password-fd N for the child, or NULL */
 };
 
 /*
  * The argv of one child agent: argv[0] c->exe (the program run), the user's options from argv[1..]
  * (up to the worker command, which is cfg->command inside argv) without the driver's own ones
  * (--hosts, --hostfile, --host-discovery-script, --discovery-interval, --host-cooldown) and those
- * the driver sets (--nproc-per-node, --node-id, --min, --max, --nnodes, --nic-discovery), then
- * c's, "--nic-discovery off" (the nodes' agents all run on the driver's machine: probing from
+ * the driver sets (--nproc-per-node, --node-id, --min, --max, --nnodes, --nic-discovery,
+ * --password-file, --password-fd), then c's (the password as --password-fd c->password_fd),
+ * "--nic-discovery off" (the nodes' agents all run on the driver's machine: probing from
  * there says nothing about the hosts' interfaces), "--" and the worker command. *ret is one
  * malloc'ed block (free()); the strings point into it, argv or c.
  */

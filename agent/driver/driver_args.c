@@ -20,6 +20,8 @@ static const char *const dropped[] = {"hosts",
                                       "max",
                                       "nnodes",
                                       "nic-discovery",
+                                      "password-file", /* the password goes by --password-fd */
+                                      "password-fd",
                                       NULL};
 
 /* "--name" or "--name=value" (with '_' for '-', as the parser allows): is name in `names`?
@@ -59,7 +61,7 @@ int driver_child_argv(int argc, char **argv, char *const *command, const struct 
 {
     int k = command_index(argc, argv, command);
     int ncmd = argc - k;
-    size_t nptr = (size_t)k + 16 + (size_t)ncmd;
+    size_t nptr = (size_t)k + 18 + (size_t)ncmd;
     enum { NUM = 24 };
     char **v = malloc(nptr * sizeof(char *) + 3 * NUM);
     if (!v)
@@ -94,6 +96,10 @@ int driver_child_argv(int argc, char **argv, char *const *command, const struct 
                          "--nic-discovery",
                          "off",
                          "--"};
+    if (c->password_fd) {
+        v[n++] = (char *)"--password-fd";
+        v[n++] = (char *)c->password_fd;
+    }
     for (size_t i = 0; i < sizeof(add) / sizeof(*add); i++)
         v[n++] = (char *)add[i];
     for (int i = k; i < argc; i++)

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(argv);
     }
     char **env = NULL;
-    if (daemon_child_env(no_env, &s, &env) == 0)
+    if (daemon_child_env(no_env, &env) == 0)
         free(env);
     runspec_clear(&s);
     runspec_clear(&again);

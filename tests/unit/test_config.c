@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +243,8 @@ Test(config, etcd_password_never_from_the_command_line)
     cr_assert_eq(parse(argv, NULL, &c, &err), -EINVAL);
     cr_assert(strstr(err.msg, "unknown option '--password'"), "%s", err.msg);
 
-    char **with_user = ARGV("--rdzv-endpoint", "127.0.0.1:2379", "--user", "root", "x");
+    char **with_user = ARGV("--rdzv-endpoint", "127.0.0.1:2379", "--user", "root",
+                            "--insecure-transport", "x");
     cr_assert_eq(parse(with_user, NULL, &c, &err), -EINVAL);
     cr_assert(strstr(err.msg, "ELASTIC_ETCD_PASSWORD"), "%s", err.msg);
 
@@ -255,10 +257,126 @@ Test(config, etcd_password_never_from_the_command_line)
     cr_assert_eq(write(fd, "fromfile\n", 9), 9);
     close(fd);
     char **with_file = ARGV("--rdzv-endpoint", "127.0.0.1:2379", "--user", "root",
-                            "--password-file", path, "x");
+                            "--password-file", path, "--insecure-transport", "x");
     cr_assert_eq(parse(with_file, env, &c, &err), 0, "%s", err.msg);
     cr_assert_str_eq(c.password, "fromfile", "the file wins; its newline is dropped");
     unlink(path);
     cr_assert_eq(parse(with_file, env, &c, &err), -EINVAL);
     cr_assert(strstr(err.msg, "--password-file: cannot read"), "%s", err.msg);
+}
+
+extern char **environ;
+
+/* --user over plaintext (gRPC without TLS files, an http:// gateway endpoint) is refused unless
+ * --insecure-transport says so; TLS files or https:// endpoints are not plaintext. */
+Test(config, user_needs_tls_or_insecure_transport)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    char *env[] = {"ELASTIC_ETCD_PASSWORD=s3cret", NULL};
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "127.0.0.1:2379", "--user", "root", "x"), env, &c,
+                       &err),
+                 -EINVAL);
+    cr_assert(strstr(err.msg, "--user 'root': the password would cross a plaintext connection "
+                              "to '127.0.0.1:2379'"),
+              "%s", err.msg);
+    cr_assert(strstr(err.msg, "--insecure-transport"), "%s", err.msg);
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "https://a:1,http://b:2", "--user", "root", "x"),
+                       env, &c, &err),
+                 -EINVAL);
+    cr_assert(strstr(err.msg, "use https:// endpoints"), "%s", err.msg);
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "https://a:1", "--user", "root", "x"), env, &c,
+                       &err),
+                 0, "%s", err.msg);
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--cacert", "/ca.pem", "--user", "root",
+                            "x"),
+                       env, &c, &err),
+                 0, "%s", err.msg);
+    cr_assert(!cfg_store_plaintext(&c));
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "root", "--insecure-transport",
+                            "x"),
+                       env, &c, &err),
+                 0, "%s", err.msg);
+    cr_assert(cfg_store_plaintext(&c) && c.insecure_transport);
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--insecure-transport", "x"), env, &c, &err),
+                 -EINVAL);
+    cr_assert(strstr(err.msg, "without --user it means nothing"), "%s", err.msg);
+    /* status and the daemon's store options: the same rule */
+    char *st[] = {"status", "--rdzv-endpoint", "a:1", "--user", "root", NULL};
+    cr_assert_eq(cfg_parse_cmd(CFG_STATUS, 5, st, env, &c, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "plaintext"), "%s", err.msg);
+}
+
+/* --password-fd: a pipe (read to its end) or a memfd (read from its start, again and again); the
+ * fd becomes close-on-exec. Not with --password-file; not a closed fd. */
+Test(config, password_from_a_file_descriptor)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    cr_assert_eq(write(p[1], "piped-pw\n", 9), 9);
+    close(p[1]);
+    char num[16];
+    snprintf(num, sizeof(num), "%d", p[0]);
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "--password-fd", num, "x"),
+                       NULL, &c, &err),
+                 0, "%s", err.msg);
+    cr_assert_str_eq(c.password, "piped-pw");
+    cr_assert_neq(fcntl(p[0], F_GETFD) & FD_CLOEXEC, 0, "no child inherits it");
+    close(p[0]);
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "--password-fd", num, "x"),
+                       NULL, &c, &err),
+                 -EINVAL);
+    cr_assert(strstr(err.msg, "is not open"), "%s", err.msg);
+
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "x"),
+                       (char *[]){"ELASTIC_ETCD_PASSWORD=memfd-pw", NULL}, &c, &err),
+                 0, "%s", err.msg);
+    int fd = -1;
+    cr_assert_eq(cfg_password_memfd(&c, &fd, &err), 0, "%s", err.msg);
+    snprintf(num, sizeof(num), "%d", fd);
+    for (int i = 0; i < 2; i++) { /* a daemon validates, then its agent reads: twice */
+        struct cfg d;
+        cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                                "--password-fd", num, "x"),
+                           NULL, &d, &err),
+                     0, "%s", err.msg);
+        cr_assert_str_eq(d.password, "memfd-pw");
+    }
+    cr_assert_lt(write(fd, "x", 1), 0, "sealed");
+    close(fd);
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "--password-fd", "0", "--password-file", "/p", "x"),
+                       NULL, &c, &err),
+                 -EINVAL);
+    cr_assert(strstr(err.msg, "give one of --password-fd and --password-file"), "%s", err.msg);
+    cr_assert_eq(parse(ARGV("--password-fd", "0", "x"), NULL, &c, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "--password-fd needs --user"), "%s", err.msg);
+}
+
+/* Parsing this process's own environment takes the password out of it: the bytes where it lay
+ * are overwritten (what /proc/<pid>/environ would show) and the variable is gone. */
+Test(config, password_taken_out_of_the_process_environment)
+{
+    cr_assert_eq(setenv("ELASTIC_ETCD_PASSWORD", "scrub-me-77", 1), 0);
+    char *where = getenv("ELASTIC_ETCD_PASSWORD");
+    cr_assert_not_null(where);
+    struct cfg c;
+    struct ea_error err = {0};
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "x"),
+                       environ, &c, &err),
+                 0, "%s", err.msg);
+    cr_assert_str_eq(c.password, "scrub-me-77");
+    cr_assert_null(getenv("ELASTIC_ETCD_PASSWORD"));
+    cr_assert_eq(where[0], '\0', "the bytes are overwritten where they lie");
+    cr_assert_eq(memchr(where, 's', 11), NULL);
+    /* without --user too: it never stays for a child */
+    cr_assert_eq(setenv("ELASTIC_ETCD_PASSWORD", "unused-88", 1), 0);
+    cr_assert_eq(parse(ARGV("x"), environ, &c, &err), 0, "%s", err.msg);
+    cr_assert_null(getenv("ELASTIC_ETCD_PASSWORD"));
 }

@@ -97,6 +97,30 @@ Test(driver_args, child_argv_without_double_dash)
     free(v);
 }
 
+/* The store password reaches each child as --password-fd (the driver's memfd), never as the
+ * user's own --password-file or --password-fd. */
+Test(driver_args, child_argv_hands_the_password_by_fd)
+{
+    char *argv[] = {"elastic-agent", "--hosts", "a:1", "--user", "u", "--password-file", "/pw",
+                    "--password-fd=9", "--", "w", NULL};
+    struct driver_child c = {.exe = "e", .host = "a", .slots = 1, .node_id = "a",
+                             .min_nodes = 1, .max_nodes = 1, .password_fd = "5"};
+    char **v = NULL;
+    cr_assert_eq(driver_child_argv(count(argv), argv, argv + 9, &c, &v, NULL), 0);
+    cr_assert_eq(find(v, "--password-file"), -1);
+    cr_assert_eq(find(v, "/pw"), -1);
+    cr_assert_eq(find(v, "--password-fd=9"), -1);
+    int k = find(v, "--password-fd");
+    cr_assert(k > 0 && k < find(v, "--"));
+    cr_assert_str_eq(v[k + 1], "5");
+    cr_assert_eq(find(v, "--user"), 1);
+    free(v);
+    c.password_fd = NULL; /* no --user: nothing to hand */
+    cr_assert_eq(driver_child_argv(count(argv), argv, argv + 9, &c, &v, NULL), 0);
+    cr_assert_eq(find(v, "--password-fd"), -1);
+    free(v);
+}
+
 Test(driver_args, bounds_given)
 {
     char *a1[] = {"ea", "--hosts", "a", "--", "w", "--min", "3", NULL};

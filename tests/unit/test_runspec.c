@@ -3,8 +3,10 @@
  * bad input: corrupt JSON, a foreign schema, a forbidden option, a missing command, a bad env
  * entry; the per-node options combined at the daemon; the run's agent's environment. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon_internal.h"
 #include "runspec.h"
@@ -146,6 +148,59 @@ Test(runspec, forbidden_options_and_bad_specs)
     cr_assert_eq(n_run, 18, "a run option is missing from the table");
 }
 
+/* A spec's --env reaches the workers only, and not with a name that changes how a process
+ * loads or connects: refused at submit (validate) and when read from the store (decode). */
+Test(runspec, loader_and_connection_variables_are_refused)
+{
+    const char *cmd[] = {"true", NULL};
+    const char *bad[] = {"LD_PRELOAD=/tmp/x.so", "LD_LIBRARY_PATH=/x", "GCONV_PATH=/x",
+                         "MALLOC_TRACE=/x", "GRPC_TRACE=all", "SSL_CERT_FILE=/x",
+                         "OPENSSL_CONF=/x", "TMPDIR=/x", "XDG_RUNTIME_DIR=/x", "HOSTALIASES=/x",
+                         "RES_OPTIONS=x", "LOCALDOMAIN=x", "NLSPATH=/x", "GLIBC_TUNABLES=x",
+                         "BASH_ENV=/x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        size_t len = strcspn(bad[i], "=");
+        char name[64];
+        snprintf(name, sizeof(name), "'%.*s'", (int)len, bad[i]);
+        invalid(NULL, cmd, (const char *[]){"OK=1", bad[i], NULL}, name);
+        char json[256];
+        snprintf(json, sizeof(json),
+                 "{\"schema\":\"" RUNSPEC_SCHEMA "\",\"run\":\"a\",\"min\":1,\"max\":1,"
+                 "\"args\":[],\"env\":[\"%s\"],\"command\":[\"x\"]}",
+                 bad[i]);
+        refused(json, name);
+    }
+    invalid(NULL, cmd, (const char *[]){"LD_PRELOAD=x", NULL}, "changes how a process loads");
+    /* the workers' own business passes */
+    const char *ok[] = {"http_proxy=http://p:3128", "PYTHONPATH=/x", "CUDA_VISIBLE_DEVICES=0",
+                        "LDX=1", "TMPDIRS=1", "NCCL_DEBUG=INFO", "TAG=x", NULL};
+    struct runspec s = make("r", NULL, cmd, ok);
+    struct ea_error err = {0};
+    cr_assert_eq(runspec_validate(&s, NULL, 0, no_env, NULL, NULL, &err), 0, "%s", err.msg);
+    runspec_clear(&s);
+}
+
+/* The daemon sizes a run by the spec's min/max and its agent by the parsed options: a spec
+ * whose two disagree is refused where the daemon validates it. */
+Test(runspec, spec_min_max_must_match_its_options)
+{
+    const char *args[] = {"--min", "1", "--max", "2", NULL};
+    const char *cmd[] = {"true", NULL};
+    struct runspec s = make("r", args, cmd, NULL);
+    struct ea_error err = {0};
+    s.min_nodes = 1;
+    s.max_nodes = 2;
+    cr_assert_eq(runspec_validate(&s, NULL, 0, no_env, NULL, NULL, &err), 0, "%s", err.msg);
+    s.max_nodes = 50;
+    cr_assert_eq(runspec_validate(&s, NULL, 0, no_env, NULL, NULL, &err), -EINVAL);
+    cr_assert(strstr(err.msg, "the spec says min 1, max 50 but its options give --min 1 --max 2"),
+              "%s", err.msg);
+    s.max_nodes = 2;
+    s.min_nodes = 2;
+    cr_assert_eq(runspec_validate(&s, NULL, 0, no_env, NULL, NULL, &err), -EINVAL);
+    runspec_clear(&s);
+}
+
 Test(runspec, combined_with_the_node_options)
 {
     const char *args[] = {"--min", "1", "--nproc-per-node", "3", NULL};
@@ -172,6 +227,8 @@ Test(runspec, combined_with_the_node_options)
     runspec_clear(&h);
 }
 
+/* The run's agent gets the daemon's environment without the run's options, the daemon's own
+ * and the password; the spec's --env is not in it (the workers get it by --worker-env-fd). */
 Test(runspec, the_run_agents_environment)
 {
     const char *cmd[] = {"true", NULL};
@@ -179,16 +236,24 @@ Test(runspec, the_run_agents_environment)
     struct runspec s = make("r", NULL, cmd, env);
     char *daemon_env[] = {"PATH=/bin", "TAG=daemon", "ELASTIC_MIN=5", "ELASTIC_HTTP=:9000",
                           "ELASTIC_RDZV_ENDPOINT=e:1", "ELASTIC_NPROC_PER_NODE=2", "ELASTIC_POOL=gpu",
-                          NULL};
+                          "ELASTIC_ETCD_PASSWORD=pw", "ELASTIC_PASSWORD_FILE=/p", NULL};
     char **out = NULL;
-    cr_assert_eq(daemon_child_env(daemon_env, &s, &out), 0);
-    const char *want[] = {"PATH=/bin", "ELASTIC_RDZV_ENDPOINT=e:1", "ELASTIC_NPROC_PER_NODE=2",
-                          "TAG=spec", NULL};
+    cr_assert_eq(daemon_child_env(daemon_env, &out), 0);
+    const char *want[] = {"PATH=/bin", "TAG=daemon", "ELASTIC_RDZV_ENDPOINT=e:1",
+                          "ELASTIC_NPROC_PER_NODE=2", NULL};
     size_t n = 0;
     for (; out[n]; n++)
         cr_assert_str_eq(out[n], want[n]);
     cr_assert_eq(n, 4);
     free(out);
+    /* the workers' entries: NUL-separated in a memfd the run's agent inherits */
+    int fd = -1;
+    cr_assert_eq(daemon_worker_env_fd(&s, &fd, NULL), 0);
+    char buf[64] = {0};
+    cr_assert_eq(pread(fd, buf, sizeof(buf), 0), 9);
+    cr_assert_eq(memcmp(buf, "TAG=spec\0", 9), 0);
+    cr_assert_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0, "the run's agent inherits it");
+    close(fd);
     runspec_clear(&s);
     char *with_pool[] = {"ELASTIC_POOL=gpu", NULL}, *without[] = {NULL};
     cr_assert_str_eq(daemon_default_pool(with_pool), "gpu");

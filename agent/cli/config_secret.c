@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+/* cfg: the store's secret — where the etcd password comes from (--password-fd, --password-file,
+ * ELASTIC_ETCD_PASSWORD), taking it out of this process's environment, refusing it on a
+ * plaintext connection, and the sealed memfd a parent (serve, driver mode) hands its agents. The
+ * rest of the fds a parent hands over (--worker-env-fd) are checked here too. See
+ * docs/security.md, "Credentials and process hygiene". */
+#include "config.h"
+#include "config_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define PW_VAR "ELASTIC_ETCD_PASSWORD"
+
+static const char *env_value(char **envp, const char *name)
+{
+    size_t len = strlen(name);
+    for (char **e = envp; e && *e; e++)
+        if (strncmp(*e, name, len) == 0 && (*e)[len] == '=')
+            return *e + len + 1;
+    return NULL;
+}
+
+/* Take the password variable out of this process's environment: its value's bytes are
+ * overwritten where they lie first — the initial environment block, which /proc/<pid>/environ
+ * shows whatever unsetenv() does to `environ` — then the entries go, so no child inherits it. */
+static void scrub_own_env(void)
+{
+    size_t len = strlen(PW_VAR);
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, PW_VAR, len) == 0 && (*e)[len] == '=')
+            explicit_bzero(*e + len + 1, strlen(*e + len + 1));
+    unsetenv(PW_VAR);
+}
+
+int cfg_parse_fd(const char *origin, const char *v, int *ret_fd, struct ea_error *err)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (!isdigit((unsigned char)v[0]) || errno || *end || n > INT_MAX)
+        return ea_errorf(err, -EINVAL, "%s: '%s' is not a file descriptor number", origin, v);
+    if (fcntl((int)n, F_GETFD) < 0)
+        return ea_errorf(err, -EINVAL, "%s: file descriptor %ld is not open", origin, n);
+    *ret_fd = (int)n;
+    return 0;
+}
+
+/* The password from fd `fd`: read from its start when it can seek (a memfd, a file), else to
+ * its end (a pipe). The fd is made close-on-exec: nothing this process starts inherits it. */
+static int read_fd(struct cfg *c, int fd, struct ea_error *err)
+{
+    size_t size = sizeof(c->password_buf), n = 0;
+    ssize_t r = pread(fd, c->password_buf, size, 0);
+    if (r < 0 && errno == ESPIPE) {
+        r = 0;
+        while (n < size &&
+               ((r = read(fd, c->password_buf + n, size - n)) > 0 || (r < 0 && errno == EINTR)))
+            n += r > 0 ? (size_t)r : 0;
+    } else if (r > 0) {
+        n = (size_t)r;
+    }
+    int e = errno;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (r < 0)
+        return ea_errorf(err, -EINVAL, "--password-fd: cannot read file descriptor %d: %s", fd,
+                         strerror(e));
+    if (n == size)
+        return ea_errorf(err, -EINVAL, "--password-fd: the password is longer than %zu bytes",
+                         size - 1);
+    c->password_buf[n] = '\0';
+    c->password_buf[strcspn(c->password_buf, "\r\n")] = '\0';
+    if (!c->password_buf[0])
+        return ea_errorf(err, -EINVAL, "--password-fd: file descriptor %d holds no password", fd);
+    return 0;
+}
+
+bool cfg_store_plaintext(const struct cfg *c)
+{
+    if (!c->backend || !c->endpoints)
+        return false;
+    if (strcmp(c->backend, "etcd") == 0)
+        return !c->cacert && !c->cert && !c->key; /* gRPC: TLS only with TLS files */
+    if (strcmp(c->backend, "etcd-gateway") != 0)
+        return false;
+    for (const char *p = c->endpoints; *p; p += strcspn(p, ",")) { /* any http:// endpoint */
+        p += strspn(p, ", ");
+        if (strncasecmp(p, "http://", 7) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* --user over plaintext sends the password in clear to whoever sees the traffic. */
+static int check_transport(const struct cfg *c, struct ea_error *err)
+{
+    if (!c->user && c->insecure_transport)
+        return ea_errorf(err, -EINVAL,
+                         "--insecure-transport only lets --user's password cross "
+                         "a plaintext connection: without --user it means nothing");
+    if (!c->user || c->insecure_transport || !cfg_store_plaintext(c))
+        return 0;
+    bool gw = strcmp(c->backend, "etcd-gateway") == 0;
+    return ea_errorf(err, -EINVAL,
+                     "--user '%s': the password would cross a plaintext connection to '%s'; %s, "
+                     "or give --insecure-transport to send it in clear anyway",
+                     c->user, c->endpoints,
+                     gw ? "use https:// endpoints"
+                        : "give etcd's CA with --cacert (TLS; --cert/--key for client "
+                          "certificates)");
+}
+
+int cfg_read_password(struct cfg *c, char **envp, struct ea_error *err)
+{
+    int r = 0, fd = -1;
+    const char *env = env_value(envp, PW_VAR);
+    if (c->password_fd && (r = cfg_parse_fd("--password-fd", c->password_fd, &fd, err)) < 0)
+        goto out;
+    if (c->password_fd && c->password_file) {
+        r = ea_errorf(err, -EINVAL, "give one of --password-fd and --password-file");
+        goto out;
+    }
+    if (!c->user) {
+        if (c->password_file || c->password_fd)
+            r = ea_errorf(err, -EINVAL, "%s needs --user",
+                          c->password_file ? "--password-file" : "--password-fd");
+        else
+            r = check_transport(c, err);
+        goto out;
+    }
+    if ((r = check_transport(c, err)) < 0)
+        goto out;
+    if (fd >= 0) {
+        r = read_fd(c, fd, err);
+    } else if (c->password_file) {
+        FILE *f = fopen(c->password_file, "re");
+        if (!f) {
+            r = ea_errorf(err, -EINVAL, "--password-file: cannot read '%s': %s", c->password_file,
+                          strerror(errno));
+            goto out;
+        }
+        char *ok = fgets(c->password_buf, sizeof(c->password_buf), f);
+        fclose(f);
+        if (!ok)
+            r = ea_errorf(err, -EINVAL, "--password-file: '%s' is empty", c->password_file);
+        else
+            c->password_buf[strcspn(c->password_buf, "\r\n")] = '\0';
+    } else if (env) {
+        if (strlen(env) >= sizeof(c->password_buf))
+            r = ea_errorf(err, -EINVAL, PW_VAR " is too long");
+        else
+            memcpy(c->password_buf, env, strlen(env) + 1);
+    } else {
+        r = ea_errorf(err, -EINVAL,
+                      "--user needs a password: set " PW_VAR ", --password-file "
+                      "or --password-fd");
+    }
+    if (r == 0)
+        c->password = c->password_buf;
+out:
+    if (envp == environ && env)
+        scrub_own_env(); /* read or not, it never stays for a child to inherit */
+    if (r < 0)
+        explicit_bzero(c->password_buf, sizeof(c->password_buf));
+    return r;
+}
+
+int cfg_password_memfd(const struct cfg *c, int *ret_fd, struct ea_error *err)
+{
+    if (!c->password)
+        return ea_errorf(err, -EINVAL, "no password to hand over");
+    int fd = memfd_create("elastic-agent-password", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return ea_errorf(err, -errno, "memfd_create: %s", strerror(errno));
+    size_t len = strlen(c->password);
+    /* sealed: the agents read it, nobody (not the daemon either) rewrites it */
+    if (write(fd, c->password, len) != (ssize_t)len ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+        int e = errno ? errno : EIO;
+        close(fd);
+        return ea_errorf(err, -e, "writing the password memfd: %s", strerror(e));
+    }
+    *ret_fd = fd;
+    return 0;
+}
