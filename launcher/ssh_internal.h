@@ -38,8 +38,10 @@ int ssh_quote(struct ssh_buf *b, const char *s);
  * fall back to the remote home), the complete environment, argv. */
 int ssh_start_line(struct ssh_buf *b, unsigned slot, const char *cwd, bool strict,
                    const char *const *envp, const char *const *argv);
-/* The fence line for a deadline `valid_until_ms` at `now_ms` (whole seconds left, rounded to the
- * nearest, at least 0: the helper's watchdog counts whole seconds) and the grace in whole seconds (rounded up, at least 1). Returns its length. */
+/* The fence line for a deadline `valid_until_ms` at `now_ms` (whole seconds left, rounded up, 0
+ * only once it has passed: the helper's watchdog counts whole seconds and never stops a worker
+ * before the deadline) and the grace in whole seconds (rounded up, at least 1). Returns its
+ * length. */
 int ssh_fence_line(char *buf, size_t size, int64_t valid_until_ms, int64_t now_ms,
                    int64_t grace_ms);
 

@@ -264,7 +264,9 @@ int ssh_start_line(struct ssh_buf *b, unsigned slot, const char *cwd, bool stric
 int ssh_fence_line(char *buf, size_t size, int64_t valid_until_ms, int64_t now_ms,
                    int64_t grace_ms)
 {
-    int64_t left = valid_until_ms > now_ms ? (valid_until_ms - now_ms + 500) / 1000 : 0;
+    /* rounded up: 0 tells the watchdog the deadline has passed, and it stops the workers at
+     * once; 0.4 s left rounded to 0 fenced out a node whose lease was still valid (issue 27) */
+    int64_t left = valid_until_ms > now_ms ? (valid_until_ms - now_ms + 999) / 1000 : 0;
     int64_t grace = grace_ms > 1000 ? (grace_ms + 999) / 1000 : 1;
     return snprintf(buf, size, "_ea_f %lld %lld\n", (long long)left, (long long)grace);
 }

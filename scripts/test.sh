@@ -51,6 +51,9 @@ echo "== mutation checks =="
   '^(test_rdzv_session|test_e2e_elastic_file)$'
 ./scripts/mutate.sh --target test_guard --filter 'guard/fence_deadline_passed*' \
   launcher/guard.c 's/|| now < d)/|| 1)/' '^test_guard$'
+./scripts/mutate.sh --target test_ssh_launcher --filter 'ssh/fence_renewed_before*' \
+  launcher/ssh_remote.c 's/(valid_until_ms - now_ms + 999) \/ 1000/(valid_until_ms - now_ms + 500) \/ 1000/' \
+  '^test_ssh_launcher$'
 ./scripts/mutate.sh --target test_e2e_observe --filter 'observe/metrics_follow*' \
   agent/agent.c 's/^\(\s*\)a->m.worker_failures++;/\1;/' '^test_e2e_observe$'
 ./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/idle_daemon_fills*' \

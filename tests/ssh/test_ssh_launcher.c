@@ -388,6 +388,34 @@ Test(ssh, fence_not_renewed_ends_the_remote_workers_sh)
     fence_ends_workers(true);
 }
 
+/* A fence renewed before its deadline never ends the worker, however close the deadline was:
+ * the agent's first fence on a new connection is as old as its last lease renewal (the ssh
+ * connect blocked it meanwhile), so it may have only a fraction of a second left (issue 27). */
+static void fence_renewed_just_in_time(bool sh)
+{
+    struct launcher *l = mk(sh);
+    const char *hang[] = {TW, "hang", NULL};
+    struct launch_proc *p = start(l, hang);
+    pid_t w = launch_pid(l, p);
+    cr_assert_gt(w, 0);
+    for (int i = 0; i < 4; i++) { /* 0.4 s left at each, renewed 0.25 s later */
+        launcher_fence(l, tl_now_ms() + 400);
+        cr_assert_not(tl_pid_gone(w, 250), "fenced before its deadline (fence %d)", i);
+    }
+    launch_release(l, p);
+    launcher_destroy(l);
+}
+
+Test(ssh, fence_renewed_before_its_deadline_keeps_the_worker_guard)
+{
+    fence_renewed_just_in_time(false);
+}
+
+Test(ssh, fence_renewed_before_its_deadline_keeps_the_worker_sh)
+{
+    fence_renewed_just_in_time(true);
+}
+
 Test(ssh, middleman_can_be_the_agent_binarys_exec_guard)
 {
     agent_guard = true;
