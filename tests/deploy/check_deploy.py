@@ -817,6 +817,21 @@ def cmd_dockerfile(a):
     done()
 
 
+def cmd_etcd_env(a):
+    """The etcd StatefulSet's ETCD_* variables, its Secret volumes written under --volumes-out
+    and the file paths remapped there, NUL-separated into --env-out: test_deploy_etcd.sh starts
+    a real etcd with the manifest's TLS settings."""
+    docs = [d for d in yaml.safe_load_all(open(a.rendered)) if d]
+    secrets = check_locked.load_secrets(yaml.safe_load_all(open(a.secrets)))
+    sts = next(d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == a.statefulset)
+    pod = sts["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    mapping = check_locked.materialize(pod, c, {}, secrets, a.volumes_out)
+    env = {k: check_locked.remap(v, mapping) for k, v in check_locked.env_of(c).items() if k.startswith("ETCD_")}
+    with open(a.env_out, "w") as f:
+        f.write("".join(f"{k}={v}\0" for k, v in env.items()))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -869,6 +884,12 @@ def main():
     ss.add_argument("--runtime")
     ss.add_argument("--state")
     ss.add_argument("--set", action="append")
+    e = sub.add_parser("etcd-env")
+    e.add_argument("rendered")
+    e.add_argument("--statefulset", default="etcd")
+    e.add_argument("--secrets", required=True)
+    e.add_argument("--volumes-out", required=True)
+    e.add_argument("--env-out", required=True)
     d = sub.add_parser("dockerfile")
     d.add_argument("dockerfile")
     d.add_argument("--context", required=True)
@@ -876,7 +897,7 @@ def main():
     a = p.parse_args()
     {"k8s": cmd_k8s, "k8s-submit": cmd_k8s_submit, "systemd": cmd_systemd,
      "systemd-serve": cmd_systemd_serve, "cloudinit": cmd_cloudinit,
-     "dockerfile": cmd_dockerfile}[a.cmd](a)
+     "dockerfile": cmd_dockerfile, "etcd-env": cmd_etcd_env}[a.cmd](a)
 
 
 if __name__ == "__main__":
