@@ -555,6 +555,17 @@ def check_stop_and_hardening(u, svc, env_defaults, envfile, opts):
     check(one("NoNewPrivileges") == "yes", "NoNewPrivileges=yes")
 
 
+def check_locked_env(env, where, signers):
+    """A daemon's (or one-shot agent's) settings are locked: mutual TLS to etcd with files under
+    /etc/elastic-agent/, and (signers) the allowed-signers file."""
+    names = ["ELASTIC_CACERT", "ELASTIC_CERT", "ELASTIC_KEY"] + (["ELASTIC_ALLOWED_SIGNERS"] if signers else [])
+    for n in names:
+        v = env.get(n) or ""
+        check(v.startswith("/etc/elastic-agent/"), f"{where}: {n} is set (a file under /etc/elastic-agent/)",
+              repr(v))
+    check(not env.get("ELASTIC_ETCD_PASSWORD"), f"{where}: no password in the environment")
+
+
 def write_exec_start(a, argv, env_defaults, envfile):
     """The ExecStart line as systemd would run it, with its environment, for test_deploy.sh."""
     spec = {"%i": a.instance, "%I": a.instance, "%t": a.runtime, "%S": a.state}
@@ -611,6 +622,7 @@ def cmd_systemd(a):
     check(argv[0] == "/usr/bin/elastic-agent", "ExecStart runs /usr/bin/elastic-agent (the package's path)")
     check("--" in argv, "ExecStart ends the options with '--' before the worker command")
     check("WORKER_COMMAND" in envfile, "the example env file sets WORKER_COMMAND")
+    check_locked_env({**env_defaults, **envfile}, "unit + example env file", signers=False)
 
     if a.argv_out:
         write_exec_start(a, argv, env_defaults, envfile)
@@ -636,6 +648,9 @@ def cmd_systemd_serve(a):
     check(argv == ["/usr/bin/elastic-agent", "serve"],
           "ExecStart is `/usr/bin/elastic-agent serve` (the package's path; no run command)", repr(argv))
     check_stop_and_hardening(u, svc, env_defaults, envfile, opts)
+    check_locked_env({**env_defaults, **envfile}, "serve unit + serve.env", signers=True)
+    check(env_defaults.get("ELASTIC_ALLOWED_SIGNERS"),
+          "the serve unit itself sets ELASTIC_ALLOWED_SIGNERS (signed specs only, whatever serve.env says)")
     # a daemon: the end of a run is no reason to stop, any exit of its own is one to start again
     check(one("Restart") == "always", "Restart=always (the daemon outlives its runs)", repr(one("Restart")))
     prevent = set((one("RestartPreventExitStatus") or "").split())
@@ -702,6 +717,16 @@ def cmd_cloudinit(a):
     for need in ("ELASTIC_POOL", "ELASTIC_RDZV_ENDPOINT"):
         check(need in names, f"the env file sets {need}")
     check_no_run(set(names) | set(re.findall(r"^\s*([A-Z_]+)=", body, re.M)), "cloud-init")
+    serve_env = dict(re.findall(r"^\s*(ELASTIC_[A-Z_]+)=(\S*)", body, re.M))
+    for n in ("ELASTIC_CACERT", "ELASTIC_CERT", "ELASTIC_KEY", "ELASTIC_ALLOWED_SIGNERS"):
+        check(serve_env.get(n), f"locked: the bootstrap sets {n}", repr(serve_env.get(n)))
+    key = serve_env.get("ELASTIC_KEY", "").replace("$TLS_DIR", "")
+    start = body.find("systemctl enable")
+    check(key and re.search(r'\[\[ ! -s "\$f" \]\]', body) and 0 <= body.find(key) < start,
+          "locked: the bootstrap stops before starting the daemon when its certificate is missing")
+    files = [f.get("path") for f in d.get("write_files", [])]
+    check(serve_env.get("ELASTIC_ALLOWED_SIGNERS") in files, "the user data writes the allowed_signers file")
+    check(not re.search(r"BEGIN [A-Z ]*PRIVATE KEY", text), "no private key in the user data")
     check(re.search(r"^\s*cat >\s*/etc/elastic-agent/serve\.env\b", body, re.M),
           "the bootstrap writes /etc/elastic-agent/serve.env (elastic-agent-serve.service's EnvironmentFile)")
     enable = " ".join(re.findall(r"systemctl enable --now ([^\n]+)", body))

@@ -364,6 +364,13 @@ if [[ -n "$deb" ]] && [[ -d /lib/systemd/system ]]; then
 else
   skip "systemd-analyze verify (no package or no /lib/systemd/system)"
 fi
+# the units' TLS and allowed-signers files, pointed at make-certs.sh's certificates (as the
+# elastic-agent-daemon user) and an allowed_signers file here: the daemon loads them for real
+cp "$src/deploy/k8s/base/allowed_signers" "$tmp/allowed_signers"
+tls_set=(--set "ELASTIC_CACERT=$tmp/certs/ca.crt" --set "ELASTIC_CERT=$tmp/certs/elastic-agent-daemon.crt"
+         --set "ELASTIC_KEY=$tmp/certs/elastic-agent-daemon.key" --set "ELASTIC_ALLOWED_SIGNERS=$tmp/allowed_signers")
+# the file backend (the one-shot runs below): no TLS
+no_tls=(--set ELASTIC_CACERT= --set ELASTIC_CERT= --set ELASTIC_KEY=)
 step "the unit's settings" "${checker[@]}" systemd "$unit" "$src/deploy/systemd/example.env" \
   --help-file "$tmp/help.txt"
 step "the serve unit's settings" "${checker[@]}" systemd-serve "$serve_unit" \
@@ -373,7 +380,7 @@ if ((serve_cli)); then
   mkdir -p "$tmp/serve-rt"
   if "${checker[@]}" systemd-serve "$serve_unit" "$src/deploy/systemd/serve.env" \
        --help-file "$tmp/help.txt" "${serve_args[@]}" --argv-out "$tmp/serve.argv" --binary "$bin" \
-       --runtime "$tmp/serve-rt" --state "$tmp/serve-rt" --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 \
+       --runtime "$tmp/serve-rt" --state "$tmp/serve-rt" --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 "${tls_set[@]}" \
        --set ELASTIC_HTTP=127.0.0.1:0 >/dev/null && [[ -s "$tmp/serve.argv" ]]; then
     tail -z -n +2 "$tmp/serve.argv" >"$tmp/serve.args"
     run_serve "serve.env + serve unit defaults" "$tmp/serve.argv.env" "$tmp/serve.args"
@@ -432,13 +439,14 @@ wait_for() { # FILE SECONDS
   for ((i = 0; i < $2 * 10; i++)); do [[ -s "$1" ]] && return 0; sleep 0.1; done
   return 1
 }
-run_overrides=(--set ELASTIC_RDZV_ENDPOINT= --set ELASTIC_MIN=1 --set ELASTIC_MAX=1
+run_overrides=("${no_tls[@]}" --set ELASTIC_RDZV_ENDPOINT= --set ELASTIC_MIN=1 --set ELASTIC_MAX=1
                --set ELASTIC_NPROC_PER_NODE=1 --set ELASTIC_STOP_TIMEOUT=5
                --set "DEPLOY_TEST_PIDFILE=$tmp/pid")
 
 # the example env file's values (the store replaced by a closed loopback port); run_config runs
 # $bin itself, so argv[0] (the binary) is dropped from the ExecStart line
-if exec_start config --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 --set ELASTIC_JOIN_TIMEOUT=0.3; then
+if exec_start config --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 --set ELASTIC_JOIN_TIMEOUT=0.3 "${tls_set[@]}" \
+    --set ELASTIC_ALLOWED_SIGNERS=; then
   tail -z -n +2 "$tmp/config.argv" >"$tmp/config.args"
   run_config "example env file + unit defaults" "$tmp/config.argv.env" "$tmp/config.args"
   rm -rf "${rt:?}/elastic-agent/config" # as systemd does when the unit stops
