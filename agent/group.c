@@ -82,6 +82,11 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
     if (logdir) {
         snprintf(out, sizeof(out), "%s/rank_%d.out", logdir, w->rank);
         snprintf(errp, sizeof(errp), "%s/rank_%d.err", logdir, w->rank);
+        int r = workdir_log_file(out, err);
+        if (r < 0 || (r = workdir_log_file(errp, err)) < 0) {
+            wenv_free(env);
+            return r;
+        }
     }
     /* a rank left out by --local-ranks-filter writes to its log files only, or nowhere */
     bool shown = shown_on_console(g->cfg->local_ranks_filter, local_rank);

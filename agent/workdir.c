@@ -46,13 +46,24 @@ int workdir_mkdirs(const char *path)
     for (char *p = buf + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            if (mkdir(buf, WORKDIR_MODE) < 0 && errno != EEXIST)
                 return -errno;
             *p = '/';
         }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+    if (mkdir(buf, WORKDIR_MODE) < 0 && errno != EEXIST)
         return -errno;
     return 0;
+}
+
+int workdir_log_file(const char *path, struct ea_error *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, WORKDIR_FILE_MODE);
+    if (fd < 0)
+        return ea_errorf(err, -errno, "--log-dir: cannot create '%s': %s", path, strerror(errno));
+    /* one left by an earlier agent of the same run and round keeps its content, not its mode */
+    int r = fchmod(fd, WORKDIR_FILE_MODE) < 0 ? -errno : 0;
+    close(fd);
+    return r < 0 ? ea_errorf(err, r, "--log-dir: cannot chmod '%s': %s", path, strerror(-r)) : 0;
 }
 
 int workdir_check_log_dir(const char *log_dir, const char *run_id, struct ea_error *err)
@@ -64,7 +75,7 @@ int workdir_check_log_dir(const char *log_dir, const char *run_id, struct ea_err
     int r = workdir_mkdirs(log_dir);
     if (r < 0)
         return ea_errorf(err, r, "--log-dir: cannot create '%s': %s", log_dir, strerror(-r));
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+    if (mkdir(dir, WORKDIR_MODE) < 0 && errno != EEXIST)
         return ea_errorf(err, -errno, "--log-dir: cannot create '%s': %s", dir, strerror(errno));
     int fd = mkostemp(probe, O_CLOEXEC);
     if (fd < 0)

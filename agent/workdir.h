@@ -17,8 +17,17 @@ int workdir_create(const char *run_id, const char *node_id, char *buf, size_t si
 /* Remove the directory tree (never follows symlinks). */
 void workdir_remove(const char *path);
 
-/* mkdir -p with mode 0755 (an existing directory is fine). 0 or -errno. */
+/* Directories and log files the agent creates hold the workers' output (which may carry tokens,
+ * paths, data): only the agent's user reads them. An existing directory keeps its mode. */
+#define WORKDIR_MODE 0700
+#define WORKDIR_FILE_MODE 0600
+
+/* mkdir -p with mode WORKDIR_MODE (an existing directory is fine). 0 or -errno. */
 int workdir_mkdirs(const char *path);
+
+/* Create the log file `path` (or take an existing one, never through a symlink) with mode
+ * WORKDIR_FILE_MODE, before a launcher opens it for appending. 0 or -errno with the reason. */
+int workdir_log_file(const char *path, struct ea_error *err);
 
 /*
  * --log-dir at start: create `log_dir` and `log_dir/run_id` and create (then remove) a file in the

@@ -13,6 +13,9 @@ if [[ "${1:-}" == "--test" || "${1:-}" == "--list-test" ]]; then
   # `kubectl kustomize` for the deploy checks: the machine image may ship its own kubectl
   # package, which conflicts with Debian's kubernetes-client; use whichever is there.
   command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
+  # node and npm for tests/deploy's schema validator (tests/deploy/validate: npm ci into a cache
+  # dir at test time); the machine image may ship its own nodejs with npm in it
+  command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
   # fuzzing (libFuzzer), static analysis, the valgrind pass (scripts/fuzz.sh, lint.sh)
   pkgs+=(clang libclang-rt-14-dev cppcheck valgrind)
 fi

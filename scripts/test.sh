@@ -117,3 +117,13 @@ echo "== mutation checks =="
   --filter '@(config/user_needs_tls*|secrets/user_over_plaintext*)' agent/cli/config_secret.c \
   's/if (!c->user || c->insecure_transport || !cfg_store_plaintext(c))/if (1) \/* mutant: plaintext allowed *\//' \
   '^(test_config|test_e2e_secrets)$'
+./scripts/mutate.sh --target test_http --filter 'http/one_address*' agent/observe/http.c \
+  '/MHD_OPTION_PER_IP_CONNECTION_LIMIT/d' '^test_http$'
+./scripts/mutate.sh --target test_log --target test_e2e_log_hardening \
+  --filter '@(log/a_value*|log_hardening/an_error*)' agent/observe/log.c \
+  's/^\(\s*\)log_escape(line + n, size - (size_t)n, raw, false);/\1snprintf(line + n, size - (size_t)n, "%s", raw);/' \
+  '^(test_log|test_e2e_log_hardening)$'
+./scripts/mutate.sh --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
+  's/^#define WORKDIR_FILE_MODE 0600/#define WORKDIR_FILE_MODE 0644/' '^test_e2e_log_hardening$'
+./scripts/mutate.sh --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
+  's/^#define WORKDIR_MODE 0700/#define WORKDIR_MODE 0755/' '^test_e2e_log_hardening$'

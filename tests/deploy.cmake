@@ -11,3 +11,10 @@ add_test(NAME test_install
                  $<IF:$<BOOL:${EA_KV_MODULES}>,modules,linked>)
 # e2e too: the release build (with the backend modules) runs it in CI as well
 set_tests_properties(test_install PROPERTIES LABELS "deploy;e2e" TIMEOUT 180)
+
+# deploy/k8s's locked etcd for real (issue 29): 3 members with the StatefulSet's TLS settings and
+# make-certs.sh's certificates, etcd-auth.sh's roles, `serve` with the DaemonSet's configuration
+add_test(NAME test_deploy_etcd
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/deploy/test_deploy_etcd.sh ${PROJECT_SOURCE_DIR}
+                 $<TARGET_FILE:elastic-agent>)
+set_tests_properties(test_deploy_etcd PROPERTIES LABELS "deploy;etcd" TIMEOUT 240)

@@ -12,6 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* At most this many connections at once, and this many from one address: a client that opens
+ * connections and leaves them idle (each lives up to the 10 s timeout) fills its own share, not
+ * the whole server, so the kubelet's probes and Prometheus still get through. A probe or a scrape
+ * needs one connection. */
+#define HTTP_CONNECTION_LIMIT 32
+#define HTTP_PER_IP_LIMIT 8
+
 struct http {
     struct MHD_Daemon *d;
     pthread_mutex_t mu;
@@ -97,7 +104,8 @@ int http_start(const char *addr, int port, struct http **ret, int *ret_port, str
     h->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | (v6 ? MHD_USE_IPv6 : 0), (uint16_t)port,
                             NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
                             v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_PER_IP_LIMIT,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
     int saved = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);

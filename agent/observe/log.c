@@ -17,13 +17,53 @@ static char run_id[128] = "";
 static int64_t cur_round, cur_generation;
 static char progress[1024]; /* the updating line shown on a terminal, "" when none */
 
+/* Append "\xNN" for byte c to esc at *k. */
+static void hex_escape(char *esc, size_t *k, unsigned char c)
+{
+    static const char hex[] = "0123456789abcdef";
+    esc[(*k)++] = '\\';
+    esc[(*k)++] = 'x';
+    esc[(*k)++] = hex[c >> 4];
+    esc[(*k)++] = hex[c & 15];
+}
+
+size_t log_escape(char *dst, size_t size, const char *src, bool ascii)
+{
+    size_t n = 0;
+    if (!size)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char esc[8];
+        size_t k = 0;
+        if (*p == '\n' || *p == '\r' || *p == '\t') {
+            esc[k++] = '\\';
+            esc[k++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+        } else if (!ascii && p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            /* a C1 control in UTF-8 (U+0080-U+009F; U+009B is a CSI on some terminals) */
+            hex_escape(esc, &k, p[0]);
+            hex_escape(esc, &k, p[1]);
+            p++;
+        } else if (*p < 0x20 || *p == 0x7f || (ascii && *p > 0x7e)) {
+            hex_escape(esc, &k, *p); /* C0 controls (ESC...), DEL; with `ascii` all of 8 bits */
+        } else {
+            esc[k++] = (char)*p;
+        }
+        if (n + k >= size)
+            break; /* cut before an escape that does not fit */
+        memcpy(dst + n, esc, k);
+        n += k;
+    }
+    dst[n] = '\0';
+    return n;
+}
+
 void log_init(const char *level, const char *t)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
     for (int i = 0; i < 4; i++)
         if (level && strcmp(level, names[i]) == 0)
             threshold = (enum log_level)i;
-    snprintf(tag, sizeof(tag), "%s", t ? t : "");
+    log_escape(tag, sizeof(tag), t ? t : "", false);
 }
 
 void log_set_json(const char *id)
@@ -55,8 +95,15 @@ static int timestamp(char *buf, size_t size)
 static void print_json(enum log_level level, const char *msg)
 {
     static const char *const lower[] = {"debug", "info", "warn", "error"};
-    char when[40];
+    char when[40], ascii[2048];
     timestamp(when, sizeof(when));
+    /* jansson refuses a string that is not UTF-8: such a message is logged escaped, not lost */
+    json_t *probe = json_string(msg);
+    if (!probe) {
+        log_escape(ascii, sizeof(ascii), msg, true);
+        msg = ascii;
+    }
+    json_decref(probe);
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "time", when, "level",
                           lower[level], "run_id", run_id, "node", tag, "round",
                           (json_int_t)cur_round, "generation", (json_int_t)cur_generation, "msg",
@@ -76,8 +123,13 @@ static void format_text(char *line, size_t size, enum log_level level, const cha
     if (n > 0 && (size_t)n < size)
         n += snprintf(line + n, size - (size_t)n, " elastic-agent[%s] %s: ", tag,
                       level_names[level]);
-    if (n > 0 && (size_t)n < size)
-        vsnprintf(line + n, size - (size_t)n, fmt, ap);
+    if (n > 0 && (size_t)n < size) {
+        /* a value from a worker or the store (an error file's message, a node id) with a newline
+         * or an escape sequence must not make a line of its own, nor rewrite the terminal */
+        char raw[2048];
+        vsnprintf(raw, sizeof(raw), fmt, ap);
+        log_escape(line + n, size - (size_t)n, raw, false);
+    }
 }
 
 static void vlog(enum log_level level, const char *fmt, va_list ap)

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Checks deploy/ without a cluster, a cloud or a container engine:
-#   Kubernetes  `kubectl kustomize` renders the base, the GPU overlay and examples/ (offline); the
+#   Kubernetes  `kubectl kustomize` renders deploy/k8s (with cert-manager), the base alone, the
+#               GPU overlay and examples/ (offline); every object validates against the API's
+#               schema and cert-manager's CRDs (kubernetes-models, tests/deploy/validate); the
 #               rendered objects agree with each other and with the binary (check_deploy.py k8s):
-#               the DaemonSet runs `serve`, its ConfigMap carries no run; the example Job runs
-#               `submit --wait` against the daemons' pool and store (check_deploy.py k8s-submit)
+#               the DaemonSet runs `serve`, its ConfigMap carries no run; locked by default
+#               (check_locked.py): etcd TLS flags, Pod Security `restricted`, the NetworkPolicies
+#               (simulated), the etcd-auth Job's roles, each pod's certificate CN (cert-manager's
+#               and make-certs.sh's agree); the daemon starts with the ConfigMap and its mounted
+#               certificates; the example Job runs `submit --wait` against the daemons' pool and
+#               store as the submit user (check_deploy.py k8s-submit)
 #   package     scripts/build-deb.sh builds the .deb; its Depends cover the libraries the binary
 #               links; it unpacks into a scratch root where the binary runs; man page; postinst
 #   systemd     `systemd-analyze verify` on the packaged units; the units' settings (the one-shot
@@ -107,7 +113,7 @@ run_config() {
 # ---------------------------------------------------------------------------------------------
 section "prerequisites"
 missing=0
-for t in python3 kubectl shellcheck systemd-analyze dpkg-deb dpkg-shlibdeps readelf; do
+for t in python3 kubectl shellcheck systemd-analyze dpkg-deb dpkg-shlibdeps readelf openssl; do
   if have "$t"; then pass "tool $t"; else fail "tool $t is missing (scripts/install-deps.sh --test)"; missing=1; fi
 done
 if python3 -c 'import yaml' 2>/dev/null; then
@@ -165,39 +171,78 @@ if have etcd; then
 else
   skip "etcd's variables against etcd --help (no etcd here)"
 fi
-for overlay in base gpu; do
-  dir=$src/deploy/k8s
-  extra=()
-  if [[ $overlay == gpu ]]; then
-    dir=$src/deploy/k8s/overlays/gpu
-    extra=(--gpu)
+# the certificates without cert-manager (deploy/k8s/certs/make-certs.sh): the Secrets the
+# no-cert-manager path applies; the checker compares them with cert-manager's Certificates and
+# mounts them into the daemon started below
+step "deploy/k8s/certs/make-certs.sh makes the etcd CA and the Secrets (offline)" \
+  "$src/deploy/k8s/certs/make-certs.sh" --out "$tmp/certs"
+secrets=()
+[[ -s "$tmp/certs/secrets.yaml" ]] && secrets=(--secrets "$tmp/certs/secrets.yaml")
+# the schema validator (kubernetes-models, @kubernetes-models/cert-manager) in a cache dir
+validator=""
+if have node && have npm; then
+  if validator=$("$here/validate/install.sh" 2>"$tmp/npm.err"); then
+    pass "schema validator installed ($validator)"
+  else
+    indent <"$tmp/npm.err"
+    fail "schema validator: npm ci of tests/deploy/validate (needs the npm registry once)"
+    validator=""
   fi
+else
+  fail "tool node/npm is missing (scripts/install-deps.sh --test)"
+fi
+# validate NAME FILE...: every object of the YAML files against the Kubernetes API's schema
+# and cert-manager's CRDs
+validate() {
+  local name=$1
+  shift
+  [[ -n $validator ]] || { fail "$name: schema validation (no validator)"; return; }
+  python3 -c 'import json, sys, yaml
+json.dump([d for f in sys.argv[2:] for d in yaml.safe_load_all(open(f)) if d], open(sys.argv[1], "w"))' \
+    "$tmp/objects.json" "$@" &&
+    step "$name: every object validates against the API schema (kubernetes-models)" \
+      node "$here/validate/validate.js" "$validator" "$tmp/objects.json"
+}
+validate "make-certs.sh's Secrets" "$tmp/certs/secrets.yaml"
+# default: deploy/k8s (the base and cert-manager's Certificates); base: the base alone, for the
+# Secrets of make-certs.sh; gpu: the GPU overlay
+for overlay in default base gpu; do
+  case $overlay in
+    default) dir=$src/deploy/k8s extra=() ;;
+    base) dir=$src/deploy/k8s/base extra=() ;;
+    gpu) dir=$src/deploy/k8s/overlays/gpu extra=(--gpu) ;;
+  esac
   # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
   if ! step "kubectl kustomize ${dir#"$src"/} renders" \
       sh -c 'kubectl kustomize "$1" >"$2" 2>"$2.err" || { cat "$2.err"; exit 1; }' sh "$dir" "$tmp/k8s-$overlay.yaml"; then
     continue
   fi
-  step "$overlay: the manifests' essentials" "${checker[@]}" k8s "$tmp/k8s-$overlay.yaml" --name "$overlay" \
-    --help-file "$tmp/help.txt" "${serve_args[@]}" --results "$src/bench/RESULTS.md" "${etcd_help[@]}" \
-    "${extra[@]}" --env-out "$tmp/k8s-$overlay.env" --uid-out "$tmp/k8s-uid" \
+  validate "$overlay" "$tmp/k8s-$overlay.yaml"
+  mkdir -p "$tmp/volumes-$overlay"
+  step "$overlay: the manifests' essentials, locked by default" "${checker[@]}" k8s "$tmp/k8s-$overlay.yaml" \
+    --name "$overlay" --source "$src" --help-file "$tmp/help.txt" "${serve_args[@]}" \
+    --results "$src/bench/RESULTS.md" "${etcd_help[@]}" "${extra[@]}" "${secrets[@]}" \
+    --env-out "$tmp/k8s-$overlay.env" --volumes-out "$tmp/volumes-$overlay" --uid-out "$tmp/k8s-uid" \
     --daemon-out "$tmp/k8s-$overlay.daemon.json"
   if ((serve_cli)) && [[ -s "$tmp/k8s-$overlay.env" ]]; then # needs serve
-    run_serve "$overlay: ConfigMap + DaemonSet env" "$tmp/k8s-$overlay.env" "$tmp/k8s-$overlay.env.argv"
+    run_serve "$overlay: ConfigMap + DaemonSet env (+ its Secret and ConfigMap volumes)" \
+      "$tmp/k8s-$overlay.env" "$tmp/k8s-$overlay.env.argv"
   else
     skip "$overlay: starting the daemon with the ConfigMap + DaemonSet env (needs serve: serve_cli=0)"
   fi
 done
-# the example Job that submits a run to the base's daemons
+# the example Job that submits a run to the default deployment's daemons
 dir=$src/deploy/k8s/examples
 # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
 if step "kubectl kustomize ${dir#"$src"/} renders" \
     sh -c 'kubectl kustomize "$1" >"$2" 2>"$2.err" || { cat "$2.err"; exit 1; }' sh "$dir" "$tmp/k8s-examples.yaml"; then
-  if [[ -s "$tmp/k8s-base.daemon.json" ]]; then
-    step "examples: the submit Job and the base's daemons agree" "${checker[@]}" k8s-submit \
-      "$tmp/k8s-examples.yaml" --daemon "$tmp/k8s-base.daemon.json" --help-file "$tmp/help.txt" \
+  validate "examples" "$tmp/k8s-examples.yaml"
+  if [[ -s "$tmp/k8s-default.daemon.json" ]]; then
+    step "examples: the submit Job and the daemons agree; it is locked too" "${checker[@]}" k8s-submit \
+      "$tmp/k8s-examples.yaml" --daemon "$tmp/k8s-default.daemon.json" --help-file "$tmp/help.txt" \
       "${submit_args[@]}"
   else
-    fail "examples: the submit Job (the base's daemons were not checked)"
+    fail "examples: the submit Job (the daemons were not checked)"
   fi
 fi
 
@@ -319,6 +364,13 @@ if [[ -n "$deb" ]] && [[ -d /lib/systemd/system ]]; then
 else
   skip "systemd-analyze verify (no package or no /lib/systemd/system)"
 fi
+# the units' TLS and allowed-signers files, pointed at make-certs.sh's certificates (as the
+# elastic-agent-daemon user) and an allowed_signers file here: the daemon loads them for real
+cp "$src/deploy/k8s/base/allowed_signers" "$tmp/allowed_signers"
+tls_set=(--set "ELASTIC_CACERT=$tmp/certs/ca.crt" --set "ELASTIC_CERT=$tmp/certs/elastic-agent-daemon.crt"
+         --set "ELASTIC_KEY=$tmp/certs/elastic-agent-daemon.key" --set "ELASTIC_ALLOWED_SIGNERS=$tmp/allowed_signers")
+# the file backend (the one-shot runs below): no TLS
+no_tls=(--set ELASTIC_CACERT= --set ELASTIC_CERT= --set ELASTIC_KEY=)
 step "the unit's settings" "${checker[@]}" systemd "$unit" "$src/deploy/systemd/example.env" \
   --help-file "$tmp/help.txt"
 step "the serve unit's settings" "${checker[@]}" systemd-serve "$serve_unit" \
@@ -328,7 +380,7 @@ if ((serve_cli)); then
   mkdir -p "$tmp/serve-rt"
   if "${checker[@]}" systemd-serve "$serve_unit" "$src/deploy/systemd/serve.env" \
        --help-file "$tmp/help.txt" "${serve_args[@]}" --argv-out "$tmp/serve.argv" --binary "$bin" \
-       --runtime "$tmp/serve-rt" --state "$tmp/serve-rt" --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 \
+       --runtime "$tmp/serve-rt" --state "$tmp/serve-rt" --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 "${tls_set[@]}" \
        --set ELASTIC_HTTP=127.0.0.1:0 >/dev/null && [[ -s "$tmp/serve.argv" ]]; then
     tail -z -n +2 "$tmp/serve.argv" >"$tmp/serve.args"
     run_serve "serve.env + serve unit defaults" "$tmp/serve.argv.env" "$tmp/serve.args"
@@ -387,13 +439,14 @@ wait_for() { # FILE SECONDS
   for ((i = 0; i < $2 * 10; i++)); do [[ -s "$1" ]] && return 0; sleep 0.1; done
   return 1
 }
-run_overrides=(--set ELASTIC_RDZV_ENDPOINT= --set ELASTIC_MIN=1 --set ELASTIC_MAX=1
+run_overrides=("${no_tls[@]}" --set ELASTIC_RDZV_ENDPOINT= --set ELASTIC_MIN=1 --set ELASTIC_MAX=1
                --set ELASTIC_NPROC_PER_NODE=1 --set ELASTIC_STOP_TIMEOUT=5
                --set "DEPLOY_TEST_PIDFILE=$tmp/pid")
 
 # the example env file's values (the store replaced by a closed loopback port); run_config runs
 # $bin itself, so argv[0] (the binary) is dropped from the ExecStart line
-if exec_start config --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 --set ELASTIC_JOIN_TIMEOUT=0.3; then
+if exec_start config --set ELASTIC_RDZV_ENDPOINT=127.0.0.1:9 --set ELASTIC_JOIN_TIMEOUT=0.3 "${tls_set[@]}" \
+    --set ELASTIC_ALLOWED_SIGNERS=; then
   tail -z -n +2 "$tmp/config.argv" >"$tmp/config.args"
   run_config "example env file + unit defaults" "$tmp/config.argv.env" "$tmp/config.args"
   rm -rf "${rt:?}/elastic-agent/config" # as systemd does when the unit stops
