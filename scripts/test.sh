@@ -127,3 +127,6 @@ echo "== mutation checks =="
   's/^#define WORKDIR_FILE_MODE 0600/#define WORKDIR_FILE_MODE 0644/' '^test_e2e_log_hardening$'
 ./scripts/mutate.sh --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
   's/^#define WORKDIR_MODE 0700/#define WORKDIR_MODE 0755/' '^test_e2e_log_hardening$'
+./scripts/mutate.sh --target test_report --filter 'report/failure_table_escapes*' \
+  agent/observe/report.c 's/log_escape(esc, sizeof(esc), line, false);/snprintf(esc, sizeof(esc), "%s", line);/' \
+  '^test_report$'

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* report: torch error files in, first-failure table out. */
 #include "report.h"
+#include "log.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -80,18 +81,31 @@ void report_print_failure(FILE *out, const char *entry, const struct rdzv_failur
     const char *sec = "------------------------------------------------------------";
     fprintf(out, "%s\n%s FAILED\n%s\nRoot Cause (first observed failure):\n[0]:\n", bar, entry,
             sec);
-    fprintf(out, "  time      : %s\n  host      : %s\n  node      : %s\n", when, f->host,
-            f->node_id);
+    /* host, node id and message come from the store or a worker's error file: a control
+     * character in them must not forge lines or drive the terminal (log_escape) */
+    char host[4 * sizeof(f->host)], node[4 * sizeof(f->node_id)];
+    log_escape(host, sizeof(host), f->host, false);
+    log_escape(node, sizeof(node), f->node_id, false);
+    fprintf(out, "  time      : %s\n  host      : %s\n  node      : %s\n", when, host, node);
     fprintf(out, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
     if (f->signal > 0)
         fprintf(out, "  exitcode  : %d (pid: %lld)\n", -f->signal, (long long)f->pid);
     else
         fprintf(out, "  exitcode  : %d (pid: %lld)\n", f->exit_code, (long long)f->pid);
     fputs("  traceback : ", out);
-    for (const char *p = f->message; *p; p++) {
-        fputc(*p, out);
-        if (*p == '\n' && p[1])
-            fputs("    ", out);
+    /* line by line: each line escaped, the traceback's own line breaks kept (indented) */
+    const char *p = f->message;
+    for (;;) {
+        size_t len = strcspn(p, "\n");
+        char line[sizeof(f->message)], esc[4 * sizeof(f->message)];
+        memcpy(line, p, len);
+        line[len] = '\0';
+        log_escape(esc, sizeof(esc), line, false);
+        fputs(esc, out);
+        if (!p[len] || !p[len + 1])
+            break;
+        fputs("\n    ", out);
+        p += len + 1;
     }
     fprintf(out, "\n%s\n", bar);
     fflush(out);

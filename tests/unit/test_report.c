@@ -66,6 +66,27 @@ Test(report, failure_table)
     free(buf);
 }
 
+/* The table's host, node and traceback come from the store and a worker's error file: a control
+ * character there must not forge a line or drive the terminal (mutation-checked). */
+Test(report, failure_table_escapes_control_characters)
+{
+    struct rdzv_failure f = {.node_id = "n1\rFAKE", .host = "h1\nnode      : forged",
+                             .rank = 0, .exit_code = 1, .pid = 7,
+                             .message = "boom\x1b[2J\rfake\nnext\x7f line"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    report_print_failure(out, "train.py", &f);
+    fclose(out);
+    cr_assert_null(strchr(buf, '\x1b'), "%s", buf);
+    cr_assert_null(strchr(buf, '\r'), "%s", buf);
+    cr_assert_null(strchr(buf, '\x7f'), "%s", buf);
+    cr_assert(strstr(buf, "  host      : h1\\nnode      : forged\n"), "%s", buf);
+    cr_assert(strstr(buf, "  node      : n1\\rFAKE\n"), "%s", buf);
+    cr_assert(strstr(buf, "boom\\x1b[2J\\rfake\n    next\\x7f line"), "%s", buf);
+    free(buf);
+}
+
 Test(report, stderr_tail_last_lines_as_valid_utf8)
 {
     char buf[4096] = "exited with code 1";
