@@ -356,11 +356,12 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     /* the agent's argv: the node's options, then the spec's --env for its workers only (an
      * inherited memfd: not the agent's environment, not its command line) */
     int r = daemon_child_env(d->envp, &env);
-    if (r == 0 && !(nargs = calloc(d->n_node + 3, sizeof(char *))))
-        r = -ENOMEM;
-    if (r < 0) {
-        free(env);
+    if (r < 0)
         return ea_errorf(serr, r, "out of memory");
+    nargs = calloc(d->n_node + 3, sizeof(char *));
+    if (!nargs) {
+        free(env);
+        return ea_errorf(serr, -ENOMEM, "out of memory");
     }
     memcpy(nargs, d->node_args, d->n_node * sizeof(char *));
     size_t n_nargs = d->n_node;
