@@ -5,3 +5,7 @@ ea_add_criterion_test(test_runspec SOURCES unit/test_runspec.c LIBS ea_daemon)
 ea_add_criterion_test(test_e2e_daemon SOURCES e2e/test_e2e_daemon.c
                       LIBS ea_e2e_harness ea_etcd_harness PkgConfig::JANSSON TIMEOUT 300
                       LABELS e2e etcd)
+# Signed submissions (issue 29): the SSHSIG parser/verifier, allowed_signers and the decision on a
+# spec against real ssh-keygen signatures (unit); specs put straight into a real etcd that no
+# daemon may ever run (e2e, label safety: never retried).
+ea_add_criterion_test(test_sshsig SOURCES unit/test_sshsig.c LIBS ea_daemon TIMEOUT 120)

@@ -183,15 +183,15 @@ static int parse_line(struct signers *all, const char *line, size_t len, int lin
         goto out;
     }
     r = next_field(&p, end, f, FIELD_MAX);
-    if (r == 0 || (r > 0 && f[0] == '#'))
-        goto out; /* blank or a comment */
-    if (r < 0) {
-        r = ea_errorf(err, -EINVAL, "%s: a field is too long or a quote is not closed", where);
+    if (r == 0 || (r > 0 && f[0] == '#')) {
+        r = 0; /* blank or a comment */
         goto out;
     }
-    unquote(f);
-    snprintf(s->principals, sizeof(s->principals), "%s", f);
-    r = next_field(&p, end, type, FIELD_MAX);
+    if (r > 0) {
+        unquote(f);
+        snprintf(s->principals, sizeof(s->principals), "%s", f);
+        r = next_field(&p, end, type, FIELD_MAX);
+    }
     if (r > 0 && is_options(type)) {
         if ((r = parse_options(type, s, where, err)) < 0)
             goto out;
@@ -199,7 +199,11 @@ static int parse_line(struct signers *all, const char *line, size_t len, int lin
     }
     if (r > 0)
         r = next_field(&p, end, key, FIELD_MAX);
-    if (r <= 0) {
+    if (r < 0) {
+        r = ea_errorf(err, -EINVAL, "%s: a field is too long or a quote is not closed", where);
+        goto out;
+    }
+    if (r == 0) {
         r = ea_errorf(err, -EINVAL,
                       "%s: expected 'principals [options] keytype base64-key [comment]'", where);
         goto out;
