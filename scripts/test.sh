@@ -56,3 +56,19 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/idle_daemon_fills*' \
   agent/daemon/serve.c '/^static void watch_run_state(/,/^{/s/^{$/{ return; \/* mutant: no watch *\//' \
   '^test_e2e_daemon$'
+# signed submissions (issue 29): a daemon never runs a spec whose signature does not verify, that
+# has expired or that was signed for another pool, nor one its last check before spawning refuses
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/spec_changed_after_signing*' \
+  agent/daemon/specsig.c \
+  's/int r = sshsig_verify(&sig, SPECSIG_NAMESPACE, msg, len, &err);/int r = 0; (void)sshsig_verify(\&sig, SPECSIG_NAMESPACE, msg, len, \&err);/' \
+  '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/expired_spec*' \
+  agent/daemon/specsig.c 's/if (s->expires_ms \&\& now_ms > s->expires_ms) {/if (0) {/' \
+  '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/spec_signed_for_another_pool*' \
+  agent/daemon/specsig.c 's/if (s->pool\[0\] \&\& strcmp(s->pool, p->pool) != 0)/if (0)/' \
+  '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/unsigned_spec*' \
+  agent/daemon/daemon_trust.c \
+  's/    if (daemon_trust_gate(t, s, v) == 0)/    if (1 || daemon_trust_gate(t, s, v) == 0)/' \
+  '^test_e2e_signed$'

@@ -38,6 +38,13 @@ int daemon_trust_open(struct daemon_trust *t, const char *path, bool allow_unsig
     struct ea_error perr = {0};
     if (signers_load(path, &t->signers, &perr) < 0)
         return ea_errorf(err, -EINVAL, "--allowed-signers: %s", perr.msg);
+    if (t->signers->n == 0)
+        return ea_errorf(err, -EINVAL,
+                         "--allowed-signers: '%s' lists no ssh-ed25519 key%s%s%s: no signed "
+                         "spec could ever run",
+                         path, t->signers->n_skipped ? " (ignored: " : "",
+                         t->signers->n_skipped ? t->signers->skipped : "",
+                         t->signers->n_skipped ? ")" : "");
     t->policy.signers = t->signers;
     return 0;
 }

@@ -83,10 +83,15 @@ static int next_field(const char **p, const char *end, char *buf, size_t size)
     return quoted ? -1 : 1;
 }
 
-/* Whether field `f` is the options field rather than the key type. */
+/* Whether field `f` is the options field rather than a key type (ssh-ed25519, ssh-rsa,
+ * ecdsa-sha2-nistp256, sk-ssh-ed25519@openssh.com, ...). */
 static bool is_options(const char *f)
 {
-    return strchr(f, '=') || strchr(f, '"') || strncasecmp(f, "cert-authority", 14) == 0;
+    static const char *const types[] = {"ssh-", "ecdsa-", "sk-", "rsa-"};
+    for (size_t i = 0; i < sizeof(types) / sizeof(*types); i++)
+        if (strncmp(f, types[i], strlen(types[i])) == 0 && !strchr(f, '='))
+            return false;
+    return true;
 }
 
 /* A time of valid-after/valid-before: YYYYMMDD[Z] or YYYYMMDDHHMM[SS][Z], local time unless Z. */
