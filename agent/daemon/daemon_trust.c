@@ -19,11 +19,12 @@ static void file_id(struct daemon_trust *t, const struct stat *st)
 }
 
 int daemon_trust_open(struct daemon_trust *t, const char *path, bool allow_unsigned,
-                      const char *pool_name, struct pool *pool, const char *node,
-                      struct ea_error *err)
+                      const char *pool_name, const char *prefix, struct pool *pool,
+                      const char *node, struct ea_error *err)
 {
     *t = (struct daemon_trust){.path = path, .pool = pool, .node = node,
-                               .policy = {.allow_unsigned = allow_unsigned, .pool = pool_name}};
+                               .policy = {.allow_unsigned = allow_unsigned, .pool = pool_name,
+                                          .prefix = prefix}};
     if (!path && !allow_unsigned)
         return ea_errorf(err, -EINVAL,
                          "no --allowed-signers FILE: a daemon runs only the specs signed by a key "

@@ -32,14 +32,14 @@ struct daemon_trust {
 };
 
 /*
- * Set up `t` for pool `pool_name` from --allowed-signers `path` (NULL: none) and --allow-unsigned:
+ * Set up `t` for pool `pool_name` under `prefix` from --allowed-signers `path` (NULL: none) and --allow-unsigned:
  * neither is a configuration error, as is an allowed signers file that cannot be read or parsed.
  * `pool` (borrowed) is that pool's handle, set up before the first gate. 0, or -EINVAL with the
  * message to print in *err. Logs nothing.
  */
 int daemon_trust_open(struct daemon_trust *t, const char *path, bool allow_unsigned,
-                      const char *pool_name, struct pool *pool, const char *node,
-                      struct ea_error *err);
+                      const char *pool_name, const char *prefix, struct pool *pool,
+                      const char *node, struct ea_error *err);
 /* Log what the policy is (the allowed signers, the --allow-unsigned warning) at start. */
 void daemon_trust_announce(const struct daemon_trust *t);
 void daemon_trust_close(struct daemon_trust *t);

@@ -76,7 +76,7 @@ static json_t *signer_of(const struct pool *p, const struct runspec *s,
     const char *refusal = NULL;
     if (signers) {
         struct specsig_policy pol = {.signers = signers, .allow_unsigned = true,
-                                     .pool = p->name};
+                                     .pool = p->name, .prefix = p->prefix};
         if (specsig_check(&pol, s, ea_wall_ms(), &v) < 0)
             refusal = v.reason;
     } else {

@@ -72,6 +72,8 @@ static int encode(const struct runspec *s, bool with_signature, char **ret_json,
     bool ok = j != NULL;
     if (ok && s->pool[0])
         ok = json_object_set_new(j, "pool", json_string(s->pool)) == 0;
+    if (ok && s->prefix[0])
+        ok = json_object_set_new(j, "prefix", json_string(s->prefix)) == 0;
     if (ok && s->expires_ms)
         ok = json_object_set_new(j, "expires_ms", json_integer(s->expires_ms)) == 0;
     if (ok && with_signature && s->signature)
@@ -155,6 +157,7 @@ int runspec_decode(const char *json, size_t len, struct runspec *ret, struct ea_
     json_t *min = json_object_get(j, "min"), *max = json_object_get(j, "max");
     json_t *at = json_object_get(j, "submitted_ms"), *pool = json_object_get(j, "pool");
     json_t *exp = json_object_get(j, "expires_ms"), *sig = json_object_get(j, "signature");
+    json_t *prefix = json_object_get(j, "prefix");
     if (!json_is_object(j)) {
         ea_errorf(err, r, "not a JSON object");
     } else if (!json_is_string(schema) || strcmp(json_string_value(schema), RUNSPEC_SCHEMA) != 0) {
@@ -174,6 +177,11 @@ int runspec_decode(const char *json, size_t len, struct runspec *ret, struct ea_
                         json_string_length(pool) >= sizeof(s.pool) ||
                         strlen(json_string_value(pool)) != json_string_length(pool))) {
         ea_errorf(err, r, "\"pool\" is not a pool name");
+    } else if (prefix &&
+               (!json_is_string(prefix) || json_string_length(prefix) == 0 ||
+                json_string_length(prefix) >= sizeof(s.prefix) ||
+                strlen(json_string_value(prefix)) != json_string_length(prefix))) {
+        ea_errorf(err, r, "\"prefix\" is not a key prefix");
     } else if (exp && (!json_is_integer(exp) || json_integer_value(exp) <= 0)) {
         ea_errorf(err, r, "\"expires_ms\" is not a time");
     } else if (sig && (!json_is_string(sig) || json_string_length(sig) > RUNSPEC_SIGNATURE_MAX ||
@@ -193,6 +201,7 @@ int runspec_decode(const char *json, size_t len, struct runspec *ret, struct ea_
         s.max_nodes = (int)json_integer_value(max);
         s.submitted_ms = at ? (int64_t)json_integer_value(at) : 0;
         snprintf(s.pool, sizeof(s.pool), "%s", pool ? json_string_value(pool) : "");
+        snprintf(s.prefix, sizeof(s.prefix), "%s", prefix ? json_string_value(prefix) : "");
         s.expires_ms = exp ? (int64_t)json_integer_value(exp) : 0;
         if (r == 0 && sig && !(s.signature = strdup(json_string_value(sig))))
             r = ea_errorf(err, -ENOMEM, "out of memory");

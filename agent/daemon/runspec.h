@@ -35,6 +35,7 @@ struct runspec {
     int64_t submitted_ms;     /* wall clock */
     /* what a signature binds besides the run (docs/daemon.md, "Signed submissions") */
     char pool[128];           /* the pool it was submitted to ("" in a spec without one) */
+    char prefix[512];         /* ... under this --prefix ("" in a spec without one) */
     int64_t expires_ms;       /* wall clock; 0 in a spec without one */
     char *signature;          /* armoured SSHSIG over runspec_canonical(), malloc'ed, or NULL */
     int64_t queue_rev;        /* mod_revision of the queue entry it was read from (0: none) */

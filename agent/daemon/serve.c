@@ -740,8 +740,8 @@ int serve_main(int argc, char **argv, char **envp)
     if (code || help)
         goto out;
     struct ea_error err = {0};
-    if (daemon_trust_open(&d.trust, d.signers_path, d.allow_unsigned, pool, &d.pool,
-                          d.cfg.node_id, &err) < 0) {
+    if (daemon_trust_open(&d.trust, d.signers_path, d.allow_unsigned, pool, d.cfg.prefix,
+                          &d.pool, d.cfg.node_id, &err) < 0) {
         fprintf(stderr, "elastic-agent serve: %s\n", err.msg);
         code = AGENT_EXIT_USAGE;
         goto out;

@@ -82,10 +82,14 @@ int specsig_check(const struct specsig_policy *p, const struct runspec *s, int64
     if (v->is_signed && check_signature(p, s, now_ms, v) < 0)
         return -EPERM;
     /* what the signature binds: this pool, and a time after which nobody may start it */
-    if (v->verified && (!s->pool[0] || !s->expires_ms))
-        return refuse(v, "the signed spec names no %s", !s->pool[0] ? "pool" : "expiry");
+    if (v->verified && (!s->pool[0] || !s->prefix[0] || !s->expires_ms))
+        return refuse(v, "the signed spec names no %s",
+                      !s->pool[0] ? "pool" : !s->prefix[0] ? "prefix" : "expiry");
     if (s->pool[0] && strcmp(s->pool, p->pool) != 0)
         return refuse(v, "submitted to pool '%s', not '%s'", s->pool, p->pool);
+    if (s->prefix[0] && p->prefix && strcmp(s->prefix, p->prefix) != 0)
+        return refuse(v, "submitted to pool '%s' under '%s', not under '%s'", s->pool,
+                      s->prefix, p->prefix);
     char at[32];
     if (s->expires_ms && now_ms > s->expires_ms) {
         iso_ms(s->expires_ms, at, sizeof(at));

@@ -27,6 +27,7 @@ struct specsig_policy {
     const struct signers *signers; /* the allowed signers, or NULL (then allow_unsigned) */
     bool allow_unsigned;           /* run specs without a signature (serve --allow-unsigned) */
     const char *pool;              /* the daemon's pool */
+    const char *prefix;            /* ... under this --prefix (NULL: not checked) */
 };
 
 struct specsig_verdict {
@@ -42,7 +43,7 @@ struct specsig_verdict {
  * -EPERM with v->reason. In this order: a signature is required unless p->allow_unsigned; one
  * that is there must parse, and with p->signers verify over runspec_canonical(s) for
  * SPECSIG_NAMESPACE by a key that signers_match() allows now; then the spec's pool must be
- * p->pool, and it must not have expired nor be valid for longer than SPECSIG_VALID_MAX_MS (a
+ * p->pool (under p->prefix), and it must not have expired nor be valid for longer than SPECSIG_VALID_MAX_MS (a
  * verified spec must name both; an unsigned one is held to those it names).
  */
 int specsig_check(const struct specsig_policy *p, const struct runspec *s, int64_t now_ms,

@@ -251,6 +251,7 @@ int submit_main(int argc, char **argv, char **envp)
     }
     snprintf(s.run_id, sizeof(s.run_id), "%s", a.run_id);
     snprintf(s.pool, sizeof(s.pool), "%s", p.name);
+    snprintf(s.prefix, sizeof(s.prefix), "%s", p.prefix);
     s.n_args = dash;
     s.n_command = n_rest - cmd;
     s.n_env = a.n_env;

@@ -200,6 +200,7 @@ static struct runspec make_spec(const char *id, const char *pool, int64_t submit
                         .expires_ms = expires};
     snprintf(s.run_id, sizeof(s.run_id), "%s", id);
     snprintf(s.pool, sizeof(s.pool), "%s", pool);
+    snprintf(s.prefix, sizeof(s.prefix), "/elastic/");
     s.args = calloc(3, sizeof(char *));
     s.args[0] = strdup("--max");
     s.args[1] = strdup("2");

@@ -380,6 +380,7 @@ static struct runspec spec(const char *pool, int64_t submitted, int64_t expires)
                         .expires_ms = expires};
     snprintf(s.run_id, sizeof(s.run_id), "job");
     snprintf(s.pool, sizeof(s.pool), "%s", pool);
+    snprintf(s.prefix, sizeof(s.prefix), "/elastic/");
     s.args = calloc(3, sizeof(char *));
     s.args[0] = strdup("--max");
     s.args[1] = strdup("2");
@@ -416,7 +417,7 @@ Test(sshsig, spec_decisions)
 {
     int64_t now = (int64_t)time(NULL) * 1000, day = 86400000;
     struct signers *allowed = alice_only();
-    struct specsig_policy pol = {.signers = allowed, .pool = "default"};
+    struct specsig_policy pol = {.signers = allowed, .pool = "default", .prefix = "/elastic/"};
     struct specsig_verdict v;
     struct runspec s = spec("default", now, now + day);
     /* unsigned */
@@ -453,6 +454,11 @@ Test(sshsig, spec_decisions)
     other.pool = "gpu";
     cr_assert_eq(specsig_check(&other, &s, now, &v), -EPERM);
     cr_assert(strstr(v.reason, "submitted to pool 'default', not 'gpu'"), "%s", v.reason);
+    /* the same pool name under another prefix (another tenant of the same etcd) */
+    other = pol;
+    other.prefix = "/other/";
+    cr_assert_eq(specsig_check(&other, &s, now, &v), -EPERM);
+    cr_assert(strstr(v.reason, "under '/elastic/', not under '/other/'"), "%s", v.reason);
     runspec_clear(&s);
     /* signed by a key the file does not list */
     s = spec("default", now, now + day);
