@@ -5,11 +5,12 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
-      libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev procps)
+      libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev libssl-dev procps)
 n_runtime=${#pkgs[@]}
 if [[ "${1:-}" == "--test" || "${1:-}" == "--list-test" ]]; then
   pkgs+=(libcriterion-dev etcd-server etcd-client openssh-server openssh-client iproute2 python3
-        python3-torch python3-xgboost prometheus python3-yaml man-db time shellcheck systemd curl strace)
+        python3-torch python3-xgboost prometheus python3-yaml man-db time shellcheck systemd curl strace
+        openssl)
   # `kubectl kustomize` for the deploy checks: the machine image may ship its own kubectl
   # package, which conflicts with Debian's kubernetes-client; use whichever is there.
   command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
