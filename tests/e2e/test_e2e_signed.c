@@ -252,14 +252,14 @@ static char *encode(const struct runspec *s)
     return json;
 }
 
-/* Submit run `id` signed by alice (--wait): its worker creates marker(id). Exit code. */
-static int submit_signed(const char *id, const char *extra)
+/* Submit run `id` signed by `key` (NULL: alice) with --wait: its worker creates marker(id).
+ * Exit code. */
+static int submit_signed(const char *id, const char *key)
 {
     const char *args[20] = {"submit", "--rdzv-endpoint", eh.endpoints, "--run-id", id,
-                            "--sign-with", h_fmt("%s/alice", dir), "--wait", "--max", "2"};
+                            "--sign-with", h_fmt("%s/%s", dir, key ? key : "alice"), "--wait",
+                            "--max", "2"};
     int n = 10;
-    if (extra)
-        args[n++] = extra;
     args[n++] = "--";
     args[n++] = "touch";
     args[n++] = marker(id);
@@ -281,8 +281,20 @@ static int count_in_logs(struct h_agent *d, int n, const char *needle)
  * appears; exactly one daemon said so (log line and spec_refused event); then a signed run goes
  * through the same daemons, the refusal is not said again and the marker still does not exist.
  */
+static void never_runs_after(struct h_agent *d, const char *id, const char *json,
+                             const char *reason, const char *fp, const char *also,
+                             const char *signer);
+
 static void never_runs(struct h_agent *d, const char *id, const char *json, const char *reason,
                        const char *fp, const char *also)
+{
+    never_runs_after(d, id, json, reason, fp, also, "alice");
+}
+
+/* never_runs(), the next run signed by `signer`. */
+static void never_runs_after(struct h_agent *d, const char *id, const char *json,
+                             const char *reason, const char *fp, const char *also,
+                             const char *signer)
 {
     put_spec(id, json);
     int64_t end = h_now_ms() + 20000;
@@ -314,7 +326,7 @@ static void never_runs(struct h_agent *d, const char *id, const char *json, cons
     }
     cr_assert_eq(events, 1, "%d spec_refused events", events);
     /* the daemons go on: the next signed run runs */
-    cr_assert_eq(submit_signed(h_fmt("after-%s", id), NULL), 0);
+    cr_assert_eq(submit_signed(h_fmt("after-%s", id), signer), 0);
     cr_assert_eq(access(marker(h_fmt("after-%s", id)), F_OK), 0);
     cr_assert_eq(access(marker(id), F_OK), -1, "run '%s' ran", id);
     cr_assert(!also || access(also, F_OK) == -1);
@@ -350,6 +362,17 @@ Test(signed, signed_run_completes_through_two_daemons)
     json_decref(j);
     for (int i = 0; i < 2; i++)
         cr_assert(h_log_wait(&d[i], h_fmt("signed by 'alice@example.com' %s", fp_alice), 1000));
+    /* status with the allowed signers verifies the queued spec itself */
+    char vout[512];
+    const char *verify[] = {"status", "--pool", "default", "--json", "--allowed-signers",
+                            h_fmt("%s/allowed_signers", dir), "--rdzv-endpoint", eh.endpoints,
+                            NULL};
+    cr_assert_eq(cmd(verify, vout, sizeof(vout)), 0);
+    char *vj = slurp(vout);
+    cr_assert(strstr(vj, "\"principal\":\"alice@example.com\"") &&
+                  strstr(vj, "\"verified\":true"),
+              "%s", vj);
+    free(vj);
     /* the text form names the signer too */
     char out[512];
     const char *text[] = {"status", "--pool", "default", "--rdzv-endpoint", eh.endpoints, NULL};
@@ -431,6 +454,32 @@ Test(signed, spec_changed_after_signing_never_runs)
     cr_assert_eq(access(h_fmt("%s/changed-A", envdir), F_OK), -1);
     free(json);
     runspec_clear(&s);
+}
+
+/* A key taken out of the allowed signers file (a revoked laptop key): the running daemons read
+ * the file again, and a spec it signs is refused from then on; the key that replaced it works. */
+Test(signed, key_removed_from_the_file_is_refused)
+{
+    struct h_agent d[2];
+    serve_two(d);
+    cr_assert_eq(submit_signed("before", NULL), 0); /* alice is allowed */
+    char *pub = slurp(h_fmt("%s/mallory.pub", dir));
+    const char *tmp = h_fmt("%s/allowed_signers.new", dir);
+    FILE *f = fopen(tmp, "w");
+    cr_assert(f);
+    fprintf(f, "mallory@example.com %s", pub);
+    fclose(f);
+    free(pub);
+    cr_assert_eq(rename(tmp, h_fmt("%s/allowed_signers", dir)), 0); /* as a ConfigMap swaps */
+    int64_t now = wall_ms();
+    struct runspec s = make_spec("revoked", "default", now, now + 3600000);
+    sign_spec(&s, "alice");
+    char *json = encode(&s);
+    never_runs_after(d, "revoked", json, h_fmt("key %s is not in the allowed signers", fp_alice),
+                     fp_alice, NULL, "mallory");
+    free(json);
+    runspec_clear(&s);
+    cr_assert_geq(count_in_logs(d, 2, "allowed_signers' changed: 1 key(s) now"), 1);
 }
 
 Test(signed, serve_needs_allowed_signers_or_allow_unsigned)
