@@ -72,3 +72,7 @@ echo "== mutation checks =="
   agent/daemon/daemon_trust.c \
   's/    if (daemon_trust_gate(t, s, v) == 0)/    if (1 || daemon_trust_gate(t, s, v) == 0)/' \
   '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/key_removed*' \
+  agent/daemon/daemon_trust.c \
+  's/^    reload(t);$/    if (0) reload(t); \/* mutant: the file is never read again *\//' \
+  '^test_e2e_signed$'
