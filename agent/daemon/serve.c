@@ -68,7 +68,8 @@ struct daemon {
 };
 
 static const char serve_help[] =
-    "Usage: elastic-agent serve [--pool NAME] [--http [ADDR]:PORT] [NODE OPTIONS]\n"
+    "Usage: elastic-agent serve [--pool NAME] [--http [ADDR]:PORT]\n"
+    "                           (--allowed-signers FILE | --allow-unsigned) [NODE OPTIONS]\n"
     "\n"
     "A node daemon that stays up between runs. Idle, it watches its pool (one small key) and\n"
     "joins the oldest run submitted with `elastic-agent submit` that has room (fewer nodes than\n"
@@ -463,7 +464,7 @@ static void pick(struct daemon *d)
     char full[4][128];
     const char *fullv[4];
     size_t n_full = 0;
-    int r = 0, refused = 0;
+    int r = 0, n_refused = 0;
     bool scan = d->full_scan;
     if (!scan) {
         char run[128];
@@ -495,7 +496,7 @@ static void pick(struct daemon *d)
             runspec_clear(&s);
             r = 0;
             scan = true;
-            if (refused++ < 8)
+            if (n_refused++ < 8)
                 continue;
             break;
         }

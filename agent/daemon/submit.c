@@ -21,6 +21,7 @@
 
 static const char submit_help[] =
     "Usage: elastic-agent submit --run-id ID [--pool NAME] [--wait] [--env NAME=VALUE]...\n"
+    "                            [--sign-with KEY] [--valid-for DURATION]\n"
     "                            [RUN OPTIONS] [STORE OPTIONS] -- COMMAND [ARGS...]\n"
     "\n"
     "Queues a run in a pool of `elastic-agent serve` daemons and returns. The spec is data:\n"
