@@ -392,6 +392,12 @@ Test(signed, unsigned_spec_never_runs)
     struct runspec s = make_spec("nosig", "default", now, now + 3600000);
     char *json = encode(&s);
     never_runs(d, "nosig", json, "unsigned", "", NULL);
+    /* cancel forgets a refused spec */
+    const char *cancel[] = {"cancel", "nosig", "--rdzv-endpoint", eh.endpoints, NULL};
+    cr_assert_eq(cmd(cancel, NULL, 0), 0);
+    json_t *j = pool_status();
+    cr_assert_null(find(json_object_get(j, "refused"), "run", "nosig"));
+    json_decref(j);
     free(json);
     runspec_clear(&s);
 }
