@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
-      libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev procps)
+      libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev libssl-dev procps)
 n_runtime=${#pkgs[@]}
 if [[ "${1:-}" == "--test" || "${1:-}" == "--list-test" ]]; then
   pkgs+=(libcriterion-dev etcd-server etcd-client openssh-server openssh-client iproute2 python3

@@ -130,3 +130,23 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_report --filter 'report/failure_table_escapes*' \
   agent/observe/report.c 's/log_escape(esc, sizeof(esc), line, false);/snprintf(esc, sizeof(esc), "%s", line);/' \
   '^test_report$'
+# signed submissions (issue 29): a daemon never runs a spec whose signature does not verify, that
+# has expired or that was signed for another pool, nor one its last check before spawning refuses
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/spec_changed_after_signing*' \
+  agent/daemon/specsig.c \
+  's/int r = sshsig_verify(&sig, SPECSIG_NAMESPACE, msg, len, &err);/int r = 0; (void)sshsig_verify(\&sig, SPECSIG_NAMESPACE, msg, len, \&err);/' \
+  '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/expired_spec*' \
+  agent/daemon/specsig.c 's/if (s->expires_ms \&\& now_ms > s->expires_ms) {/if (0) {/' \
+  '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/spec_signed_for_another_pool*' \
+  agent/daemon/specsig.c 's/if (s->pool\[0\] \&\& strcmp(s->pool, p->pool) != 0)/if (0)/' \
+  '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/unsigned_spec*' \
+  agent/daemon/daemon_trust.c \
+  's/    if (daemon_trust_gate(t, s, v) == 0)/    if (1 || daemon_trust_gate(t, s, v) == 0)/' \
+  '^test_e2e_signed$'
+./scripts/mutate.sh --target test_e2e_signed --filter 'signed/key_removed*' \
+  agent/daemon/daemon_trust.c \
+  's/^    reload(t);$/    if (0) reload(t); \/* mutant: the file is never read again *\//' \
+  '^test_e2e_signed$'

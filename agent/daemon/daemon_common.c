@@ -7,16 +7,18 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <strings.h>
 
 #include "agent.h"
 #include "daemon_internal.h"
 
-char *daemon_record_encode(const char *node, const char *host, long long pid, const char *run,
-                           int64_t since_ms)
+char *daemon_record_encode(const struct daemon_record *d)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:I}", "schema", RUNSPEC_SCHEMA, "node",
-                          node, "host", host, "pid", (json_int_t)pid, "run", run, "since_ms",
-                          (json_int_t)since_ms);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:I, s:s, s:s, s:b}", "schema",
+                          RUNSPEC_SCHEMA, "node", d->node, "host", d->host, "pid",
+                          (json_int_t)d->pid, "run", d->run, "since_ms", (json_int_t)d->since_ms,
+                          "signer", d->signer, "fingerprint", d->fingerprint, "allow_unsigned",
+                          d->allow_unsigned);
     char *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
     return out;
@@ -25,16 +27,20 @@ char *daemon_record_encode(const char *node, const char *host, long long pid, co
 int daemon_record_decode(const char *json, size_t len, struct daemon_record *ret)
 {
     json_t *j = json_loadb(json, len, 0, NULL);
-    const char *schema = NULL, *node = NULL, *host = NULL, *run = NULL;
+    const char *schema = NULL, *node = NULL, *host = NULL, *run = NULL, *signer = "", *fp = "";
     json_int_t pid = 0, since = 0;
-    int r = -EBADMSG;
-    if (j && json_unpack(j, "{s:s, s:s, s:s, s:I, s:s, s:I}", "schema", &schema, "node", &node,
-                         "host", &host, "pid", &pid, "run", &run, "since_ms", &since) == 0 &&
+    int unsigned_ok = 0, r = -EBADMSG;
+    if (j && json_unpack(j, "{s:s, s:s, s:s, s:I, s:s, s:I, s?s, s?s, s?b}", "schema", &schema,
+                         "node", &node, "host", &host, "pid", &pid, "run", &run, "since_ms",
+                         &since, "signer", &signer, "fingerprint", &fp, "allow_unsigned",
+                         &unsigned_ok) == 0 &&
         strcmp(schema, RUNSPEC_SCHEMA) == 0) {
-        struct daemon_record d = {.pid = pid, .since_ms = since};
+        struct daemon_record d = {.pid = pid, .since_ms = since, .allow_unsigned = unsigned_ok};
         snprintf(d.node, sizeof(d.node), "%s", node);
         snprintf(d.host, sizeof(d.host), "%s", host);
         snprintf(d.run, sizeof(d.run), "%s", run);
+        snprintf(d.signer, sizeof(d.signer), "%s", signer);
+        snprintf(d.fingerprint, sizeof(d.fingerprint), "%s", fp);
         *ret = d;
         r = 0;
     }
@@ -204,6 +210,33 @@ out:
     free(store);
     free(rest);
     return r;
+}
+
+const char *daemon_env(char **envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (char **e = envp; e && *e; e++)
+        if (sets(*e, name, n) && (*e)[n + 1])
+            return *e + n + 1;
+    return NULL;
+}
+
+int daemon_env_bool(const char *cmd, char **envp, const char *name, bool *ret)
+{
+    const char *v = daemon_env(envp, name);
+    if (!v)
+        return 0;
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false",
+                                                                                  "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+            *ret = strcasecmp(v, yes[i]) == 0;
+            return 0;
+        }
+    }
+    fprintf(stderr, "elastic-agent %s: %s='%s': not yes or no (1/0, true/false, yes/no, on/off)\n",
+            cmd, name, v);
+    return -EINVAL;
 }
 
 const char *daemon_default_pool(char **envp)

@@ -15,15 +15,18 @@
 #include "kv.h"
 #include "runspec.h"
 
-/* A daemon's record {"schema","node","host","pid","run","since_ms"} (run "" = idle), malloc'ed;
- * NULL on OOM. */
-char *daemon_record_encode(const char *node, const char *host, long long pid, const char *run,
-                           int64_t since_ms);
+/* A daemon's record in its pool: {"schema","node","host","pid","run","since_ms","signer",
+ * "fingerprint","allow_unsigned"} (run "" = idle; signer/fingerprint: who signed the run it runs,
+ * as it verified them, "" when unsigned). */
 struct daemon_record {
     char node[128], host[256], run[128];
     long long pid;
     int64_t since_ms;
+    char signer[256], fingerprint[64];
+    bool allow_unsigned; /* it runs unsigned specs (serve --allow-unsigned) */
 };
+/* Encode `d`: malloc'ed JSON, NULL on OOM. */
+char *daemon_record_encode(const struct daemon_record *d);
 /* -EBADMSG when the value is not a daemon record of ours. */
 int daemon_record_decode(const char *json, size_t len, struct daemon_record *ret);
 
@@ -60,6 +63,11 @@ int daemon_split_args(const char *cmd, int argc, char **argv, char **envp,
 
 /* The pool a command serves when --pool is not given: ELASTIC_POOL from `envp`, else "default". */
 const char *daemon_default_pool(char **envp);
+/* Variable `name` of `envp` when set and not empty, else NULL. */
+const char *daemon_env(char **envp, const char *name);
+/* A yes/no variable (1/0, true/false, yes/no, on/off; unset or empty: *ret untouched): 0, or
+ * -EINVAL after printing "elastic-agent <cmd>: NAME=...: not yes or no". */
+int daemon_env_bool(const char *cmd, char **envp, const char *name, bool *ret);
 
 /* Whether option `flag` (in commands `cmds`) is a store option: one `status` takes to find the
  * store (endpoints, prefix, TLS, credentials), not its --json/--watch/--help. */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ea_time.h"
 #include "state.h"
 
 int pool_init(struct pool *p, struct kv *kv, const char *prefix, const char *name,
@@ -47,6 +48,16 @@ void pool_run_key(const struct pool *p, const char *run_id, const char *name, ch
                   size_t size)
 {
     snprintf(buf, size, "%s%s/%s", p->prefix, run_id, name);
+}
+
+void pool_refused_key(const struct pool *p, const char *run_id, char *buf, size_t size)
+{
+    snprintf(buf, size, "%srefused/%s", p->base, run_id);
+}
+
+void pool_refused_prefix(const struct pool *p, char *buf, size_t size)
+{
+    snprintf(buf, size, "%srefused/", p->base);
 }
 
 void pool_queue_prefix(const struct pool *p, char *buf, size_t size)
@@ -207,7 +218,9 @@ int pool_spec_get(struct pool *p, const char *run_id, struct runspec *ret, int64
     }
     if (r < 0)
         ea_errorf(err, r, "run spec '%s': %s", key, derr.msg);
-    else if (ret_rev)
+    else
+        ret->queue_rev = e.mod_revision;
+    if (r == 0 && ret_rev)
         *ret_rev = e.mod_revision;
     kv_entry_clear(&e);
     return r;
@@ -258,9 +271,40 @@ static bool listed(const char *const *full, size_t n, const char *run)
     return false;
 }
 
-int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_bad_fn bad,
-                 void *ctx, struct runspec *ret, struct ea_error *err)
+int pool_refuse(struct pool *p, const struct runspec *s, const struct specsig_verdict *v,
+                const char *node, struct ea_error *err)
 {
+    char qkey[POOL_KEY_MAX], rkey[POOL_KEY_MAX];
+    if (s->queue_rev <= 0)
+        return ea_errorf(err, -EINVAL, "run spec '%s' was not read from the queue", s->run_id);
+    pool_queue_key(p, s->run_id, qkey, sizeof(qkey));
+    pool_refused_key(p, s->run_id, rkey, sizeof(rkey));
+    char *spec = NULL;
+    int r = runspec_encode(s, &spec, err);
+    if (r < 0)
+        return r;
+    json_t *j = json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:s, s:I, s:s}", "schema",
+                          RUNSPEC_SCHEMA, "run", s->run_id, "reason", v->reason, "signed",
+                          v->is_signed, "principal", v->principal, "fingerprint", v->fingerprint,
+                          "by", node, "at_ms", (json_int_t)ea_wall_ms(), "spec", spec);
+    char *json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    free(spec);
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    struct kv_cmp cmp = {.key = qkey, .mod_revision = s->queue_rev};
+    struct kv_op ops[] = {{.key = rkey, .value = json, .len = strlen(json)},
+                          {.key = qkey, .del = true}};
+    r = kv_txn(p->kv, &cmp, 1, ops, 2, NULL, err);
+    free(json);
+    return r;
+}
+
+int pool_advance(struct pool *p, const char *const *full, size_t n_full,
+                 const struct pool_hooks *hooks, struct runspec *ret, struct ea_error *err)
+{
+    static const struct pool_hooks none = {0};
+    const struct pool_hooks *h = hooks ? hooks : &none;
     char qprefix[POOL_KEY_MAX];
     pool_queue_prefix(p, qprefix, sizeof(qprefix));
     struct kv_list l = {0};
@@ -276,13 +320,15 @@ int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_ba
         const char *id = e->key + strlen(qprefix);
         if (runspec_decode(e->value, e->value_len, &s, &derr) < 0 ||
             strcmp(s.run_id, id) != 0) {
-            if (bad)
-                bad(ctx, e->key, e->mod_revision,
-                    derr.msg[0] ? derr.msg : "the spec names another run");
+            if (h->bad)
+                h->bad(h->ctx, e->key, e->mod_revision,
+                       derr.msg[0] ? derr.msg : "the spec names another run");
             runspec_clear(&s);
             continue;
         }
+        s.queue_rev = e->mod_revision;
         enum pool_run pr;
+        struct specsig_verdict v;
         r = pool_run_check(p, &s, &pr, NULL, 0, &derr);
         if (r == 0 && pr == POOL_RUN_ENDED) {
             struct kv_cmp cmp = {.key = e->key, .mod_revision = e->mod_revision};
@@ -290,8 +336,15 @@ int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_ba
             r = kv_txn(p->kv, &cmp, 1, &op, 1, NULL, err);
             r = r == KV_ECONFLICT ? 0 : r;
         } else if (r == 0 && pr == POOL_RUN_BAD) {
-            if (bad)
-                bad(ctx, e->key, e->mod_revision, derr.msg);
+            if (h->bad)
+                h->bad(h->ctx, e->key, e->mod_revision, derr.msg);
+        } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(full, n_full, s.run_id) && h->gate &&
+                   h->gate(h->ctx, &s, &v) < 0) {
+            /* never run here: moved aside, so that no daemon reads it again */
+            r = pool_refuse(p, &s, &v, h->node ? h->node : "", err);
+            if (r == 0 && h->refused)
+                h->refused(h->ctx, &s, &v);
+            r = r == KV_ECONFLICT ? 0 : r;
         } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(full, n_full, s.run_id)) {
             found = s;
             continue;
@@ -315,6 +368,15 @@ int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err)
     char skey[POOL_KEY_MAX], qkey[POOL_KEY_MAX];
     pool_run_key(p, run_id, "state", skey, sizeof(skey));
     pool_queue_key(p, run_id, qkey, sizeof(qkey));
+    char rkey[POOL_KEY_MAX]; /* a refused spec of that id is forgotten */
+    pool_refused_key(p, run_id, rkey, sizeof(rkey));
+    struct kv_entry re = {0};
+    int rr = kv_get(p->kv, rkey, &re, err);
+    kv_entry_clear(&re);
+    if (rr < 0 && rr != KV_ENOTFOUND)
+        return rr;
+    if (rr == 0 && (rr = kv_del(p->kv, rkey, err)) < 0)
+        return rr;
     struct runspec spec = {0};
     int sr = pool_spec_get(p, run_id, &spec, NULL, NULL);
     if (sr < 0 && sr != KV_ENOTFOUND && sr != -EBADMSG)
@@ -346,8 +408,9 @@ int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err)
             st.n_members = 0;
             st.status = RDZV_CLOSED;
         } else if (sr < 0) {
-            r = ea_errorf(err, -ENOENT, "no run '%s' in pool '%s' (nor under '%s')", run_id,
-                          p->name, p->prefix);
+            r = rr == 0 ? 0 /* a refused spec, forgotten */
+                        : ea_errorf(err, -ENOENT, "no run '%s' in pool '%s' (nor under '%s')",
+                                    run_id, p->name, p->prefix);
             break;
         } else { /* queued, never started: a closed state of round 0 */
             st = (struct rdzv_state){.status = RDZV_CLOSED, .min_nodes = spec.min_nodes,
@@ -370,7 +433,7 @@ int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err)
         return r;
     if ((r = kv_del(p->kv, qkey, err)) < 0)
         return r;
-    return pool_advance(p, NULL, 0, NULL, NULL, NULL, err);
+    return pool_advance(p, NULL, 0, NULL, NULL, err);
 }
 
 static void seat_key(const struct pool *p, const char *run_id, int seat, char *buf, size_t size)

@@ -14,6 +14,7 @@
 #include "ea_error.h"
 #include "kv.h"
 #include "runspec.h"
+#include "specsig.h"
 #include "state.h"
 
 /* Pools live under <prefix>~pools/<pool>/: '~' is not in a run id, so no run's keys
@@ -48,9 +49,12 @@ void pool_daemon_key(const struct pool *p, const char *node_id, char *buf, size_
 /* Key `name` ("state", "coord") of run `run_id` itself: <prefix><run-id>/<name>. */
 void pool_run_key(const struct pool *p, const char *run_id, const char *name, char *buf,
                   size_t size);
-/* Prefixes of the queue and of the daemons' records. */
+/* Key of a refused spec: refused/<run-id>. */
+void pool_refused_key(const struct pool *p, const char *run_id, char *buf, size_t size);
+/* Prefixes of the queue, of the daemons' records and of the refused specs. */
 void pool_queue_prefix(const struct pool *p, char *buf, size_t size);
 void pool_daemon_prefix(const struct pool *p, char *buf, size_t size);
+void pool_refused_prefix(const struct pool *p, char *buf, size_t size);
 
 /* Queue `s` (create-only): 0, -EEXIST when a run of that id is queued or has run under the
  * prefix already, or a KV error. */
@@ -76,18 +80,39 @@ int pool_run_check(struct pool *p, const struct runspec *s, enum pool_run *ret,
 int pool_next_get(struct pool *p, char *ret_run, size_t size, int64_t *ret_rev,
                   struct ea_error *err);
 
-/* A spec the queue holds that is not ours: called once per key revision by pool_advance. */
-typedef void (*pool_bad_fn)(void *ctx, const char *key, int64_t mod_revision, const char *why);
+/* What pool_advance tells its caller and asks it; every member may be NULL. */
+struct pool_hooks {
+    void *ctx;
+    const char *node; /* who walks the queue (named in a refusal record) */
+    /* a spec the queue holds that is not ours (does not decode, names another run): called once
+     * per key revision */
+    void (*bad)(void *ctx, const char *key, int64_t mod_revision, const char *why);
+    /* whether this node may run `s`, the first spec with room: 0, or -EPERM with *v filled:
+     * the spec is then moved aside (pool_refuse) and the walk goes on */
+    int (*gate)(void *ctx, const struct runspec *s, struct specsig_verdict *v);
+    /* a spec this node moved aside: called only by the daemon whose move won, so it is said once
+     * in the whole pool */
+    void (*refused)(void *ctx, const struct runspec *s, const struct specsig_verdict *v);
+};
 
 /*
  * Recompute `next`: walk the queue in create_revision order, delete the entries of runs that
- * ended, skip corrupt or foreign specs (reported through `bad`, may be NULL), full runs and the
- * n_full runs in `full` (the caller found every seat of them taken), and CAS `next` to the first
- * run with room ("" when none; unchanged values are not rewritten). *ret (may be NULL) gets that
- * run's spec (the caller clears it; zeroed when none).
+ * ended, skip corrupt or foreign specs (hooks->bad), full runs and the n_full runs in `full` (the
+ * caller found every seat of them taken), move aside the specs hooks->gate refuses, and CAS `next`
+ * to the first run with room ("" when none; unchanged values are not rewritten). *ret (may be
+ * NULL) gets that run's spec (the caller clears it; zeroed when none). `hooks` may be NULL.
  */
-int pool_advance(struct pool *p, const char *const *full, size_t n_full, pool_bad_fn bad,
-                 void *ctx, struct runspec *ret, struct ea_error *err);
+int pool_advance(struct pool *p, const char *const *full, size_t n_full,
+                 const struct pool_hooks *hooks, struct runspec *ret, struct ea_error *err);
+
+/*
+ * Move spec `s` (read from the queue at s->queue_rev) aside, refused for v's reason, by daemon
+ * `node`: in one transaction fenced on that revision, put refused/<run> (the reason, the signer
+ * and the spec) and delete the queue entry. 0 when this call moved it; KV_ECONFLICT when the
+ * entry changed or went meanwhile (another daemon refused it first); a KV error.
+ */
+int pool_refuse(struct pool *p, const struct runspec *s, const struct specsig_verdict *v,
+                const char *node, struct ea_error *err);
 
 /*
  * Claim a seat of run `s` for daemon `node`: one of `seats/<run>/<k>`, k < s->max_nodes, created
@@ -105,7 +130,8 @@ int pool_spec_get(struct pool *p, const char *run_id, struct runspec *ret, int64
                   struct ea_error *err);
 
 /* Close run `run_id` (its state goes `closed`, so every agent stops its workers and exits 4;
- * a run that never started gets a closed state), then drop it from the queue and advance.
+ * a run that never started gets a closed state), then drop it from the queue and advance. A
+ * refused spec of that id (refused/<run-id>) is deleted (forgotten).
  * `min`/`max` are used only when no state exists. 0 or an error; -ENOENT when neither the queue
  * nor the store knows the run. */
 int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err);

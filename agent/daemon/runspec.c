@@ -46,6 +46,7 @@ void runspec_clear(struct runspec *s)
     free_strv(s->args, s->n_args);
     free_strv(s->command, s->n_command);
     free_strv(s->env, s->n_env);
+    free(s->signature);
     memset(s, 0, sizeof(*s));
 }
 
@@ -60,18 +61,44 @@ static json_t *strv_json(char *const *v, size_t n)
     return a;
 }
 
-int runspec_encode(const struct runspec *s, char **ret_json, struct ea_error *err)
+static int encode(const struct runspec *s, bool with_signature, char **ret_json,
+                  struct ea_error *err)
 {
     json_t *j = json_pack("{s:s, s:s, s:o*, s:o*, s:o*, s:i, s:i, s:I}", "schema", RUNSPEC_SCHEMA,
                           "run", s->run_id, "args", strv_json(s->args, s->n_args), "command",
                           strv_json(s->command, s->n_command), "env",
                           strv_json(s->env, s->n_env), "min", s->min_nodes, "max", s->max_nodes,
                           "submitted_ms", (json_int_t)s->submitted_ms);
-    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    bool ok = j != NULL;
+    if (ok && s->pool[0])
+        ok = json_object_set_new(j, "pool", json_string(s->pool)) == 0;
+    if (ok && s->prefix[0])
+        ok = json_object_set_new(j, "prefix", json_string(s->prefix)) == 0;
+    if (ok && s->expires_ms)
+        ok = json_object_set_new(j, "expires_ms", json_integer(s->expires_ms)) == 0;
+    if (ok && with_signature && s->signature)
+        ok = json_object_set_new(j, "signature", json_string(s->signature)) == 0;
+    char *out = ok ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
     if (!out)
         return ea_errorf(err, -ENOMEM, "out of memory encoding the run spec");
     *ret_json = out;
+    return 0;
+}
+
+int runspec_encode(const struct runspec *s, char **ret_json, struct ea_error *err)
+{
+    return encode(s, true, ret_json, err);
+}
+
+int runspec_canonical(const struct runspec *s, char **ret, size_t *ret_len, struct ea_error *err)
+{
+    char *out = NULL;
+    int r = encode(s, false, &out, err);
+    if (r < 0)
+        return r;
+    *ret = out;
+    *ret_len = strlen(out);
     return 0;
 }
 
@@ -128,7 +155,9 @@ int runspec_decode(const char *json, size_t len, struct runspec *ret, struct ea_
     int r = -EBADMSG;
     json_t *schema = json_object_get(j, "schema"), *run = json_object_get(j, "run");
     json_t *min = json_object_get(j, "min"), *max = json_object_get(j, "max");
-    json_t *at = json_object_get(j, "submitted_ms");
+    json_t *at = json_object_get(j, "submitted_ms"), *pool = json_object_get(j, "pool");
+    json_t *exp = json_object_get(j, "expires_ms"), *sig = json_object_get(j, "signature");
+    json_t *prefix = json_object_get(j, "prefix");
     if (!json_is_object(j)) {
         ea_errorf(err, r, "not a JSON object");
     } else if (!json_is_string(schema) || strcmp(json_string_value(schema), RUNSPEC_SCHEMA) != 0) {
@@ -144,6 +173,21 @@ int runspec_decode(const char *json, size_t len, struct runspec *ret, struct ea_
         ea_errorf(err, r, "\"min\"/\"max\" are not node counts with 1 <= min <= max");
     } else if (at && !json_is_integer(at)) {
         ea_errorf(err, r, "\"submitted_ms\" is not an integer");
+    } else if (pool && (!json_is_string(pool) || json_string_length(pool) == 0 ||
+                        json_string_length(pool) >= sizeof(s.pool) ||
+                        strlen(json_string_value(pool)) != json_string_length(pool))) {
+        ea_errorf(err, r, "\"pool\" is not a pool name");
+    } else if (prefix &&
+               (!json_is_string(prefix) || json_string_length(prefix) == 0 ||
+                json_string_length(prefix) >= sizeof(s.prefix) ||
+                strlen(json_string_value(prefix)) != json_string_length(prefix))) {
+        ea_errorf(err, r, "\"prefix\" is not a key prefix");
+    } else if (exp && (!json_is_integer(exp) || json_integer_value(exp) <= 0)) {
+        ea_errorf(err, r, "\"expires_ms\" is not a time");
+    } else if (sig && (!json_is_string(sig) || json_string_length(sig) > RUNSPEC_SIGNATURE_MAX ||
+                       strlen(json_string_value(sig)) != json_string_length(sig))) {
+        ea_errorf(err, r, "\"signature\" is not a string of at most %d bytes",
+                  RUNSPEC_SIGNATURE_MAX);
     } else if ((r = strv_of(json_object_get(j, "args"), "args", &s.args, &s.n_args, err)) == 0 &&
                (r = strv_of(json_object_get(j, "command"), "command", &s.command, &s.n_command,
                             err)) == 0 &&
@@ -156,6 +200,11 @@ int runspec_decode(const char *json, size_t len, struct runspec *ret, struct ea_
         s.min_nodes = (int)json_integer_value(min);
         s.max_nodes = (int)json_integer_value(max);
         s.submitted_ms = at ? (int64_t)json_integer_value(at) : 0;
+        snprintf(s.pool, sizeof(s.pool), "%s", pool ? json_string_value(pool) : "");
+        snprintf(s.prefix, sizeof(s.prefix), "%s", prefix ? json_string_value(prefix) : "");
+        s.expires_ms = exp ? (int64_t)json_integer_value(exp) : 0;
+        if (r == 0 && sig && !(s.signature = strdup(json_string_value(sig))))
+            r = ea_errorf(err, -ENOMEM, "out of memory");
     }
     json_decref(j);
     if (r < 0) {

@@ -20,6 +20,8 @@
 /* Largest spec value accepted (argv, command and env together). */
 #define RUNSPEC_BYTES_MAX (256u << 10)
 #define RUNSPEC_ITEMS_MAX 4096
+/* Largest "signature" (an armoured SSHSIG) a spec may carry. */
+#define RUNSPEC_SIGNATURE_MAX 4096
 
 struct runspec {
     char run_id[128];
@@ -31,10 +33,21 @@ struct runspec {
     size_t n_env;
     int min_nodes, max_nodes; /* resolved from args at submit (for the pool's decisions) */
     int64_t submitted_ms;     /* wall clock */
+    /* what a signature binds besides the run (docs/daemon.md, "Signed submissions") */
+    char pool[128];           /* the pool it was submitted to ("" in a spec without one) */
+    char prefix[512];         /* ... under this --prefix ("" in a spec without one) */
+    int64_t expires_ms;       /* wall clock; 0 in a spec without one */
+    char *signature;          /* armoured SSHSIG over runspec_canonical(), malloc'ed, or NULL */
+    int64_t queue_rev;        /* mod_revision of the queue entry it was read from (0: none) */
 };
 
-/* Encode to malloc'ed JSON in *ret_json. 0 or -ENOMEM. */
+/* Encode to malloc'ed JSON in *ret_json (keys sorted, no white space; the signature, when set,
+ * as the "signature" field). 0 or -ENOMEM. */
 int runspec_encode(const struct runspec *s, char **ret_json, struct ea_error *err);
+/* The bytes a signature covers: runspec_encode() of `s` without its signature (so every field:
+ * schema, run, pool, args, command, env, min, max, submitted_ms, expires_ms). Malloc'ed,
+ * NUL-terminated; *ret_len without the NUL. 0 or -ENOMEM. */
+int runspec_canonical(const struct runspec *s, char **ret, size_t *ret_len, struct ea_error *err);
 /* Decode and check the shape (schema, run id, arrays of strings, a command, NAME=VALUE env);
  * -EBADMSG with a message naming what is wrong. *ret untouched on failure. */
 int runspec_decode(const char *json, size_t len, struct runspec *ret, struct ea_error *err);

@@ -16,9 +16,11 @@
 #include "agent.h"
 #include "daemon.h"
 #include "daemon_internal.h"
+#include "daemon_trust.h"
 #include "ea_signal.h"
 #include "ea_time.h"
 #include "http.h"
+#include "events.h"
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
@@ -41,6 +43,11 @@ struct daemon {
     char exe[PATH_MAX];
     struct kv *kv;
     struct pool pool;
+    struct daemon_trust trust; /* which specs it runs (--allowed-signers, --allow-unsigned) */
+    struct pool_hooks hooks;
+    struct events *events;
+    const char *signers_path;
+    bool allow_unsigned;
     int sigfd, chldfd;
     struct http *http;
     struct metrics_snapshot m;
@@ -55,6 +62,7 @@ struct daemon {
     int64_t advance_at; /* when this daemon recomputes `next` for that room (0 = not armed) */
     int64_t rescan_at;  /* idle: look at the queue again (a run's seats were all taken) */
     char run[128];      /* the run the child runs */
+    char run_signer[256], run_fp[SSHSIG_FP_MAX]; /* who signed it ("": unsigned) */
     int64_t run_since;  /* wall ms */
     int term_signal;
     struct { char run[128]; int64_t until; } skip[SKIP_MAX];
@@ -63,7 +71,8 @@ struct daemon {
 };
 
 static const char serve_help[] =
-    "Usage: elastic-agent serve [--pool NAME] [--http [ADDR]:PORT] [NODE OPTIONS]\n"
+    "Usage: elastic-agent serve [--pool NAME] [--http [ADDR]:PORT]\n"
+    "                           (--allowed-signers FILE | --allow-unsigned) [NODE OPTIONS]\n"
     "\n"
     "A node daemon that stays up between runs. Idle, it watches its pool (one small key) and\n"
     "joins the oldest run submitted with `elastic-agent submit` that has room (fewer nodes than\n"
@@ -74,13 +83,23 @@ static const char serve_help[] =
     "  --pool NAME                  the pool to serve [default default] [env ELASTIC_POOL]\n"
     "  --http [ADDR]:PORT           /healthz (200 while the daemon holds its lease), /readyz\n"
     "                               (says idle or the run), /metrics, kept up between runs\n"
+    "  --allowed-signers FILE       run only specs signed (submit --sign-with) by a key of FILE,\n"
+    "                               an OpenSSH allowed_signers file (ssh-keygen(1)); re-read\n"
+    "                               when it changes [env ELASTIC_ALLOWED_SIGNERS]\n"
+    "  --allow-unsigned             also run unsigned specs: anyone who can write to the store\n"
+    "                               can then run commands here (logged, shown by status --pool)\n"
+    "                               [env ELASTIC_ALLOW_UNSIGNED]\n"
     "\nNode options (each also from ELASTIC_<NAME>, as in `elastic-agent --help`; the run's own\n"
     "options go to submit; --nproc-per-node and --stop-timeout are this node's defaults, which a\n"
     "run's spec may override):\n";
 
 static const char serve_help_end[] =
     "\nWhile the store is unreachable the daemon retries (backing off to 5 s; /healthz says so).\n"
-    "Exit status: 0 after SIGTERM/SIGINT, 2 usage error, 3 the store cannot be opened.\n";
+    "A spec refused (unsigned, not signed by an allowed key, expired, for another pool, changed\n"
+    "after signing) is never run: the daemon that finds it first moves it to the pool's\n"
+    "refused/ keys and says why once; status --pool lists it.\n"
+    "Exit status: 0 after SIGTERM/SIGINT, 2 usage error (also: neither --allowed-signers nor\n"
+    "--allow-unsigned), 3 the store cannot be opened.\n";
 
 /* Why serve refuses option `flag` (in commands `cmds`; NULL flag: no such option), or NULL. */
 static const char *serve_refusal(const char *flag, unsigned cmds)
@@ -118,6 +137,9 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
     d->node_args = calloc((size_t)argc + 5, sizeof(char *));
     if (!d->node_args)
         return -ENOMEM;
+    d->signers_path = daemon_env(envp, "ELASTIC_ALLOWED_SIGNERS");
+    if (daemon_env_bool("serve", envp, "ELASTIC_ALLOW_UNSIGNED", &d->allow_unsigned) < 0)
+        return -EINVAL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -139,6 +161,21 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
                 return -EINVAL;
             }
             *(name[0] == 'p' ? &pool : &http) = v;
+            continue;
+        }
+        if ((len == 15 && strncmp(name, "allowed-signers", 15) == 0) ||
+            (len == 14 && strncmp(name, "allow-unsigned", 14) == 0)) {
+            bool file = len == 15;
+            v = eq ? eq + 1 : file && i + 1 < argc ? argv[++i] : NULL;
+            if (file ? !v || !v[0] : eq != NULL) {
+                fprintf(stderr, "elastic-agent serve: --%.*s %s\n", (int)len, name,
+                        file ? "needs a value" : "takes no value");
+                return -EINVAL;
+            }
+            if (file)
+                d->signers_path = v;
+            else
+                d->allow_unsigned = true;
             continue;
         }
         bool value = false;
@@ -220,8 +257,16 @@ static int put_record(struct daemon *d, struct ea_error *err)
     char key[POOL_KEY_MAX], host[256] = "";
     gethostname(host, sizeof(host) - 1);
     pool_daemon_key(&d->pool, d->cfg.node_id, key, sizeof(key));
-    char *json = daemon_record_encode(d->cfg.node_id, host, (long long)getpid(),
-                                      d->child ? d->run : "", ea_wall_ms());
+    struct daemon_record rec = {.pid = (long long)getpid(), .since_ms = ea_wall_ms(),
+                                .allow_unsigned = d->allow_unsigned};
+    snprintf(rec.node, sizeof(rec.node), "%s", d->cfg.node_id);
+    snprintf(rec.host, sizeof(rec.host), "%s", host);
+    if (d->child) {
+        snprintf(rec.run, sizeof(rec.run), "%s", d->run);
+        snprintf(rec.signer, sizeof(rec.signer), "%s", d->run_signer);
+        snprintf(rec.fingerprint, sizeof(rec.fingerprint), "%s", d->run_fp);
+    }
+    char *json = daemon_record_encode(&rec);
     if (!json)
         return ea_errorf(err, -ENOMEM, "out of memory");
     int r = kv_put(d->kv, key, json, strlen(json), d->lease, NULL, err);
@@ -269,6 +314,17 @@ static void report_bad(void *ctx, const char *key, int64_t rev, const char *why)
     size_t i = d->n_bad < BAD_MAX ? d->n_bad++ : (size_t)(rev % BAD_MAX);
     snprintf(d->bad[i].key, sizeof(d->bad[i].key), "%s", key);
     d->bad[i].rev = rev;
+}
+
+/* pool_advance's questions on who may run what: the daemon's policy (daemon_trust.c) */
+static int gate(void *ctx, const struct runspec *s, struct specsig_verdict *v)
+{
+    return daemon_trust_gate(&((struct daemon *)ctx)->trust, s, v);
+}
+
+static void refused(void *ctx, const struct runspec *s, const struct specsig_verdict *v)
+{
+    daemon_trust_refused(&((struct daemon *)ctx)->trust, s, v);
 }
 
 static bool skipped(struct daemon *d, const char *run)
@@ -336,7 +392,7 @@ static void advance_for_room(struct daemon *d)
 {
     struct ea_error err = {0};
     d->advance_at = 0;
-    if (pool_advance(&d->pool, NULL, 0, report_bad, d, NULL, &err) < 0)
+    if (pool_advance(&d->pool, NULL, 0, &d->hooks, NULL, &err) < 0)
         log_warn("run '%s' has room: updating the pool's next run: %s", d->run, err.msg);
     else
         log_debug("run '%s' has room: the pool's next run recomputed", d->run);
@@ -353,6 +409,9 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     int efd = -1;
     if (skipped(d, s->run_id))
         return 0;
+    struct specsig_verdict v;
+    if (daemon_trust_admit(&d->trust, s, &v) < 0)
+        return -EPERM; /* never run: moved aside */
     /* the agent's argv: the node's options, then the spec's --env for its workers only (an
      * inherited memfd: not the agent's environment, not its command line) */
     int r = daemon_child_env(d->envp, &env);
@@ -407,9 +466,13 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     d->seat = seat;
     d->run_max = c.max_nodes; /* the agent's own --max (runspec_validate: the spec's) */
     snprintf(d->run, sizeof(d->run), "%s", s->run_id);
+    snprintf(d->run_signer, sizeof(d->run_signer), "%s", v.principal);
+    snprintf(d->run_fp, sizeof(d->run_fp), "%s", v.verified ? v.fingerprint : "");
     watch_run_state(d);
-    log_info("joining run '%s' of pool '%s' (min %d, max %d) in seat %d: agent pid %ld",
-             s->run_id, d->pool.name, c.min_nodes, c.max_nodes, seat, (long)pid);
+    log_info("joining run '%s' of pool '%s' (min %d, max %d) in seat %d: agent pid %ld; %s%s%s%s",
+             s->run_id, d->pool.name, c.min_nodes, c.max_nodes, seat, (long)pid,
+             v.verified ? "signed by '" : v.is_signed ? "signature not checked " : "unsigned",
+             v.principal, v.verified ? "' " : "", v.fingerprint);
     struct ea_error perr = {0};
     if (put_record(d, &perr) < 0)
         log_warn("updating this daemon's record: %s", perr.msg);
@@ -432,7 +495,7 @@ static void pick(struct daemon *d)
     char full[4][128];
     const char *fullv[4];
     size_t n_full = 0;
-    int r = 0;
+    int r = 0, n_refused = 0;
     bool scan = d->full_scan;
     if (!scan) {
         char run[128];
@@ -455,11 +518,19 @@ static void pick(struct daemon *d)
         ea_error_clear(&err);
     }
     for (;;) {
-        if (scan && (r = pool_advance(&d->pool, fullv, n_full, report_bad, d, &s, &err)) < 0)
+        if (scan && (r = pool_advance(&d->pool, fullv, n_full, &d->hooks, &s, &err)) < 0)
             goto fail;
         if (!s.run_id[0])
             break;
         r = start_run(d, &s, &err);
+        if (r == -EPERM) { /* refused and moved aside: the queue changed, look again */
+            runspec_clear(&s);
+            r = 0;
+            scan = true;
+            if (n_refused++ < 8)
+                continue;
+            break;
+        }
         if (r != -EBUSY || n_full == sizeof(full) / sizeof(*full))
             break;
         snprintf(full[n_full], sizeof(full[n_full]), "%s", s.run_id); /* every seat taken */
@@ -663,6 +734,14 @@ static int setup(struct daemon *d, const char *pool)
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
+    bool json_log = strcmp(d->cfg.log_format, "json") == 0;
+    if (events_open(d->cfg.events_path, json_log, "", d->cfg.node_id, &d->events, &err) < 0) {
+        log_error("--events: %s", err.msg);
+        return AGENT_EXIT_USAGE;
+    }
+    d->trust.events = d->events;
+    d->hooks = (struct pool_hooks){.ctx = d, .node = d->cfg.node_id, .bad = report_bad,
+                                   .gate = gate, .refused = refused};
     if (d->cfg.http) {
         int port = 0;
         if (http_start(d->cfg.http_addr, d->cfg.http_port, &d->http, &port, &err) < 0) {
@@ -692,6 +771,13 @@ int serve_main(int argc, char **argv, char **envp)
     }
     if (code || help)
         goto out;
+    struct ea_error err = {0};
+    if (daemon_trust_open(&d.trust, d.signers_path, d.allow_unsigned, pool, d.cfg.prefix,
+                          &d.pool, d.cfg.node_id, &err) < 0) {
+        fprintf(stderr, "elastic-agent serve: %s\n", err.msg);
+        code = AGENT_EXIT_USAGE;
+        goto out;
+    }
     log_init(d.cfg.log_level, d.cfg.node_id);
     if (strcmp(d.cfg.log_format, "json") == 0)
         log_set_json("");
@@ -703,6 +789,7 @@ int serve_main(int argc, char **argv, char **envp)
     if ((code = setup(&d, pool)) == 0) {
         log_info("serving pool '%s' under '%s' (%s backend) as node '%s'", d.pool.name,
                  d.cfg.prefix, d.cfg.backend, d.cfg.node_id);
+        daemon_trust_announce(&d.trust);
         loop(&d);
         code = 0;
     }
@@ -713,6 +800,8 @@ int serve_main(int argc, char **argv, char **envp)
     log_info("exiting");
 out:
     http_stop(d.http);
+    events_close(d.events);
+    daemon_trust_close(&d.trust);
     kv_close(d.kv);
     if (d.chldfd >= 0)
         proc_table_close();

@@ -8,17 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "daemon.h"
 #include "daemon_internal.h"
+#include "daemon_sign.h"
 #include "ea_time.h"
 #include "pool.h"
 #include "state.h"
 
 static const char submit_help[] =
     "Usage: elastic-agent submit --run-id ID [--pool NAME] [--wait] [--env NAME=VALUE]...\n"
+    "                            [--sign-with KEY] [--valid-for DURATION]\n"
     "                            [RUN OPTIONS] [STORE OPTIONS] -- COMMAND [ARGS...]\n"
     "\n"
     "Queues a run in a pool of `elastic-agent serve` daemons and returns. The spec is data:\n"
@@ -32,6 +35,15 @@ static const char submit_help[] =
     "  --wait                       follow the run to its end; exit with its code\n"
     "  --env NAME=VALUE             extra variable for the workers (repeatable; not ELASTIC_*\n"
     "                               or PET_*: give the option instead)\n"
+    "  --sign-with KEY              sign the spec (with its pool, run id, submit time and\n"
+    "                               expiry) by `ssh-keygen -Y sign -f KEY -n "
+    "elastic-agent-submit`:\n"
+    "                               KEY is an ed25519 private key file, or its .pub with the\n"
+    "                               private half in ssh-agent; daemons with --allowed-signers\n"
+    "                               run only signed specs [env ELASTIC_SIGN_WITH]\n"
+    "  --valid-for DURATION         no daemon starts the run after this long, N[s|m|h|d], 1m\n"
+    "                               to 30d; nodes join it only while it is valid [default 24h]\n"
+    "                               [env ELASTIC_VALID_FOR]\n"
     "\nRun options (as in `elastic-agent --help`; --nproc-per-node and --stop-timeout: else each\n"
     "daemon's; per-node options such as --node-id, --host, --log-dir belong to serve and are\n"
     "refused here):\n";
@@ -68,7 +80,7 @@ static bool submit_lists_store(const char *flag, unsigned cmds)
 }
 
 struct sub_args {
-    const char *run_id, *pool;
+    const char *run_id, *pool, *sign_with, *valid_for;
     bool wait, help;
     char **env;
     size_t n_env;
@@ -87,6 +99,10 @@ static int on_own(void *ctx, const char *flag, const char *v)
         a->run_id = v;
     else if (strcmp(flag, "env=") == 0)
         a->env[a->n_env++] = (char *)v;
+    else if (strcmp(flag, "sign-with=") == 0)
+        a->sign_with = v;
+    else if (strcmp(flag, "valid-for=") == 0)
+        a->valid_for = v;
     return 0;
 }
 
@@ -178,9 +194,11 @@ static int wait_run(struct pool *pool, const char *id)
 
 int submit_main(int argc, char **argv, char **envp)
 {
-    static const char *const own[] = {"help", "wait", "pool=", "run-id=", "rdzv-id=", "env=",
-                                      NULL};
+    static const char *const own[] = {"help",  "wait", "pool=", "run-id=", "rdzv-id=", "env=",
+                                      "sign-with=", "valid-for=", NULL};
     struct sub_args a = {.pool = daemon_default_pool(envp),
+                         .sign_with = daemon_env(envp, "ELASTIC_SIGN_WITH"),
+                         .valid_for = daemon_env(envp, "ELASTIC_VALID_FOR"),
                          .env = calloc((size_t)argc + 1, sizeof(char *))};
     struct cfg store;
     char **rest = NULL;
@@ -221,11 +239,25 @@ int submit_main(int argc, char **argv, char **envp)
         cfg_option_find(name, eq ? (size_t)(eq - name) : strlen(name), &value);
         dash += value && !eq && dash + 1 < n_rest ? 2 : 1;
     }
+    struct ea_error err = {0};
+    int64_t valid_ms = SPECSIG_VALID_DEFAULT_MS;
+    if (a.valid_for && daemon_parse_validity(a.valid_for, &valid_ms, &err) < 0) {
+        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        goto out;
+    }
+    struct pool p;
+    if (pool_init(&p, NULL, store.prefix, a.pool, &err) < 0) {
+        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        goto out;
+    }
     snprintf(s.run_id, sizeof(s.run_id), "%s", a.run_id);
+    snprintf(s.pool, sizeof(s.pool), "%s", p.name);
+    snprintf(s.prefix, sizeof(s.prefix), "%s", p.prefix);
     s.n_args = dash;
     s.n_command = n_rest - cmd;
     s.n_env = a.n_env;
     s.submitted_ms = ea_wall_ms();
+    s.expires_ms = s.submitted_ms + valid_ms;
     if (!(s.args = dup_strv(rest, s.n_args)) || !(s.command = dup_strv(rest + cmd, s.n_command)) ||
         !(s.env = dup_strv(a.env, a.n_env))) {
         fprintf(stderr, "elastic-agent submit: out of memory\n");
@@ -234,7 +266,6 @@ int submit_main(int argc, char **argv, char **envp)
     char *no_env[] = {NULL}; /* the submitter's ELASTIC_* variables are not the run's */
     struct cfg rc;
     char **rargv = NULL;
-    struct ea_error err = {0};
     if (runspec_validate(&s, NULL, 0, no_env, &rc, &rargv, &err) < 0) {
         fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         goto out;
@@ -253,25 +284,30 @@ int submit_main(int argc, char **argv, char **envp)
     }
     free(json);
     runspec_clear(&back);
-    if ((code = daemon_open_store("submit", &store, &kv)) != 0)
-        goto out;
-    struct pool p;
-    if (pool_init(&p, kv, store.prefix, a.pool, &err) < 0) {
+    char fp[SSHSIG_FP_MAX] = "";
+    if (a.sign_with && daemon_sign(envp, a.sign_with, &s, fp, &err) < 0) {
         fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
-        code = AGENT_EXIT_USAGE;
         goto out;
     }
+    if ((code = daemon_open_store("submit", &store, &kv)) != 0)
+        goto out;
+    p.kv = kv;
+    static const struct pool_hooks hooks = {.bad = report_bad};
     int r = pool_submit(&p, &s, &err);
     if (r == 0)
-        r = pool_advance(&p, NULL, 0, report_bad, NULL, NULL, &err);
+        r = pool_advance(&p, NULL, 0, &hooks, NULL, &err);
     if (r < 0) {
         fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         code = r == -EEXIST ? AGENT_EXIT_USAGE : r == KV_EAUTH ? AGENT_EXIT_USAGE
                                                                 : AGENT_EXIT_STORE;
         goto out;
     }
-    printf("submitted run '%s' to pool '%s' (min %d, max %d)\n", s.run_id, p.name, s.min_nodes,
-           s.max_nodes);
+    char until[32];
+    time_t t = (time_t)(s.expires_ms / 1000);
+    struct tm tm;
+    strftime(until, sizeof(until), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    printf("submitted run '%s' to pool '%s' (min %d, max %d), %s%s, valid until %s\n", s.run_id,
+           p.name, s.min_nodes, s.max_nodes, fp[0] ? "signed with key " : "unsigned", fp, until);
     fflush(stdout);
     code = 0;
     if (a.wait) {

@@ -74,15 +74,9 @@ class Options:
                   f"`{self.label}` has no --{flag}{hint}")
 
 
-# Options the deploy files use that other branches of issue 29 add: tolerated while this binary's
-# --help lacks them. Once they are merged, empty this table (PENDING_FLAGS = {}) so that a
-# misspelt name fails again.
-PENDING_FLAGS = {
-    "allowed-signers": "serve, issue 29: signed run specs",
-    "allow-unsigned": "serve, issue 29: signed run specs",
-    "sign-with": "submit, issue 29: signed run specs",
-    "insecure-transport": "issue 29: --user over plaintext",
-}
+# Options the deploy files may use before this binary's --help has them (none now: every name
+# must be a real option, so that a misspelt one fails).
+PENDING_FLAGS = {}
 
 
 # `elastic-agent serve`'s options by issue 23's CLI contract, for a binary that has no `serve`

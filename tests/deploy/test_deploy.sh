@@ -37,6 +37,9 @@ here=$src/tests/deploy
 checker=(python3 "$here/check_deploy.py")
 tmp=$(mktemp -d)
 bg_pids=()
+# a signing key of the test's own, as one allowed_signers line (what an admin adds)
+ssh-keygen -q -t ed25519 -N '' -C tester -f "$tmp/signer" </dev/null
+echo "tester@example.com $(cut -d' ' -f1,2 "$tmp/signer.pub")" >"$tmp/signer.line"
 cleanup() {
   local p
   for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
@@ -225,6 +228,9 @@ for overlay in default base gpu; do
     --env-out "$tmp/k8s-$overlay.env" --volumes-out "$tmp/volumes-$overlay" --uid-out "$tmp/k8s-uid" \
     --daemon-out "$tmp/k8s-$overlay.daemon.json"
   if ((serve_cli)) && [[ -s "$tmp/k8s-$overlay.env" ]]; then # needs serve
+    # the shipped allowed_signers lists no key (serve refuses that: nothing could run); the
+    # admin's step of README "Securing a pool", with a key of the test's own
+    find "$tmp/volumes-$overlay" -name allowed_signers -exec sh -c 'cat "$1" >>"$2"' _ "$tmp/signer.line" {} \;
     run_serve "$overlay: ConfigMap + DaemonSet env (+ its Secret and ConfigMap volumes)" \
       "$tmp/k8s-$overlay.env" "$tmp/k8s-$overlay.env.argv"
   else
@@ -367,6 +373,7 @@ fi
 # the units' TLS and allowed-signers files, pointed at make-certs.sh's certificates (as the
 # elastic-agent-daemon user) and an allowed_signers file here: the daemon loads them for real
 cp "$src/deploy/k8s/base/allowed_signers" "$tmp/allowed_signers"
+cat "$tmp/signer.line" >>"$tmp/allowed_signers"
 tls_set=(--set "ELASTIC_CACERT=$tmp/certs/ca.crt" --set "ELASTIC_CERT=$tmp/certs/elastic-agent-daemon.crt"
          --set "ELASTIC_KEY=$tmp/certs/elastic-agent-daemon.key" --set "ELASTIC_ALLOWED_SIGNERS=$tmp/allowed_signers")
 # the file backend (the one-shot runs below): no TLS

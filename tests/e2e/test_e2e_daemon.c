@@ -51,13 +51,14 @@ static void teardown(void)
 
 TestSuite(daemon, .init = setup, .fini = teardown, .timeout = 90);
 
-/* Start daemon `name` of pool "default" with --http on a free port and `extra` options. */
+/* Start daemon `name` of pool "default" with --http on a free port and `extra` options. These
+ * daemons run unsigned specs (--allow-unsigned): signing is test_e2e_signed.c's. */
 static void serve(struct h_agent *a, const char *name, const char *extra)
 {
     const char *args[16] = {"serve",     "--rdzv-endpoint", eh.endpoints, "--node-id",
                             name,        "--local-addr",    "127.0.0.1",  "--lease-ttl",
-                            "2",         "--http",          ":0"};
-    int n = 11;
+                            "2",         "--http",          ":0",         "--allow-unsigned"};
+    int n = 12;
     if (extra)
         args[n++] = extra;
     args[n] = NULL;

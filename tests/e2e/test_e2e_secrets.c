@@ -251,7 +251,8 @@ Test(secrets, serve_hands_the_password_by_fd_and_the_runs_env_to_workers_only)
     const char *args[] = {"serve", "--rdzv-endpoint", eh.endpoints, "--cacert", ca, "--cert",
                           cert, "--key", key, "--user", "trainer", "--node-id", "d1",
                           "--local-addr", "127.0.0.1", "--lease-ttl", "2", "--stop-timeout", "2",
-                          "--preflight", h_fmt("env > %s/preflight.env", nb), NULL};
+                          "--preflight", h_fmt("env > %s/preflight.env", nb), "--allow-unsigned",
+                          NULL};
     static struct h_agent d;
     start_nobody(&d, "d1", args, envp);
     if (!h_log_wait(&d, "serving pool 'default'", 15000)) {
@@ -393,7 +394,8 @@ Test(secrets, loader_env_and_a_lying_max_are_refused)
     cr_assert_eq(etcd_harness_etcdctl(&eh, ld), 0);
     cr_assert_eq(etcd_harness_etcdctl(&eh, mm), 0);
     const char *serve[] = {"serve", "--rdzv-endpoint", eh.endpoints, "--node-id", "d1",
-                           "--local-addr", "127.0.0.1", "--lease-ttl", "2", NULL};
+                           "--local-addr", "127.0.0.1", "--lease-ttl", "2", "--allow-unsigned",
+                           NULL};
     h_agent_start(&d, dir, "d1", serve);
     cr_assert(h_log_wait(&d, "skipping run spec '/elastic/~pools/default/queue/ld'", 15000));
     cr_assert(h_file_contains(d.log, "'LD_PRELOAD' changes how a process loads or connects"));
