@@ -103,8 +103,7 @@ static bool record_lists(const struct rdzv_node *n, const char *host)
 /* ---- who group rank 0 of the round is ------------------------------------------------------ */
 
 /* Full mode: from the members and the mirrored node records. */
-static int leader_full(struct rdzv_session *s, const char *id, struct rdzv_node *rec,
-                       int64_t *lease)
+static int leader_full(struct rdzv_session *s, const char *id, struct rdzv_node *rec)
 {
     if (!s->state.members)
         return -EAGAIN; /* the assignment does not add up yet: a fresh round is coming */
@@ -120,14 +119,13 @@ static int leader_full(struct rdzv_session *s, const char *id, struct rdzv_node 
     if (i < 0 || !s->m.dec[i] || s->m.keys[i].create_revision != m0->slot)
         return 0; /* gone, or another incarnation of that node id */
     *rec = *s->m.dec[i];
-    *lease = s->m.keys[i].lease;
     return 1;
 }
 
 /* Light mode: read the node record of `id`, then the chunk its slot maps to (as of the commit
  * we saw), and look for it there with group rank 0: two small reads a round. */
 static int leader_light(struct rdzv_session *s, const char *id, struct rdzv_node *rec,
-                        int64_t *lease, struct ea_error *err)
+                        struct ea_error *err)
 {
     char key[KEY_MAX];
     rdzv_key_of(s, key, "nodes/%s", id);
@@ -144,7 +142,6 @@ static int leader_light(struct rdzv_session *s, const char *id, struct rdzv_node
     struct rdzv_node n;
     bool ok = rdzv_node_decode(e.value, e.value_len, &n, NULL) == 0 && strcmp(n.node_id, id) == 0;
     n.create_revision = e.create_revision;
-    int64_t node_lease = e.lease;
     kv_entry_clear(&e);
     if (!ok)
         return 0;
@@ -175,22 +172,18 @@ static int leader_light(struct rdzv_session *s, const char *id, struct rdzv_node
         found |= strcmp(m[i].node_id, id) == 0 && m[i].slot == n.create_revision &&
                  m[i].group_rank == 0;
     free(m);
-    if (found) {
+    if (found)
         *rec = n;
-        *lease = node_lease;
-    }
     return found;
 }
 
-/* Is node `id` group rank 0 of the committed round? 1 (its record and lease kept in the
- * guard), 0 not, -EAGAIN cannot tell yet, or a store error. Decided once per node id a round. */
+/* Is node `id` group rank 0 of the committed round? 1 (its record kept in the guard), 0 not, -EAGAIN cannot tell yet, or a store error. Decided once per node id a round. */
 static int leader_check(struct rdzv_session *s, const char *id, struct ea_error *err)
 {
     struct rdzv_guard *g = &s->guard;
     if (g->leader >= 0 && strcmp(g->claimed, id) == 0)
         return g->leader;
     struct rdzv_node rec = {0};
-    int64_t lease = 0;
     int r;
     if (strcmp(id, s->cfg.self.node_id) == 0) {
         if (s->self_round != s->state.round)
@@ -198,18 +191,16 @@ static int leader_check(struct rdzv_session *s, const char *id, struct ea_error 
         const struct rdzv_member *me = rdzv_self_member(s);
         r = me && me->group_rank == 0;
         rec = s->cfg.self;
-        lease = s->lease;
     } else if (s->full) {
-        r = leader_full(s, id, &rec, &lease);
+        r = leader_full(s, id, &rec);
     } else {
-        r = leader_light(s, id, &rec, &lease, err);
+        r = leader_light(s, id, &rec, err);
     }
     if (r < 0)
         return r;
     snprintf(g->claimed, sizeof(g->claimed), "%s", id);
     g->leader = r;
     g->record = rec;
-    g->lease = lease;
     return r;
 }
 
@@ -259,8 +250,6 @@ static int judge(struct rdzv_session *s, int which, struct ea_error *err)
         if (!r)
             snprintf(why, sizeof(why), "node '%s' is not group rank 0 of round %" PRId64, node,
                      g->round);
-        else if (s->m.keys[i].lease != g->lease)
-            snprintf(why, sizeof(why), "it is not attached to the lease of node '%s'", node);
         else if (!record_lists(&g->record, host))
             snprintf(why, sizeof(why), "'%s' is not an address in node '%s''s record", host, node);
     }
@@ -324,14 +313,15 @@ int rdzv_guard_publish(struct rdzv_session *s, int64_t round, int which, const c
     for (int attempt = 0; r == 0 && !done && attempt < 2; attempt++) {
         /* fenced on the commit record: we are group rank 0 of the round it names */
         struct kv_cmp cmps[2] = {{key, expect}, {s->state_key, s->state_rev}};
-        struct kv_op op = {.key = key, .value = json, .len = strlen(json), .lease = s->lease};
+        /* no lease: the value outlives the node, for `status` once the run ended */
+        struct kv_op op = {.key = key, .value = json, .len = strlen(json)};
         int64_t rev = 0;
         s->stats.requests++;
         s->stats.writes++;
         s->stats.keys_written++;
         r = kv_txn(s->kv, cmps, 2, &op, 1, &rev, err);
         if (r == 0) {
-            if (rdzv_mirror_put_own(&s->m, key, json, rev, rev, s->lease) < 0) {
+            if (rdzv_mirror_put_own(&s->m, key, json, rev, rev, 0) < 0) {
                 r = ea_errorf(err, -ENOMEM, "out of memory");
                 break;
             }

@@ -35,7 +35,6 @@ struct rdzv_guard {
     char claimed[RDZV_ID_MAX];     /* node id a value named, whose standing is below */
     int leader;                    /* 1: `claimed` is group rank 0 of `round`, 0: it is not */
     struct rdzv_node record;       /* its node record, when leader */
-    int64_t lease;                 /* the lease its node key is attached to (0: unknown) */
     struct rdzv_guard_value v[RDZV_GUARD_N];
 };
 
@@ -55,9 +54,9 @@ const char *rdzv_guard_value(const struct rdzv_session *s, int64_t round, int wh
 
 /*
  * Group rank 0 publishes rounds/<round>/<name> = addr_port, fenced on the commit record (it is
- * group rank 0 of the round `state` names) and attached to its lease: create-only, and when a
- * value is there that does not pass the check (a forged or stale one), it is overwritten (CAS on
- * its mod_revision); a value that passes (ours) wins. -EPERM when this node is not group rank 0
+ * group rank 0 of the round `state` names): create-only, and when a value is there that does
+ * not pass the check (a forged or stale one), it is overwritten (CAS on its mod_revision); a
+ * value that passes (ours) wins. -EPERM when this node is not group rank 0
  * of `round`; KV_ECONFLICT when the commit record or the key changed meanwhile (try again).
  */
 int rdzv_guard_publish(struct rdzv_session *s, int64_t round, int which, const char *addr_port,

@@ -95,7 +95,7 @@ bool rdzv_is_coordinator(const struct rdzv_session *s);
 size_t rdzv_live_count(const struct rdzv_session *s);
 
 /* rounds/<round>/master: group rank 0 of `round` publishes "addr:port" (docs/protocol.md: the
- * value names the node and is attached to its lease; create-only, a value that does not pass
+ * value names the node; create-only, a value that does not pass
  * the check below is overwritten; -EPERM when this node is not group rank 0 of the round).
  * Read: the value once it passed the check (written by group rank 0 of the round, on an
  * address its node record lists; rdzv_tick() judges it), else NULL; owned by the session. */

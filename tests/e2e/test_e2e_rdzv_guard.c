@@ -5,8 +5,8 @@
  * (tests/etcd/etcd_harness), recording workers (tests/helpers/ea-testworker: each writes its
  * environment), the fleet path (no full view: the nodes that do not coordinate read only their
  * own chunk). A store writer (etcdctl, as an attacker with write access would) plants
- *   - rounds/<r+1>/master naming group rank 0, attached to its lease, pointing at an address
- *     inside a network namespace this test made, plus reform/<r> to make the run move to round
+ *   - rounds/<r+1>/master naming group rank 0, pointing at an address inside a network
+ *     namespace this test made, plus reform/<r> to make the run move to round
  *     r+1: no worker ever gets that MASTER_ADDR, group rank 0 logs what it refused and
  *     publishes its own, and the run goes on and succeeds;
  *   - failures/<r> naming a node that is not a member: it is not counted (no new round, no
@@ -146,18 +146,6 @@ static const char *etcdctl(const char *const args[])
     return out;
 }
 
-/* The lease a node's key is attached to, in hex (what etcdctl put --lease takes). */
-static const char *lease_of(const char *node)
-{
-    const char *get[] = {"get", h_fmt(P "nodes/%s", node), "-w", "json", NULL};
-    const char *out = etcdctl(get);
-    const char *at = strstr(out, "\"lease\":");
-    cr_assert(at, "no lease in: %s", out);
-    long long lease = strtoll(at + 8, NULL, 10);
-    cr_assert_gt(lease, 0);
-    return h_fmt("%llx", lease);
-}
-
 static int count_in(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "re");
@@ -183,7 +171,7 @@ static void finish_run(void)
 }
 
 /* Mutation check (scripts/test.sh): record_lists() (roundguard.c) always true -> the forged
- * value passes (it names group rank 0 and carries its lease) and every worker of round 2 gets
+ * value passes (it names group rank 0) and every worker of round 2 gets
  * the namespace's address. */
 Test(e2e_rdzv_guard, forged_master_of_the_next_round_is_never_used)
 {
@@ -194,12 +182,11 @@ Test(e2e_rdzv_guard, forged_master_of_the_next_round_is_never_used)
     round_files(1, rank0, sizeof(rank0));
     cr_assert(rank0[0], "no group rank 0 in round 1");
     const char *member = strcmp(rank0, "n1") == 0 ? "n2" : "n1";
-    /* rank 0 stays rank 0 in round 2 (members keep their order): name it, with its lease */
+    /* rank 0 stays rank 0 in round 2 (members keep their order): name it */
     const char *forged = h_fmt("{\"addr\":\"%s:29500\",\"node\":\"%s\",\"schema\":"
                                "\"elastic-agent/v2\"}",
                                fake_ip, rank0);
-    const char *put_master[] = {"put", P "rounds/2/master", forged,
-                                h_fmt("--lease=%s", lease_of(rank0)), NULL};
+    const char *put_master[] = {"put", P "rounds/2/master", forged, NULL};
     etcdctl(put_master);
     const char *put_reform[] = {"put", P "reform/1", member, NULL};
     etcdctl(put_reform);
