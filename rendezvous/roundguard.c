@@ -42,14 +42,12 @@ static int value_decode(const char *json, size_t len, char *node, char *addr)
         return -EBADMSG;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
     const char *schema = NULL, *n = NULL, *a = NULL;
-    int r = root && json_unpack(root, "{s:s, s:s, s:s}", "schema", &schema, "node", &n, "addr",
-                                &a) == 0 && strcmp(schema, RDZV_SCHEMA) == 0 &&
-                    rdzv_strlcpy(node, RDZV_ID_MAX, n) == 0 &&
-                    rdzv_strlcpy(addr, RDZV_GUARD_ADDR_MAX, a) == 0
-                ? 0
-                : -EBADMSG;
+    bool ok = root &&
+              json_unpack(root, "{s:s, s:s, s:s}", "schema", &schema, "node", &n, "addr", &a) == 0;
+    ok = ok && strcmp(schema, RDZV_SCHEMA) == 0 && rdzv_strlcpy(node, RDZV_ID_MAX, n) == 0 &&
+         rdzv_strlcpy(addr, RDZV_GUARD_ADDR_MAX, a) == 0;
     json_decref(root);
-    return r;
+    return ok ? 0 : -EBADMSG;
 }
 
 /* The host of "ADDR:PORT" / "[ADDR]:PORT" into host (RDZV_GUARD_ADDR_MAX); false when the port
@@ -169,15 +167,16 @@ static int leader_light(struct rdzv_session *s, const char *id, struct rdzv_node
     }
     int found = 0;
     for (size_t i = 0; i < nm; i++)
-        found |= strcmp(m[i].node_id, id) == 0 && m[i].slot == n.create_revision &&
-                 m[i].group_rank == 0;
+        found |=
+            strcmp(m[i].node_id, id) == 0 && m[i].slot == n.create_revision && m[i].group_rank == 0;
     free(m);
     if (found)
         *rec = n;
     return found;
 }
 
-/* Is node `id` group rank 0 of the committed round? 1 (its record kept in the guard), 0 not, -EAGAIN cannot tell yet, or a store error. Decided once per node id a round. */
+/* Is node `id` group rank 0 of the committed round? 1 (its record kept in the guard), 0 not,
+ * -EAGAIN cannot tell yet, or a store error. Decided once per node id a round. */
 static int leader_check(struct rdzv_session *s, const char *id, struct ea_error *err)
 {
     struct rdzv_guard *g = &s->guard;
@@ -388,9 +387,8 @@ bool rdzv_guard_report_counts(struct rdzv_session *s, const char *key, bool is_f
         return true;
     char msg[2 * EA_ERROR_MSG_MAX];
     if (node[0])
-        snprintf(msg, sizeof(msg),
-                 "ignoring key '%s': node '%s' is not a member of round %" PRId64, key, node,
-                 s->state.round);
+        snprintf(msg, sizeof(msg), "ignoring key '%s': node '%s' is not a member of round %" PRId64,
+                 key, node, s->state.round);
     else
         snprintf(msg, sizeof(msg), "ignoring key '%s': it names no node of this run", key);
     rdzv_warn(s, msg);

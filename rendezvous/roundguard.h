@@ -31,10 +31,10 @@ struct rdzv_guard_value {
 
 /* Per session: the verdicts for the round `round`, and who group rank 0 of it is. */
 struct rdzv_guard {
-    int64_t round;                 /* the round judged (0: none yet) */
-    char claimed[RDZV_ID_MAX];     /* node id a value named, whose standing is below */
-    int leader;                    /* 1: `claimed` is group rank 0 of `round`, 0: it is not */
-    struct rdzv_node record;       /* its node record, when leader */
+    int64_t round;             /* the round judged (0: none yet) */
+    char claimed[RDZV_ID_MAX]; /* node id a value named, whose standing is below */
+    int leader;                /* 1: `claimed` is group rank 0 of `round`, 0: it is not */
+    struct rdzv_node record;   /* its node record, when leader */
     struct rdzv_guard_value v[RDZV_GUARD_N];
 };
 

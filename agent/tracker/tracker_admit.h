@@ -17,10 +17,10 @@
 
 /* One source address (or all of loopback) and its connections. */
 struct tracker_bucket {
-    int family;              /* AF_INET or AF_INET6; 0: loopback (127/8, ::1) */
-    unsigned char bin[16];   /* the address */
-    int workers;             /* the workers behind it */
-    int open;                /* connections open now */
+    int family;            /* AF_INET or AF_INET6; 0: loopback (127/8, ::1) */
+    unsigned char bin[16]; /* the address */
+    int workers;           /* the workers behind it */
+    int open;              /* connections open now */
 };
 
 struct tracker_admit {

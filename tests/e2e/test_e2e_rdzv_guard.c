@@ -78,10 +78,13 @@ static void start_run(void)
     cr_assert_eq(etcd_harness_start(&eh, 1), 0);
     const char *worker = h_fmt("%s record %s && exec %s wait-file %s/go", W, envdir, W, envdir);
     for (int i = 0; i < 3; i++) {
-        const char *args[] = {"--rdzv-endpoint", eh.endpoints, "--run-id", RUN,
-                              "--node-id", h_fmt("n%d", i), "--min", "3", "--max", "3",
-                              "--settle", "0.3", "--lease-ttl", "3", "--stop-timeout", "2",
-                              "--local-addr", "127.0.0.1", "--", "/bin/sh", "-c", worker, NULL};
+        /* clang-format off */
+        const char *args[] = {
+            "--rdzv-endpoint", eh.endpoints, "--run-id", RUN, "--node-id", h_fmt("n%d", i),
+            "--min", "3", "--max", "3", "--settle", "0.3", "--lease-ttl", "3",
+            "--stop-timeout", "2", "--local-addr", "127.0.0.1",
+            "--", "/bin/sh", "-c", worker, NULL};
+        /* clang-format on */
         h_agent_start(&agents[i], dir, h_fmt("n%d", i), args);
     }
 }
@@ -121,8 +124,8 @@ static void wait_round(int round, int n, int timeout_ms)
         if (left <= 0) {
             for (int i = 0; i < 3; i++)
                 h_show_log(&agents[i]);
-            cr_assert_fail("round %d: %d of %d workers started", round,
-                           round_files(round, NULL, 0), n);
+            cr_assert_fail("round %d: %d of %d workers started", round, round_files(round, NULL, 0),
+                           n);
         }
         h_wait_files(envdir, "env.", h_count_files(envdir, "env.") + 1, (int)left);
     }
@@ -204,8 +207,8 @@ Test(e2e_rdzv_guard, forged_master_of_the_next_round_is_never_used)
     int k = rank0[1] - '0';
     cr_assert_eq(count_in(agents[k].log, refused), 1, "group rank 0 (%s) did not log '%s' once",
                  rank0, refused);
-    cr_assert(h_file_contains(agents[k].log, h_fmt("'%s' is not an address in node '%s''s record",
-                                                   fake_ip, rank0)));
+    cr_assert(h_file_contains(
+        agents[k].log, h_fmt("'%s' is not an address in node '%s''s record", fake_ip, rank0)));
     for (int i = 0; i < 3; i++)
         cr_assert_leq(count_in(agents[i].log, refused), 1, "n%d logged it twice", i);
     finish_run();

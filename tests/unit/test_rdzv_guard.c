@@ -34,8 +34,11 @@ static void setup(void)
         struct ea_error err = {0};
         cr_assert_eq(kv_open(&kc, &kvs[i], &err), 0, "%s", err.msg);
         struct rdzv_config rc = {.prefix = P,
-                                 .params = {.min_nodes = 2, .max_nodes = 3, .settle_ms = 0,
-                                            .last_call_ms = 1000, .max_restarts = 3},
+                                 .params = {.min_nodes = 2,
+                                            .max_nodes = 3,
+                                            .settle_ms = 0,
+                                            .last_call_ms = 1000,
+                                            .max_restarts = 3},
                                  .lease_ttl_ms = 5000};
         snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
         snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
@@ -145,21 +148,21 @@ static bool master_known(void)
     return true;
 }
 
-/* A forged master naming group rank 0, on an address that is not in its record: refused by every node (one warning each), then overwritten by group rank 0.
- * Mutation check (scripts/test.sh): record_lists() always true -> the nodes use 10.99.0.2. */
+/* A forged master naming group rank 0, on an address that is not in its record: refused by every
+ * node (one warning each), then overwritten by group rank 0. Mutation check (scripts/test.sh):
+ * record_lists() always true -> the nodes use 10.99.0.2. */
 Test(guard, forged_master_is_refused_and_overwritten_by_rank_0)
 {
     join_all();
     put(P "rounds/1/master",
-        "{\"addr\":\"10.99.0.2:29500\",\"node\":\"n0\",\"schema\":\"elastic-agent/v2\"}",
-        0);
+        "{\"addr\":\"10.99.0.2:29500\",\"node\":\"n0\",\"schema\":\"elastic-agent/v2\"}", 0);
     cr_assert(pump_within(each_warned_master, 5000), "warnings: '%s' '%s' '%s'", warned[0],
               warned[1], warned[2]);
     for (int i = 0; i < N; i++) {
         cr_assert_null(rdzv_master(ss[i], 1), "node %d uses a forged master '%s'", i,
                        rdzv_master(ss[i], 1));
-        cr_assert(strstr(warned[i], "'10.99.0.2' is not an address in node 'n0''s record"),
-                  "%s", warned[i]);
+        cr_assert(strstr(warned[i], "'10.99.0.2' is not an address in node 'n0''s record"), "%s",
+                  warned[i]);
         char *second = strstr(warned[i], "refusing key");
         cr_assert_null(strstr(second + 1, "refusing key"), "warned twice: %s", warned[i]);
     }
@@ -189,8 +192,8 @@ Test(guard, master_from_anyone_but_rank_0_is_refused)
         for (int i = 0; i < N; i++)
             warned[i][0] = '\0';
         put(P "rounds/1/master", cases[c].value, 0);
-        cr_assert(pump_within(each_warned_master, 5000), "case %zu: '%s' '%s' '%s'", c,
-                  warned[0], warned[1], warned[2]);
+        cr_assert(pump_within(each_warned_master, 5000), "case %zu: '%s' '%s' '%s'", c, warned[0],
+                  warned[1], warned[2]);
         for (int i = 0; i < N; i++) {
             cr_assert_null(rdzv_master(ss[i], 1), "case %zu, node %d", c, i);
             cr_assert(strstr(warned[i], cases[c].why), "case %zu: %s", c, warned[i]);
@@ -221,8 +224,8 @@ Test(guard, reports_count_only_from_members)
     join_all();
     int64_t gen = 0;
     rdzv_current(ss[1], &gen);
-    struct rdzv_failure f = {.node_id = "intruder", .host = "elsewhere", .rank = 0,
-                             .exit_code = 1, .message = "forged"};
+    struct rdzv_failure f = {
+        .node_id = "intruder", .host = "elsewhere", .rank = 0, .exit_code = 1, .message = "forged"};
     struct ea_error err = {0};
     cr_assert_eq(rdzv_report_failure(ss[1], gen, &f, &err), 0, "%s", err.msg);
     cr_assert(pump_within(coord_warned_failure, 5000), "%s", warned[0]);
@@ -289,4 +292,3 @@ Test(guard, roster_lists_every_member)
         free(ro);
     }
 }
-

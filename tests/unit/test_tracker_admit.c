@@ -9,9 +9,9 @@
  * that thread is joined. Every client read has its own deadline, so a mutant that keeps a
  * connection open fails in seconds.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -141,8 +141,8 @@ TestSuite(tracker_admit, .timeout = 60);
 Test(tracker_admit, second_start_for_a_linked_rank_is_refused)
 {
     struct srv s;
-    struct tracker_params p = {.addr = "127.0.0.1", .world_size = 2, .round = 1,
-                               .io_timeout_ms = 1000};
+    struct tracker_params p = {
+        .addr = "127.0.0.1", .world_size = 2, .round = 1, .io_timeout_ms = 1000};
     srv_start(&s, &p);
     link_world("127.0.0.1", tracker_port(s.t), 2);
     int fd = connect_from(NULL, "127.0.0.1", tracker_port(s.t), 5000);
@@ -150,8 +150,7 @@ Test(tracker_admit, second_start_for_a_linked_rank_is_refused)
     size_t n = hello_bytes(b, sizeof(b), -1, 2, "0", "start");
     cr_assert_eq(rsim_send(fd, b, n), 0);
     size_t got = 0;
-    cr_assert(closed_by_tracker(fd, &got), "the second start was not closed: %s",
-              strerror(errno));
+    cr_assert(closed_by_tracker(fd, &got), "the second start was not closed: %s", strerror(errno));
     close(fd);
     cr_assert_leq(got, 4, "it got more than the magic (%zu bytes): an assignment", got);
     srv_join(&s);
@@ -167,8 +166,8 @@ Test(tracker_admit, second_start_for_a_linked_rank_is_refused)
 Test(tracker_admit, hello_deadline_closes_an_idle_connection)
 {
     struct srv s;
-    struct tracker_params p = {.addr = "127.0.0.1", .world_size = 1, .round = 1,
-                               .hello_timeout_ms = 400};
+    struct tracker_params p = {
+        .addr = "127.0.0.1", .world_size = 1, .round = 1, .hello_timeout_ms = 400};
     srv_start(&s, &p);
     int64_t t0 = ea_now_ms();
     int fd = connect_from(NULL, "127.0.0.1", tracker_port(s.t), 4000);
@@ -189,8 +188,12 @@ Test(tracker_admit, per_host_cap_holds)
 {
     struct srv s;
     struct tracker_host host = {.addr = "127.0.0.1", .workers = 1};
-    struct tracker_params p = {.addr = "127.0.0.1", .world_size = 1, .round = 1,
-                               .hosts = &host, .n_hosts = 1, .hello_timeout_ms = 30000};
+    struct tracker_params p = {.addr = "127.0.0.1",
+                               .world_size = 1,
+                               .round = 1,
+                               .hosts = &host,
+                               .n_hosts = 1,
+                               .hello_timeout_ms = 30000};
     srv_start(&s, &p);
     int idle[TRACKER_CONNS_PER_WORKER];
     for (int i = 0; i < TRACKER_CONNS_PER_WORKER; i++)
@@ -230,8 +233,12 @@ Test(tracker_admit, non_member_address_is_refused)
     netns_veth_root(ns, "eth0", ns_cidr, root_cidr, NULL);
     struct srv s;
     struct tracker_host host = {.addr = root_ip, .workers = 2};
-    struct tracker_params p = {.addr = root_ip, .world_size = 2, .round = 1, .hosts = &host,
-                               .n_hosts = 1, .hello_timeout_ms = 30000};
+    struct tracker_params p = {.addr = root_ip,
+                               .world_size = 2,
+                               .round = 1,
+                               .hosts = &host,
+                               .n_hosts = 1,
+                               .hello_timeout_ms = 30000};
     srv_start(&s, &p);
     int fd = connect_from(ns, root_ip, tracker_port(s.t), 3000);
     int32_t magic = TRACKER_MAGIC;
