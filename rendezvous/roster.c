@@ -46,6 +46,12 @@ static int by_id(const void *a, const void *b)
     return strcmp(((const struct rdzv_node *)a)->node_id, ((const struct rdzv_node *)b)->node_id);
 }
 
+/* bsearch: a node id against a record */
+static int id_vs_node(const void *id, const void *n)
+{
+    return strcmp(id, ((const struct rdzv_node *)n)->node_id);
+}
+
 /* Light mode: the round's chunks and the live node records, listed. */
 static int roster_light(struct rdzv_session *s, struct rdzv_member **ret_m,
                         struct rdzv_node **ret_nodes, size_t *ret_nn, struct ea_error *err)
@@ -130,18 +136,14 @@ int rdzv_round_roster(struct rdzv_session *s, struct rdzv_roster_node **ret, siz
         r = roster_light(s, &m, &nodes, &nn, err);
         nm = (size_t)s->state.group_world_size;
     }
-    struct rdzv_roster_node *out = NULL;
-    if (r == 0 && !(out = calloc(nm ? nm : 1, sizeof(*out))))
+    struct rdzv_roster_node *out = r == 0 ? calloc(nm ? nm : 1, sizeof(*out)) : NULL;
+    if (r == 0 && !out)
         r = ea_errorf(err, -ENOMEM, "out of memory");
-    if (r == 0) {
+    if (out) {
         qsort(m, nm, sizeof(*m), cmp_rank);
         qsort(nodes, nn, sizeof(*nodes), by_id);
-        for (size_t i = 0; i < nm; i++) {
-            struct rdzv_node key;
-            snprintf(key.node_id, sizeof(key.node_id), "%s", m[i].node_id);
-            const struct rdzv_node *rec = bsearch(&key, nodes, nn, sizeof(*nodes), by_id);
-            fill(&out[i], &m[i], rec);
-        }
+        for (size_t i = 0; i < nm; i++)
+            fill(&out[i], &m[i], bsearch(m[i].node_id, nodes, nn, sizeof(*nodes), id_vs_node));
         *ret = out;
         *ret_n = nm;
     }
