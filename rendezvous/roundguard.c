@@ -98,6 +98,14 @@ static bool record_lists(const struct rdzv_node *n, const char *host)
     return false;
 }
 
+/* What a message shows of a string from the store: printable characters only, so that a value
+ * cannot forge log lines. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        *s = isprint((unsigned char)*s) ? *s : '?';
+}
+
 /* ---- who group rank 0 of the round is ------------------------------------------------------ */
 
 /* Full mode: from the members and the mirrored node records. */
@@ -258,17 +266,21 @@ static int judge(struct rdzv_session *s, int which, struct ea_error *err)
         snprintf(gv->addr, sizeof(gv->addr), "%s", addr);
         return 0;
     }
+    char shown[121]; /* the value as written, cut */
+    snprintf(shown, sizeof(shown), "%s", s->m.keys[i].value);
+    printable(shown);
+    printable(why);
     char msg[2 * EA_ERROR_MSG_MAX];
-    snprintf(msg, sizeof(msg), "refusing key '%s' ('%.120s'): %s; it is not used", key,
-             s->m.keys[i].value, why);
+    snprintf(msg, sizeof(msg), "refusing key '%s' ('%s'): %s; it is not used", key, shown, why);
     rdzv_warn(s, msg);
     return 0;
 }
 
 int rdzv_guard_round_keys(struct rdzv_session *s, struct ea_error *err)
 {
-    if (!s->have_state || s->state.status != RDZV_RUNNING)
-        return 0;
+    if (!s->have_state || s->state.status != RDZV_RUNNING ||
+        (s->self_round == s->state.round && !s->self_ok))
+        return 0; /* no round runs, or not in it: nothing to start */
     if (s->guard.round != s->state.round)
         guard_reset(&s->guard, s->state.round);
     for (int w = 0; w < RDZV_GUARD_N; w++) {
@@ -385,6 +397,7 @@ bool rdzv_guard_report_counts(struct rdzv_session *s, const char *key, bool is_f
     }
     if (node[0] && rdzv_state_find(&s->state, node) >= 0)
         return true;
+    printable(node);
     char msg[2 * EA_ERROR_MSG_MAX];
     if (node[0])
         snprintf(msg, sizeof(msg), "ignoring key '%s': node '%s' is not a member of round %" PRId64,
