@@ -43,6 +43,8 @@ static void setup(void)
         snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
         snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
         snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.%d", i + 1);
+        if (i == 0) /* its workers run elsewhere (--host): its tracker listens here */
+            snprintf(rc.self.agent_addr, sizeof(rc.self.agent_addr), "127.0.0.99");
         rc.self.nproc = 2;
         cr_assert_eq(rdzv_session_create(kvs[i], &rc, &ss[i], &err), 0, "%s", err.msg);
         warned[i][0] = '\0';
@@ -199,6 +201,39 @@ Test(guard, master_from_anyone_but_rank_0_is_refused)
             cr_assert(strstr(warned[i], cases[c].why), "case %zu: %s", c, warned[i]);
         }
     }
+}
+
+static bool tracker_known(void)
+{
+    for (int i = 0; i < N; i++)
+        if (!rdzv_round_key(ss[i], 1, "tracker"))
+            return false;
+    return true;
+}
+
+static bool each_warned_tracker(void)
+{
+    for (int i = 1; i < N; i++)
+        if (!strstr(warned[i], "refusing key '" P "rounds/1/tracker'"))
+            return false;
+    return true;
+}
+
+/* The tracker key is checked like the master: group rank 0's agent address (`agent_addr`, where
+ * its tracker listens when its workers run on another host) passes, any other address does not.
+ */
+Test(guard, tracker_on_the_agents_own_address)
+{
+    join_all();
+    put(P "rounds/1/tracker",
+        "{\"addr\":\"127.0.0.98:4000\",\"node\":\"n0\",\"schema\":\"elastic-agent/v2\"}", 0);
+    cr_assert(pump_within(each_warned_tracker, 5000), "'%s' '%s'", warned[1], warned[2]);
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_publish_round_key(ss[0], 1, "tracker", "127.0.0.99:4000", &err), 0, "%s",
+                 err.msg);
+    cr_assert(pump_within(tracker_known, 5000));
+    for (int i = 0; i < N; i++)
+        cr_assert_str_eq(rdzv_round_key(ss[i], 1, "tracker"), "127.0.0.99:4000");
 }
 
 static bool coord_warned_failure(void)
