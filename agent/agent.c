@@ -575,6 +575,9 @@ static void housekeeping(struct agent *a, int64_t now)
     }
     ea_error_clear(&err);
     r = rdzv_tick(a->rdzv, now, &err);
+    char warning[EA_ERROR_MSG_MAX]; /* e.g. a round's master refused: logged once, at once */
+    if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
+        log_warn("%s", warning);
     if (r < 0)
         agent_store_problem(a, r, &err);
     else if ((answered || r > 0) && !a->failure_pending && !a->done_pending)

@@ -217,6 +217,14 @@ static int open_all(struct agent *a)
         log_error("node id, host name or address too long");
         return AGENT_EXIT_USAGE;
     }
+    if (c->host && !hostsel_is_local(c->host)) {
+        /* workers on another host: the record also lists where this agent (its rabit
+         * tracker) is, so that the tracker's address passes the others' check (roundguard.c) */
+        char own[RDZV_ADDR_MAX];
+        tracker_local_addr(a->addr, own, sizeof(own));
+        if (strcmp(own, a->addr) != 0)
+            snprintf(rc.self.agent_addr, sizeof(rc.self.agent_addr), "%s", own);
+    }
     rc.self.nproc = c->nproc_per_node;
     rc.self.pid = getpid();
     if ((r = nic_create(c, &a->nic, &err)) < 0) {

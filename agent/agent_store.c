@@ -15,6 +15,7 @@
 #include "agent_internal.h"
 #include "ea_time.h"
 #include "log.h"
+#include "roster.h"
 
 /* A store operation failed: log it once per outage, retry with backoff, give up (exit 3) after
  * --join-timeout. A corrupt or foreign value is not retried: exit 4. */
@@ -90,6 +91,30 @@ bool agent_builtin_tracker(const struct agent *a)
     return a->cfg->env_style && strstr(a->cfg->env_style, "dmlc") && !a->cfg->dmlc_tracker;
 }
 
+/* Create this round's tracker, admitting the addresses of its members' node records (`ro`, n
+ * of them), and loopback when every member runs on this host. */
+static int create_tracker(struct agent *a, const struct rdzv_state *s, const char *addr,
+                          const struct rdzv_roster_node *ro, size_t n, struct ea_error *err)
+{
+    struct tracker_host *hosts = calloc(n * RDZV_ROSTER_ADDRS + 1, sizeof(*hosts));
+    if (!hosts)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    size_t n_hosts = 0;
+    bool all_here = true;
+    for (size_t i = 0; i < n; i++) {
+        all_here &= strcmp(ro[i].host, a->host) == 0;
+        for (size_t k = 0; k < ro[i].n_addrs; k++)
+            hosts[n_hosts++] = (struct tracker_host){.addr = ro[i].addrs[k],
+                                                     .workers = ro[i].nproc};
+    }
+    struct tracker_params p = {.addr = addr, .world_size = s->world_size, .round = s->round,
+                               .avoid_port = a->tracker_last_port, .hosts = hosts,
+                               .n_hosts = n_hosts, .loopback = all_here};
+    int r = tracker_create(&p, &a->tracker, err);
+    free(hosts);
+    return r;
+}
+
 /* Serve this round's rabit tracker on `addr` (a fresh port) and publish it as rounds/<r>/tracker
  * before the master, so that workers start only when both are known. */
 static int publish_tracker(struct agent *a, const struct rdzv_state *s, const char *addr)
@@ -100,9 +125,19 @@ static int publish_tracker(struct agent *a, const struct rdzv_state *s, const ch
         a->tracker = NULL;
     }
     if (!a->tracker) {
-        struct tracker_params p = {.addr = addr, .world_size = s->world_size, .round = s->round,
-                                   .avoid_port = a->tracker_last_port};
-        int r = tracker_create(&p, &a->tracker, &err);
+        struct rdzv_roster_node *ro = NULL;
+        size_t n = 0;
+        int r = rdzv_round_roster(a->rdzv, &ro, &n, &err);
+        if (r == -EAGAIN) { /* the round is moving on: its commit is on its way */
+            a->retry_at_ms = ea_now_ms() + 200;
+            return r;
+        }
+        if (r < 0) {
+            agent_store_problem(a, r, &err);
+            return r;
+        }
+        r = create_tracker(a, s, addr, ro, n, &err);
+        free(ro);
         if (r < 0) {
             log_error("round %" PRId64 ": cannot serve the rabit tracker: %s", s->round, err.msg);
             a->retry_at_ms = ea_now_ms() + 500;

@@ -307,8 +307,9 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
             if (strncmp(s->m.keys[i].key, dprefix, dlen) == 0)
                 done[s->n_done++] = s->m.keys[i].key + dlen;
         s->done = done;
-        s->failure_reported = rdzv_mirror_find(&s->m, fkey) >= 0;
-        s->reform_requested = rdzv_mirror_find(&s->m, rkey) >= 0 || s->members_broken;
+        /* only a member of the round may report (roundguard.c) */
+        s->failure_reported = rdzv_guard_report_counts(s, fkey, true);
+        s->reform_requested = rdzv_guard_report_counts(s, rkey, false) || s->members_broken;
     }
     const struct rdzv_state *st = &s->state;
     if (s->have_state && st->charge_round > 0 && st->charge_round == st->round) {
@@ -683,6 +684,8 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
             ea_errorf(err, r, "%s", werr.msg);
         }
     }
+    if (r == 0) /* the round's master and tracker: used only once group rank 0's (roundguard.c) */
+        r = rdzv_guard_round_keys(s, err);
     if (r < 0)
         return r;
     s->plan_wake_ms = -1;

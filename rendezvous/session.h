@@ -99,13 +99,17 @@ bool rdzv_is_coordinator(const struct rdzv_session *s);
  * it while the run gathered. */
 size_t rdzv_live_count(const struct rdzv_session *s);
 
-/* rounds/<round>/master: publish "addr:port" (create-only; returns 0 if it already existed with
- * another value and that value wins) and read it (NULL until known; owned by the session). */
+/* rounds/<round>/master: group rank 0 of `round` publishes "addr:port" (docs/protocol.md: the
+ * value names the node; create-only, a value that does not pass
+ * the check below is overwritten; -EPERM when this node is not group rank 0 of the round).
+ * Read: the value once it passed the check (written by group rank 0 of the round, on an
+ * address its node record lists; rdzv_tick() judges it), else NULL; owned by the session. */
 int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
                         struct ea_error *err);
 const char *rdzv_master(const struct rdzv_session *s, int64_t round);
 /* rounds/<round>/<name>: a small per-round value (master, tracker, ...) that every node of the
  * run receives: create-only, first writer wins (returns 0 then too); read: NULL until known.
+ * `master` and `tracker` are group rank 0's and checked, as rdzv_publish_master() says.
  * `name` is a plain word ([a-z_]+). Keep values O(1): every node gets each one. */
 int rdzv_publish_round_key(struct rdzv_session *s, int64_t round, const char *name,
                            const char *value, struct ea_error *err);

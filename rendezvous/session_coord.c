@@ -154,6 +154,8 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     if (r < 0)
         return r;
     r = rdzv_derive(s, now_ms, err);
+    if (r == 0) /* keys planted for rounds after this one go, fenced like the commit */
+        rdzv_guard_cleanup(s);
     return r < 0 ? r : 1;
 }
 

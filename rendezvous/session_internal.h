@@ -4,6 +4,7 @@
 #ifndef EA_RENDEZVOUS_SESSION_INTERNAL_H
 #define EA_RENDEZVOUS_SESSION_INTERNAL_H
 
+#include "roundguard.h"
 #include "mirror.h"
 #include "session.h"
 
@@ -58,6 +59,7 @@ struct rdzv_session {
     int gather_pub_live;
     bool gather_pub_quorum;
     struct rdzv_stats stats;
+    struct rdzv_guard guard; /* who wrote the round's master and tracker (roundguard.c) */
     char warning[EA_ERROR_MSG_MAX];      /* pending, not yet taken */
     char last_warning[EA_ERROR_MSG_MAX]; /* so one bad key is reported once, not per event */
 };

@@ -41,6 +41,9 @@ static int create_only(struct rdzv_session *s, const char *key, const char *valu
 int rdzv_publish_round_key(struct rdzv_session *s, int64_t round, const char *name,
                            const char *value, struct ea_error *err)
 {
+    int which = rdzv_guard_index(name);
+    if (which >= 0) /* master, tracker: group rank 0's, checked by every reader */
+        return rdzv_guard_publish(s, round, which, value, err);
     char key[KEY_MAX];
     rdzv_key_of(s, key, "rounds/%" PRId64 "/%s", round, name);
     return create_only(s, key, value, true, err);
@@ -48,6 +51,9 @@ int rdzv_publish_round_key(struct rdzv_session *s, int64_t round, const char *na
 
 const char *rdzv_round_key(const struct rdzv_session *s, int64_t round, const char *name)
 {
+    int which = rdzv_guard_index(name);
+    if (which >= 0)
+        return rdzv_guard_value(s, round, which);
     char key[KEY_MAX];
     rdzv_key_of(s, key, "rounds/%" PRId64 "/%s", round, name);
     return rdzv_mirror_value(&s->m, key);
@@ -56,12 +62,12 @@ const char *rdzv_round_key(const struct rdzv_session *s, int64_t round, const ch
 int rdzv_publish_master(struct rdzv_session *s, int64_t round, const char *addr_port,
                         struct ea_error *err)
 {
-    return rdzv_publish_round_key(s, round, "master", addr_port, err);
+    return rdzv_guard_publish(s, round, RDZV_GUARD_MASTER, addr_port, err);
 }
 
 const char *rdzv_master(const struct rdzv_session *s, int64_t round)
 {
-    return rdzv_round_key(s, round, "master");
+    return rdzv_guard_value(s, round, RDZV_GUARD_MASTER);
 }
 
 const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char *node_id)

@@ -388,6 +388,8 @@ int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error
     }
     if (root && n->joined_ms > 0)
         json_object_set_new(root, "joined_ms", json_integer(n->joined_ms));
+    if (root && n->agent_addr[0])
+        json_object_set_new(root, "agent_addr", json_string(n->agent_addr));
     return dump(root, ret_json, err);
 }
 
@@ -431,16 +433,18 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
     if (r < 0)
         return r;
     struct rdzv_node n = {0};
-    const char *node = NULL, *host = NULL, *addr = NULL;
+    const char *node = NULL, *host = NULL, *addr = NULL, *agent_addr = "";
     json_int_t pid = 0, joined = 0;
     json_error_t jerr;
-    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:i, s:I, s?I}", "node", &node, "host",
-                       &host, "addr", &addr, "nproc", &n.nproc, "pid", &pid, "joined_ms",
-                       &joined) < 0)
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:i, s:I, s?I, s?s}", "node", &node,
+                       "host", &host, "addr", &addr, "nproc", &n.nproc, "pid", &pid, "joined_ms",
+                       &joined, "agent_addr", &agent_addr) < 0)
         r = ea_errorf(err, -EBADMSG, "node record: %s", jerr.text);
     else if (!(r = copy_field(n.node_id, sizeof(n.node_id), node, "node record", "node", err)) &&
              !(r = copy_field(n.host, sizeof(n.host), host, "node record", "host", err)) &&
-             !(r = copy_field(n.addr, sizeof(n.addr), addr, "node record", "addr", err))) {
+             !(r = copy_field(n.addr, sizeof(n.addr), addr, "node record", "addr", err)) &&
+             (!agent_addr[0] || !(r = copy_field(n.agent_addr, sizeof(n.agent_addr), agent_addr,
+                                                 "node record", "agent_addr", err)))) {
         if (n.nproc < 1)
             r = ea_errorf(err, -EBADMSG, "node record '%s': nproc %d < 1", node, n.nproc);
         else

@@ -95,6 +95,9 @@ struct rdzv_node {
     char node_id[RDZV_ID_MAX];
     char host[RDZV_HOST_MAX];
     char addr[RDZV_ADDR_MAX];
+    /* optional ("agent_addr"): the agent's own address when its workers run on another host
+     * (--host over ssh) and it differs from addr: where the built-in rabit tracker listens */
+    char agent_addr[RDZV_ADDR_MAX];
     int nproc;
     int64_t pid;
     int64_t joined_ms;       /* wall clock when this incarnation joined (optional: 0 unknown) */

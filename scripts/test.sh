@@ -150,3 +150,30 @@ echo "== mutation checks =="
   agent/daemon/daemon_trust.c \
   's/^    reload(t);$/    if (0) reload(t); \/* mutant: the file is never read again *\//' \
   '^test_e2e_signed$'
+# issue 29: rendezvous values checked against who may write them (rendezvous/roundguard.c)
+./scripts/mutate.sh --target test_rdzv_guard --target test_e2e_rdzv_guard \
+  --filter '@(guard/forged_master*|e2e_rdzv_guard/forged_master*)' rendezvous/roundguard.c \
+  '/^static bool record_lists(/,/^{/s/^{$/{ return true; \/* mutant: any address *\//' \
+  '^(test_rdzv_guard|test_e2e_rdzv_guard)$'
+./scripts/mutate.sh --target test_rdzv_guard --target test_e2e_rdzv_guard \
+  --filter '@(guard/reports_count*|e2e_rdzv_guard/forged_failure*)' rendezvous/roundguard.c \
+  's/if (node\[0\] \&\& rdzv_state_find(\&s->state, node) >= 0)/if (node[0])/' \
+  '^(test_rdzv_guard|test_e2e_rdzv_guard)$'
+./scripts/mutate.sh --target test_rdzv_guard --filter 'guard/master_from_anyone*' \
+  rendezvous/roundguard.c 's/^        if (!r)$/        if (0)/' '^test_rdzv_guard$'
+./scripts/mutate.sh --target test_rdzv_guard --filter 'guard/keys_of_later*' rendezvous/roundguard.c \
+  '/^void rdzv_guard_cleanup(/,/^{/s/^{$/{ return; \/* mutant: no cleanup *\//' '^test_rdzv_guard$'
+# issue 29: the built-in tracker admits only the round's members (agent/tracker/)
+./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/non_member*' \
+  agent/tracker/tracker.c 's/int bucket = tracker_admit_bucket(&t->admit, &ss);/int bucket = 0;/' \
+  '^test_tracker_admit$'
+./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/second_start*' \
+  agent/tracker/tracker.c 's/if (c->hello.cmd == TRACKER_START \&\& e->linked \&\& !e->shut)/if (0)/' \
+  '^test_tracker_admit$'
+./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/hello_deadline*' \
+  agent/tracker/tracker.c \
+  's/c->deadline_ms = now + t->hello_timeout_ms;/c->deadline_ms = now + t->io_timeout_ms;/' \
+  '^test_tracker_admit$'
+./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/per_host_cap*' \
+  agent/tracker/tracker_admit.c 's/if (b->open >= TRACKER_CONNS_PER_WORKER \* b->workers)/if (0)/' \
+  '^test_tracker_admit$'

@@ -35,7 +35,9 @@ size_t log_escape(char *dst, size_t size, const char *src, bool ascii)
     for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
         char esc[8];
         size_t k = 0;
-        if (*p == '\n' || *p == '\r' || *p == '\t') {
+        if (*p == '\t' && !ascii) {
+            esc[k++] = '\t'; /* a tab forges nothing: worker output (XGBoost's) keeps its own */
+        } else if (*p == '\n' || *p == '\r' || *p == '\t') {
             esc[k++] = '\\';
             esc[k++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
         } else if (!ascii && p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {

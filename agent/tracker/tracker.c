@@ -7,7 +7,9 @@
  * brokering (GOOD..PORT) runs for one connection at a time, in arrival order, as the Python
  * tracker does: a worker is told to connect to the neighbours that already listen (sent their
  * port) and to accept the others, so two workers must never decide at once. Its deadline bounds
- * how long a silent peer can hold the others up.
+ * how long a silent peer can hold the others up. Who may connect at all, and how many at once, is
+ * tracker_admit.c's; one `start` per rank (a linked rank comes back only with `recover`, from
+ * the address it linked from) is checked here at the hello.
  */
 #include "tracker.h"
 
@@ -25,6 +27,7 @@
 #include "ea_time.h"
 #include "log.h"
 #include "topology.h"
+#include "tracker_admit.h"
 #include "tracker_proto.h"
 
 #define OUT_MAX 1024 /* the largest reply: 4 peers' host, port and rank */
@@ -34,6 +37,7 @@ enum conn_state { CS_MAGIC, CS_HELLO, CS_PRINT, CS_QUEUED, CS_GOOD, CS_NERR, CS_
 
 struct conn {
     int fd;
+    int bucket; /* its source address's (tracker_admit) */
     enum conn_state st;
     char host[HOST_MAX];     /* the peer's address, what its neighbours connect to */
     char peer[HOST_MAX + 8]; /* host:port, for messages */
@@ -51,13 +55,15 @@ struct conn {
 
 struct rank_entry {
     char host[HOST_MAX];
+    int bucket;      /* the source address it linked from */
     int port;        /* its link listener, once it sent it */
     int wait_accept; /* links it still expects to accept; > 0: it is in the "wait" set */
     bool linked, shut;
 };
 
 struct tracker {
-    int lfd, port, world, io_timeout_ms;
+    int lfd, port, world, io_timeout_ms, hello_timeout_ms;
+    struct tracker_admit admit;
     char addr[HOST_MAX]; /* what workers connect to */
     int64_t round;
     struct rdzv_link *links;
@@ -69,6 +75,7 @@ struct tracker {
     int n_waiting; /* ranks with wait_accept > 0 */
     struct tracker_stats stats;
     char last_warning[512];
+    char last_refusal[256]; /* refusals at accept are logged once per host and reason */
 };
 
 static void warn_conn(struct tracker *t, struct conn *c, const char *fmt, ...)
@@ -90,10 +97,11 @@ static void warn_conn(struct tracker *t, struct conn *c, const char *fmt, ...)
     c->st = CS_DEAD;
 }
 
-static void conn_free(struct conn *c)
+static void conn_free(struct tracker *t, struct conn *c)
 {
     if (!c)
         return;
+    tracker_admit_release(&t->admit, c->bucket);
     if (c->fd >= 0)
         close(c->fd);
     free(c->in);
@@ -239,6 +247,7 @@ static void on_port(struct tracker *t, struct conn *c, int32_t port, int64_t now
     }
     struct rank_entry *e = &t->ranks[c->rank];
     snprintf(e->host, sizeof(e->host), "%s", c->host);
+    e->bucket = c->bucket;
     e->port = port;
     e->wait_accept = c->n_accept;
     if (e->wait_accept > 0)
@@ -255,7 +264,32 @@ static void on_port(struct tracker *t, struct conn *c, int32_t port, int64_t now
 
 /* ---- one connection's messages ------------------------------------------------------------ */
 
-static void on_hello(struct tracker *t, struct conn *c)
+/* Another connection that has rank r's hello accepted and is being linked (queued or active). */
+static bool rank_in_flight(const struct tracker *t, const struct conn *self, int r)
+{
+    for (size_t i = 0; i < t->n_conns; i++) {
+        const struct conn *c = t->conns[i];
+        if (c != self && c->rank == r && c->st >= CS_QUEUED && c->st <= CS_PORT)
+            return true;
+    }
+    return false;
+}
+
+/* One `start` per rank: a rank that is linked (and did not shut down) or being linked comes
+ * back only with `recover`, and only from the address it linked from. NULL: admitted. */
+static const char *rank_refusal(const struct tracker *t, const struct conn *c, int r)
+{
+    const struct rank_entry *e = &t->ranks[r];
+    if (rank_in_flight(t, c, r))
+        return "is being linked by another connection";
+    if (c->hello.cmd == TRACKER_START && e->linked && !e->shut)
+        return "is linked already (a worker comes back with recover)";
+    if (c->hello.cmd == TRACKER_RECOVER && e->linked && e->bucket != c->bucket)
+        return "linked from another host";
+    return NULL;
+}
+
+static void on_hello(struct tracker *t, struct conn *c, int64_t now)
 {
     const struct tracker_hello *h = &c->hello;
     if (h->world_size != -1 && h->world_size != t->world) {
@@ -265,6 +299,7 @@ static void on_hello(struct tracker *t, struct conn *c)
     }
     if (h->cmd == TRACKER_PRINT) {
         c->st = CS_PRINT;
+        c->deadline_ms = now + t->io_timeout_ms;
         return;
     }
     int r = tracker_hello_rank(h, t->world);
@@ -281,6 +316,11 @@ static void on_hello(struct tracker *t, struct conn *c)
                          (long long)t->round, t->world);
         }
         c->st = CS_DEAD;
+        return;
+    }
+    const char *dup = rank_refusal(t, c, r);
+    if (dup) {
+        warn_conn(t, c, "%s for rank %d refused: rank %d %s", h->cmd_name, r, r, dup);
         return;
     }
     c->rank = r;
@@ -329,7 +369,7 @@ static void parse(struct tracker *t, struct conn *c, int64_t now)
             else if (progress == -EPROTO)
                 warn_conn(t, c, "unknown command '%.64s'", c->hello.cmd_name);
             else if (progress > 0)
-                on_hello(t, c);
+                on_hello(t, c, now);
             break;
         case CS_PRINT: {
             char *msg = malloc(TRACKER_PRINT_MAX + 1);
@@ -432,6 +472,41 @@ static void on_readable(struct tracker *t, struct conn *c, int64_t now)
 
 /* ---- the listener ------------------------------------------------------------------------- */
 
+/* The peer's address as text (host) and host:port (peer). */
+static void peer_name(const struct sockaddr_storage *ss, char *host, char *peer, size_t peer_size)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sa = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &sa->sin_addr, host, HOST_MAX);
+        snprintf(peer, peer_size, "%s:%d", host, ntohs(sa->sin_port));
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sa = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &sa->sin6_addr, host, HOST_MAX);
+        snprintf(peer, peer_size, "[%s]:%d", host, ntohs(sa->sin6_port));
+    } else {
+        snprintf(host, HOST_MAX, "?");
+        snprintf(peer, peer_size, "?");
+    }
+}
+
+/* Close a connection refused at accept. A host that keeps connecting is logged once per
+ * reason (the counters and tracker_last_warning() see every one). */
+static void refuse_at_accept(struct tracker *t, int fd, const char *host, const char *peer,
+                             const char *why)
+{
+    close(fd);
+    t->stats.refused++;
+    snprintf(t->last_warning, sizeof(t->last_warning),
+             "rabit tracker (round %lld): refusing the connection from %s: %s",
+             (long long)t->round, peer, why);
+    char once[sizeof(t->last_refusal)];
+    snprintf(once, sizeof(once), "%s %s", host, why);
+    if (strcmp(once, t->last_refusal) != 0) {
+        snprintf(t->last_refusal, sizeof(t->last_refusal), "%s", once);
+        log_warn("%s", t->last_warning);
+    }
+}
+
 static void accept_all(struct tracker *t, int64_t now)
 {
     while (t->n_conns < TRACKER_CONN_MAX) {
@@ -446,29 +521,38 @@ static void accept_all(struct tracker *t, int64_t now)
                          strerror(errno));
             return;
         }
+        char host[HOST_MAX], peer[HOST_MAX + 8];
+        peer_name(&ss, host, peer, sizeof(peer));
+        /* only the round's member hosts, and a few connections per worker behind each */
+        int bucket = tracker_admit_bucket(&t->admit, &ss);
+        if (bucket < 0) {
+            t->stats.not_member++;
+            refuse_at_accept(t, fd, host, peer, "not a member host of this round");
+            continue;
+        }
+        if (!tracker_admit_take(&t->admit, bucket)) {
+            char why[96];
+            snprintf(why, sizeof(why), "that host has %d connection(s) open (%d per worker)",
+                     t->admit.b[bucket].open, TRACKER_CONNS_PER_WORKER);
+            t->stats.over_cap++;
+            refuse_at_accept(t, fd, host, peer, why);
+            continue;
+        }
         struct conn *c = calloc(1, sizeof(*c));
         if (!c) {
+            tracker_admit_release(&t->admit, bucket);
             close(fd);
             return;
         }
         c->fd = fd;
+        c->bucket = bucket;
         c->st = CS_MAGIC;
         c->rank = -1;
-        c->deadline_ms = now + t->io_timeout_ms;
+        c->deadline_ms = now + t->hello_timeout_ms; /* a short one until the hello */
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        int port = 0;
-        if (ss.ss_family == AF_INET) {
-            const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &sa->sin_addr, c->host, sizeof(c->host));
-            port = ntohs(sa->sin_port);
-            snprintf(c->peer, sizeof(c->peer), "%s:%d", c->host, port);
-        } else if (ss.ss_family == AF_INET6) {
-            const struct sockaddr_in6 *sa = (const struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &sa->sin6_addr, c->host, sizeof(c->host));
-            port = ntohs(sa->sin6_port);
-            snprintf(c->peer, sizeof(c->peer), "[%s]:%d", c->host, port);
-        }
+        memcpy(c->host, host, sizeof(c->host));
+        memcpy(c->peer, peer, sizeof(c->peer));
         t->conns[t->n_conns++] = c;
         t->stats.accepted++;
     }
@@ -486,6 +570,20 @@ static void route_source(struct in_addr to, char *out, size_t size)
         inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)size);
     if (fd >= 0)
         close(fd);
+}
+
+void tracker_local_addr(const char *addr, char *out, size_t size)
+{
+    snprintf(out, size, "%s", addr);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == EADDRNOTAVAIL)
+        route_source(sa.sin_addr, out, size);
+    close(fd);
 }
 
 int tracker_create(const struct tracker_params *p, struct tracker **ret, struct ea_error *err)
@@ -513,9 +611,14 @@ int tracker_create(const struct tracker_params *p, struct tracker **ret, struct 
     t->world = p->world_size;
     t->round = p->round;
     t->io_timeout_ms = p->io_timeout_ms > 0 ? p->io_timeout_ms : TRACKER_IO_TIMEOUT_MS;
+    t->hello_timeout_ms = p->hello_timeout_ms > 0 ? p->hello_timeout_ms : TRACKER_HELLO_TIMEOUT_MS;
+    if (t->hello_timeout_ms > t->io_timeout_ms)
+        t->hello_timeout_ms = t->io_timeout_ms;
     t->links = calloc((size_t)t->world, sizeof(*t->links));
     t->ranks = calloc((size_t)t->world, sizeof(*t->ranks));
     int r = -ENOMEM;
+    if (tracker_admit_init(&t->admit, p, err) < 0)
+        goto error;
     if (!t->links || !t->ranks || (r = rdzv_topo_build(t->world, t->links)) < 0) {
         ea_errorf(err, r, "rabit tracker: link map for %d ranks: %s", t->world, strerror(-r));
         goto error;
@@ -574,9 +677,10 @@ void tracker_destroy(struct tracker *t)
     if (!t)
         return;
     for (size_t i = 0; i < t->n_conns; i++)
-        conn_free(t->conns[i]);
+        conn_free(t, t->conns[i]);
     if (t->lfd >= 0)
         close(t->lfd);
+    tracker_admit_free(&t->admit);
     free(t->links);
     free(t->ranks);
     free(t);
@@ -638,7 +742,9 @@ void tracker_on_poll(struct tracker *t, const struct pollfd *fds, size_t nfds, i
     for (size_t i = 0; i < t->n_conns; i++) {
         struct conn *c = t->conns[i];
         if (c->st != CS_DEAD && c->deadline_ms >= 0 && now_ms >= c->deadline_ms)
-            warn_conn(t, c, "no complete message within %d ms%s", t->io_timeout_ms,
+            warn_conn(t, c, "no complete message within %d ms%s",
+                      c->st == CS_MAGIC || c->st == CS_HELLO ? t->hello_timeout_ms
+                                                             : t->io_timeout_ms,
                       c->st == CS_MAGIC || c->st == CS_HELLO ? "" : " (truncated?)");
     }
     sweep(t);
@@ -657,7 +763,7 @@ static void sweep(struct tracker *t)
         if (c->st == CS_DEAD) {
             if (c == t->active)
                 t->active = NULL;
-            conn_free(c);
+            conn_free(t, c);
         } else {
             t->conns[k++] = c;
         }

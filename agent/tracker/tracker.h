@@ -6,7 +6,10 @@
  * file), and the tracker brokers the peer connections until every worker is linked; `print` goes
  * to the agent's log, `shutdown` is counted. Non-blocking sockets driven by the agent's poll loop;
  * a bad peer is closed with one warning. One tracker serves one round: a new round gets a new one
- * (on a fresh port), so workers of an older round cannot reach it. Not for parameter servers.
+ * (on a fresh port), so workers of an older round cannot reach it. It admits only the round's
+ * member hosts, a few connections per worker, one `start` per rank, and closes a peer that says
+ * nothing within TRACKER_HELLO_TIMEOUT_MS (docs/security.md "The built-in tracker"). Not for
+ * parameter servers.
  */
 #ifndef EA_AGENT_TRACKER_H
 #define EA_AGENT_TRACKER_H
@@ -23,8 +26,18 @@ struct tracker;
 /* Connections served at once (more wait in the listen backlog); pollfds: these + the listener. */
 #define TRACKER_CONN_MAX 1024
 #define TRACKER_POLL_MAX (1 + TRACKER_CONN_MAX)
-/* How long a peer may take to send a message it owes (the hello, its links) before it is closed. */
+/* How long a peer may take to send a message it owes (its links, a print) before it is closed. */
 #define TRACKER_IO_TIMEOUT_MS 30000
+/* How long a new connection may take to send its magic and hello before it is closed. */
+#define TRACKER_HELLO_TIMEOUT_MS 5000
+/* Connections open at once per source address: this many per worker behind it. */
+#define TRACKER_CONNS_PER_WORKER 4
+
+/* A member host: a numeric address its workers connect from, and how many workers it runs. */
+struct tracker_host {
+    const char *addr;
+    int workers;
+};
 
 struct tracker_params {
     const char *addr;  /* numeric address to listen on (see tracker_addr()) */
@@ -32,12 +45,21 @@ struct tracker_params {
     int64_t round;     /* for messages, and tracker_round() */
     int avoid_port;    /* the previous round's port, never reused; 0: none */
     int io_timeout_ms; /* 0: TRACKER_IO_TIMEOUT_MS */
+    int hello_timeout_ms; /* 0: TRACKER_HELLO_TIMEOUT_MS (never more than io_timeout_ms) */
+    /* who may connect: the members' addresses (copied); a peer from any other address is
+     * refused. With `loopback` (every member runs on this host), or when n_hosts is 0, loopback
+     * peers are admitted too, up to TRACKER_CONNS_PER_WORKER × world_size at once. */
+    const struct tracker_host *hosts;
+    size_t n_hosts;
+    bool loopback;
 };
 
 /* What the tracker has seen (for logs, tests and the benchmark). */
 struct tracker_stats {
     int accepted;          /* connections */
-    int refused;           /* closed with a warning */
+    int refused;           /* closed with a warning (or refused at once, see below) */
+    int not_member;        /* refused at once: not from a member host */
+    int over_cap;          /* refused at once: its host had its connections open already */
     int linked;            /* ranks that got their links (the last start/recover of each) */
     int shutdown;          /* ranks that said shutdown */
     int printed;           /* print messages */
@@ -49,6 +71,11 @@ struct tracker_stats {
 int tracker_create(const struct tracker_params *p, struct tracker **ret, struct ea_error *err);
 /* Close the listener and every connection. NULL is a no-op. */
 void tracker_destroy(struct tracker *t);
+
+/* The address tracker_addr() gives for p->addr = `addr`, into out (size bytes): `addr` itself when
+ * it is an address of this machine (or not IPv4), else this machine's address on the route to
+ * it (workers on another host, --host over ssh). The agent lists it in its node record. */
+void tracker_local_addr(const char *addr, char *out, size_t size);
 
 int tracker_port(const struct tracker *t);
 /* The address workers connect to: p->addr, or when that is not an address of this machine, this

@@ -119,6 +119,10 @@ static void train(int n, int nproc)
                               h_fmt("all %d worker(s) have their ranks and links", world)));
     cr_assert(h_file_contains(agents[t].log, h_fmt("all %d worker(s) shut down", world)));
     cr_assert(h_file_contains(agents[t].log, "[0]: [29]\ttrain-error:"), "no print relayed");
+    /* the tracker admits only the round's members (127.0.0.1 here), one start per rank, a few
+     * connections per worker: real XGBoost workers never hit any of it */
+    cr_assert_not(h_file_contains(agents[t].log, "refusing the connection"), "a worker refused");
+    cr_assert_not(h_file_contains(agents[t].log, "refused: rank"), "a worker's start refused");
     for (int r = 0; r < world; r++) {
         const char *line = h_fmt("rank %d of %d: accuracy", r, world);
         bool found = false;

@@ -91,7 +91,7 @@ Test(log, escape_keeps_text_and_utf8_and_never_cuts_an_escape)
     log_escape(buf, sizeof(buf), "caf\xc3\xa9 \xe2\x9c\x93", false); /* é ✓ */
     cr_assert_str_eq(buf, "caf\xc3\xa9 \xe2\x9c\x93");
     log_escape(buf, sizeof(buf), "a\tb\x01" "c\xc2\x9b" "d", false); /* C1 CSI U+009B */
-    cr_assert_str_eq(buf, "a\\tb\\x01c\\xc2\\x9bd");
+    cr_assert_str_eq(buf, "a\tb\\x01c\\xc2\\x9bd"); /* a tab stays a tab */
     log_escape(buf, sizeof(buf), "\xff\xc3\xa9", true);
     cr_assert_str_eq(buf, "\\xff\\xc3\\xa9");
     /* 5 bytes of room (and the NUL): "ab", then "\x1b" (4) does not fit: none of it is written */

@@ -519,23 +519,23 @@ Test(tracker, recover_gives_the_rank_back)
     srv_destroy(&s);
 }
 
-/* Many workers and idle connections at once: 32 workers link while 200 connections that never
- * say anything stay open. */
+/* Many workers and idle connections at once: 32 workers link while 90 connections that never
+ * say anything stay open (within loopback's cap: 4 per worker of the world). */
 Test(tracker, many_connections_at_once)
 {
     struct srv s;
     srv_start(&s, 32, 1, 0, 0);
-    int idle[200];
-    for (int i = 0; i < 200; i++) {
+    int idle[90];
+    for (int i = 0; i < 90; i++) {
         idle[i] = rsim_connect(HOST, tracker_port(s.t));
         cr_assert_geq(idle[i], 0, "connection %d: %s", i, strerror(-idle[i]));
     }
     run_world(&s, 32, 32);
-    for (int i = 0; i < 200; i++)
+    for (int i = 0; i < 90; i++)
         close(idle[i]);
     srv_join(&s);
     cr_assert(tracker_stats(s.t)->all_linked);
-    cr_assert_geq(tracker_stats(s.t)->accepted, 200 + 32);
+    cr_assert_geq(tracker_stats(s.t)->accepted, 90 + 32);
     srv_destroy(&s);
 }
 
