@@ -399,3 +399,44 @@ int rdzv_plan_reform(const struct rdzv_params *p, const struct rdzv_state *s,
         return waiting(p, s, nodes, n_nodes, s->restart_count, ret_next, err);
     return next_round(p, s, nodes, n_nodes, s->restart_count, ret_next, err);
 }
+
+int64_t rdzv_succession_step_ms(size_t n_members)
+{
+    /* long enough for a claim's event to reach the next successor in a big fleet (etcd fans one
+     * small event out to 10,000 watchers in a few hundred ms), short in a small one */
+    size_t step = 100 + n_members / 10;
+    return step < 1000 ? (int64_t)step : 1000;
+}
+
+/* The successor index of `rank` in a round of n members (-1: not a successor): positions group
+ * rank 1 (the coordinator is usually rank 0), then floor(i * n / RDZV_SUCCESSORS), each counted
+ * once (a small round repeats some). */
+static int successor_index(int rank, size_t n)
+{
+    size_t seen[RDZV_SUCCESSORS];
+    int k = 0;
+    for (size_t i = 0; i < RDZV_SUCCESSORS; i++) {
+        size_t pos = i == 0 ? 1 : i * n / RDZV_SUCCESSORS;
+        bool dup = pos >= n;
+        for (int j = 0; j < k && !dup; j++)
+            dup = seen[j] == pos;
+        if (dup)
+            continue;
+        if (pos == (size_t)rank)
+            return k;
+        seen[k++] = pos;
+    }
+    return -1;
+}
+
+int64_t rdzv_takeover_delay_ms(int group_rank, size_t n_members, int64_t slot)
+{
+    int64_t step = rdzv_succession_step_ms(n_members);
+    int64_t after_members = n_members ? RDZV_SUCCESSORS * step + 400 : 0;
+    int i = group_rank >= 0 ? successor_index(group_rank, n_members) : -1;
+    if (i >= 0)
+        return i * step;
+    if (group_rank >= 0) /* every successor gone or silent: the rest by rank (rare: a stampede) */
+        return RDZV_SUCCESSORS * step + 50 * (group_rank < 8 ? group_rank : 8);
+    return after_members + 450 + 50 * (int64_t)((uint64_t)slot % 20);
+}

@@ -20,6 +20,22 @@
  * members (a loss there costs little: at once), n/5 ms above, at most 2 s. */
 int64_t rdzv_loss_batch_ms(size_t n_members);
 
+/*
+ * Coordinator succession (docs/protocol.md, "The coordinator"): how long after a node saw `coord`
+ * vanish it claims the key. The members at RDZV_SUCCESSORS positions of the committed round's
+ * rank order, spread over it (group rank 1, then every n/8th rank), claim in that order, one
+ * rdzv_succession_step_ms(n) apart: a rack that takes the coordinator and its neighbours in rank
+ * order takes at most one of them, and a claim's event has a whole step to reach the next one, so
+ * one or two nodes write where every node of the round used to. Every other member waits until
+ * they all had their turn, and a node that is not a member of the committed round (a spare, or no
+ * round runs) after that, spread by its slot. Pure: each node computes its own delay in O(1).
+ * group_rank -1: not a member (or its rank is not known yet); n_members: the committed round's
+ * group world size (0: no round runs).
+ */
+#define RDZV_SUCCESSORS 8
+int64_t rdzv_succession_step_ms(size_t n_members);
+int64_t rdzv_takeover_delay_ms(int group_rank, size_t n_members, int64_t slot);
+
 struct rdzv_params {
     int min_nodes, max_nodes;
     int64_t settle_ms;    /* commit at >= min once no node arrived for this long */

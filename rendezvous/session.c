@@ -13,11 +13,6 @@
 
 #include "ea_time.h"
 
-/* A node that sees the coordinator's key vanish claims it after this many ms per group rank
- * (capped), so that the next node in rank order takes over and nobody stampedes; nodes that are
- * not members wait longer, spread by their slot. */
-#define TAKEOVER_STEP_MS 50
-#define TAKEOVER_RANKS 8
 /* A claim (or a chunk watch) the store failed is tried again after this long. */
 #define TAKEOVER_RETRY_MS 500
 /* A re-sync after a watch ended is reported (a warning the agent logs) at most this often. */
@@ -213,8 +208,10 @@ static int decode_state(struct rdzv_session *s, const struct kv_entry *e, struct
     s->state = st;
     s->have_state = e != NULL;
     s->state_rev = rev;
-    if (!s->full)
+    if (!s->full) {
+        free(keep); /* an ex-coordinator's members: a light node holds none */
         return 0;
+    }
     if (keep) {
         s->state.members = keep;
         s->state.n_members = keep_n;
@@ -246,13 +243,14 @@ static int decode_coord(struct rdzv_session *s, const struct kv_entry *e, int64_
     return 0;
 }
 
-/* When this node should try to take the coordinator's key once it is gone. */
+/* How long after it saw the coordinator's key vanish this node claims it (rdzv_takeover_delay_ms:
+ * a few successors spread over the rank order, in turn; everybody else later). */
 static int64_t takeover_delay_ms(const struct rdzv_session *s)
 {
-    if (s->self_ok && s->have_state && s->self_round == s->state.round)
-        return TAKEOVER_STEP_MS *
-               (s->self.group_rank < TAKEOVER_RANKS ? s->self.group_rank : TAKEOVER_RANKS);
-    return TAKEOVER_STEP_MS * (TAKEOVER_RANKS + 1 + (int64_t)((uint64_t)s->slot % 20));
+    bool member = s->self_ok && s->have_state && s->self_round == s->state.round;
+    bool round = s->have_state && (s->state.status == RDZV_RUNNING || s->state.status == RDZV_FAILING);
+    return rdzv_takeover_delay_ms(member ? s->self.group_rank : -1,
+                                  round ? (size_t)s->state.group_world_size : 0, s->slot);
 }
 
 int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
@@ -274,10 +272,13 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         else if (strcmp(e->key + plen, "coord") == 0)
             coord_e = e;
     }
-    int64_t before = s->state_rev;
     int r = decode_state(s, state_e, err);
-    if (r == 0 && s->state_rev != before)
+    /* first seen: kept across a re-sync (a new coordinator's listing decodes the same value again;
+     * the loss batching window runs from when this node first saw it, not from its takeover) */
+    if (r == 0 && s->state_rev != s->state_seen_rev) {
         s->state_seen_ms = now_ms;
+        s->state_seen_rev = s->state_rev;
+    }
     if (r == 0)
         r = decode_coord(s, coord_e, now_ms, err);
     if (r < 0)
@@ -559,6 +560,22 @@ static int become_full(struct rdzv_session *s, int64_t now_ms, struct ea_error *
     return resync(s, now_ms, err);
 }
 
+/* A node that coordinated and no longer does (its lease ran out and it rejoined, or another node
+ * holds `coord` now) goes back to watching only what it needs: O(1) per round again. */
+static int become_light(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (!s->full || s->cfg.full_view || s->is_coord || !s->have_coord)
+        return 0;
+    s->full = false;
+    int r = resync(s, now_ms, err);
+    if (r < 0)
+        return r;
+    free(s->nodes);
+    s->nodes = NULL;
+    s->n_nodes = 0;
+    return 0;
+}
+
 /* Claim the `coord` key (create-only, on our lease). 1 when we now coordinate. */
 static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
@@ -595,6 +612,7 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err)
         return r;
     s->lease = lease;
     s->slot = slot;
+    s->full = s->cfg.full_view; /* a new node: it mirrors the run again only if it coordinates */
     s->keepalive_due_ms = now + s->cfg.lease_ttl_ms / 3;
     s->renewed_ms = now;
     s->last_arrival_ms = now;
@@ -618,7 +636,12 @@ static bool our_watch(const struct rdzv_session *s, int64_t id)
 int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t n,
                       struct ea_error *err)
 {
-    int64_t now = ea_now_ms();
+    return rdzv_apply_events_at(s, ev, n, ea_now_ms(), err);
+}
+
+int rdzv_apply_events_at(struct rdzv_session *s, const struct kv_event *ev, size_t n, int64_t now,
+                         struct ea_error *err)
+{
     const struct kv_event *broken = NULL;
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
@@ -647,6 +670,8 @@ int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t 
         return r;
     if (s->is_coord && !s->full)
         return become_full(s, now, err);
+    if ((r = become_light(s, now, err)) < 0)
+        return r;
     return fetch_self(s, err);
 }
 
@@ -670,6 +695,8 @@ bool rdzv_is_coordinator(const struct rdzv_session *s)
 int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
     int r = s->need_resync ? resync(s, now_ms, err) : rdzv_derive(s, now_ms, err);
+    if (r == 0)
+        r = become_light(s, now_ms, err);
     if (r == 0)
         r = fetch_self(s, err);
     if (r == 0 && !s->full && s->chunk_aim_rev && now_ms >= s->chunk_aim_at_ms) {

@@ -40,6 +40,7 @@ struct rdzv_session {
     bool have_state;
     int64_t state_rev;
     int64_t state_seen_ms; /* when this state value was first seen (monotonic) */
+    int64_t state_seen_rev; /* ... the value: its mod_revision */
     bool members_broken;   /* full: the chunks do not add up to the committed round */
     const char **done;     /* full: node ids done in state.round; point into the mirror */
     size_t n_done;

@@ -71,3 +71,8 @@ echo "== mutation checks =="
   rendezvous/session.c \
   's/|| rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0)/|| (rdzv_chunk_commit_cmp(\&s->state, gen, e->mod_revision) != 0 \&\& 0))/' \
   '^test_rdzv_session$'
+# issue 30: coordinator succession by rank alone (50 ms x rank for the successors too): a lost
+# rack and a slow fan-out make more than 3 claims of `coord`
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_lost_rack*' \
+  rendezvous/plan.c 's/        return i \* step;/        return 50 * (group_rank < 8 ? group_rank : 8);/' \
+  '^test_rdzv_bigfleet$'
