@@ -747,6 +747,11 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         if (g < 0)
             return g;
     }
+    /* old rounds' keys: at the tick after a commit, off its path (and again after a failed try) */
+    if (r == 0 && (r = rdzv_gc_old_rounds(s, now_ms, err)) > 0)
+        r = 0;
+    else if (r > 0 && s->have_state && s->state.round - 1 > s->gc_below)
+        s->plan_wake_ms = now_ms;
     return r;
 }
 

@@ -49,7 +49,7 @@ int rdzv_write_coord(struct rdzv_session *s, int live, int64_t last_call_in_ms, 
 }
 
 /* After a lost transaction: read `state` and `coord` again (the watch would, later). */
-static int refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+int rdzv_refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
     const char *keys[] = {s->state_key, s->coord_key};
     for (size_t i = 0; i < 2; i++) {
@@ -148,7 +148,7 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     free(ops);
     if (r == KV_ECONFLICT) {
         ea_error_clear(err);
-        r = refresh_fences(s, now_ms, err);
+        r = rdzv_refresh_fences(s, now_ms, err);
         return r < 0 ? r : 0;
     }
     if (r < 0)

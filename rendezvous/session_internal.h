@@ -55,6 +55,7 @@ struct rdzv_session {
 
     int64_t last_arrival_ms, min_reached_ms, plan_wake_ms, takeover_ms;
     int64_t charge_seen_round, charge_seen_ms;
+    int64_t gc_below;      /* the coordinator deleted the per-round keys of rounds below this */
     int64_t gather_pub_ms; /* the coordinator's last progress write */
     int gather_pub_live;
     bool gather_pub_quorum;
@@ -80,5 +81,12 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
                 struct ea_error *err);
 /* While the run gathers, publish the live count in `coord` (at most once a second). */
 int rdzv_publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+/* After a transaction whose fence failed: read `state` and `coord` again and re-derive. */
+int rdzv_refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+
+/* session_gc.c: the coordinator deletes the per-round keys of rounds before the previous one. */
+/* Once per committed round, off the commit's path: 1 when it deleted something, 0 when there was
+ * nothing to do or a fence failed (the view is refreshed), or an error. */
+int rdzv_gc_old_rounds(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 
 #endif

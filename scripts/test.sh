@@ -76,3 +76,12 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_lost_rack*' \
   rendezvous/plan.c 's/        return i \* step;/        return 50 * (group_rank < 8 ? group_rank : 8);/' \
   '^test_rdzv_bigfleet$'
+# issue 30: the coordinator's deletes of old rounds' keys not fenced on `state` and `coord`: a
+# coordinator that lost its key deletes them anyway; and no cleanup at all: the run's keys and
+# what a join reads grow with every round
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_stale_coordinator*' \
+  rendezvous/session_gc.c 's/        int r = kv_txn(s->kv, cmps, 2, ops, m, NULL, err);/        int r = kv_txn(s->kv, cmps, 0, ops, m, NULL, err);/' \
+  '^test_rdzv_bigfleet$'
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/old_rounds*' \
+  rendezvous/session.c 's/    if (r == 0 \&\& (r = rdzv_gc_old_rounds(s, now_ms, err)) > 0)/    if (r == 0 \&\& (r = 0) > 0)/' \
+  '^test_rdzv_bigfleet$'

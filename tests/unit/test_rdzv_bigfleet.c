@@ -379,3 +379,144 @@ Test(bigfleet, an_ex_coordinator_goes_back_to_the_light_view)
     cr_assert_null(rdzv_node_find(ss[0], "n00001"), "the ex-coordinator still mirrors nodes/");
     cr_assert_eq(rdzv_current(ss[1], NULL)->n_members, 3);
 }
+
+/* ==== old rounds' keys ==== */
+
+/* What the members of round want_round write in it: group rank 0 the master and the recovery
+ * record, a member its done marker, another its detect time (the sessions' ranks are their
+ * indices: a failure's round keeps the survivors' order). */
+static void publish_round_keys(void)
+{
+    int64_t r = want_round;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_publish_master(ss[0], r, "127.0.0.1:29500", &err), 0, "%s", err.msg);
+    cr_assert_eq(rdzv_publish_round_key(ss[0], r, "recovery",
+                                        "{\"round\":2,\"cause\":\"failure\",\"detect_s\":0.1,"
+                                        "\"rendezvous_s\":0.1,\"spawn_s\":0.1,\"ready_s\":0.1}",
+                                        &err),
+                 0, "%s", err.msg);
+    cr_assert_eq(rdzv_report_done(ss[1], r, &err), 0, "%s", err.msg);
+    cr_assert_eq(rdzv_publish_round_key(ss[2], r, "detect", "{\"fault_ms\":1}", &err), 0, "%s",
+                 err.msg);
+}
+
+/* A worker of round want_round fails: its agent records the failure (the round moves on). */
+static void report_failure(void)
+{
+    int64_t gen = 0;
+    rdzv_current(ss[2], &gen);
+    struct rdzv_failure f = {.node_id = "n00002", .host = "host-n00002", .rank = 2,
+                             .exit_code = 1, .pid = 7, .message = "worker exited 1"};
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_report_failure(ss[2], gen, &f, &err), 0, "%s", err.msg);
+}
+
+static void fail_round(void)
+{
+    report_failure();
+    want_round++;
+    cr_assert(run_until(live_in_want_round, 10000), "round %lld", (long long)want_round);
+}
+
+static size_t keys_in_run(void)
+{
+    struct kv_list l = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_list(kv, PREFIX, &l, &err), 0, "%s", err.msg);
+    size_t n = l.n;
+    kv_list_clear(&l);
+    return n;
+}
+
+/* Bytes a node joining now reads (its listings), then it leaves again. */
+static uint64_t join_bytes(void)
+{
+    struct rdzv_config rc = config("probe", 1, 3);
+    struct rdzv_session *p = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_session_create(kv, &rc, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(rdzv_join(p, &err), 0, "%s", err.msg);
+    struct rdzv_stats st;
+    rdzv_stats_get(p, &st);
+    cr_assert_eq(rdzv_leave(p, &err), 0, "%s", err.msg);
+    rdzv_session_destroy(p);
+    run_until(NULL, 100);
+    return st.bytes_received;
+}
+
+/* 53 rounds, each ended by a worker failure, each leaving its master, recovery, detect, done and
+ * failure keys: the run holds as many keys at round 53 as at round 3, and a joining node reads
+ * as many bytes (give or take the digits of the round numbers). Round 3, not 2: from then on the
+ * run's first failure (round 1's, kept for `status`) is one of the older keys kept. Fails
+ * without the coordinator's cleanup (rdzv_gc_old_rounds): the keys of every round pile up, and
+ * every join lists every round's rounds/ keys. */
+Test(bigfleet, old_rounds_are_deleted_so_a_join_reads_the_same)
+{
+    cold_start(3, all_three);
+    cr_assert_eq(want_round, 1);
+    for (int k = 0; k < 2; k++) {
+        publish_round_keys();
+        fail_round();
+    }
+    publish_round_keys();
+    run_until(NULL, 100);
+    size_t keys3 = keys_in_run();
+    uint64_t bytes3 = join_bytes();
+    while (want_round < 53) {
+        fail_round();
+        publish_round_keys();
+    }
+    run_until(NULL, 100);
+    size_t keys53 = keys_in_run();
+    uint64_t bytes53 = join_bytes();
+    cr_assert_eq(keys53, keys3, "%zu keys in the run at round 53, %zu at round 3", keys53, keys3);
+    cr_assert_leq(bytes53, bytes3 + 32, "a join reads %llu bytes at round 53, %llu at round 3",
+                  (unsigned long long)bytes53, (unsigned long long)bytes3);
+    /* what the readers need is still there */
+    struct kv_entry e = {0};
+    cr_assert_eq(kv_get(kv, PREFIX "failures/1", &e, NULL), 0, "the run's first failure");
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_get(kv, PREFIX "failures/52", &e, NULL), 0, "the previous round's failure");
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_get(kv, PREFIX "rounds/52/detect", &e, NULL), 0);
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_get(kv, PREFIX "rounds/53/recovery", &e, NULL), 0);
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_get(kv, PREFIX "rounds/51/master", &e, NULL), KV_ENOTFOUND);
+    cr_assert_eq(kv_get(kv, PREFIX "done/51/n00001", &e, NULL), KV_ENOTFOUND);
+}
+
+/* The coordinator commits round 5 and loses `coord` (its lease ran out, another node claimed it)
+ * before its next tick, which is when it deletes round 3's keys: its deletes are fenced on
+ * `coord` like its commits, so it deletes nothing, and finds out it no longer coordinates.
+ * Fails without the fence (the transaction's compares). */
+Test(bigfleet, a_stale_coordinator_deletes_no_old_round)
+{
+    cold_start(3, all_three);
+    for (int k = 0; k < 3; k++) {
+        publish_round_keys();
+        fail_round();
+    }
+    publish_round_keys();
+    run_until(NULL, 100); /* round 4: the keys of rounds 1 and 2 are gone */
+    struct kv_entry e = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_get(kv, PREFIX "rounds/2/master", &e, NULL), KV_ENOTFOUND);
+    report_failure();
+    collect();
+    deliver_due();
+    cr_assert_eq(rdzv_tick(ss[0], now(), &err), 1, "the coordinator commits round 5: %s", err.msg);
+    struct rdzv_coord c = {.live = 3, .last_call_in_ms = -1};
+    snprintf(c.node_id, sizeof(c.node_id), "thief");
+    char *json = NULL;
+    cr_assert_eq(rdzv_coord_encode(&c, &json, &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_del(kv, PREFIX "coord", &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_cas(kv, PREFIX "coord", json, strlen(json), 0, 0, NULL, NULL, &err), 0, "%s",
+                 err.msg);
+    free(json);
+    cr_assert_geq(rdzv_tick(ss[0], now(), &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_get(kv, PREFIX "rounds/3/master", &e, &err), 0,
+                 "a coordinator that lost `coord` deleted round 3's keys");
+    kv_entry_clear(&e);
+    cr_assert_not(rdzv_is_coordinator(ss[0]));
+}
