@@ -62,11 +62,22 @@ struct rdzv_view {
     bool failure_reported;   /* failures/<state->round> exists: a worker of the round failed */
     bool reform_requested;   /* reform/<state->round> exists: a member had to stop its workers
                                 without a membership change (it lost its lease and rejoined) */
+    /* Optional, from a caller that keeps it up to date per event (the coordinator's session: its
+     * CPU per event must not grow with N): survivors_known says n_survivors is the number of the
+     * state's members among the live nodes, and then `nodes` may be NULL (n_nodes still the
+     * count): the plan decides from the counts and asks for the list (RDZV_PLAN_NEED_NODES) only
+     * when it writes a round of them. */
+    bool survivors_known;
+    size_t n_survivors;
 };
+
+/* rdzv_plan(): a round is to be written and view.nodes is NULL: call again with the list. */
+#define RDZV_PLAN_NEED_NODES 2
 
 /*
  * Decide the coordinator's next write. Returns 1 with *ret_next filled (caller owns; CAS it on the
- * state's mod_revision), or 0 when nothing is to be written now; either way *ret_wake_ms is the
+ * state's mod_revision), 0 when nothing is to be written now, or RDZV_PLAN_NEED_NODES (only when
+ * v->nodes is NULL: see survivors_known); either way *ret_wake_ms is the
  * monotonic time at which to evaluate again even without new events (-1: only on events).
  * Negative errno on allocation failure.
  */

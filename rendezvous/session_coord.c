@@ -94,10 +94,12 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     char **vals = calloc(n_ops, sizeof(*vals));
     int64_t *revs = calloc(n_ops, sizeof(*revs)); /* the revision each op was written at */
     int r = ops && keys && vals && revs ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    if (r == 0 && n_put)
+        r = rdzv_chunks_encode(next, vals, err); /* one pass over the members */
     for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
         rdzv_key_of(s, keys[k], "assign/%06zu", k);
         ops[k].key = keys[k];
-        if (k < n_put && (r = rdzv_chunk_encode(next, (int)k, &vals[k], err)) == 0)
+        if (k < n_put)
             ops[k].value = vals[k], ops[k].len = strlen(vals[k]);
         ops[k].del = k >= n_put;
     }
@@ -140,6 +142,7 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
         if (r < 0)
             r = ea_errorf(err, r, "out of memory");
     }
+    int64_t written = r == 0 ? revs[n_ops - 1] : 0; /* the revision of our `state` */
     for (size_t k = 0; vals && k < n_ops; k++)
         free(vals[k]);
     free(vals);
@@ -153,7 +156,10 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     }
     if (r < 0)
         return r;
+    s->adopt = chunks ? next : NULL; /* decode_state takes these members: no chunk decoding */
+    s->adopt_rev = written;
     r = rdzv_derive(s, now_ms, err);
+    s->adopt = NULL;
     return r < 0 ? r : 1;
 }
 

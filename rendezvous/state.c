@@ -204,12 +204,15 @@ int rdzv_chunk_of(int64_t slot, int n_chunks)
     return n_chunks > 0 ? (int)((uint64_t)slot % (uint64_t)n_chunks) : 0;
 }
 
-int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, struct ea_error *err)
+/* Chunk `chunk` of `s` from its members: idx[0..n) (indices into s->members, rank order) or,
+ * with idx NULL, every member whose slot maps there. */
+static int chunk_encode(const struct rdzv_state *s, int chunk, const size_t *idx, size_t n,
+                        char **ret_json, struct ea_error *err)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; arr && i < s->n_members; i++) {
-        const struct rdzv_member *m = &s->members[i];
-        if (rdzv_chunk_of(m->slot, s->n_chunks) != chunk)
+    for (size_t j = 0; arr && j < (idx ? n : s->n_members); j++) {
+        const struct rdzv_member *m = &s->members[idx ? idx[j] : j];
+        if (!idx && rdzv_chunk_of(m->slot, s->n_chunks) != chunk)
             continue;
         /* compact: a node reads its chunk at every round, so every byte counts 32 times (no
          * address: group rank 0 publishes the master's, and node records carry the rest) */
@@ -225,6 +228,39 @@ int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, st
     return dump(json_pack("{s:s, s:I, s:i, s:o}", "schema", RDZV_SCHEMA, "round",
                           (json_int_t)s->round, "chunk", chunk, "m", arr),
                 ret_json, err);
+}
+
+int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, struct ea_error *err)
+{
+    return chunk_encode(s, chunk, NULL, 0, ret_json, err);
+}
+
+int rdzv_chunks_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err)
+{
+    size_t nc = s->n_chunks > 0 ? (size_t)s->n_chunks : 0;
+    if (nc == 0)
+        return 0;
+    size_t *start = calloc(nc + 1, sizeof(*start)), *idx = malloc((s->n_members + 1) * sizeof(*idx));
+    int r = start && idx ? 0 : ea_errorf(err, -ENOMEM, "out of memory encoding an assignment");
+    /* one pass: count per chunk, then place each member (rank order kept within a chunk) */
+    for (size_t i = 0; r == 0 && i < s->n_members; i++)
+        start[rdzv_chunk_of(s->members[i].slot, (int)nc) + 1]++;
+    for (size_t k = 0; r == 0 && k < nc; k++)
+        start[k + 1] += start[k];
+    for (size_t i = 0; r == 0 && i < s->n_members; i++)
+        idx[start[rdzv_chunk_of(s->members[i].slot, (int)nc)]++] = i;
+    /* start[k] is now the end of chunk k */
+    size_t k = 0;
+    for (; r == 0 && k < nc; k++) {
+        size_t from = k ? start[k - 1] : 0;
+        r = chunk_encode(s, (int)k, idx + from, start[k] - from, &ret_json[k], err);
+    }
+    if (r < 0)
+        while (k-- > 0)
+            free(ret_json[k]), ret_json[k] = NULL;
+    free(start);
+    free(idx);
+    return r;
 }
 
 int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,

@@ -148,6 +148,10 @@ int rdzv_chunk_of(int64_t slot, int n_chunks);
 /* Encode chunk `chunk` of `s` (its members whose slot maps there) into *ret_json. */
 int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
                       struct ea_error *err);
+/* Every chunk of `s` in one pass over its members (rdzv_chunk_encode for each k would scan them
+ * all for each chunk: O(N^2/32) at the coordinator per commit): ret_json[k] for k < n_chunks,
+ * each malloc'ed; on failure none is left allocated. */
+int rdzv_chunks_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err);
 /* Decode a chunk: its round and chunk index and its members (malloc'ed, *ret_n of them). */
 int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,
                       struct rdzv_member **ret, size_t *ret_n, struct ea_error *err);

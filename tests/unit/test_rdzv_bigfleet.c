@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ea_time.h"
+#include "mirror.h"
 #include "session.h"
 
 #define PREFIX "/elastic/fleet/"
@@ -519,4 +520,83 @@ Test(bigfleet, a_stale_coordinator_deletes_no_old_round)
                  "a coordinator that lost `coord` deleted round 3's keys");
     kv_entry_clear(&e);
     cr_assert_not(rdzv_is_coordinator(ss[0]));
+}
+
+/* ==== the coordinator's mirror: a delete costs O(1), and leaves the index whole ==== */
+
+/* 4,000 keys (node records and others), 3,000 of them deleted in a scattered order, some put
+ * again: every key still there is found at its value, every deleted one is not, and the count of
+ * valid node records follows. The delete repairs the hash index in place (it used to rebuild it:
+ * O(N) per delete, 10 s of a coordinator's CPU for a 20% departure of 20,000). */
+Test(bigfleet, mirror_deletes_keep_the_index_whole)
+{
+    struct rdzv_mirror m = {.prefix = PREFIX};
+    enum { K = 4000 };
+    char key[128];
+    struct ea_error err = {0};
+    for (int i = 0; i < K; i++) {
+        char *json = NULL;
+        if (i % 2 == 0) {
+            struct rdzv_node nd = {.nproc = 1, .pid = 1};
+            snprintf(nd.node_id, sizeof(nd.node_id), "m%05d", i);
+            snprintf(nd.host, sizeof(nd.host), "h");
+            snprintf(nd.addr, sizeof(nd.addr), "127.0.0.1");
+            cr_assert_eq(rdzv_node_encode(&nd, &json, &err), 0, "%s", err.msg);
+            snprintf(key, sizeof(key), PREFIX "nodes/m%05d", i);
+        } else {
+            json = strdup("{}");
+            snprintf(key, sizeof(key), PREFIX "done/1/m%05d", i);
+        }
+        cr_assert_eq(rdzv_mirror_put_own(&m, key, json, i + 1, i + 1, 0), 0);
+        free(json);
+    }
+    cr_assert_eq(m.n_nodes_valid, K / 2);
+    bool gone[K] = {false};
+    size_t valid = K / 2;
+    for (int k = 0; k < 3 * K / 4; k++) {
+        int i = (int)(((unsigned)k * 2654435761u) % K); /* scattered, some twice */
+        snprintf(key, sizeof(key), i % 2 == 0 ? PREFIX "nodes/m%05d" : PREFIX "done/1/m%05d", i);
+        valid -= i % 2 == 0 && !gone[i];
+        gone[i] = true;
+        rdzv_mirror_del(&m, key);
+    }
+    cr_assert_eq(m.n_nodes_valid, valid);
+    for (int i = 0; i < K; i++) {
+        snprintf(key, sizeof(key), i % 2 == 0 ? PREFIX "nodes/m%05d" : PREFIX "done/1/m%05d", i);
+        ssize_t at = rdzv_mirror_find(&m, key);
+        cr_assert_eq(at >= 0, !gone[i], "key %d: found %d, deleted %d", i, at >= 0, gone[i]);
+        if (at >= 0)
+            cr_assert_str_eq(m.keys[at].key, key);
+    }
+    rdzv_mirror_free(&m);
+}
+
+/* The coordinator encodes a round's chunks in one pass over its members (it used to scan every
+ * member for every chunk: O(N^2/32) per commit): the same chunks, byte for byte, as encoding
+ * each on its own. */
+Test(bigfleet, chunks_in_one_pass_are_the_chunks)
+{
+    enum { M = 1000 };
+    struct rdzv_member *mem = calloc(M, sizeof(*mem));
+    cr_assert(mem);
+    for (int i = 0; i < M; i++) {
+        snprintf(mem[i].node_id, sizeof(mem[i].node_id), "n%04d", i);
+        snprintf(mem[i].host, sizeof(mem[i].host), "h%04d", i);
+        mem[i].nproc = 1 + i % 3;
+        mem[i].group_rank = i;
+        mem[i].slot = 1000 + ((int64_t)i * 7919) % 5003; /* scattered */
+    }
+    struct rdzv_state st = {.round = 7, .status = RDZV_RUNNING, .members = mem, .n_members = M,
+                            .group_world_size = M, .n_chunks = 31};
+    char *all[31] = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_chunks_encode(&st, all, &err), 0, "%s", err.msg);
+    for (int k = 0; k < 31; k++) {
+        char *one = NULL;
+        cr_assert_eq(rdzv_chunk_encode(&st, k, &one, &err), 0, "%s", err.msg);
+        cr_assert_str_eq(all[k], one, "chunk %d", k);
+        free(one);
+        free(all[k]);
+    }
+    free(mem);
 }
