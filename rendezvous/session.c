@@ -547,6 +547,7 @@ static int become_light(struct rdzv_session *s, int64_t now_ms, struct ea_error 
 /* Claim the `coord` key (create-only, on our lease). 1 when we now coordinate. */
 static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
+    s->stats.claims++;
     int r = rdzv_write_coord(s, (int)s->n_live, -1, 0, err);
     if (r < 0 && r != KV_ECONFLICT)
         return r;

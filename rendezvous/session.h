@@ -33,6 +33,7 @@ struct rdzv_stats {
     uint64_t requests;       /* store requests made */
     uint64_t writes;         /* requests that write (put, cas, txn, delete) */
     uint64_t keys_written;   /* keys those writes put or deleted */
+    uint64_t claims;         /* tries to take the coordinator's key after it vanished */
 };
 
 struct rdzv_session;
