@@ -30,7 +30,7 @@ static struct kv *kv;
 static struct rdzv_session *coord;
 static double cpu_s;        /* the coordinator's CPU so far */
 static double commit_cpu_s; /* ... of it in the steps whose tick wrote a round */
-static int64_t skew; /* simulated clock: ea_now_ms() + skew */
+static int64_t skew;        /* simulated clock: ea_now_ms() + skew */
 
 static double thread_cpu(void)
 {
@@ -110,8 +110,11 @@ int main(int argc, char **argv)
     if (kv_open(&kc, &kv, &err) < 0)
         die("open", &err);
     struct rdzv_config rc = {.prefix = PREFIX,
-                             .params = {.min_nodes = 1, .max_nodes = n, .settle_ms = 3600000,
-                                        .last_call_ms = 3600000, .max_restarts = 10},
+                             .params = {.min_nodes = 1,
+                                        .max_nodes = n,
+                                        .settle_ms = 3600000,
+                                        .last_call_ms = 3600000,
+                                        .max_restarts = 10},
                              .lease_ttl_ms = 3600000};
     snprintf(rc.self.node_id, sizeof(rc.self.node_id), "coordinator");
     snprintf(rc.self.host, sizeof(rc.self.host), "host-coordinator");

@@ -18,8 +18,8 @@
  * --kill-one: one node (not the coordinator) stops renewing its lease and vanishes, like a
  * SIGKILLed agent; --kill-coordinator: the same for the coordinator; --kill-rack: the coordinator
  * and group ranks 1-7 at once (a rack; counted: the claims of `coord`); --kill-tenth: 10% of the
- * nodes at once. Each measured: kill -> the next round committed, -> every survivor has it, -> every
- * survivor could start its workers (it has the new round's master).
+ * nodes at once. Each measured: kill -> the next round committed, -> every survivor has it, ->
+ * every survivor could start its workers (it has the new round's master).
  *
  * Usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] [--kill-one]
  *                 [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] [--timeout SEC]
@@ -59,11 +59,11 @@ struct rec {
     int node;
     int64_t round;
     int members;
-    int coord;      /* the node coordinates */
-    int64_t t_ms;   /* CLOCK_MONOTONIC, the same clock in every process */
-    int64_t ev_ms;  /* REC_SEEN: when the store's events that brought the round were read */
-    uint64_t bytes; /* rdzv_stats: bytes received so far */
-    uint64_t keys;  /* rdzv_stats: keys written so far */
+    int coord;       /* the node coordinates */
+    int64_t t_ms;    /* CLOCK_MONOTONIC, the same clock in every process */
+    int64_t ev_ms;   /* REC_SEEN: when the store's events that brought the round were read */
+    uint64_t bytes;  /* rdzv_stats: bytes received so far */
+    uint64_t keys;   /* rdzv_stats: keys written so far */
     uint64_t claims; /* rdzv_stats: claims of `coord` so far */
 };
 
@@ -81,7 +81,7 @@ struct sim_node {
     int64_t seen_round;
     int64_t ready_round;     /* the last round it could start its workers in */
     int64_t published_round; /* as group rank 0: the last round it published the master of */
-    int64_t renewed_ms; /* its last lease renewal (or its join) */
+    int64_t renewed_ms;      /* its last lease renewal (or its join) */
     bool dead;
 };
 
@@ -324,8 +324,8 @@ static int64_t store_revision(const struct opts *o)
 }
 
 struct phase {
-    int seen;       /* nodes that saw a round with `want` members */
-    int ready;      /* ... and could start their workers in it (they have its master) */
+    int seen;  /* nodes that saw a round with `want` members */
+    int ready; /* ... and could start their workers in it (they have its master) */
     int64_t last_ready;
     int64_t commit; /* time of the write that committed it, 0 until then */
     int64_t last_seen;
@@ -525,8 +525,8 @@ int main(int argc, char **argv)
         {"kill-one", no_argument, 0, 'k'},         {"run-id", required_argument, 0, 'r'},
         {"timeout", required_argument, 0, 'T'},    {"help", no_argument, 0, 'h'},
         {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
-        {"kill-rack", no_argument, 0, 'R'},
-        {"max-bytes", required_argument, 0, 'B'},  {0, 0, 0, 0}};
+        {"kill-rack", no_argument, 0, 'R'},        {"max-bytes", required_argument, 0, 'B'},
+        {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
         case 'e':

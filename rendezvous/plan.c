@@ -359,8 +359,8 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
     if (newcomers > 0 && s->n_members < (size_t)p->max_nodes && v->n_done == 0) {
         int64_t t_settle = v->last_arrival_ms + p->settle_ms;
         if (v->now_ms >= t_settle)
-            return NODES_OR(v,
-                            next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err));
+            return NODES_OR(
+                v, next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err));
         *ret_wake_ms = earliest(*ret_wake_ms, t_settle);
     }
     return 0;

@@ -232,8 +232,9 @@ static int decode_coord(struct rdzv_session *s, const struct kv_entry *e, int64_
 static int64_t takeover_delay_ms(const struct rdzv_session *s)
 {
     bool member = s->self_ok && s->have_state && s->self_round == s->state.round;
-    bool round = s->have_state && (s->state.status == RDZV_RUNNING || s->state.status == RDZV_FAILING);
-    return rdzv_takeover_delay_ms(member ? s->self.group_rank : -1,
+    bool round =
+        s->have_state && (s->state.status == RDZV_RUNNING || s->state.status == RDZV_FAILING);
+    return rdzv_takeover_delay_ms(member && round ? s->self.group_rank : -1,
                                   round ? (size_t)s->state.group_world_size : 0, s->slot);
 }
 

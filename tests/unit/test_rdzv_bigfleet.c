@@ -72,8 +72,11 @@ TestSuite(bigfleet, .init = setup, .fini = teardown, .timeout = 120);
 static struct rdzv_config config(const char *id, int min, int max)
 {
     struct rdzv_config rc = {.prefix = PREFIX,
-                             .params = {.min_nodes = min, .max_nodes = max, .settle_ms = 0,
-                                        .last_call_ms = 1000, .max_restarts = 1000},
+                             .params = {.min_nodes = min,
+                                        .max_nodes = max,
+                                        .settle_ms = 0,
+                                        .last_call_ms = 1000,
+                                        .max_restarts = 1000},
                              .lease_ttl_ms = 60000};
     snprintf(rc.self.node_id, sizeof(rc.self.node_id), "%s", id);
     snprintf(rc.self.host, sizeof(rc.self.host), "host-%s", id);
@@ -227,8 +230,8 @@ static bool live_in_one_round_of_size(void)
 {
     for (int i = 0; i < ns; i++) {
         const struct rdzv_state *st = rdzv_current(ss[i], NULL);
-        if (!dead[i] && (!round_of(i) || round_of(i) != round_of(0) ||
-                         st->group_world_size != want_size))
+        if (!dead[i] &&
+            (!round_of(i) || round_of(i) != round_of(0) || st->group_world_size != want_size))
             return false;
     }
     want_round = round_of(0);
@@ -356,8 +359,8 @@ static bool session1_coordinates(void)
 }
 
 /* The coordinator's lease runs out under it (a stall past the TTL); rank 1 takes over; the old
- * coordinator rejoins and asks for a new round. It must mirror only what a node needs again (its own
- * chunk, `state`, `coord`, `rounds/`), not the whole run for the rest of its life. */
+ * coordinator rejoins and asks for a new round. It must mirror only what a node needs again (its
+ * own chunk, `state`, `coord`, `rounds/`), not the whole run for the rest of its life. */
 Test(bigfleet, an_ex_coordinator_goes_back_to_the_light_view)
 {
     cold_start(3, all_three);
@@ -406,8 +409,12 @@ static void report_failure(void)
 {
     int64_t gen = 0;
     rdzv_current(ss[2], &gen);
-    struct rdzv_failure f = {.node_id = "n00002", .host = "host-n00002", .rank = 2,
-                             .exit_code = 1, .pid = 7, .message = "worker exited 1"};
+    struct rdzv_failure f = {.node_id = "n00002",
+                             .host = "host-n00002",
+                             .rank = 2,
+                             .exit_code = 1,
+                             .pid = 7,
+                             .message = "worker exited 1"};
     struct ea_error err = {0};
     cr_assert_eq(rdzv_report_failure(ss[2], gen, &f, &err), 0, "%s", err.msg);
 }
@@ -586,8 +593,12 @@ Test(bigfleet, chunks_in_one_pass_are_the_chunks)
         mem[i].group_rank = i;
         mem[i].slot = 1000 + ((int64_t)i * 7919) % 5003; /* scattered */
     }
-    struct rdzv_state st = {.round = 7, .status = RDZV_RUNNING, .members = mem, .n_members = M,
-                            .group_world_size = M, .n_chunks = 31};
+    struct rdzv_state st = {.round = 7,
+                            .status = RDZV_RUNNING,
+                            .members = mem,
+                            .n_members = M,
+                            .group_world_size = M,
+                            .n_chunks = 31};
     char *all[31] = {0};
     struct ea_error err = {0};
     cr_assert_eq(rdzv_chunks_encode(&st, all, &err), 0, "%s", err.msg);
