@@ -612,7 +612,8 @@ int main(int argc, char **argv)
     int r = collect(&sm, o.nodes, 0, &p1, deadline);
     int64_t rev1 = store_revision(&o);
     if (r < 0) {
-        fprintf(stderr, "rdzv-sim: phase 1: %d/%d joined, %d/%d saw the round, %d could start: %s\n",
+        fprintf(stderr,
+                "rdzv-sim: phase 1: %d/%d joined, %d/%d saw the round, %d could start: %s\n",
                 sm.joined, o.nodes, p1.seen, o.nodes, p1.ready, strerror(-r));
         rc = 1;
         goto out;
