@@ -85,3 +85,8 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/old_rounds*' \
   rendezvous/session.c 's/    if (r == 0 \&\& (r = rdzv_gc_old_rounds(s, now_ms, err)) > 0)/    if (r == 0 \&\& (r = 0) > 0)/' \
   '^test_rdzv_bigfleet$'
+# issue 30: a new coordinator's listing taken as its first sight of the commit: the loss window
+# runs again in full at every takeover
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_new_coordinator*' \
+  rendezvous/session.c 's|s->state_rev = -1; /\* decode again \*/|s->state_rev = s->state_seen_rev = -1; /* decode again */|' \
+  '^test_rdzv_bigfleet$'
