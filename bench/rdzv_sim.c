@@ -10,15 +10,19 @@
  * Phase 1: every node joins (--min N/2 --max N: commits when all N are in); measured: last join ->
  * the coordinator's commit, commit -> every node has its assignment (a node has it once the
  * events that brought the commit are applied, the one read that the first round takes included,
- * as in an agent: commit_to_all_events is when the last of them was read), and from each
- * session's own counters (rdzv_stats): bytes received and keys written per node, the coordinator
- * apart.
+ * as in an agent: commit_to_all_events is when the last of them was read), commit -> every node
+ * could start its workers (what an agent waits for after its assignment: group rank 0 publishes
+ * rounds/<r>/master once it has its own chunk, and the key reaches every node: all_ready), and
+ * from each session's own counters (rdzv_stats): bytes received and keys written per node, the
+ * coordinator apart.
  * --kill-one: one node (not the coordinator) stops renewing its lease and vanishes, like a
- * SIGKILLed agent; --kill-coordinator: the same for the coordinator; --kill-tenth: 10% of the
- * nodes at once. Each measured: kill -> the next round committed, -> every survivor has it.
+ * SIGKILLed agent; --kill-coordinator: the same for the coordinator; --kill-rack: the coordinator
+ * and group ranks 1-7 at once (a rack; counted: the claims of `coord`); --kill-tenth: 10% of the
+ * nodes at once. Each measured: kill -> the next round committed, -> every survivor has it, ->
+ * every survivor could start its workers (it has the new round's master).
  *
  * Usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] [--kill-one]
- *                 [--kill-coordinator] [--kill-tenth] [--run-id ID] [--timeout SEC]
+ *                 [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] [--timeout SEC]
  *                 [--max-bytes B] (exit 1 if a non-coordinator received more than B bytes in
  *                 a round after its join)
  * Prints key=value lines (for bench scripts) and a summary line.
@@ -39,7 +43,15 @@
 #include "kv.h"
 #include "session.h"
 
-enum rec_type { REC_JOINING = 1, REC_JOINED, REC_WROTE, REC_SEEN, REC_FATAL, REC_KILLED };
+enum rec_type {
+    REC_JOINING = 1,
+    REC_JOINED,
+    REC_WROTE,
+    REC_SEEN,
+    REC_FATAL,
+    REC_KILLED,
+    REC_READY, /* the node could start its workers: it has its assignment and the round's master */
+};
 
 /* One report from a child to the parent (written atomically: < PIPE_BUF). */
 struct rec {
@@ -47,18 +59,19 @@ struct rec {
     int node;
     int64_t round;
     int members;
-    int coord;      /* the node coordinates */
-    int64_t t_ms;   /* CLOCK_MONOTONIC, the same clock in every process */
-    int64_t ev_ms;  /* REC_SEEN: when the store's events that brought the round were read */
-    uint64_t bytes; /* rdzv_stats: bytes received so far */
-    uint64_t keys;  /* rdzv_stats: keys written so far */
+    int coord;       /* the node coordinates */
+    int64_t t_ms;    /* CLOCK_MONOTONIC, the same clock in every process */
+    int64_t ev_ms;   /* REC_SEEN: when the store's events that brought the round were read */
+    uint64_t bytes;  /* rdzv_stats: bytes received so far */
+    uint64_t keys;   /* rdzv_stats: keys written so far */
+    uint64_t claims; /* rdzv_stats: claims of `coord` so far */
 };
 
 struct opts {
     const char *endpoints, *run_id;
     int nodes, procs;
     int64_t ttl_ms, timeout_ms;
-    bool kill_one, kill_coord, kill_tenth;
+    bool kill_one, kill_coord, kill_tenth, kill_rack;
     long max_bytes;
 };
 
@@ -66,7 +79,9 @@ struct sim_node {
     int id;
     struct rdzv_session *s;
     int64_t seen_round;
-    int64_t renewed_ms; /* its last lease renewal (or its join) */
+    int64_t ready_round;     /* the last round it could start its workers in */
+    int64_t published_round; /* as group rank 0: the last round it published the master of */
+    int64_t renewed_ms;      /* its last lease renewal (or its join) */
     bool dead;
 };
 
@@ -84,6 +99,7 @@ static void report_stats(int fd, int type, int node, int64_t round, int members,
         rdzv_stats_get(s, &st);
         r.bytes = st.bytes_received;
         r.keys = st.keys_written;
+        r.claims = st.claims;
         r.coord = rdzv_is_coordinator(s);
     }
     if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
@@ -103,14 +119,30 @@ static void fatal(int fd, int node, const char *what, const struct ea_error *err
 }
 
 /* Report the committed round a node sees, once per round; ev_ms: when the events that may have
- * brought it were read. */
+ * brought it were read. Then what an agent does up to starting its workers: group rank 0
+ * publishes the master (rounds/<r>/master, create-only) once it has its own assignment, and
+ * every node starts its workers once that has reached it: reported as REC_READY. */
 static void observe(struct sim_node *n, int out, int64_t ev_ms)
 {
     int64_t gen;
     const struct rdzv_state *st = rdzv_current(n->s, &gen);
-    if (st && st->status == RDZV_RUNNING && st->round > n->seen_round && rdzv_my_index(n->s) >= 0) {
+    if (!st || st->status != RDZV_RUNNING || rdzv_my_index(n->s) < 0)
+        return;
+    if (st->round > n->seen_round) {
         n->seen_round = st->round;
         report_stats(out, REC_SEEN, n->id, st->round, st->group_world_size, n->s, ev_ms);
+    }
+    if (rdzv_my_index(n->s) == 0 && st->round > n->published_round) {
+        struct ea_error err = {0};
+        if (rdzv_publish_master(n->s, st->round, "127.0.0.1:29500", &err) < 0)
+            fprintf(stderr, "rdzv-sim: node %d: master of round %" PRId64 ": %s\n", n->id,
+                    st->round, err.msg); /* tried again at the next event or tick */
+        else
+            n->published_round = st->round;
+    }
+    if (st->round > n->ready_round && rdzv_master(n->s, st->round)) {
+        n->ready_round = st->round;
+        report_stats(out, REC_READY, n->id, st->round, st->group_world_size, n->s, ev_ms);
     }
 }
 
@@ -255,7 +287,8 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
                     continue;
                 bool coord = rdzv_is_coordinator(n->s);
                 if ((c == 'k' && !coord && killed < 1 && first + count == o->nodes) ||
-                    (c == 'c' && coord) || (c == 'p' && !coord && killed < quota)) {
+                    (c == 'c' && coord) || (c == 'p' && !coord && killed < quota) ||
+                    (c == 'r' && (coord || (unsigned)rdzv_my_index(n->s) < 8))) {
                     kill_node(n, out);
                     killed++;
                 }
@@ -291,7 +324,9 @@ static int64_t store_revision(const struct opts *o)
 }
 
 struct phase {
-    int seen;       /* nodes that saw a round with `want` members */
+    int seen;  /* nodes that saw a round with `want` members */
+    int ready; /* ... and could start their workers in it (they have its master) */
+    int64_t last_ready;
     int64_t commit; /* time of the write that committed it, 0 until then */
     int64_t last_seen;
     int64_t last_event; /* the latest ev_ms of those nodes: when the last one got the commit */
@@ -300,7 +335,7 @@ struct phase {
 
 /* Per node: counters at the round it last saw, and at the one before (for per-round deltas). */
 struct node_acct {
-    uint64_t bytes, keys, prev_bytes, prev_keys;
+    uint64_t bytes, keys, prev_bytes, prev_keys, claims, prev_claims;
     int coord;
 };
 
@@ -345,14 +380,23 @@ static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *p
             struct node_acct *a = &sm->acct[r.node];
             a->prev_bytes = a->bytes;
             a->prev_keys = a->keys;
+            a->prev_claims = a->claims;
             a->bytes = r.bytes;
             a->keys = r.keys;
+            a->claims = r.claims;
             a->coord = r.coord;
             ph->seen++;
             if (r.t_ms > ph->last_seen)
                 ph->last_seen = r.t_ms;
             if (r.ev_ms > ph->last_event)
                 ph->last_event = r.ev_ms;
+        }
+        break;
+    case REC_READY:
+        if (r.members == want && r.round > min_round) {
+            ph->ready++;
+            if (r.t_ms > ph->last_ready)
+                ph->last_ready = r.t_ms;
         }
         break;
     case REC_KILLED:
@@ -369,10 +413,11 @@ static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *p
     return 0;
 }
 
-/* Read reports until every live node saw a round of `want` members (or the deadline). */
+/* Read reports until every live node saw a round of `want` members and could start its workers
+ * in it (or the deadline). */
 static int collect(struct sim *sm, int want, int64_t min_round, struct phase *ph, int64_t deadline)
 {
-    while (ph->seen < want) {
+    while (ph->seen < want || ph->ready < want) {
         int r = read_one(sm, want, min_round, ph, deadline);
         if (r < 0)
             return r;
@@ -385,12 +430,13 @@ static int collect(struct sim *sm, int want, int64_t min_round, struct phase *ph
 static void print_costs(const char *tag, const struct sim *sm, int n, const bool *dead)
 {
     double sum_b = 0, sum_k = 0;
-    uint64_t max_b = 0, coord_b = 0, coord_k = 0, max_k = 0;
+    uint64_t max_b = 0, coord_b = 0, coord_k = 0, max_k = 0, claims = 0;
     int cnt = 0;
     for (int i = 0; i < n; i++) {
         if (dead[i])
             continue;
         const struct node_acct *a = &sm->acct[i];
+        claims += a->claims - a->prev_claims;
         uint64_t b = a->bytes - a->prev_bytes, k = a->keys - a->prev_keys;
         if (a->coord) {
             coord_b = b;
@@ -409,12 +455,16 @@ static void print_costs(const char *tag, const struct sim *sm, int n, const bool
            cnt ? sum_k / cnt : 0, tag, max_k);
     printf("%s_coordinator_bytes=%" PRIu64 "\n%s_coordinator_keys_written=%" PRIu64 "\n", tag,
            coord_b, tag, coord_k);
+    /* claims of `coord` in the round by the nodes still live (the ones that died took theirs
+     * with them: a claim by a node that then died is not counted) */
+    printf("%s_claims=%" PRIu64 "\n", tag, claims);
 }
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
-               "[--kill-one] [--kill-coordinator] [--kill-tenth] [--run-id ID] [--timeout SEC] "
+               "[--kill-one] [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] "
+               "[--timeout SEC] "
                "[--max-bytes B]\n");
 }
 
@@ -461,6 +511,7 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
     (void)dead;
     printf("%s_killed=%d\n%s_to_commit_ms=%" PRId64 "\n%s_to_all_seen_ms=%" PRId64 "\n", tag,
            n_killed, tag, ph.commit - t_kill, tag, ph.last_seen - t_kill);
+    printf("%s_to_all_ready_ms=%" PRId64 "\n", tag, ph.last_ready - t_kill);
     return 0;
 }
 
@@ -474,7 +525,8 @@ int main(int argc, char **argv)
         {"kill-one", no_argument, 0, 'k'},         {"run-id", required_argument, 0, 'r'},
         {"timeout", required_argument, 0, 'T'},    {"help", no_argument, 0, 'h'},
         {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
-        {"max-bytes", required_argument, 0, 'B'},  {0, 0, 0, 0}};
+        {"kill-rack", no_argument, 0, 'R'},        {"max-bytes", required_argument, 0, 'B'},
+        {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
         case 'e':
@@ -497,6 +549,9 @@ int main(int argc, char **argv)
             break;
         case 'P':
             o.kill_tenth = true;
+            break;
+        case 'R':
+            o.kill_rack = true;
             break;
         case 'B':
             o.max_bytes = atol(optarg);
@@ -557,8 +612,9 @@ int main(int argc, char **argv)
     int r = collect(&sm, o.nodes, 0, &p1, deadline);
     int64_t rev1 = store_revision(&o);
     if (r < 0) {
-        fprintf(stderr, "rdzv-sim: phase 1: %d/%d joined, %d/%d saw the round: %s\n", sm.joined,
-                o.nodes, p1.seen, o.nodes, strerror(-r));
+        fprintf(stderr,
+                "rdzv-sim: phase 1: %d/%d joined, %d/%d saw the round, %d could start: %s\n",
+                sm.joined, o.nodes, p1.seen, o.nodes, p1.ready, strerror(-r));
         rc = 1;
         goto out;
     }
@@ -573,6 +629,10 @@ int main(int argc, char **argv)
      * rest, to all_seen, is the first round's chunk reads, one per node after those events) */
     printf("commit_to_all_events_ms=%" PRId64 "\n", p1.last_event - p1.commit);
     printf("last_join_to_all_seen_ms=%" PRId64 "\n", p1.last_seen - sm.last_join_start);
+    /* ... and could start its workers: group rank 0 published the master once it had its chunk,
+     * and it reached every node */
+    printf("commit_to_all_ready_ms=%" PRId64 "\n", p1.last_ready - p1.commit);
+    printf("last_join_to_all_ready_ms=%" PRId64 "\n", p1.last_ready - sm.last_join_start);
     printf("writes_per_node=%.2f\n", (double)(rev1 - rev0) / o.nodes);
     /* the first round includes each node's join (listing what it watches) */
     print_costs("join", &sm, o.nodes, dead);
@@ -583,6 +643,7 @@ int main(int argc, char **argv)
         const char *tag;
     } kills[] = {{o.kill_one, 'k', "kill_one"},
                  {o.kill_coord, 'c', "kill_coordinator"},
+                 {o.kill_rack, 'r', "kill_rack"},
                  {o.kill_tenth, 'p', "kill_tenth"}};
     for (size_t k = 0; k < sizeof(kills) / sizeof(kills[0]) && rc == 0; k++) {
         if (!kills[k].on)

@@ -3,10 +3,13 @@
 # rendezvous sessions (lease, node key, watches, assignment; the coordinator's fenced
 # transactions) spread over a few processes, without launching workers. A fresh etcd per run.
 # For each N: joins, last join -> every node has its assignment (and commit -> the last process
-# read the events that brought the commit: the rest is the first round's chunk reads), bytes
+# read the events that brought the commit: the rest is the first round's chunk reads), last join
+# -> every node could start its workers (group rank 0 published the round's master once it had
+# its own chunk, and the master reached every node: what an agent waits for), bytes
 # received and keys written per node per round (from each session's own counters), etcd's CPU;
-# then one node killed, the coordinator killed, 10% killed at once (each: kill -> every survivor
-# in the next round).
+# then one node killed, the coordinator killed, the coordinator and group ranks 1-7 killed (a rack:
+# and how many nodes claimed `coord`), 10% killed at once (each: kill -> every survivor
+# in the next round, and could start its workers in it).
 # With OLD_BUILD (a build of an earlier commit, e.g. the v1 protocol), the same N up to OLD_MAX
 # are run with its rdzv-sim too, in the same run, for the side-by-side curve.
 # Usage: bench/scale_sim.sh [N...]   (default: 100 1000 2000 5000 10000); env TTL (s, default
@@ -32,14 +35,19 @@ ulimit -n 65536 2>/dev/null || true
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, clock ticks
 hz=$(getconf CLK_TCK)
 echo "# $(date -u +%F) $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); etcd $(etcd --version | head -1 | awk '{print $3}'); TTL ${ttl} s; ${procs} processes; commit $(git rev-parse --short HEAD)"
-printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s\n' protocol N joins_s \
-  lastjoin-all commit-all bytes/node bytes/node writes/nd coord_keys 'kill1->all' 'coord->all' '10%->all'
-printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s\n' '' '' '' \
-  '(ms)' '(ms)' 'mean/max' '(join)' '' '' '(ms)' '(ms)' '(ms)'
-[[ -f $csv ]] || echo "protocol,n,joins_ms,lastjoin_to_all_ms,commit_to_all_ms,round_bytes_mean,round_bytes_max,join_bytes_mean,keys_per_node,coord_keys,kill_one_ms,kill_coord_ms,kill_tenth_ms,etcd_cpu_s,leases_lost" >"$csv"
+printf '%-8s %-6s %-8s %-12s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s\n' protocol N joins_s \
+  lastjoin-all lastjoin-ready commit-all bytes/node bytes/node writes/nd coord_keys 'kill1->all' 'coord->all' '10%->all'
+printf '%-8s %-6s %-8s %-12s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s\n' '' '' '' \
+  '(ms)' '(ms)' '(ms)' 'mean/max' '(join)' '' '' '(ms)' '(ms)' '(ms)'
+header="protocol,n,joins_ms,lastjoin_to_all_ms,commit_to_all_ms,round_bytes_mean,round_bytes_max,join_bytes_mean,keys_per_node,coord_keys,kill_one_ms,kill_coord_ms,kill_tenth_ms,etcd_cpu_s,leases_lost,lastjoin_to_ready_ms,commit_to_ready_ms,kill_one_ready_ms,kill_coord_ready_ms,kill_tenth_ready_ms,kill_rack_ms,kill_rack_ready_ms,kill_rack_claims"
+if [[ ! -f $csv ]]; then
+  echo "$header" >"$csv"
+elif [[ $(head -1 "$csv") != "$header" ]]; then # an older file: the new columns go at the end
+  sed -i "1s/.*/$header/" "$csv"
+fi
 run() { # protocol binary n
   local proto=$1 bin=$2 n=$3 out flags=(--kill-one) c0 c1
-  [[ $proto == v2 ]] && flags=(--kill-one --kill-coordinator --kill-tenth)
+  [[ $proto == v2 ]] && flags=(--kill-one --kill-coordinator --kill-rack --kill-tenth)
   etcd_start "$tmp" --quota-backend-bytes 8589934592 || { echo "etcd did not start" >&2; exit 1; }
   c0=$(cpu_of "$etcd_pid")
   if ! out=$("$bin" --endpoints "$endpoint" --nodes "$n" --procs "$procs" --ttl "$ttl" \
@@ -54,17 +62,20 @@ run() { # protocol binary n
   c1=$(cpu_of "$etcd_pid")
   etcd_stop
   v() { sed -n "s/^$1=//p" <<<"$out" | awk '{print $1}'; }
-  local kill1 kc kt rb rbm
+  local kill1 kc kt rb rbm ready
   kill1=$(v kill_one_to_all_seen_ms); [[ -n $kill1 ]] || kill1=$(v kill_to_all_seen_ms)
   kc=$(v kill_coordinator_to_all_seen_ms) kt=$(v kill_tenth_to_all_seen_ms)
   rb=$(v kill_one_bytes_per_node_mean) rbm=$(v kill_one_bytes_per_node_max)
-  printf '%-8s %-6s %-8s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s  etcd cpu %.1f s; commit -> events at every process %s ms\n' \
+  ready=$(v last_join_to_all_ready_ms)
+  printf '%-8s %-6s %-8s %-12s %-12s %-10s %-12s %-12s %-9s %-10s %-10s %-10s %-8s  etcd cpu %.1f s; commit -> events at every process %s ms; kill -> every survivor could start: %s / %s / %s ms; rack -> all %s ms, could start %s ms, %s claims of coord\n' \
     "$proto" "$n" "$(awk -v m="$(v joined_ms)" 'BEGIN {printf "%.1f", m/1000}')" \
-    "$(v last_join_to_all_seen_ms)" "$(v commit_to_all_seen_ms)" "${rb:--}/${rbm:--}" \
+    "$(v last_join_to_all_seen_ms)" "${ready:--}" "$(v commit_to_all_seen_ms)" "${rb:--}/${rbm:--}" \
     "$(v join_bytes_per_node_mean)" "$(v join_keys_written_per_node_mean)" \
     "$(v kill_one_coordinator_keys_written)" "$kill1" "${kc:--}" "${kt:--}" \
-    "$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}')" "$(v commit_to_all_events_ms)"
-  echo "$proto,$n,$(v joined_ms),$(v last_join_to_all_seen_ms),$(v commit_to_all_seen_ms),$rb,$rbm,$(v join_bytes_per_node_mean),$(v join_keys_written_per_node_mean),$(v kill_one_coordinator_keys_written),$kill1,$kc,$kt,$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}'),0" >>"$csv"
+    "$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}')" "$(v commit_to_all_events_ms)" \
+    "$(v kill_one_to_all_ready_ms)" "$(v kill_coordinator_to_all_ready_ms)" "$(v kill_tenth_to_all_ready_ms)" \
+    "$(v kill_rack_to_all_seen_ms)" "$(v kill_rack_to_all_ready_ms)" "$(v kill_rack_claims)"
+  echo "$proto,$n,$(v joined_ms),$(v last_join_to_all_seen_ms),$(v commit_to_all_seen_ms),$rb,$rbm,$(v join_bytes_per_node_mean),$(v join_keys_written_per_node_mean),$(v kill_one_coordinator_keys_written),$kill1,$kc,$kt,$(awk -v a="$c0" -v b="$c1" -v h="$hz" 'BEGIN {print (b - a) / h}'),0,$ready,$(v commit_to_all_ready_ms),$(v kill_one_to_all_ready_ms),$(v kill_coordinator_to_all_ready_ms),$(v kill_tenth_to_all_ready_ms),$(v kill_rack_to_all_seen_ms),$(v kill_rack_to_all_ready_ms),$(v kill_rack_claims)" >>"$csv"
 }
 for n in "${sizes[@]}"; do
   run v2 "$build/rdzv-sim" "$n"

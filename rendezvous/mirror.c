@@ -88,9 +88,20 @@ static struct rdzv_node *node_decode(struct rdzv_mirror *m, const struct kv_entr
     return NULL;
 }
 
+/* A valid node record came (+1) or goes (-1). */
+static void node_counted(struct rdzv_mirror *m, const struct rdzv_node *n, int delta)
+{
+    if (!n)
+        return;
+    m->n_nodes_valid += delta;
+    if (m->on_node)
+        m->on_node(m->node_ctx, n, delta);
+}
+
 int rdzv_mirror_put(struct rdzv_mirror *m, struct kv_entry *e)
 {
     bool node = rdzv_mirror_under(m, e->key, "nodes/");
+    m->done_dirty |= rdzv_mirror_under(m, e->key, "done/");
     ssize_t i = rdzv_mirror_find(m, e->key);
     if (i < 0) {
         if (m->n_keys == m->cap_keys) {
@@ -120,8 +131,10 @@ int rdzv_mirror_put(struct rdzv_mirror *m, struct kv_entry *e)
     free(e->key);
     m->keys[i] = *e;
     m->keys[i].key = key;
+    node_counted(m, m->dec[i], -1);
     free(m->dec[i]);
     m->dec[i] = node ? node_decode(m, &m->keys[i]) : NULL;
+    node_counted(m, m->dec[i], +1);
     memset(e, 0, sizeof(*e));
     m->dirty = true;
     m->nodes_dirty |= node;
@@ -145,27 +158,58 @@ int rdzv_mirror_put_own(struct rdzv_mirror *m, const char *key, const char *valu
     return r;
 }
 
+/* Empty slot `i` and shift the entries after it in its probe run back (linear probing's delete:
+ * no tombstones, so lookups stay as short as if the key had never been there). */
+static void slot_remove(struct rdzv_mirror *m, size_t i)
+{
+    size_t mask = m->n_slots - 1, j = i;
+    for (;;) {
+        m->slots[i] = 0;
+        size_t h;
+        do {
+            j = (j + 1) & mask;
+            if (!m->slots[j])
+                return;
+            h = key_hash(m->keys[m->slots[j] - 1].key) & mask;
+            /* the entry at j stays when its home h lies cyclically in (i, j] */
+        } while (i <= j ? (i < h && h <= j) : (i < h || h <= j));
+        m->slots[i] = m->slots[j];
+        i = j;
+    }
+}
+
 void rdzv_mirror_del(struct rdzv_mirror *m, const char *key)
 {
-    ssize_t i = rdzv_mirror_find(m, key);
-    if (i < 0)
+    if (!m->n_slots)
         return;
+    size_t si = slot_of(m, key);
+    if (!m->slots[si])
+        return;
+    size_t i = m->slots[si] - 1, last = m->n_keys - 1;
     m->nodes_dirty |= rdzv_mirror_under(m, key, "nodes/");
+    m->done_dirty |= rdzv_mirror_under(m, key, "done/");
+    node_counted(m, m->dec[i], -1);
+    slot_remove(m, si); /* before the entry goes: `key` may be its own string */
     kv_entry_clear(&m->keys[i]);
     free(m->dec[i]);
-    m->keys[i] = m->keys[--m->n_keys];
-    m->dec[i] = m->dec[m->n_keys];
-    index_rebuild(m, m->n_keys); /* deletes are rare: nodes leaving */
+    if (i != last) { /* the last entry fills the hole: its slot now points there */
+        m->slots[slot_of(m, m->keys[last].key)] = i + 1;
+        m->keys[i] = m->keys[last];
+        m->dec[i] = m->dec[last];
+    }
+    m->n_keys--;
     m->dirty = true;
 }
 
 void rdzv_mirror_clear(struct rdzv_mirror *m)
 {
     for (size_t i = 0; i < m->n_keys; i++) {
+        node_counted(m, m->dec[i], -1);
         kv_entry_clear(&m->keys[i]);
         free(m->dec[i]);
     }
     m->n_keys = 0;
+    m->done_dirty = true;
     if (m->slots)
         memset(m->slots, 0, m->n_slots * sizeof(*m->slots));
     m->dirty = m->nodes_dirty = true;

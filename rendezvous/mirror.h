@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * rdzv mirror: a session's copy of the store keys it watches, with a hash index, and for
- * `nodes/<id>` keys the record decoded once when it arrives. Everything per event is O(1); a
- * batch costs O(keys) without decoding. No I/O and no logging: undecodable node records are
+ * `nodes/<id>` keys the record decoded once when it arrives. Everything per event is O(1) (a
+ * delete too: the index is repaired in place), so a coordinator's CPU per event does not grow
+ * with the fleet. No I/O and no logging: undecodable node records are
  * kept undecoded (dec NULL) and reported through the warning callback.
  */
 #ifndef EA_RENDEZVOUS_MIRROR_H
@@ -24,8 +25,15 @@ struct rdzv_mirror {
     bool dirty;             /* something changed since the owner last derived */
     bool nodes_dirty;       /* a nodes/ key changed */
     bool node_arrived;      /* a nodes/ key appeared (for the settle timer) */
+    bool done_dirty;        /* a done/ key changed */
+    size_t n_nodes_valid;   /* nodes/ keys whose record decoded */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
+    /* Optional: a valid node record arrived (+1) or went (-1; it is still valid during the call),
+     * including at rdzv_mirror_clear(): the owner keeps counts over the nodes up to date per event
+     * (the coordinator's survivors) instead of scanning every node. */
+    void (*on_node)(void *ctx, const struct rdzv_node *n, int delta);
+    void *node_ctx;
 };
 
 /* Drop every key (the index keeps its size). */

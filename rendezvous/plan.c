@@ -217,6 +217,17 @@ static int64_t earliest(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+/* A decision that writes a round of the live nodes: RDZV_PLAN_NEED_NODES when the caller gave
+ * counts only (rdzv_view.survivors_known), else `call`. */
+#define NODES_OR(v, call) ((!(v)->nodes && (v)->n_nodes) ? RDZV_PLAN_NEED_NODES : (call))
+
+/* Members of the state still live: as the caller counted them, or counted here. */
+static size_t survivors_of(const struct rdzv_view *v, bool *ret_nomem)
+{
+    return v->survivors_known ? v->n_survivors
+                              : count_survivors(v->state, v->nodes, v->n_nodes, ret_nomem);
+}
+
 /* Cold start or waiting: commit at max, or at >= min after settle / last call. */
 static int plan_gather(const struct rdzv_params *p, const struct rdzv_view *v,
                        struct rdzv_state *next, int64_t *wake, struct ea_error *err)
@@ -224,13 +235,13 @@ static int plan_gather(const struct rdzv_params *p, const struct rdzv_view *v,
     const struct rdzv_state *s = v->state;
     int restarts = s ? s->restart_count : 0;
     if (v->n_nodes >= (size_t)p->max_nodes)
-        return next_round(p, s, v->nodes, v->n_nodes, restarts, next, err);
+        return NODES_OR(v, next_round(p, s, v->nodes, v->n_nodes, restarts, next, err));
     if (v->n_nodes < (size_t)p->min_nodes)
         return 0;
     int64_t t_settle = v->last_arrival_ms + p->settle_ms;
     int64_t t_last = v->min_reached_ms >= 0 ? v->min_reached_ms + p->last_call_ms : -1;
     if (v->now_ms >= t_settle || (t_last >= 0 && v->now_ms >= t_last))
-        return next_round(p, s, v->nodes, v->n_nodes, restarts, next, err);
+        return NODES_OR(v, next_round(p, s, v->nodes, v->n_nodes, restarts, next, err));
     *wake = earliest(t_settle, t_last);
     return 0;
 }
@@ -256,13 +267,13 @@ static int plan_failing(const struct rdzv_params *p, const struct rdzv_view *v,
 {
     const struct rdzv_state *s = v->state;
     bool nomem = false;
-    size_t survivors = count_survivors(s, v->nodes, v->n_nodes, &nomem);
+    size_t survivors = survivors_of(v, &nomem);
     if (nomem)
         return ea_errorf(err, -ENOMEM, "out of memory");
     if (survivors < s->n_members) {
         if (v->n_nodes >= (size_t)p->min_nodes)
-            return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, next, err);
-        return waiting(p, s, v->nodes, v->n_nodes, s->restart_count, next, err);
+            return NODES_OR(v, next_round(p, s, v->nodes, v->n_nodes, s->restart_count, next, err));
+        return NODES_OR(v, waiting(p, s, v->nodes, v->n_nodes, s->restart_count, next, err));
     }
     if (v->charge_seen_ms < 0)
         return 0; /* the session has not timed this charge yet */
@@ -295,7 +306,7 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
         return 0; /* succeeded, failed, closed are final */
 
     bool nomem = false;
-    size_t survivors = count_survivors(s, v->nodes, v->n_nodes, &nomem);
+    size_t survivors = survivors_of(v, &nomem);
     if (nomem)
         return ea_errorf(err, -ENOMEM, "out of memory");
     size_t newcomers = v->n_nodes - survivors;
@@ -311,14 +322,14 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
          * failure still pending within this lease TTL was the loss's symptom: refund it */
         int restarts = s->restart_count - (pending ? 1 : 0);
         if (v->n_nodes >= (size_t)p->min_nodes)
-            return next_round(p, s, v->nodes, v->n_nodes, restarts, ret_next, err);
-        return waiting(p, s, v->nodes, v->n_nodes, restarts, ret_next, err);
+            return NODES_OR(v, next_round(p, s, v->nodes, v->n_nodes, restarts, ret_next, err));
+        return NODES_OR(v, waiting(p, s, v->nodes, v->n_nodes, restarts, ret_next, err));
     }
     /* reports that reach the coordinator (failures/<r>, reform/<r>): acted on here, once */
     if (v->failure_reported)
-        return rdzv_plan_failure(p, s, v->nodes, v->n_nodes, ret_next, err);
+        return NODES_OR(v, rdzv_plan_failure(p, s, v->nodes, v->n_nodes, ret_next, err));
     if (v->reform_requested)
-        return rdzv_plan_reform(p, s, v->nodes, v->n_nodes, ret_next, err);
+        return NODES_OR(v, rdzv_plan_reform(p, s, v->nodes, v->n_nodes, ret_next, err));
     if (all_done(s, v->done, v->n_done)) {
         int r = rdzv_state_copy(ret_next, s);
         if (r < 0)
@@ -348,7 +359,8 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
     if (newcomers > 0 && s->n_members < (size_t)p->max_nodes && v->n_done == 0) {
         int64_t t_settle = v->last_arrival_ms + p->settle_ms;
         if (v->now_ms >= t_settle)
-            return next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err);
+            return NODES_OR(
+                v, next_round(p, s, v->nodes, v->n_nodes, s->restart_count, ret_next, err));
         *ret_wake_ms = earliest(*ret_wake_ms, t_settle);
     }
     return 0;
@@ -398,4 +410,45 @@ int rdzv_plan_reform(const struct rdzv_params *p, const struct rdzv_state *s,
     if (n_nodes < (size_t)p->min_nodes)
         return waiting(p, s, nodes, n_nodes, s->restart_count, ret_next, err);
     return next_round(p, s, nodes, n_nodes, s->restart_count, ret_next, err);
+}
+
+int64_t rdzv_succession_step_ms(size_t n_members)
+{
+    /* long enough for a claim's event to reach the next successor in a big fleet (etcd fans one
+     * small event out to 10,000 watchers in a few hundred ms), short in a small one */
+    size_t step = 100 + n_members / 10;
+    return step < 1000 ? (int64_t)step : 1000;
+}
+
+/* The successor index of `rank` in a round of n members (-1: not a successor): positions group
+ * rank 1 (the coordinator is usually rank 0), then floor(i * n / RDZV_SUCCESSORS), each counted
+ * once (a small round repeats some). */
+static int successor_index(int rank, size_t n)
+{
+    size_t seen[RDZV_SUCCESSORS];
+    int k = 0;
+    for (size_t i = 0; i < RDZV_SUCCESSORS; i++) {
+        size_t pos = i == 0 ? 1 : i * n / RDZV_SUCCESSORS;
+        bool dup = pos >= n;
+        for (int j = 0; j < k && !dup; j++)
+            dup = seen[j] == pos;
+        if (dup)
+            continue;
+        if (pos == (size_t)rank)
+            return k;
+        seen[k++] = pos;
+    }
+    return -1;
+}
+
+int64_t rdzv_takeover_delay_ms(int group_rank, size_t n_members, int64_t slot)
+{
+    int64_t step = rdzv_succession_step_ms(n_members);
+    int64_t after_members = n_members ? RDZV_SUCCESSORS * step + 400 : 0;
+    int i = group_rank >= 0 ? successor_index(group_rank, n_members) : -1;
+    if (i >= 0)
+        return i * step;
+    if (group_rank >= 0) /* every successor gone or silent: the rest by rank (rare: a stampede) */
+        return RDZV_SUCCESSORS * step + 50 * (group_rank < 8 ? group_rank : 8);
+    return after_members + 450 + 50 * (int64_t)((uint64_t)slot % 20);
 }

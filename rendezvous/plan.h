@@ -20,6 +20,22 @@
  * members (a loss there costs little: at once), n/5 ms above, at most 2 s. */
 int64_t rdzv_loss_batch_ms(size_t n_members);
 
+/*
+ * Coordinator succession (docs/protocol.md, "The coordinator"): how long after a node saw `coord`
+ * vanish it claims the key. The members at RDZV_SUCCESSORS positions of the committed round's
+ * rank order, spread over it (group rank 1, then every n/8th rank), claim in that order, one
+ * rdzv_succession_step_ms(n) apart: a rack that takes the coordinator and its neighbours in rank
+ * order takes at most one of them, and a claim's event has a whole step to reach the next one, so
+ * one or two nodes write where every node of the round used to. Every other member waits until
+ * they all had their turn, and a node that is not a member of the committed round (a spare, or no
+ * round runs) after that, spread by its slot. Pure: each node computes its own delay in O(1).
+ * group_rank -1: not a member (or its rank is not known yet); n_members: the committed round's
+ * group world size (0: no round runs).
+ */
+#define RDZV_SUCCESSORS 8
+int64_t rdzv_succession_step_ms(size_t n_members);
+int64_t rdzv_takeover_delay_ms(int group_rank, size_t n_members, int64_t slot);
+
 struct rdzv_params {
     int min_nodes, max_nodes;
     int64_t settle_ms;    /* commit at >= min once no node arrived for this long */
@@ -46,11 +62,22 @@ struct rdzv_view {
     bool failure_reported;   /* failures/<state->round> exists: a worker of the round failed */
     bool reform_requested;   /* reform/<state->round> exists: a member had to stop its workers
                                 without a membership change (it lost its lease and rejoined) */
+    /* Optional, from a caller that keeps it up to date per event (the coordinator's session: its
+     * CPU per event must not grow with N): survivors_known says n_survivors is the number of the
+     * state's members among the live nodes, and then `nodes` may be NULL (n_nodes still the
+     * count): the plan decides from the counts and asks for the list (RDZV_PLAN_NEED_NODES) only
+     * when it writes a round of them. */
+    bool survivors_known;
+    size_t n_survivors;
 };
+
+/* rdzv_plan(): a round is to be written and view.nodes is NULL: call again with the list. */
+#define RDZV_PLAN_NEED_NODES 2
 
 /*
  * Decide the coordinator's next write. Returns 1 with *ret_next filled (caller owns; CAS it on the
- * state's mod_revision), or 0 when nothing is to be written now; either way *ret_wake_ms is the
+ * state's mod_revision), 0 when nothing is to be written now, or RDZV_PLAN_NEED_NODES (only when
+ * v->nodes is NULL: see survivors_known); either way *ret_wake_ms is the
  * monotonic time at which to evaluate again even without new events (-1: only on events).
  * Negative errno on allocation failure.
  */

@@ -13,11 +13,6 @@
 
 #include "ea_time.h"
 
-/* A node that sees the coordinator's key vanish claims it after this many ms per group rank
- * (capped), so that the next node in rank order takes over and nobody stampedes; nodes that are
- * not members wait longer, spread by their slot. */
-#define TAKEOVER_STEP_MS 50
-#define TAKEOVER_RANKS 8
 /* A claim (or a chunk watch) the store failed is tried again after this long. */
 #define TAKEOVER_RETRY_MS 500
 /* A re-sync after a watch ended is reported (a warning the agent logs) at most this often. */
@@ -58,6 +53,10 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     s->m.prefix = s->prefix;
     s->m.warn = mirror_warn;
     s->m.warn_ctx = s;
+    s->m.on_node = rdzv_count_on_node;
+    s->m.node_ctx = s;
+    s->done_round = -1;
+    s->counted_version = (uint64_t)-1; /* count at the first derive */
     s->full = cfg->full_view;
     s->min_reached_ms = -1;
     s->plan_wake_ms = -1;
@@ -89,8 +88,7 @@ void rdzv_session_destroy(struct rdzv_session *s)
         return;
     cancel_watches(s);
     rdzv_mirror_free(&s->m);
-    free(s->nodes);
-    free(s->done);
+    rdzv_count_free(s);
     rdzv_state_clear(&s->state);
     free(s);
 }
@@ -101,33 +99,6 @@ void rdzv_warn(struct rdzv_session *s, const char *msg)
         return;
     snprintf(s->last_warning, sizeof(s->last_warning), "%s", msg);
     snprintf(s->warning, sizeof(s->warning), "%s", msg);
-}
-
-static int cmp_node(const void *a, const void *b)
-{
-    const struct rdzv_node *x = a, *y = b;
-    return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
-}
-
-/* The live nodes sorted by create_revision (arrival), for the plan: rebuilt from the decoded
- * records only when a node key changed, and only when somebody needs the list. */
-static int ensure_nodes(struct rdzv_session *s, struct ea_error *err)
-{
-    if (!s->m.nodes_dirty && s->nodes)
-        return 0;
-    struct rdzv_node *nodes = malloc((s->m.n_keys ? s->m.n_keys : 1) * sizeof(*nodes));
-    if (!nodes)
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    size_t n = 0;
-    for (size_t i = 0; i < s->m.n_keys; i++)
-        if (s->m.dec[i])
-            nodes[n++] = *s->m.dec[i];
-    qsort(nodes, n, sizeof(*nodes), cmp_node);
-    free(s->nodes);
-    s->nodes = nodes;
-    s->n_nodes = n;
-    s->m.nodes_dirty = false;
-    return 0;
 }
 
 /* Full mode: the members of the committed round, gathered from its chunks. A set of chunks that
@@ -205,6 +176,7 @@ static int decode_state(struct rdzv_session *s, const struct kv_entry *e, struct
         if (r < 0)
             return ea_error_wrap(err, r, "key '%s'", e->key);
     }
+    s->members_version++; /* the coordinator's member set is rebuilt (session_count.c) */
     bool same_round = s->have_state && e && st.round == s->state.round &&
                       st.status != RDZV_WAITING && s->state.status != RDZV_WAITING;
     struct rdzv_member *keep = same_round ? s->state.members : NULL;
@@ -215,11 +187,20 @@ static int decode_state(struct rdzv_session *s, const struct kv_entry *e, struct
     s->state = st;
     s->have_state = e != NULL;
     s->state_rev = rev;
-    if (!s->full)
+    if (!s->full) {
+        free(keep); /* an ex-coordinator's members: a light node holds none */
         return 0;
+    }
     if (keep) {
         s->state.members = keep;
         s->state.n_members = keep_n;
+    } else if (s->adopt && rev == s->adopt_rev && s->adopt->n_members &&
+               (s->state.members = malloc(s->adopt->n_members * sizeof(*s->state.members)))) {
+        /* the round this coordinator just wrote: its members, not its chunks decoded again */
+        memcpy(s->state.members, s->adopt->members,
+               s->adopt->n_members * sizeof(*s->state.members));
+        s->state.n_members = s->adopt->n_members;
+        s->members_broken = false;
     } else if (s->have_state) {
         gather_members(s);
     }
@@ -248,13 +229,15 @@ static int decode_coord(struct rdzv_session *s, const struct kv_entry *e, int64_
     return 0;
 }
 
-/* When this node should try to take the coordinator's key once it is gone. */
+/* How long after it saw the coordinator's key vanish this node claims it (rdzv_takeover_delay_ms:
+ * a few successors spread over the rank order, in turn; everybody else later). */
 static int64_t takeover_delay_ms(const struct rdzv_session *s)
 {
-    if (s->self_ok && s->have_state && s->self_round == s->state.round)
-        return TAKEOVER_STEP_MS *
-               (s->self.group_rank < TAKEOVER_RANKS ? s->self.group_rank : TAKEOVER_RANKS);
-    return TAKEOVER_STEP_MS * (TAKEOVER_RANKS + 1 + (int64_t)((uint64_t)s->slot % 20));
+    bool member = s->self_ok && s->have_state && s->self_round == s->state.round;
+    bool round =
+        s->have_state && (s->state.status == RDZV_RUNNING || s->state.status == RDZV_FAILING);
+    return rdzv_takeover_delay_ms(member && round ? s->self.group_rank : -1,
+                                  round ? (size_t)s->state.group_world_size : 0, s->slot);
 }
 
 int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
@@ -265,21 +248,18 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     }
     if (!s->m.dirty)
         return 0;
-    size_t plen = strlen(s->prefix), n_live = 0;
-    const struct kv_entry *state_e = NULL, *coord_e = NULL;
-    for (size_t i = 0; i < s->m.n_keys; i++) {
-        const struct kv_entry *e = &s->m.keys[i];
-        if (s->m.dec[i])
-            n_live++;
-        else if (strcmp(e->key + plen, "state") == 0)
-            state_e = e;
-        else if (strcmp(e->key + plen, "coord") == 0)
-            coord_e = e;
-    }
-    int64_t before = s->state_rev;
+    /* O(1) per event however big the run (session_count.c keeps the rest) */
+    size_t n_live = s->m.n_nodes_valid;
+    ssize_t si = rdzv_mirror_find(&s->m, s->state_key), ci = rdzv_mirror_find(&s->m, s->coord_key);
+    const struct kv_entry *state_e = si >= 0 && !s->m.dec[si] ? &s->m.keys[si] : NULL;
+    const struct kv_entry *coord_e = ci >= 0 && !s->m.dec[ci] ? &s->m.keys[ci] : NULL;
     int r = decode_state(s, state_e, err);
-    if (r == 0 && s->state_rev != before)
+    /* first seen: kept across a re-sync (a new coordinator's listing decodes the same value again;
+     * the loss batching window runs from when this node first saw it, not from its takeover) */
+    if (r == 0 && s->state_rev != s->state_seen_rev) {
         s->state_seen_ms = now_ms;
+        s->state_seen_rev = s->state_rev;
+    }
     if (r == 0)
         r = decode_coord(s, coord_e, now_ms, err);
     if (r < 0)
@@ -290,23 +270,13 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     else if (s->takeover_ms < 0)
         s->takeover_ms = now_ms + takeover_delay_ms(s);
     s->n_live = s->full ? n_live : (s->have_coord ? (size_t)s->coord.live : 0);
-    free(s->done);
-    s->done = NULL;
-    s->n_done = 0;
     s->failure_reported = s->reform_requested = false;
+    if ((r = rdzv_count_members(s, err)) < 0 || (r = rdzv_count_done(s, err)) < 0)
+        return r;
     if (s->full && s->have_state) {
-        const char **done = calloc(s->m.n_keys ? s->m.n_keys : 1, sizeof(*done));
-        if (!done)
-            return ea_errorf(err, -ENOMEM, "out of memory");
-        char dprefix[KEY_MAX], fkey[KEY_MAX], rkey[KEY_MAX];
-        rdzv_key_of(s, dprefix, "done/%" PRId64 "/", s->state.round);
+        char fkey[KEY_MAX], rkey[KEY_MAX];
         rdzv_key_of(s, fkey, "failures/%" PRId64, s->state.round);
         rdzv_key_of(s, rkey, "reform/%" PRId64, s->state.round);
-        size_t dlen = strlen(dprefix);
-        for (size_t i = 0; i < s->m.n_keys; i++)
-            if (strncmp(s->m.keys[i].key, dprefix, dlen) == 0)
-                done[s->n_done++] = s->m.keys[i].key + dlen;
-        s->done = done;
         /* only a member of the round may report (roundguard.c) */
         s->failure_reported = rdzv_guard_report_counts(s, fkey, true);
         s->reform_requested = rdzv_guard_report_counts(s, rkey, false) || s->members_broken;
@@ -562,9 +532,26 @@ static int become_full(struct rdzv_session *s, int64_t now_ms, struct ea_error *
     return resync(s, now_ms, err);
 }
 
+/* A node that coordinated and no longer does (its lease ran out and it rejoined, or another node
+ * holds `coord` now) goes back to watching only what it needs: O(1) per round again. */
+static int become_light(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (!s->full || s->cfg.full_view || s->is_coord || !s->have_coord)
+        return 0;
+    s->full = false;
+    int r = resync(s, now_ms, err);
+    if (r < 0)
+        return r;
+    free(s->nodes);
+    s->nodes = NULL;
+    s->n_nodes = 0;
+    return 0;
+}
+
 /* Claim the `coord` key (create-only, on our lease). 1 when we now coordinate. */
 static int claim_coord(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
+    s->stats.claims++;
     int r = rdzv_write_coord(s, (int)s->n_live, -1, 0, err);
     if (r < 0 && r != KV_ECONFLICT)
         return r;
@@ -598,6 +585,7 @@ int rdzv_join(struct rdzv_session *s, struct ea_error *err)
         return r;
     s->lease = lease;
     s->slot = slot;
+    s->full = s->cfg.full_view; /* a new node: it mirrors the run again only if it coordinates */
     s->keepalive_due_ms = now + s->cfg.lease_ttl_ms / 3;
     s->renewed_ms = now;
     s->last_arrival_ms = now;
@@ -621,7 +609,12 @@ static bool our_watch(const struct rdzv_session *s, int64_t id)
 int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t n,
                       struct ea_error *err)
 {
-    int64_t now = ea_now_ms();
+    return rdzv_apply_events_at(s, ev, n, ea_now_ms(), err);
+}
+
+int rdzv_apply_events_at(struct rdzv_session *s, const struct kv_event *ev, size_t n, int64_t now,
+                         struct ea_error *err)
+{
     const struct kv_event *broken = NULL;
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
@@ -650,6 +643,8 @@ int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t 
         return r;
     if (s->is_coord && !s->full)
         return become_full(s, now, err);
+    if ((r = become_light(s, now, err)) < 0)
+        return r;
     return fetch_self(s, err);
 }
 
@@ -674,6 +669,8 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
     int r = s->need_resync ? resync(s, now_ms, err) : rdzv_derive(s, now_ms, err);
     if (r == 0)
+        r = become_light(s, now_ms, err);
+    if (r == 0)
         r = fetch_self(s, err);
     if (r == 0 && !s->full && s->chunk_aim_rev && now_ms >= s->chunk_aim_at_ms) {
         struct ea_error werr = {0};
@@ -695,12 +692,14 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     }
     if (!s->is_coord)
         return 0;
-    if ((r = become_full(s, now_ms, err)) < 0 || (r = ensure_nodes(s, err)) < 0)
+    if ((r = become_full(s, now_ms, err)) < 0)
         return r;
+    /* from the counts kept per event; the node list only when a round of them is written */
     struct rdzv_view v = {
         .state = s->have_state ? &s->state : NULL,
-        .nodes = s->nodes,
-        .n_nodes = s->n_nodes,
+        .n_nodes = s->n_live,
+        .survivors_known = true,
+        .n_survivors = s->n_survivors,
         .done = s->done,
         .n_done = s->n_done,
         .now_ms = now_ms,
@@ -715,6 +714,11 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     struct rdzv_state next = {0};
     int64_t wake = -1;
     r = rdzv_plan(&s->cfg.params, &v, &next, &wake, err);
+    if (r == RDZV_PLAN_NEED_NODES && (r = rdzv_count_sorted_nodes(s, err)) == 0) {
+        v.nodes = s->nodes;
+        v.n_nodes = s->n_nodes;
+        r = rdzv_plan(&s->cfg.params, &v, &next, &wake, err);
+    }
     if (r > 0) {
         r = rdzv_commit(s, &next, now_ms, err);
         rdzv_state_clear(&next);
@@ -725,6 +729,11 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         if (g < 0)
             return g;
     }
+    /* old rounds' keys: at the tick after a commit, off its path (and again after a failed try) */
+    if (r == 0 && (r = rdzv_gc_old_rounds(s, now_ms, err)) > 0)
+        r = 0;
+    else if (r > 0 && s->have_state && s->state.round - 1 > s->gc_below)
+        s->plan_wake_ms = now_ms;
     return r;
 }
 

@@ -33,6 +33,7 @@ struct rdzv_stats {
     uint64_t requests;       /* store requests made */
     uint64_t writes;         /* requests that write (put, cas, txn, delete) */
     uint64_t keys_written;   /* keys those writes put or deleted */
+    uint64_t claims;         /* tries to take the coordinator's key after it vanished */
 };
 
 struct rdzv_session;
@@ -54,6 +55,9 @@ int rdzv_on_events(struct rdzv_session *s, struct ea_error *err);
  * as in bench/rdzv_sim.c): only the events of this session's watches are applied (copied). */
 int rdzv_apply_events(struct rdzv_session *s, const struct kv_event *ev, size_t n,
                       struct ea_error *err);
+/* The same at monotonic time `now_ms` (a simulation's clock: tests, bench/). */
+int rdzv_apply_events_at(struct rdzv_session *s, const struct kv_event *ev, size_t n,
+                         int64_t now_ms, struct ea_error *err);
 
 /* Coordinator duties at monotonic time `now_ms`: when this node coordinates, evaluate the plan and
  * CAS the result. Returns 1 when it wrote, 0 otherwise. Cheap when there is nothing to do. A

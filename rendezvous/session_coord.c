@@ -49,7 +49,7 @@ int rdzv_write_coord(struct rdzv_session *s, int live, int64_t last_call_in_ms, 
 }
 
 /* After a lost transaction: read `state` and `coord` again (the watch would, later). */
-static int refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+int rdzv_refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
     const char *keys[] = {s->state_key, s->coord_key};
     for (size_t i = 0; i < 2; i++) {
@@ -80,6 +80,37 @@ static int refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_erro
  * readers take a chunk only when it was written between that and the commit. 1 when written, 0
  * when a fence failed (the view is refreshed), or a negative error.
  */
+/* Name group rank 0 of a running round in the commit record, with the addresses its node record
+ * lists, so that every node can check the round's master and tracker without a read. Left as
+ * it is (a same-round write keeps its commit's) when the members or the record are not here. */
+static void leader_of(struct rdzv_session *s, struct rdzv_state *st)
+{
+    if (st->status != RDZV_RUNNING || !st->members)
+        return;
+    const struct rdzv_member *m0 = NULL;
+    for (size_t i = 0; i < st->n_members && !m0; i++)
+        if (st->members[i].group_rank == 0)
+            m0 = &st->members[i];
+    char key[KEY_MAX];
+    ssize_t i = m0 ? (rdzv_key_of(s, key, "nodes/%s", m0->node_id), rdzv_mirror_find(&s->m, key))
+                   : -1;
+    memset(&st->leader, 0, sizeof(st->leader));
+    const struct rdzv_node *n = i >= 0 ? s->m.dec[i] : NULL;
+    if (!n || s->m.keys[i].create_revision != m0->slot)
+        return; /* no record of that incarnation: nodes read it (roundguard.c) */
+    struct rdzv_leader *l = &st->leader;
+    snprintf(l->node_id, sizeof(l->node_id), "%s", n->node_id);
+    l->slot = m0->slot;
+    const char *extra[2] = {n->addr, n->agent_addr};
+    for (size_t k = 0; k < 2; k++)
+        if (extra[k][0])
+            snprintf(l->addrs[l->n_addrs++], RDZV_ADDR_MAX, "%s", extra[k]);
+    for (size_t k = 0; k < n->n_ifaces && k < RDZV_IFACE_MAX && l->n_addrs < RDZV_LEADER_ADDRS; k++)
+        snprintf(l->addrs[l->n_addrs++], RDZV_ADDR_MAX, "%s", n->ifaces[k].addr);
+    if (!l->n_addrs)
+        memset(l, 0, sizeof(*l));
+}
+
 int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t now_ms,
                 struct ea_error *err)
 {
@@ -94,10 +125,12 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     char **vals = calloc(n_ops, sizeof(*vals));
     int64_t *revs = calloc(n_ops, sizeof(*revs)); /* the revision each op was written at */
     int r = ops && keys && vals && revs ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    if (r == 0 && n_put)
+        r = rdzv_chunks_encode(next, vals, err); /* one pass over the members */
     for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
         rdzv_key_of(s, keys[k], "assign/%06zu", k);
         ops[k].key = keys[k];
-        if (k < n_put && (r = rdzv_chunk_encode(next, (int)k, &vals[k], err)) == 0)
+        if (k < n_put)
             ops[k].value = vals[k], ops[k].len = strlen(vals[k]);
         ops[k].del = k >= n_put;
     }
@@ -106,6 +139,7 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     /* a shallow copy that differs in chunks_rev: a same-round write keeps its commit's chunks */
     struct rdzv_state st = *next;
     st.chunks_rev = chunks ? 0 : s->state.chunks_rev;
+    leader_of(s, &st);
     /* the chunks in batches, then `state` alone, at a later revision than every chunk: a node
      * watching its chunk and `state` on one stream gets its chunk first */
     for (size_t at = 0; r == 0 && at < n_ops;) {
@@ -140,6 +174,7 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
         if (r < 0)
             r = ea_errorf(err, r, "out of memory");
     }
+    int64_t written = r == 0 ? revs[n_ops - 1] : 0; /* the revision of our `state` */
     for (size_t k = 0; vals && k < n_ops; k++)
         free(vals[k]);
     free(vals);
@@ -148,12 +183,15 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     free(ops);
     if (r == KV_ECONFLICT) {
         ea_error_clear(err);
-        r = refresh_fences(s, now_ms, err);
+        r = rdzv_refresh_fences(s, now_ms, err);
         return r < 0 ? r : 0;
     }
     if (r < 0)
         return r;
+    s->adopt = chunks ? next : NULL; /* decode_state takes these members: no chunk decoding */
+    s->adopt_rev = written;
     r = rdzv_derive(s, now_ms, err);
+    s->adopt = NULL;
     if (r == 0) /* keys planted for rounds after this one go, fenced like the commit */
         rdzv_guard_cleanup(s);
     return r < 0 ? r : 1;

@@ -41,9 +41,20 @@ struct rdzv_session {
     bool have_state;
     int64_t state_rev;
     int64_t state_seen_ms; /* when this state value was first seen (monotonic) */
+    int64_t state_seen_rev; /* ... the value: its mod_revision */
     bool members_broken;   /* full: the chunks do not add up to the committed round */
     const char **done;     /* full: node ids done in state.round; point into the mirror */
     size_t n_done;
+    int64_t done_round;    /* the round `done` lists (-1: none) */
+    /* session_count.c: the coordinator's counts, kept per event */
+    const char **member_set;   /* open addressing over state.members' ids (NULL: empty slot) */
+    size_t member_slots;
+    uint64_t members_version;  /* bumped whenever state.members may change */
+    uint64_t counted_version;  /* the version member_set and n_survivors are of */
+    size_t n_survivors;        /* members of the committed round with a live node record */
+    const struct rdzv_state *adopt; /* rdzv_commit: the round it wrote, at revision adopt_rev: the
+                                       coordinator takes its members, not decoding its chunks */
+    int64_t adopt_rev;
     bool failure_reported, reform_requested; /* full: failures/<round>, reform/<round> */
     struct rdzv_coord coord;
     bool have_coord, is_coord;
@@ -55,6 +66,7 @@ struct rdzv_session {
 
     int64_t last_arrival_ms, min_reached_ms, plan_wake_ms, takeover_ms;
     int64_t charge_seen_round, charge_seen_ms;
+    int64_t gc_below;      /* the coordinator deleted the per-round keys of rounds below this */
     int64_t gather_pub_ms; /* the coordinator's last progress write */
     int gather_pub_live;
     bool gather_pub_quorum;
@@ -81,5 +93,22 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
                 struct ea_error *err);
 /* While the run gathers, publish the live count in `coord` (at most once a second). */
 int rdzv_publish_gather(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+/* After a transaction whose fence failed: read `state` and `coord` again and re-derive. */
+int rdzv_refresh_fences(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+
+/* session_count.c (see there). The mirror's node hook: */
+void rdzv_count_on_node(void *ctx, const struct rdzv_node *n, int delta);
+/* Rebuild the member set and recount the survivors when the members changed (O(N), per commit). */
+int rdzv_count_members(struct rdzv_session *s, struct ea_error *err);
+/* The done markers of the committed round, rebuilt only when a done key changed or the round. */
+int rdzv_count_done(struct rdzv_session *s, struct ea_error *err);
+/* s->nodes: the live nodes sorted by create_revision (only when a node key changed). */
+int rdzv_count_sorted_nodes(struct rdzv_session *s, struct ea_error *err);
+void rdzv_count_free(struct rdzv_session *s);
+
+/* session_gc.c: the coordinator deletes the per-round keys of rounds before the previous one. */
+/* Once per committed round, off the commit's path: 1 when it deleted something, 0 when there was
+ * nothing to do or a fence failed (the view is refreshed), or an error. */
+int rdzv_gc_old_rounds(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 
 #endif

@@ -127,7 +127,49 @@ int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_err
             json_decref(j);
             j = NULL;
         }
+    if (j && s->leader.node_id[0]) {
+        json_t *addrs = json_array();
+        for (size_t i = 0; addrs && i < s->leader.n_addrs && i < RDZV_LEADER_ADDRS; i++)
+            if (json_array_append_new(addrs, json_string(s->leader.addrs[i])) < 0) {
+                json_decref(addrs);
+                addrs = NULL;
+            }
+        json_t *l = addrs ? json_pack("{s:s, s:I, s:o}", "node", s->leader.node_id, "slot",
+                                      (json_int_t)s->leader.slot, "addrs", addrs)
+                          : NULL;
+        if (!l || json_object_set_new(j, "leader", l) < 0) {
+            json_decref(j);
+            j = NULL;
+        }
+    }
     return dump(j, ret_json, err);
+}
+
+/* The commit record's "leader": {"node","slot","addrs":[numeric addresses]}. */
+static int leader_decode(const json_t *l, struct rdzv_leader *ret, struct ea_error *err)
+{
+    const char *node = NULL;
+    json_int_t slot = 0;
+    json_t *addrs = NULL;
+    struct rdzv_leader out = {0};
+    bool ok = json_unpack((json_t *)l, "{s:s, s:I, s:o}", "node", &node, "slot", &slot, "addrs",
+                          &addrs) == 0 &&
+              node[0] && rdzv_strlcpy(out.node_id, sizeof(out.node_id), node) == 0 && slot > 0 &&
+              json_is_array(addrs) && json_array_size(addrs) >= 1 &&
+              json_array_size(addrs) <= RDZV_LEADER_ADDRS;
+    for (size_t i = 0; ok && i < json_array_size(addrs); i++) {
+        const char *a = json_string_value(json_array_get(addrs, i));
+        ok = a && a[0] && rdzv_strlcpy(out.addrs[i], RDZV_ADDR_MAX, a) == 0;
+    }
+    if (!ok)
+        return ea_errorf(err, -EBADMSG,
+                         "state: field 'leader' is not {\"node\",\"slot\",\"addrs\":[1-%d "
+                         "addresses]}",
+                         RDZV_LEADER_ADDRS);
+    out.slot = slot;
+    out.n_addrs = json_array_size(addrs);
+    *ret = out;
+    return 0;
 }
 
 int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, struct ea_error *err)
@@ -140,15 +182,17 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     const char *status = NULL;
     json_int_t round = 0, failure_round = 0, generation = 0, charge = 0, charge_failed = 0;
     json_int_t chunks_rev = 0;
+    json_t *leader = NULL;
     json_error_t jerr;
     if (json_unpack_ex(root, &jerr, 0,
-                       "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i, s?I}",
+                       "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i, s?I, "
+                       "s?o}",
                        "round", &round, "status", &status, "members", &s.group_world_size, "chunks",
                        &s.n_chunks, "world_size", &s.world_size, "restart_count", &s.restart_count,
                        "max_restarts", &s.max_restarts, "min", &s.min_nodes, "max", &s.max_nodes,
                        "failure_round", &failure_round, "generation", &generation, "charge_round",
                        &charge, "charge_failed_round", &charge_failed, "scale_events",
-                       &s.scale_events, "chunks_rev", &chunks_rev) < 0) {
+                       &s.scale_events, "chunks_rev", &chunks_rev, "leader", &leader) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: %s", jerr.text);
         goto out;
     }
@@ -158,6 +202,8 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     s.charge_round = charge;
     s.charge_failed_round = charge_failed;
     s.chunks_rev = chunks_rev;
+    if (leader && (r = leader_decode(leader, &s.leader, err)) < 0)
+        goto out;
     if (status_parse(status, &s.status) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: unknown status '%s'", status);
         goto out;
@@ -204,12 +250,15 @@ int rdzv_chunk_of(int64_t slot, int n_chunks)
     return n_chunks > 0 ? (int)((uint64_t)slot % (uint64_t)n_chunks) : 0;
 }
 
-int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, struct ea_error *err)
+/* Chunk `chunk` of `s` from its members: idx[0..n) (indices into s->members, rank order) or,
+ * with idx NULL, every member whose slot maps there. */
+static int chunk_encode(const struct rdzv_state *s, int chunk, const size_t *idx, size_t n,
+                        char **ret_json, struct ea_error *err)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; arr && i < s->n_members; i++) {
-        const struct rdzv_member *m = &s->members[i];
-        if (rdzv_chunk_of(m->slot, s->n_chunks) != chunk)
+    for (size_t j = 0; arr && j < (idx ? n : s->n_members); j++) {
+        const struct rdzv_member *m = &s->members[idx ? idx[j] : j];
+        if (!idx && rdzv_chunk_of(m->slot, s->n_chunks) != chunk)
             continue;
         /* compact: a node reads its chunk at every round, so every byte counts 32 times (no
          * address: group rank 0 publishes the master's, and node records carry the rest) */
@@ -225,6 +274,39 @@ int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, st
     return dump(json_pack("{s:s, s:I, s:i, s:o}", "schema", RDZV_SCHEMA, "round",
                           (json_int_t)s->round, "chunk", chunk, "m", arr),
                 ret_json, err);
+}
+
+int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, struct ea_error *err)
+{
+    return chunk_encode(s, chunk, NULL, 0, ret_json, err);
+}
+
+int rdzv_chunks_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err)
+{
+    size_t nc = s->n_chunks > 0 ? (size_t)s->n_chunks : 0;
+    if (nc == 0)
+        return 0;
+    size_t *start = calloc(nc + 1, sizeof(*start)), *idx = malloc((s->n_members + 1) * sizeof(*idx));
+    int r = start && idx ? 0 : ea_errorf(err, -ENOMEM, "out of memory encoding an assignment");
+    /* one pass: count per chunk, then place each member (rank order kept within a chunk) */
+    for (size_t i = 0; r == 0 && i < s->n_members; i++)
+        start[rdzv_chunk_of(s->members[i].slot, (int)nc) + 1]++;
+    for (size_t k = 0; r == 0 && k < nc; k++)
+        start[k + 1] += start[k];
+    for (size_t i = 0; r == 0 && i < s->n_members; i++)
+        idx[start[rdzv_chunk_of(s->members[i].slot, (int)nc)]++] = i;
+    /* start[k] is now the end of chunk k */
+    size_t k = 0;
+    for (; r == 0 && k < nc; k++) {
+        size_t from = k ? start[k - 1] : 0;
+        r = chunk_encode(s, (int)k, idx + from, start[k] - from, &ret_json[k], err);
+    }
+    if (r < 0)
+        while (k-- > 0)
+            free(ret_json[k]), ret_json[k] = NULL;
+    free(start);
+    free(idx);
+    return r;
 }
 
 int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,

@@ -55,6 +55,17 @@ struct rdzv_member {
 /* Members are published in chunks of about this many (assign/<k>): a node reads one chunk. */
 #define RDZV_CHUNK_NODES 32
 
+/* Group rank 0 of a round as the coordinator saw its node record (the commit record's optional
+ * "leader"): who may publish the round's master and tracker, and on which addresses
+ * (roundguard.c). Every node gets it with the commit: no read of its own to check them. */
+#define RDZV_LEADER_ADDRS 18 /* addr, agent_addr and RDZV_IFACE_MAX interface addresses */
+struct rdzv_leader {
+    char node_id[RDZV_ID_MAX]; /* "" when the commit record names none (an older writer) */
+    int64_t slot;              /* create_revision of its node key: that incarnation only */
+    size_t n_addrs;
+    char addrs[RDZV_LEADER_ADDRS][RDZV_ADDR_MAX];
+};
+
 /* The run's `state` key. */
 struct rdzv_state {
     int64_t round;          /* 0 before the first commit */
@@ -79,6 +90,7 @@ struct rdzv_state {
     int64_t chunks_rev;     /* store revision of the first write of this commit's assignment
                                chunks (0: unknown, a writer before it was recorded): a chunk is
                                this commit's iff written in [chunks_rev, generation) */
+    struct rdzv_leader leader; /* group rank 0 of `round` (RUNNING commits; may be empty) */
 };
 
 /* One network interface address a node publishes for NIC discovery. */
@@ -151,6 +163,10 @@ int rdzv_chunk_of(int64_t slot, int n_chunks);
 /* Encode chunk `chunk` of `s` (its members whose slot maps there) into *ret_json. */
 int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
                       struct ea_error *err);
+/* Every chunk of `s` in one pass over its members (rdzv_chunk_encode for each k would scan them
+ * all for each chunk: O(N^2/32) at the coordinator per commit): ret_json[k] for k < n_chunks,
+ * each malloc'ed; on failure none is left allocated. */
+int rdzv_chunks_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err);
 /* Decode a chunk: its round and chunk index and its members (malloc'ed, *ret_n of them). */
 int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,
                       struct rdzv_member **ret, size_t *ret_n, struct ea_error *err);

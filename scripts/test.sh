@@ -177,3 +177,27 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/per_host_cap*' \
   agent/tracker/tracker_admit.c 's/if (b->open >= TRACKER_CONNS_PER_WORKER \* b->workers)/if (0)/' \
   '^test_tracker_admit$'
+# issue 30: coordinator succession by rank alone (50 ms x rank for the successors too): a lost
+# rack and a slow fan-out make more than 3 claims of `coord`
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_lost_rack*' \
+  rendezvous/plan.c 's/        return i \* step;/        return 50 * (group_rank < 8 ? group_rank : 8);/' \
+  '^test_rdzv_bigfleet$'
+# issue 30: the coordinator's deletes of old rounds' keys not fenced on `state` and `coord`: a
+# coordinator that lost its key deletes them anyway; and no cleanup at all: the run's keys and
+# what a join reads grow with every round
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_stale_coordinator*' \
+  rendezvous/session_gc.c 's/        int r = kv_txn(s->kv, cmps, 2, ops, m, NULL, err);/        int r = kv_txn(s->kv, cmps, 0, ops, m, NULL, err);/' \
+  '^test_rdzv_bigfleet$'
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/old_rounds*' \
+  rendezvous/session.c 's/    if (r == 0 \&\& (r = rdzv_gc_old_rounds(s, now_ms, err)) > 0)/    if (r == 0 \&\& (r = 0) > 0)/' \
+  '^test_rdzv_bigfleet$'
+# issue 30: a new coordinator's listing taken as its first sight of the commit: the loss window
+# runs again in full at every takeover
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_new_coordinator*' \
+  rendezvous/session.c 's|s->state_rev = -1; /\* decode again \*/|s->state_rev = s->state_seen_rev = -1; /* decode again */|' \
+  '^test_rdzv_bigfleet$'
+# issue 29 x 30: the commit record names group rank 0 (leader_of): without it every node reads
+# rank 0's record and chunk to check the master (over 2 KiB a node a round at 200 nodes)
+./scripts/mutate.sh --target test_rdzv_fleet --target rdzv-sim rendezvous/session_coord.c \
+  '/^static void leader_of(/,/^{/s/^{$/{ return; \/* mutant: no leader in state *\//' \
+  '^test_rdzv_fleet$'

@@ -4,3 +4,5 @@ ea_add_criterion_test(test_rdzv_state SOURCES unit/test_rdzv_state.c LIBS ea_ren
 ea_add_criterion_test(test_rdzv_plan SOURCES unit/test_rdzv_plan.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_session SOURCES unit/test_rdzv_session.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_guard SOURCES unit/test_rdzv_guard.c LIBS ea_rendezvous)
+# issue 30: a big fleet on one memory store, with a simulated clock and a slow event fan-out
+ea_add_criterion_test(test_rdzv_bigfleet SOURCES unit/test_rdzv_bigfleet.c LIBS ea_rendezvous)

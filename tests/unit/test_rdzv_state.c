@@ -187,3 +187,40 @@ Test(state, values_over_the_size_limit_are_refused_before_parsing)
     cr_assert(strstr(err.msg, "node record is 65537 bytes"), "%s", err.msg);
     free(big);
 }
+
+/* The commit record names group rank 0 and its addresses ("leader"): every node checks the
+ * round's master against it without a read. A malformed one is refused, not trusted. */
+Test(state, leader_round_trip_and_refusals)
+{
+    struct rdzv_state s = {.round = 3, .status = RDZV_RUNNING, .group_world_size = 2,
+                           .n_chunks = 1, .world_size = 2, .min_nodes = 1, .max_nodes = 4,
+                           .leader = {.node_id = "n0", .slot = 17, .n_addrs = 2,
+                                      .addrs = {"10.0.0.1", "fd00::1"}}};
+    char *json = NULL;
+    cr_assert_eq(rdzv_state_encode(&s, &json, NULL), 0);
+    struct rdzv_state d = {0};
+    cr_assert_eq(rdzv_state_decode(json, strlen(json), &d, NULL), 0, "%s", json);
+    cr_assert_str_eq(d.leader.node_id, "n0");
+    cr_assert_eq(d.leader.slot, 17);
+    cr_assert_eq(d.leader.n_addrs, 2);
+    cr_assert_str_eq(d.leader.addrs[1], "fd00::1");
+    free(json);
+    const char *base = "{\"schema\":\"" RDZV_SCHEMA "\",\"round\":3,\"status\":\"running\","
+                       "\"members\":2,\"chunks\":1,\"world_size\":2,\"restart_count\":0,"
+                       "\"max_restarts\":0,\"min\":1,\"max\":4,\"leader\":";
+    const char *bad[] = {"{\"node\":\"\",\"slot\":1,\"addrs\":[\"a\"]}",
+                         "{\"node\":\"n0\",\"slot\":0,\"addrs\":[\"a\"]}",
+                         "{\"node\":\"n0\",\"slot\":1,\"addrs\":[]}",
+                         "{\"node\":\"n0\",\"slot\":1,\"addrs\":[7]}",
+                         "{\"node\":\"n0\",\"slot\":1,\"addrs\":[\"a\",\"a\",\"a\",\"a\",\"a\","
+                         "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+                         "\"a\",\"a\"]}",
+                         "\"n0\""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf), "%s%s}", base, bad[i]);
+        struct ea_error err = {0};
+        cr_assert_eq(rdzv_state_decode(buf, strlen(buf), &d, &err), -EBADMSG, "accepted: %s", buf);
+        cr_assert(strstr(err.msg, "leader"), "%s", err.msg);
+    }
+}
