@@ -425,7 +425,7 @@ int64_t rdzv_succession_step_ms(size_t n_members)
  * once (a small round repeats some). */
 static int successor_index(int rank, size_t n)
 {
-    size_t seen[RDZV_SUCCESSORS];
+    size_t seen[RDZV_SUCCESSORS] = {0};
     int k = 0;
     for (size_t i = 0; i < RDZV_SUCCESSORS; i++) {
         size_t pos = i == 0 ? 1 : i * n / RDZV_SUCCESSORS;

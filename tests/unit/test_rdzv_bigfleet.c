@@ -148,8 +148,9 @@ static void collect(void)
     }
     if (qn == qcap) {
         qcap = qcap ? 2 * qcap : 64;
-        q = realloc(q, qcap * sizeof(*q));
-        cr_assert(q);
+        struct batch *grown = realloc(q, qcap * sizeof(*q));
+        cr_assert(grown);
+        q = grown;
     }
     q[qn++] = (struct batch){.at = now() + delay_ms, .ev = ev, .n = n};
 }
