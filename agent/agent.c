@@ -618,8 +618,8 @@ void agent_loop(struct agent *a)
         int64_t now = ea_now_ms();
         housekeeping(a, now);
         fence_refresh(a, now);
+        check_warm(a, now); /* first: a spare that never took its rank cannot beat either */
         check_hang(a, now);
-        check_warm(a, now);
         pf_tick(a->pf, now);
         agent_publish(a); /* before acting, so a round's events precede its workers' */
         if (a->exiting)

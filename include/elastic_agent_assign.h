@@ -351,7 +351,9 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
             bad = ea_assign__skip(&p, 0) < 0;
         free(key);
         ea_assign__ws(&p);
-        if (bad || p.s >= p.end)
+        if (!bad && p.s >= p.end)
+            bad = 1; /* no closing brace */
+        if (bad)
             break;
         if (*p.s == ',') {
             p.s++;

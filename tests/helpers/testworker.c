@@ -24,8 +24,9 @@
  *                           then wait for the assignment (its error on stderr, exit 3); beat
  *                           once ($ELASTIC_HEARTBEAT_FILE) and `record DIR`; then wait for
  *                           GOFILE when given. Without ELASTIC_ASSIGN_FD: the same, cold
- *   warm-bad DIR            with ELASTIC_ASSIGN_FD: a malformed line on it, then block reading
- *                           it (exit 4 at its end); without: `record DIR`
+ *   warm-bad DIR [LEN]      with ELASTIC_ASSIGN_FD: a malformed line on it (LEN bytes 'x' and no
+ *                           newline when given), then block reading it (exit 4 at its end);
+ *                           without: `record DIR`
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -280,15 +281,19 @@ static int do_warm(const char *dir, const char *gofile)
     return r || !gofile ? r : do_wait_file(gofile, 0);
 }
 
-static int do_warm_bad(const char *dir)
+static int do_warm_bad(const char *dir, int len)
 {
     const char *v = getenv("ELASTIC_ASSIGN_FD");
     if (!v)
         return do_record(dir, 0);
     int fd = num(v);
     static const char bad[] = "hello, agent\n";
-    if (write(fd, bad, sizeof(bad) - 1) < 0)
+    char *buf = len > 0 ? malloc((size_t)len) : NULL;
+    if (buf)
+        memset(buf, 'x', (size_t)len);
+    if (write(fd, buf ? buf : bad, buf ? (size_t)len : sizeof(bad) - 1) < 0)
         return die("write");
+    free(buf);
     char c;
     for (ssize_t n; (n = read(fd, &c, 1)) != 0;)
         if (n < 0 && errno != EINTR)
@@ -417,11 +422,11 @@ int main(int argc, char **argv)
         return do_chaos(argv[2], argv[3]);
     if (strcmp(mode, "warm") == 0 && (argc == 3 || argc == 4))
         return do_warm(argv[2], argc == 4 ? argv[3] : NULL);
-    if (strcmp(mode, "warm-bad") == 0 && argc == 3)
-        return do_warm_bad(argv[2]);
+    if (strcmp(mode, "warm-bad") == 0 && (argc == 3 || argc == 4))
+        return do_warm_bad(argv[2], argc == 4 ? num(argv[3]) : 0);
     fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
                     " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE |"
                     " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE |"
-                    " warm DIR [GOFILE] | warm-bad DIR\n");
+                    " warm DIR [GOFILE] | warm-bad DIR [LEN]\n");
     return 2;
 }
