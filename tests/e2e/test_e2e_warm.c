@@ -427,3 +427,45 @@ Test(warm, nothing_of_a_spare_is_left_when_its_agent_is_stopped_or_killed)
     cr_assert_eq(h_agent_wait(&b, 5000), 128 + SIGKILL);
     assert_all_gone();
 }
+
+Test(warm, python_and_c_workers_take_their_assignment_through_the_helpers)
+{
+    /* python/elastic_agent from the checkout, by /usr/bin/python3 */
+    setenv("PYTHONPATH", EA_SOURCE_DIR "/python", 1);
+    const char *py = "import elastic_agent, os, sys\n"
+                     "parked = 'ELASTIC_ASSIGN_FD' in os.environ and 'RANK' not in os.environ\n"
+                     "a = elastic_agent.wait_for_assignment()\n"
+                     "p = os.path.join(sys.argv[1], 'py.%s.%d' % (os.environ['RANK'], os.getpid()))\n"
+                     "open(p, 'w').write('%s %s %s %s' % (parked, a['warm'], a['rank'],\n"
+                     "                    'ELASTIC_ASSIGN_FD' in os.environ))\n";
+    const char *cmd[] = {"/usr/bin/python3", "-c", py, envdir, NULL};
+    const char *extra[] = {"--min", "1", "--max", "1", "--nproc-per-node", "2", "--warm-workers",
+                           NULL};
+    struct h_agent a, c;
+    start(&a, "py", extra, cmd);
+    h_expect_exit(&a, 0, 60000);
+    unsetenv("PYTHONPATH");
+    cr_assert(h_file_contains(a.log, "round 1: 2 of 2 local worker(s) are warm spares"));
+    cr_assert_eq(h_count_files(envdir, "py."), 2);
+    DIR *d = opendir(envdir);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "py.", 3) != 0)
+            continue;
+        int rank = atoi(e->d_name + 3);
+        char buf[128];
+        FILE *f = fopen(h_fmt("%s/%s", envdir, e->d_name), "r");
+        cr_assert(f && fgets(buf, sizeof(buf), f));
+        fclose(f);
+        /* parked without a rank, warm, the rank its environment says, the fd variable gone */
+        cr_assert_str_eq(buf, h_fmt("True True %d False", rank));
+    }
+    closedir(d);
+
+    /* examples/c/warm_worker.c */
+    const char *ccmd[] = {EA_HELPERS_DIR "/ea-warm-example", NULL};
+    const char *cextra[] = {"--min", "1", "--max", "1", "--warm-workers", "--tee", NULL};
+    start_in(&c, dir, h_fmt("%s/c-state", dir), "c", "c", cextra, ccmd);
+    h_expect_exit(&c, 0, 30000);
+    cr_assert(h_file_contains(c.out, "rank 0 of 1 (generation "), "%s", c.out);
+    cr_assert(h_file_contains(c.out, "), from a warm spare"), "%s", c.out);
+}
