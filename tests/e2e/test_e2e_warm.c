@@ -129,10 +129,34 @@ static void wait_round_files(int round, int count, int timeout_ms)
     }
 }
 
-/* No process of process group `pgid` (a worker leads its own) is left. */
+/* The parent of `pid` from /proc (its exec-guard, for a worker), or -1 once it is gone. */
+static pid_t parent_of(pid_t pid)
+{
+    char buf[512];
+    FILE *f = fopen(h_fmt("/proc/%d/stat", (int)pid), "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    int ppid = -1;
+    char st;
+    if (!rp || sscanf(rp + 1, " %c %d", &st, &ppid) != 2)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/* No process of process group `pgid` (a worker leads its own) is left. The worker's guard keeps
+ * its zombie (a member of the group) until it has removed everything else, then reaps it and
+ * exits: wait for the guard too. */
 static void assert_group_gone(pid_t pgid)
 {
+    pid_t guard = parent_of(pgid);
     cr_assert(h_pid_gone(pgid, 10000), "worker %d still runs", (int)pgid);
+    if (guard > 1)
+        cr_assert(h_pid_gone(guard, 10000), "the guard %d of worker %d still runs", (int)guard,
+                  (int)pgid);
     errno = 0;
     cr_assert(kill(-pgid, 0) < 0 && errno == ESRCH, "process group %d still has a process",
               (int)pgid);
@@ -330,6 +354,16 @@ Test(warm, membership_changes_hand_ranks_to_spares_parked_before_them)
     for (int i = 0; i < 2; i++)
         wait_log(&a[i], "round 3 (", 30000);
     assert_round_warm(3, 2, before, nb, NULL);
+    /* the recovery clock: "assigned" (commit -> every spare took its rank) instead of "spawn" */
+    for (int i = 0; i < 2; i++) {
+        wait_log(&a[i], "round 3: recovery phases (membership): rendezvous ", 10000);
+        char line[512] = "";
+        FILE *lf = fopen(a[i].log, "r");
+        while (fgets(line, sizeof(line), lf) && !strstr(line, "round 3: recovery phases"))
+            ;
+        fclose(lf);
+        cr_assert(strstr(line, ", assigned ") && !strstr(line, "spawn"), "%s", line);
+    }
 
     release_workers();
     for (int i = 0; i < 2; i++)
