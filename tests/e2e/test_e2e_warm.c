@@ -462,6 +462,31 @@ Test(warm, nothing_of_a_spare_is_left_when_its_agent_is_stopped_or_killed)
     assert_all_gone();
 }
 
+Test(warm, frozen_agents_spares_are_stopped_by_their_guards)
+{
+    /* a frozen node's workers are stopped by the fence before the others can declare it dead:
+     * its parked spares too, they run under the same guards */
+    const char *extra[] = {"--min", "1", "--max", "1", "--warm-workers", NULL};
+    struct h_agent a;
+    start(&a, "n0", extra, warm_cmd());
+    cr_assert_eq(h_wait_files(envdir, "parked.", 2, 30000), 2);
+    wait_round_files(1, 1, 30000);
+    pid_t pids[4];
+    cr_assert_eq(pids_of(envdir, "parked", pids, 4), 2);
+    h_agent_freeze(&a);
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < 2; i++)
+        cr_assert(h_pid_gone(pids[i], 10000), "worker %d outlived its frozen agent's lease",
+                  (int)pids[i]);
+    cr_log_info("agent frozen -> its worker and its spare stopped by their guards: %lld ms "
+                "(lease TTL " TTL " s)",
+                (long long)(h_now_ms() - t0));
+    h_agent_signal(&a, SIGKILL);
+    h_agent_signal(&a, SIGCONT);
+    h_agent_wait(&a, 5000);
+    assert_all_gone();
+}
+
 Test(warm, python_and_c_workers_take_their_assignment_through_the_helpers)
 {
     /* python/elastic_agent from the checkout, by /usr/bin/python3 */
