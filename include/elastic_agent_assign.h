@@ -268,7 +268,8 @@ static int ea_assign__env_parse(struct ea_assign__p *p, struct ea_assign__env *e
 
 /*
  * Send the ready line on ELASTIC_ASSIGN_FD, block until the agent's assignment, check it and put
- * every variable of it into the environment (setenv), then unset ELASTIC_ASSIGN_FD and close the
+ * every variable of it into the environment (setenv), then unset ELASTIC_ASSIGN_FD (and
+ * ELASTIC_ASSIGN_LOCAL_RANK, the parked spare's hint of the local rank it takes) and close the
  * fd. Returns 1 (assigned), 0 (no ELASTIC_ASSIGN_FD: nothing to do), or -1 with errno and a
  * message in errbuf: EBADMSG a malformed assignment, ESTALE its generation is not newer than the
  * ELASTIC_GENERATION this process already has, EPIPE the agent went away.
@@ -390,6 +391,7 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
         }
     ea_assign__env_free(&env);
     unsetenv("ELASTIC_ASSIGN_FD");
+    unsetenv("ELASTIC_ASSIGN_LOCAL_RANK");
     close((int)fd);
     (void)round;
     return 1;

@@ -248,15 +248,17 @@ static int spawn(struct warm *w, int i, int64_t floor_gen, struct ea_error *err)
     size_t n_env = 0;
     while (w->env[n_env])
         n_env++;
-    char **env = calloc(n_env + 2, sizeof(*env));
-    char fdvar[48];
+    char **env = calloc(n_env + 3, sizeof(*env));
+    char fdvar[48], lrvar[48]; /* the local rank it will take: a GPU can be chosen while parked */
     snprintf(fdvar, sizeof(fdvar), "ELASTIC_ASSIGN_FD=%d", wfd);
+    snprintf(lrvar, sizeof(lrvar), "ELASTIC_ASSIGN_LOCAL_RANK=%d", i);
     if (!env) {
         r = ea_errorf(err, -ENOMEM, "out of memory");
         goto out;
     }
     memcpy(env, w->env, n_env * sizeof(*env));
     env[n_env] = fdvar;
+    env[n_env + 1] = lrvar;
     char label[32];
     snprintf(label, sizeof(label), "warm%d", i);
     bool shown = w->shown[i];

@@ -15,11 +15,14 @@ once and this is train_elastic.py.
         -- python3 examples/pytorch/train_warm.py --ckpt-dir /shared/ckpt
 
 A checkpoint saved while it was parked (the round before it ran on) is read again after the
-assignment, so it resumes from the latest epoch. Output as train_elastic.py's, plus one line
+assignment, so it resumes from the latest epoch. Ranks other than 0 wait for rank 0's store to
+listen before init_process_group (wait_for_master: torch's client would wait a second after a
+refused connection, and warm ranks all get there at once). Output as train_elastic.py's, plus one line
 while parked, "[train pid P] parked: set up in 2.71 s (checkpoint epoch 3)", and the start line
 says "warm (pid P)" or "cold (pid P)".
 """
 import os
+import socket
 import sys
 import time
 
@@ -42,6 +45,23 @@ def ckpt_stamp(ckpt_dir):
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def wait_for_master(timeout=30.0):
+    """Ranks other than 0: return once MASTER_ADDR:MASTER_PORT accepts a connection (rank 0's
+    TCPStore), polling every 10 ms. A warm round's ranks all reach init_process_group within
+    milliseconds of each other, and torch's store client waits a whole second after a refused
+    connection before it tries again (c10d: "is not yet listening ..., will retry")."""
+    if os.environ.get("RANK", "0") == "0":
+        return
+    addr = (os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "0")))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(addr, timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
 def main(argv=None):
     args = te.parse_args(argv)
     os.makedirs(args.ckpt_dir, exist_ok=True)
@@ -58,6 +78,7 @@ def main(argv=None):
     assignment = elastic_agent.wait_for_assignment()
     if ckpt_stamp(args.ckpt_dir) != stamp:  # saved while we were parked: the latest wins
         ckpt = te.load_checkpoint(args.ckpt_dir)
+    wait_for_master()
     dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     rank, world = dist.get_rank(), dist.get_world_size()
     log = te.Log(rank, world)

@@ -13,10 +13,10 @@ wait_for_assignment() returns at once under a cold start (no ELASTIC_ASSIGN_FD),
 no-op without hang detection, so one script runs under elastic-agent with or without
 --warm-workers, and under torchrun.
 """
-from .assign import AssignmentError, current_assignment, wait_for_assignment
+from .assign import AssignmentError, current_assignment, parked_local_rank, wait_for_assignment
 from .heartbeat import beat
 from .heartbeat import path as heartbeat_path
 
-__all__ = ["wait_for_assignment", "current_assignment", "AssignmentError", "beat",
-           "heartbeat_path"]
+__all__ = ["wait_for_assignment", "current_assignment", "parked_local_rank", "AssignmentError",
+           "beat", "heartbeat_path"]
 __version__ = "0.1.0"

@@ -9,6 +9,9 @@ holding every variable a cold worker of that rank would have had. The variables 
 os.environ, ELASTIC_ASSIGN_FD leaves it, and the socket is closed. docs/warm.md has the protocol.
 
 Under a cold start (no ELASTIC_ASSIGN_FD) it returns the assignment the environment already holds.
+
+While parked, ELASTIC_ASSIGN_LOCAL_RANK says which local rank the spare will take (the agent
+parks spare i for local rank i), so the set-up can pick its GPU: parked_local_rank().
 """
 import json
 import os
@@ -16,7 +19,7 @@ import select
 
 LINE_MAX = 1 << 20  # the agent's assignment line, at most (WARM_ASSIGN_MAX)
 
-__all__ = ["AssignmentError", "wait_for_assignment", "current_assignment"]
+__all__ = ["AssignmentError", "wait_for_assignment", "current_assignment", "parked_local_rank"]
 
 
 class AssignmentError(RuntimeError):
@@ -47,6 +50,16 @@ def current_assignment(warm=False, env=None):
         "env": e,
         "warm": warm,
     }
+
+
+def parked_local_rank():
+    """The local rank this process has or will take: LOCAL_RANK once assigned (or under a cold
+    start), ELASTIC_ASSIGN_LOCAL_RANK while parked; None when neither is set."""
+    for name in ("LOCAL_RANK", "ELASTIC_ASSIGN_LOCAL_RANK"):
+        v = os.environ.get(name)
+        if v and v.isdigit():
+            return int(v)
+    return None
 
 
 def _write_all(fd, data):
@@ -128,6 +141,7 @@ def wait_for_assignment(timeout=None):
                               f"generation {last}")
     os.environ.update(env)
     os.environ.pop("ELASTIC_ASSIGN_FD", None)
+    os.environ.pop("ELASTIC_ASSIGN_LOCAL_RANK", None)
     try:
         os.close(fd)
     except OSError:

@@ -9,7 +9,7 @@ import unittest
 import elastic_agent
 from elastic_agent.assign import AssignmentError, wait_for_assignment
 
-KEYS = ("ELASTIC_ASSIGN_FD", "ELASTIC_GENERATION", "ELASTIC_ROUND", "RANK", "WORLD_SIZE",
+KEYS = ("ELASTIC_ASSIGN_FD", "ELASTIC_ASSIGN_LOCAL_RANK", "ELASTIC_GENERATION", "ELASTIC_ROUND", "RANK", "WORLD_SIZE",
         "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "WEIRD", "RAW")
 
 
@@ -77,6 +77,8 @@ class WaitForAssignment(unittest.TestCase):
                "ELASTIC_GENERATION": "17", "ELASTIC_ROUND": "4", "LOCAL_RANK": "0",
                "WEIRD": 'a "quoted"\n\tvalue \\ caf\u00e9'}
         f = self.fake(line(17, env, rnd=4))
+        os.environ["ELASTIC_ASSIGN_LOCAL_RANK"] = "0"
+        self.assertEqual(elastic_agent.parked_local_rank(), 0)
         a = wait_for_assignment()
         self.assertTrue(a["warm"])
         self.assertEqual((a["rank"], a["world_size"], a["generation"], a["round"]), (2, 3, 17, 4))
@@ -84,6 +86,8 @@ class WaitForAssignment(unittest.TestCase):
         for k, v in env.items():
             self.assertEqual(os.environ[k], v)
         self.assertNotIn("ELASTIC_ASSIGN_FD", os.environ)
+        self.assertNotIn("ELASTIC_ASSIGN_LOCAL_RANK", os.environ)
+        self.assertEqual(elastic_agent.parked_local_rank(), 0)  # LOCAL_RANK now
         ready = json.loads(f.ready_line())
         self.assertEqual(ready, {"ready": 1, "pid": os.getpid()})
         with self.assertRaises(OSError):

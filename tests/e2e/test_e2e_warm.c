@@ -260,6 +260,10 @@ Test(warm, parked_worker_gets_what_a_cold_worker_gets)
         cr_assert(access(parked, F_OK) == 0, "the worker %d of round 1 was not parked",
                   (int)pids[i]);
         cr_assert(h_env_value(parked, "ELASTIC_ASSIGN_FD"), "%s", parked);
+        const char *hint = h_env_value(parked, "ELASTIC_ASSIGN_LOCAL_RANK");
+        cr_assert(hint, "%s", parked);
+        cr_assert_str_eq(hint, h_env_value(paths[i], "LOCAL_RANK"), "the spare of local rank %s "
+                         "became local rank %s", hint, h_env_value(paths[i], "LOCAL_RANK"));
         for (int k = 0; round_vars[k]; k++)
             cr_assert_null(h_env_value(parked, round_vars[k]), "a parked worker has %s",
                            round_vars[k]);
