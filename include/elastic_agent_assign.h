@@ -298,7 +298,9 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
     size_t cap = 4096, have = 0;
     char *buf = (char *)malloc(cap);
     char *nl = NULL;
-    while (buf && !nl) {
+    if (!buf)
+        return ea_assign__fail(errbuf, errsize, ENOMEM, "out of memory");
+    while (!nl) {
         if (have + 1 >= cap) {
             char *b = cap < EA_ASSIGN_LINE_MAX ? (char *)realloc(buf, cap * 2) : NULL;
             if (!b) {
@@ -323,8 +325,6 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
         nl = (char *)memchr(buf + have, '\n', (size_t)n);
         have += (size_t)n;
     }
-    if (!buf)
-        return ea_assign__fail(errbuf, errsize, ENOMEM, "out of memory");
     struct ea_assign__p p = {buf, nl};
     struct ea_assign__env env = {0};
     long long gen = -1, round = -1;

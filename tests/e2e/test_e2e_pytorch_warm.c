@@ -161,6 +161,7 @@ Test(pytorch_warm, node_killed_survivors_restart_on_parked_spares_and_resume)
     for (int i = 0; i < 3; i++)
         if (h_file_contains(a[i].out, "[train rank 0/3]"))
             rank0 = i;
+    cr_assert_geq(rank0, 0, "no node runs rank 0");
     wait_in(&a[rank0], true, "[train rank 0/3] checkpoint epoch 2 saved", 120000);
     wait_in(&a[victim], true, "/3] epoch 3 begin", 60000);
     size_t at_kill[3];
