@@ -128,10 +128,10 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     a->m.rounds_started++;
     a->m.last_rendezvous_seconds = (double)(now - a->rdzv_since_ms) / 1000.0;
     events_emit(a->events, "workers_started", s->round, gen,
-                "{s:i, s:i, s:i, s:i, s:i, s:s, s:f}", "workers", m->nproc, "rank_first",
+                "{s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:i}", "workers", m->nproc, "rank_first",
                 m->rank_base, "rank_last", m->rank_base + m->nproc - 1, "world_size",
                 s->world_size, "group_rank", m->group_rank, "master", master,
-                "rendezvous_seconds", a->m.last_rendezvous_seconds);
+                "rendezvous_seconds", a->m.last_rendezvous_seconds, "warm", a->group.warm);
     log_info("round %" PRId64 " (generation %" PRId64 "): started %d worker(s), ranks %d-%d of "
              "world %d, group rank %d of %d, master %s; restarts %d/%d, scale events %d",
              s->round, gen, m->nproc, m->rank_base, m->rank_base + m->nproc - 1, s->world_size,

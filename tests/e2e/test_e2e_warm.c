@@ -244,11 +244,14 @@ Test(warm, parked_worker_gets_what_a_cold_worker_gets)
     start_in(&c, cold_env, h_fmt("%s/cold-state", dir), "warm", "n0", extra, ccmd);
     h_expect_exit(&c, 0, 30000);
     const char *wcmd[] = {W, "warm", envdir, NULL};
+    const char *events = h_fmt("%s/events.jsonl", dir);
     const char *wextra[] = {"--min", "1", "--max", "1", "--nproc-per-node", "2",
-                            "--warm-workers", NULL};
+                            "--warm-workers", "--events", events, NULL};
     start(&w, "n0", wextra, wcmd);
     h_expect_exit(&w, 0, 30000);
     cr_assert(h_file_contains(w.log, "round 1: 2 of 2 local worker(s) are warm spares"));
+    cr_assert(h_file_contains(events, "\"event\":\"workers_started\""), "%s", events);
+    cr_assert(h_file_contains(events, "\"warm\":2"), "%s", events);
     cr_assert_not(h_file_contains(c.log, "warm spare"));
 
     char paths[16][512];
