@@ -101,7 +101,8 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
                                                  ? rdzv_round_key(a->rdzv, s->round, "tracker")
                                                  : NULL,
                              .heartbeat_dir = agent_health_arm(a, m->nproc, m->rank_base, hbdir,
-                                                               sizeof(hbdir))};
+                                                               sizeof(hbdir)),
+                             .warm = agent_warm_for_round(a)};
     struct ea_error err = {0};
     int failed_rank = -1;
     int r = group_start(&a->group, &gs, &failed_rank, &err);
@@ -124,13 +125,14 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     a->state = LC_RUNNING;
     int64_t now = ea_now_ms();
     agent_health_spawned(a);
+    agent_warm_started(a, s);
     a->m.rounds_started++;
     a->m.last_rendezvous_seconds = (double)(now - a->rdzv_since_ms) / 1000.0;
     events_emit(a->events, "workers_started", s->round, gen,
-                "{s:i, s:i, s:i, s:i, s:i, s:s, s:f}", "workers", m->nproc, "rank_first",
+                "{s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:i}", "workers", m->nproc, "rank_first",
                 m->rank_base, "rank_last", m->rank_base + m->nproc - 1, "world_size",
                 s->world_size, "group_rank", m->group_rank, "master", master,
-                "rendezvous_seconds", a->m.last_rendezvous_seconds);
+                "rendezvous_seconds", a->m.last_rendezvous_seconds, "warm", a->group.warm);
     log_info("round %" PRId64 " (generation %" PRId64 "): started %d worker(s), ranks %d-%d of "
              "world %d, group rank %d of %d, master %s; restarts %d/%d, scale events %d",
              s->round, gen, m->nproc, m->rank_base, m->rank_base + m->nproc - 1, s->world_size,
@@ -332,6 +334,8 @@ void agent_on_worker_exits(struct agent *a)
         return;
     }
     for (size_t i = 0; i < n; i++) {
+        if (agent_warm_on_exit(a, &ex[i])) /* a parked spare (--warm-workers) */
+            continue;
         struct group_worker *w = group_on_exit(&a->group, &ex[i]);
         if (!w) {
             pf_on_exit(a->pf, &ex[i]); /* --preflight-every-round's check */
@@ -461,6 +465,7 @@ static int64_t next_wake(const struct agent *a)
     if (a->tracker)
         t = earliest(t, tracker_wake_ms(a->tracker));
     t = earliest(t, agent_health_wake_ms(a));
+    t = earliest(t, agent_warm_wake_ms(a));
     t = earliest(t, pf_wake_ms(a->pf));
     if (a->waiting_since_ms >= 0) {
         t = earliest(t, a->progress_at_ms);
@@ -522,6 +527,24 @@ static void check_hang(struct agent *a, int64_t now)
     a->state = LC_FAILED;
     agent_health_fault(a, ea_wall_ms() - h.silent_ms, "hang", w.rank);
     agent_report_failure(a);
+}
+
+/* A warm spare this round took never sent its ready line, or a bad one: a failed start. */
+static void check_warm(struct agent *a, int64_t now)
+{
+    struct warm_fault f;
+    while (agent_warm_check(a, now, &f) > 0) {
+        if (a->state != LC_RUNNING || f.local_rank >= a->group.n ||
+            a->group.w[f.local_rank].pid != f.pid || !a->group.w[f.local_rank].alive)
+            continue; /* not (or no longer) a worker of the running round */
+        struct group_worker w = a->group.w[f.local_rank];
+        w.exit_code = -1; /* still running: there is no exit code */
+        fill_failure(a, &w, f.message);
+        log_error("worker rank %d: %s; stopping its group", w.rank, f.message);
+        a->state = LC_FAILED;
+        agent_health_fault(a, ea_wall_ms(), "failure", w.rank);
+        agent_report_failure(a);
+    }
 }
 
 /* Coordinator duties, lease renewal, rejoining and retries. */
@@ -586,23 +609,28 @@ static void housekeeping(struct agent *a, int64_t now)
 
 void agent_loop(struct agent *a)
 {
-    struct pollfd fds[5 + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
+    enum { FIXED = 6 };
+    struct pollfd fds[FIXED + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
         {.fd = a->sigfd, .events = POLLIN},
         {.fd = kv_event_fd(a->kv), .events = POLLIN},
         {.fd = launcher_fd(a->launcher), .events = POLLIN},
         {.fd = a->preempt.fd, .events = POLLIN}, /* -1 (ignored) without --preemption-file */
         {.fd = -1, .events = POLLIN},            /* heartbeats' inotify, while first beats due */
+        {.fd = -1, .events = POLLIN},            /* warm spares' sockets (--warm-workers) */
     };
     while (!a->exiting) {
         int64_t now = ea_now_ms();
         housekeeping(a, now);
         fence_refresh(a, now);
+        check_warm(a, now); /* first: a spare that never took its rank cannot beat either */
         check_hang(a, now);
         pf_tick(a->pf, now);
         agent_publish(a); /* before acting, so a round's events precede its workers' */
         if (a->exiting)
             break;
+        agent_warm_tick(a); /* spares parked before the first round too */
         reconcile(a);
+        agent_warm_tick(a); /* after a round took the parked spares: the next set */
         if (a->exiting)
             break;
         check_waiting(a, now);
@@ -611,11 +639,12 @@ void agent_loop(struct agent *a)
         agent_publish(a);
         int timeout = ea_timeout_until(next_wake(a));
         fds[4].fd = hb_fd(a->hb);
-        size_t n_nic = nic_pollfds(a->nic, fds + 5, NIC_POLL_MAX); /* listener, probes */
+        fds[5].fd = agent_warm_fd(a);
+        size_t n_nic = nic_pollfds(a->nic, fds + FIXED, NIC_POLL_MAX); /* listener, probes */
         agent_retire_tracker(a);
-        struct pollfd *tfds = fds + 5 + n_nic;
+        struct pollfd *tfds = fds + FIXED + n_nic;
         size_t n_trk = a->tracker ? tracker_pollfds(a->tracker, tfds, TRACKER_POLL_MAX) : 0;
-        int n = poll(fds, 5 + n_nic + n_trk, timeout);
+        int n = poll(fds, FIXED + n_nic + n_trk, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %s", strerror(errno));
             exit_with(a, AGENT_EXIT_RDZV);
@@ -625,9 +654,11 @@ void agent_loop(struct agent *a)
             tracker_on_poll(a->tracker, tfds, n_trk, ea_now_ms());
         if (n <= 0)
             continue;
-        nic_on_poll(a->nic, fds + 5, n_nic);
+        nic_on_poll(a->nic, fds + FIXED, n_nic);
         if (fds[4].revents & POLLIN)
             hb_on_events(a->hb, ea_now_ms());
+        if (fds[5].revents & POLLIN)
+            agent_warm_on_events(a);
         if (fds[0].revents & POLLIN)
             agent_on_signal(a);
         if ((fds[3].revents & POLLIN) && preempt_check(&a->preempt))
@@ -637,5 +668,6 @@ void agent_loop(struct agent *a)
         if (fds[1].revents & POLLIN)
             on_store_events(a);
     }
+    agent_warm_stop(a); /* leaving or exiting: no spare waits for a round that will not come */
 }
 

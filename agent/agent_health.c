@@ -54,7 +54,8 @@ static void recovery_done(struct agent *a)
 
 void agent_health_spawned(struct agent *a)
 {
-    if (ph_spawned(&a->ph, ea_wall_ms(), ea_now_ms(), a->hb != NULL))
+    /* warm spares (--warm-workers): "assigned" instead of "spawn", until each took its rank */
+    if (ph_spawned(&a->ph, ea_wall_ms(), ea_now_ms(), a->hb != NULL, a->group.warm > 0))
         recovery_done(a);
 }
 
@@ -95,6 +96,10 @@ void agent_health_observe(struct agent *a, const struct rdzv_state *s, int64_t g
 
 int agent_health_tick(struct agent *a, int64_t now, struct hb_hang *ret)
 {
+    int64_t assigned = ph_waiting_assigned(&a->ph)
+                           ? warm_assigned_ms(a->warm, a->group.generation) : -1;
+    if (assigned >= 0 && ph_assigned(&a->ph, ea_wall_ms() - (now - assigned)))
+        recovery_done(a);
     if (!a->hb)
         return 0;
     int64_t ready = hb_ready_ms(a->hb);

@@ -28,6 +28,7 @@
 #include "preempt.h"
 #include "session.h"
 #include "tracker.h"
+#include "warm.h"
 
 struct agent {
     const struct cfg *cfg;
@@ -88,6 +89,10 @@ struct agent {
     bool pf_fresh;          /* passed at join: good for the first round */
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
     int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
+
+    /* --warm-workers (agent_warm.c) */
+    struct warm *warm; /* the parked spares; NULL when off or not created yet */
+    bool warm_off;     /* could not be set up: every worker starts cold */
 };
 
 /* Run the event loop until a->exiting (agent.c). */
@@ -130,6 +135,26 @@ void agent_health_observe(struct agent *a, const struct rdzv_state *s, int64_t g
 int agent_health_tick(struct agent *a, int64_t now, struct hb_hang *ret);
 /* Next monotonic wake-up the health checks need, -1 none. */
 int64_t agent_health_wake_ms(const struct agent *a);
+
+/* agent_warm.c: --warm-workers' spares (warm/warm.h); every call is a no-op when it is off. */
+/* Park a set of spares when none is (not while leaving, rejoining or after a fault), stop them
+ * when the agent is leaving or exiting. Once per loop pass. */
+void agent_warm_tick(struct agent *a);
+/* The spares the round about to start takes (group_start's .warm), or NULL. */
+struct warm *agent_warm_for_round(struct agent *a);
+/* The round's workers started (group_start succeeded): log the spares taken; park again. */
+void agent_warm_started(struct agent *a, const struct rdzv_state *s);
+/* Parked spares' faults are logged here; a fault of a spare the round took (it never sent its
+ * ready line, or a bad one) fills *ret and returns 1: the caller fails it like a failed start. */
+int agent_warm_check(struct agent *a, int64_t now, struct warm_fault *ret);
+/* A process exit: 1 when it was a spare the group never took (accounted for here). */
+int agent_warm_on_exit(struct agent *a, const struct launch_exit *e);
+/* The spares' sockets: one pollable fd (-1 none), its handler, and the next deadline. */
+int agent_warm_fd(const struct agent *a);
+void agent_warm_on_events(struct agent *a);
+int64_t agent_warm_wake_ms(const struct agent *a);
+/* Stop every parked spare (the loop ends). */
+void agent_warm_stop(struct agent *a);
 
 /* agent_preflight.c: run --preflight until it passes (0), holding the node out meanwhile; an
  * exit code when interrupted or when the check cannot be set up. */

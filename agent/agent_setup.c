@@ -297,6 +297,7 @@ static void teardown(struct agent *a)
     events_close(a->events);
     group_clear(&a->group);
     pf_destroy(a->pf); /* before the launcher it runs on */
+    warm_destroy(a->warm); /* likewise: its spares are killed (their process groups) */
     launcher_destroy(a->launcher);
     nic_destroy(a->nic);
     tracker_destroy(a->tracker);

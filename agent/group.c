@@ -21,11 +21,11 @@ void group_clear(struct group *g)
         launch_release(g->launcher, g->w[i].proc);
     free(g->w);
     g->w = NULL;
-    g->n = g->live = 0;
+    g->n = g->live = g->warm = 0;
 }
 
 /* Is local rank `r` in the --local-ranks-filter list (validated by cfg: "0,3")? NULL: all are. */
-static bool shown_on_console(const char *filter, int r)
+bool group_rank_shown(const char *filter, int r)
 {
     if (!filter)
         return true;
@@ -89,7 +89,7 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
         }
     }
     /* a rank left out by --local-ranks-filter writes to its log files only, or nowhere */
-    bool shown = shown_on_console(g->cfg->local_ranks_filter, local_rank);
+    bool shown = group_rank_shown(g->cfg->local_ranks_filter, local_rank);
     struct launch_spec spec = {
         .argv = (const char *const *)g->cfg->command,
         .envp = (const char *const *)env,
@@ -99,11 +99,26 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
         .tee = g->cfg->tee && shown,
         .stderr_tail = GROUP_STDERR_TAIL,
     };
-    int r = launch_start(g->launcher, &spec, &w->proc, err);
+    int r = -ENOENT;
+    if (s->warm) { /* a parked spare gets what a cold worker's environment would hold */
+        struct warm_take t = {.env = env, .generation = s->generation, .round = g->round,
+                              .label = label, .stdout_path = logdir ? out : NULL,
+                              .stderr_path = logdir ? errp : NULL};
+        struct ea_error werr = {0};
+        r = warm_assign(s->warm, local_rank, &t, &w->proc, &w->pid, &werr);
+        if (r < 0 && r != -ENOENT)
+            log_warn("round %lld: local rank %d: warm spare not used: %s; starting it cold",
+                     (long long)g->round, local_rank, werr.msg);
+        g->warm += r == 0;
+    }
+    if (r < 0) {
+        r = launch_start(g->launcher, &spec, &w->proc, err);
+        if (r == 0)
+            w->pid = launch_pid(g->launcher, w->proc);
+    }
     wenv_free(env);
     if (r < 0)
         return r;
-    w->pid = launch_pid(g->launcher, w->proc);
     w->alive = true;
     g->live++;
     return 0;

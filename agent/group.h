@@ -15,6 +15,7 @@
 #include "config.h"
 #include "launcher.h"
 #include "state.h"
+#include "warm.h"
 
 struct group_worker {
     struct launch_proc *proc;
@@ -37,6 +38,7 @@ struct group {
     struct group_worker *w;
     int n;    /* workers of the current/last start */
     int live; /* still running */
+    int warm; /* of those, how many were warm spares (--warm-workers) */
     int64_t generation, round;
 };
 
@@ -52,6 +54,8 @@ struct group_start {
     const char *ifaces; /* NIC discovery's common interfaces ("eth0,eth1"), or NULL */
     const char *dmlc_tracker; /* the round's built-in rabit tracker "ADDR:PORT", or NULL */
     const char *heartbeat_dir; /* hang detection: workers beat <dir>/rank_<rank>; or NULL */
+    struct warm *warm;         /* take the parked spares (their assignment instead of a start),
+                                  local ranks without one start cold; NULL: all start cold */
 };
 
 /*
@@ -76,5 +80,8 @@ bool group_all_succeeded(const struct group *g);
 
 /* Release finished processes and free. */
 void group_clear(struct group *g);
+
+/* Is local rank `r` on the console under --local-ranks-filter `filter` (NULL: every rank)? */
+bool group_rank_shown(const char *filter, int r);
 
 #endif

@@ -22,7 +22,7 @@ static const char *const owned[] = {
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "ELASTIC_GENERATION",
     "ELASTIC_ROUND", "ELASTIC_NODE_ID", "ELASTIC_TOPOLOGY_FILE", "ELASTIC_IFACES",
-    "ELASTIC_HEARTBEAT_FILE",
+    "ELASTIC_HEARTBEAT_FILE", "ELASTIC_ASSIGN_FD", "ELASTIC_ASSIGN_LOCAL_RANK",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME", "DMLC_TASK_ID",
     "DMLC_NUM_WORKER", "DMLC_NUM_SERVER", "DMLC_ROLE", "DMLC_TRACKER_URI", "DMLC_TRACKER_PORT",
@@ -235,6 +235,27 @@ int wenv_build(const struct wenv_params *p, char ***ret_envp)
         if (!wenv_get(p->base_env, "GLOO_SOCKET_IFNAME"))
             add(&b, "GLOO_SOCKET_IFNAME=%s", p->ifaces);
     }
+    if (b.oom) {
+        wenv_free(b.v);
+        return -ENOMEM;
+    }
+    *ret_envp = b.v;
+    return 0;
+}
+
+int wenv_build_parked(const struct wenv_parked *p, char ***ret_envp)
+{
+    unsigned styles = p->styles ? p->styles : WENV_TORCH;
+    struct envbuf b = {0};
+    for (char *const *e = p->base_env; e && *e; e++)
+        if (!is_owned(*e))
+            add(&b, "%s", *e);
+    /* what wenv_build adds that no round changes; OMP_NUM_THREADS before `import torch` */
+    if ((styles & WENV_TORCH) && !wenv_get(p->base_env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+        add(&b, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1");
+    if (!wenv_get(p->base_env, "OMP_NUM_THREADS") && p->nproc > 1)
+        add(&b, "OMP_NUM_THREADS=1");
+    add(&b, "ELASTIC_NODE_ID=%s", p->node_id);
     if (b.oom) {
         wenv_free(b.v);
         return -ENOMEM;

@@ -51,6 +51,21 @@ int wenv_parse_tracker(const char *hostport, char *ret_host, size_t host_size, i
 int wenv_build(const struct wenv_params *p, char ***ret_envp);
 void wenv_free(char **envp);
 
+/* A warm spare's environment (--warm-workers, docs/warm.md): no rank yet. */
+struct wenv_parked {
+    char *const *base_env; /* the agent's environment */
+    unsigned styles;       /* WENV_* bits; 0 = WENV_TORCH */
+    int nproc;             /* this node's workers (OMP_NUM_THREADS=1 when > 1 and unset) */
+    const char *node_id;   /* ELASTIC_NODE_ID */
+};
+
+/* The spare's environment: what wenv_build gives every worker whatever the round (the inherited
+ * variables but the names it owns, TORCH_NCCL_ASYNC_ERROR_HANDLING, OMP_NUM_THREADS,
+ * ELASTIC_NODE_ID); none of the round's (RANK, WORLD_SIZE, MASTER_*, ELASTIC_GENERATION ...):
+ * those come in the assignment; ELASTIC_ASSIGN_FD is added by warm. 0 or -ENOMEM; free with
+ * wenv_free. */
+int wenv_build_parked(const struct wenv_parked *p, char ***ret_envp);
+
 /* Value of NAME in a NULL-terminated environment, or NULL. */
 const char *wenv_get(char *const *envp, const char *name);
 

@@ -2,7 +2,7 @@
 /*
  * exec-guard: the middleman between the agent and one worker (DESIGN.md §6), run as
  * `elastic-agent exec-guard [--report-fd N] [--watch-stdin] [--fence-fd N [--fence-grace-ms MS]]
- *  -- CMD ARGS...`.
+ *  [--pass-fd N] -- CMD ARGS...`.
  *
  * The local launcher starts it as the leader of a new session with PR_SET_PDEATHSIG(SIGTERM).
  * The guard is a child subreaper and starts CMD (PATH looked up in its own environment, which is
@@ -23,6 +23,10 @@
  * by SIGSTOP, a paused VM, a swap storm), the guard stops the worker itself at the deadline:
  * SIGTERM to its group, SIGKILL after the fence grace. The others can declare this node dead
  * only once its lease has expired, so the worker never runs on in an abandoned generation.
+ *
+ * --pass-fd N: fd N (the worker's end of a warm spare's assignment socket, docs/warm.md) is the
+ * one fd above 2 the worker inherits, at the same number; the guard closes its own copy as soon
+ * as the worker started, so the agent sees the socket close when the worker is gone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -75,7 +79,7 @@ struct guard {
 static void usage(void)
 {
     fprintf(stderr, "usage: elastic-agent exec-guard [--report-fd N] [--watch-stdin] "
-                    "[--fence-fd N [--fence-grace-ms MS]] -- CMD [ARGS...]\n");
+                    "[--fence-fd N [--fence-grace-ms MS]] [--pass-fd N] -- CMD [ARGS...]\n");
 }
 
 static int parse_num(const char *s, long max, long *ret)
@@ -90,7 +94,7 @@ static int parse_num(const char *s, long max, long *ret)
 }
 
 struct guard_args {
-    int report_fd, fence_fd;
+    int report_fd, fence_fd, pass_fd;
     long fence_grace_ms;
     bool watch;
     char **cmd;
@@ -115,6 +119,10 @@ static int parse_args(int argc, char **argv, struct guard_args *a)
             if (parse_num(argv[++i], 1 << 20, &v) < 0 || v < 3)
                 return -EINVAL;
             a->fence_fd = (int)v;
+        } else if (strcmp(argv[i], "--pass-fd") == 0 && i + 1 < argc) {
+            if (parse_num(argv[++i], 1 << 20, &v) < 0 || v < 3)
+                return -EINVAL;
+            a->pass_fd = (int)v;
         } else if (strcmp(argv[i], "--fence-grace-ms") == 0 && i + 1 < argc) {
             if (parse_num(argv[++i], 24L * 3600 * 1000, &a->fence_grace_ms) < 0)
                 return -EINVAL;
@@ -392,7 +400,7 @@ static void guard_loop(struct guard *g)
 }
 
 /* Start the worker; report its pid or why it could not start through report_fd. */
-static int start_worker(struct guard *g, char **cmd, int report_fd, bool watch)
+static int start_worker(struct guard *g, char **cmd, int report_fd, bool watch, int pass_fd)
 {
     int devnull = -1;
     if (watch && (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
@@ -407,11 +415,14 @@ static int start_worker(struct guard *g, char **cmd, int report_fd, bool watch)
         .flags = PROC_NEW_PGROUP | PROC_DEATHSIG | PROC_SEARCH_PATH | PROC_CLOSE_FDS,
         .deathsig = SIGKILL, /* should the guard itself be SIGKILLed */
         .report_fd = -1,
+        .keep_fd = pass_fd, /* < 3: none */
     };
     struct ea_error err = {0};
     int r = proc_spawn(&o, &g->wpid, NULL, &err);
     if (devnull >= 0)
         close(devnull);
+    if (pass_fd >= 0)
+        close(pass_fd); /* the worker's now: its end closes when the worker is gone */
     if (r < 0) {
         if (report_fd >= 0)
             proc_report_write(report_fd, PROC_REPORT_TARGET_EXEC, -r);
@@ -431,8 +442,11 @@ int launch_guard_main(int argc, char **argv)
     /* First of all: the death signal was armed before our exec, so a parent that dies from
      * here on either kills us (SIGTERM still has its default action) or is seen as a change. */
     struct guard g = {.ppid = getppid(), .sigfd = -1, .watch_fd = -1};
-    struct guard_args a = {.report_fd = -1, .fence_fd = -1, .fence_grace_ms = GUARD_GRACE_MS};
+    struct guard_args a = {.report_fd = -1, .fence_fd = -1, .pass_fd = -1,
+                           .fence_grace_ms = GUARD_GRACE_MS};
     if (parse_args(argc, argv, &a) < 0 ||
+        (a.pass_fd >= 0 && (a.pass_fd == a.report_fd || a.pass_fd == a.fence_fd ||
+                            fcntl(a.pass_fd, F_SETFD, FD_CLOEXEC) < 0)) ||
         (a.report_fd >= 0 && fcntl(a.report_fd, F_SETFD, FD_CLOEXEC) < 0) ||
         (a.fence_fd >= 0 && fcntl(a.fence_fd, F_SETFD, FD_CLOEXEC) < 0)) {
         usage();
@@ -478,7 +492,7 @@ int launch_guard_main(int argc, char **argv)
         close(g.sigfd);
         return 127;
     }
-    int r = start_worker(&g, a.cmd, report_fd, a.watch);
+    int r = start_worker(&g, a.cmd, report_fd, a.watch, a.pass_fd);
     if (r) {
         close(g.sigfd);
         return r;

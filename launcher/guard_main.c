@@ -16,6 +16,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "exec-guard") == 0)
         return launch_guard_main(argc - 1, argv + 1);
     fprintf(stderr, "elastic-agent-guard: internal helper of elastic-agent; usage: "
-                    "elastic-agent-guard exec-guard [--report-fd N] [--watch-stdin] -- CMD...\n");
+                    "elastic-agent-guard exec-guard [--report-fd N] [--watch-stdin] [--fence-fd N] "
+                    "[--pass-fd N] -- CMD...\n");
     return 2;
 }

@@ -84,3 +84,9 @@ void launcher_fence(struct launcher *l, int64_t valid_until_ms)
     if (l->ops->fence)
         l->ops->fence(l, valid_until_ms);
 }
+
+void launch_relabel(struct launcher *l, struct launch_proc *p, const char *label)
+{
+    if (p && l->ops->relabel)
+        l->ops->relabel(p, label);
+}

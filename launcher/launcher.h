@@ -49,6 +49,10 @@ struct launch_spec {
     size_t stderr_tail;      /* nonzero: keep the last this many bytes of stderr (at most
                                 LAUNCH_TAIL_MAX) for launch_exit.stderr_tail; stderr is then pumped
                                 even without tee (to stderr_path, else raw to the agent's stderr) */
+    int pass_fd;             /* >= 3: an fd of the caller the process gets open at the same
+                                number (through its middleman, which closes its own copy once the
+                                process started); < 3 (zero-initialised) = none. Only the local
+                                launcher can (others: -EOPNOTSUPP) */
 };
 
 #define LAUNCH_TAIL_MAX 8192
@@ -100,6 +104,9 @@ struct launcher_ops {
      * that a caller that cannot act (frozen, paused) never keeps workers running past its lease.
      * Called at every lease renewal; must be cheap. NULL: not supported (a no-op). */
     void (*fence)(struct launcher *l, int64_t valid_until_ms);
+    /* Change the "[<label>]:" tag of the process's tee'd output from now on (a warm spare that
+     * got its rank). NULL: not supported (a no-op). */
+    void (*relabel)(struct launch_proc *p, const char *label);
 };
 
 struct launcher {
@@ -125,6 +132,7 @@ int launcher_dispatch(struct launcher *l, struct launch_exit **ret_exits, size_t
 pid_t launch_pid(struct launcher *l, const struct launch_proc *p);
 void launch_release(struct launcher *l, struct launch_proc *p);
 void launcher_fence(struct launcher *l, int64_t valid_until_ms);
+void launch_relabel(struct launcher *l, struct launch_proc *p, const char *label);
 
 /*
  * The hidden `elastic-agent exec-guard` subcommand: the middleman between the agent and a worker.

@@ -501,7 +501,7 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
     size_t argc = 0;
     while (spec->argv[argc])
         argc++;
-    const char **gargv = calloc(argc + 10, sizeof(*gargv));
+    const char **gargv = calloc(argc + 12, sizeof(*gargv));
     struct launch_proc *p = calloc(1, sizeof(*p));
     if (!gargv || !p) {
         free(gargv);
@@ -513,11 +513,25 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
     p->kill_at = -1;
     snprintf(p->label, sizeof(p->label), "%s", spec->label ? spec->label : "");
     const char *head[] = {l->guard,        "exec-guard",      "--report-fd",       "3",
-                          "--fence-fd",    l->fence_fd_arg,   "--fence-grace-ms", l->fence_grace_arg,
-                          "--"};
+                          "--fence-fd",    l->fence_fd_arg,   "--fence-grace-ms", l->fence_grace_arg};
     _Static_assert(LOCAL_REPORT_FD == 3, "the guard's argv says 3");
+    size_t ga = sizeof(head) / sizeof(*head);
     memcpy(gargv, head, sizeof(head));
-    memcpy(gargv + sizeof(head) / sizeof(*head), spec->argv, argc * sizeof(*gargv));
+    char pass_arg[16];
+    bool pass = spec->pass_fd >= 3;
+    if (pass && (spec->pass_fd == LOCAL_REPORT_FD || spec->pass_fd == l->fence_fd)) {
+        free(gargv);
+        free(p);
+        return ea_errorf(err, -EINVAL, "fd %d cannot be passed: the guard uses it",
+                         spec->pass_fd);
+    }
+    if (pass) { /* the guard hands it on to the worker and closes its own copy */
+        snprintf(pass_arg, sizeof(pass_arg), "%d", spec->pass_fd);
+        gargv[ga++] = "--pass-fd";
+        gargv[ga++] = pass_arg;
+    }
+    gargv[ga++] = "--";
+    memcpy(gargv + ga, spec->argv, argc * sizeof(*gargv));
 
     int child_fd[2] = {-1, -1};
     int r = output_setup(p, spec, 0, &child_fd[0], err);
@@ -536,6 +550,7 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
             .report_fd = LOCAL_REPORT_FD,
             .target = spec->argv[0],
             .keep_fd = l->fence_fd,
+            .keep_fd2 = pass ? spec->pass_fd : -1,
         };
         r = proc_spawn(&o, &p->pid, &p->wpid, err);
     }
@@ -636,6 +651,11 @@ static pid_t local_pid(const struct launch_proc *p)
     return p->wpid;
 }
 
+static void local_relabel(struct launch_proc *p, const char *label)
+{
+    snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
+}
+
 static void local_release(struct launch_proc *p)
 {
     if (!p)
@@ -661,4 +681,5 @@ const struct launcher_ops launch_local_ops = {
     .pid = local_pid,
     .release = local_release,
     .fence = local_fence,
+    .relabel = local_relabel,
 };

@@ -167,9 +167,11 @@ static void child_main(const struct proc_spawn_opts *o, const char *const *envp,
         if (errw == o->report_fd ? fcntl(errw, F_SETFD, 0) < 0 : dup2(errw, o->report_fd) < 0)
             child_fail(errw, PROC_REPORT_SETUP, errno);
     }
-    if (o->keep_fd >= 3 && o->keep_fd != o->report_fd && o->keep_fd != errw &&
-        fcntl(o->keep_fd, F_SETFD, 0) < 0)
-        child_fail(errw, PROC_REPORT_SETUP, errno);
+    const int keep[2] = {o->keep_fd, o->keep_fd2};
+    for (int k = 0; k < 2; k++)
+        if (keep[k] >= 3 && keep[k] != o->report_fd && keep[k] != errw &&
+            fcntl(keep[k], F_SETFD, 0) < 0)
+            child_fail(errw, PROC_REPORT_SETUP, errno);
     if (o->cwd && chdir(o->cwd) < 0)
         child_fail(errw, PROC_REPORT_CHDIR, errno);
     child_exec(o->argv, envp, o->flags & PROC_SEARCH_PATH, errw);

@@ -44,6 +44,7 @@ struct proc_spawn_opts {
     /* >= 3: this fd of the caller stays open in the program at the same number (CLOEXEC is
      * cleared in the child only); must not be report_fd. < 3 (zero-initialised) = none. */
     int keep_fd;
+    int keep_fd2; /* a second such fd (the local launcher: the fence page and a passed fd) */
 };
 
 /*

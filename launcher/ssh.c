@@ -493,6 +493,9 @@ static int ssh_start(struct launcher *base, const struct launch_spec *spec,
     struct sshl *l = (struct sshl *)base;
     if (!spec->argv || !spec->argv[0])
         return ea_errorf(err, -EINVAL, "no program to start");
+    if (spec->pass_fd >= 3)
+        return ea_errorf(err, -EOPNOTSUPP, "the ssh launcher cannot pass an fd to a remote "
+                                           "process");
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         struct launch_proc **v = realloc(l->v, cap * sizeof(*v));

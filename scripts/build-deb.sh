@@ -42,6 +42,14 @@ install -D -m 0644 deploy/systemd/example.env "$doc/examples/example.env"
 install -D -m 0644 deploy/systemd/serve.env "$doc/examples/serve.env"
 install -D -m 0644 deploy/cloud-init/user-data.yaml "$doc/examples/cloud-init-user-data.yaml"
 install -D -m 0755 examples/hello_worker.sh "$doc/examples/hello_worker.sh"
+# the workers' helpers (issue 32): the Python package for the system Python, the C header
+for f in python/elastic_agent/*.py; do
+  install -D -m 0644 "$f" "$pkg/usr/lib/python3/dist-packages/elastic_agent/$(basename "$f")"
+done
+install -D -m 0644 include/elastic_agent_assign.h "$pkg/usr/include/elastic_agent_assign.h"
+for f in examples/pytorch/train_elastic.py examples/pytorch/train_warm.py examples/c/warm_worker.c; do
+  install -D -m 0644 "$f" "$doc/examples/warm/$(basename "$f")"
+done
 
 # man page
 man=$pkg/usr/share/man/man1/elastic-agent.1

@@ -201,3 +201,20 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_rdzv_fleet --target rdzv-sim rendezvous/session_coord.c \
   '/^static void leader_of(/,/^{/s/^{$/{ return; \/* mutant: no leader in state *\//' \
   '^test_rdzv_fleet$'
+# warm spares (issue 32): the generation check on an assignment (the agent's, the C helper's, the
+# Python helper's), the bound on a worker's line, the ready line's parse and its deadline
+./scripts/mutate.sh --target test_warm --filter 'warm/assignment_of_a_generation_not_newer*' \
+  agent/warm/warm.c \
+  's/if (t->generation <= s->floor_gen || t->generation <= w->last_gen\[local_rank\]) {/if (0) {/' \
+  '^test_warm$'
+./scripts/mutate.sh --target test_warm --filter 'warm_proto/c_helper_refuses_a_generation*' \
+  include/elastic_agent_assign.h 's/    if (gen <= last) {/    if (0) {/' '^test_warm$'
+./scripts/mutate.sh --target ea-testworker python/elastic_agent/assign.py \
+  's/    if gen <= last:  # the generation check/    if False:/' '^test_python_elastic_agent$'
+./scripts/mutate.sh --target test_warm --filter 'warm/line_past_the_bound_is_a_fault' \
+  agent/warm/warm.c 's/if (s->len < sizeof(s->line))/if (1)/' '^test_warm$'
+./scripts/mutate.sh --target test_e2e_warm --filter 'warm/malformed_line*' agent/warm/warm.c \
+  's/if (warm_parse_ready(s->line, len, \&pid, \&perr) < 0) {/if (warm_parse_ready(s->line, len, \&pid, \&perr) < 0 \&\& 0) {/' \
+  '^test_e2e_warm$'
+./scripts/mutate.sh --target test_warm --filter 'warm/spare_without_a_ready_line*' \
+  agent/warm/warm.c 's/|| now < s->deadline_ms)/|| 1)/' '^test_warm$'

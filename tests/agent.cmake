@@ -3,3 +3,8 @@ ea_add_criterion_test(test_config SOURCES unit/test_config.c LIBS ea_agent)
 ea_add_criterion_test(test_lifecycle SOURCES unit/test_lifecycle.c LIBS ea_agent)
 ea_add_criterion_test(test_workerenv SOURCES unit/test_workerenv.c LIBS ea_agent PkgConfig::JANSSON)
 ea_add_criterion_test(test_report SOURCES unit/test_report.c LIBS ea_agent)
+# Warm spares: the assignment protocol (with include/elastic_agent_assign.h) and the spare pool
+# with the real local launcher and ea-testworker.
+ea_add_criterion_test(test_warm SOURCES unit/test_warm.c unit/test_launch_support.c
+                      LIBS ea_agent PkgConfig::JANSSON TIMEOUT 60)
+target_include_directories(test_warm PRIVATE ${PROJECT_SOURCE_DIR}/include)

@@ -24,3 +24,7 @@ if(TARGET ea_etcd_harness)
   ea_add_criterion_test(test_e2e_gateway SOURCES e2e/test_e2e_gateway.c
                         LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 300 LABELS e2e etcd)
 endif()
+
+# Warm spares (--warm-workers, issue 32): parked workers take each round's ranks; faults.
+ea_add_criterion_test(test_e2e_warm SOURCES e2e/test_e2e_warm.c LIBS ea_e2e_harness
+                      TIMEOUT 300 LABELS e2e)

@@ -4,3 +4,7 @@
 # resume from checkpoint, scale back. Fails (never skips) when torch is not importable.
 ea_add_criterion_test(test_e2e_pytorch SOURCES e2e/test_e2e_pytorch.c
                       LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e pytorch)
+# The same with warm spares (issue 32): examples/pytorch/train_warm.py under --warm-workers; a
+# node killed, the survivors restart on spares parked before the kill and resume.
+ea_add_criterion_test(test_e2e_pytorch_warm SOURCES e2e/test_e2e_pytorch_warm.c
+                      LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e pytorch)

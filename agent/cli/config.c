@@ -90,6 +90,10 @@ const struct opt cfg_opts[] = {
     {"worker-startup-timeout", OPT_SEC, OFF(startup_timeout_ms), "0", 0, 1e6, NULL, "SEC",
      "a worker's first beat must come this long after its start (0: the heartbeat timeout); "
      "alone, it bounds only the first beat", AGENT},
+    {"warm-workers", OPT_BOOL, OFF(warm_workers), "0", 0, 0, NULL, NULL,
+     "start the next round's workers ahead of time, parked without a rank: at a commit each "
+     "gets its assignment on ELASTIC_ASSIGN_FD instead of a cold start (the worker must call "
+     "elastic_agent.wait_for_assignment(); docs/warm.md)", AGENT},
     {"preflight", OPT_STR, OFF(preflight), NULL, 0, 0, NULL, "CMD",
      "health check run (sh -c CMD) before this node joins: a failure keeps it out (status lists "
      "it as held, with the reason) and it is retried after --preflight-cooldown", AGENT},
@@ -487,6 +491,9 @@ static int resolve_health(const struct cfg *c, const enum source *srcs, struct e
     if ((c->heartbeat_timeout_ms || c->startup_timeout_ms) && remote)
         return ea_errorf(err, -EINVAL, "--worker-heartbeat-timeout and --worker-startup-timeout "
                                        "need the workers on this machine (the local launcher)");
+    if (c->warm_workers && remote) /* the assignment travels on an inherited socket */
+        return ea_errorf(err, -EINVAL, "--warm-workers needs the workers on this machine (the "
+                                       "local launcher)");
     static const char *const pf[] = {"preflight-every-round", "preflight-timeout",
                                      "preflight-cooldown"};
     for (size_t i = 0; !c->preflight && i < sizeof(pf) / sizeof(*pf); i++)

@@ -76,6 +76,7 @@ struct cfg {
     const char *local_ranks_filter; /* --local-ranks-filter 0,2 or NULL (all) */
     /* health (agent/health/): hang detection and the pre-admission check; 0/NULL = off */
     int64_t heartbeat_timeout_ms, startup_timeout_ms;
+    bool warm_workers; /* --warm-workers: parked spares take each round's ranks (docs/warm.md) */
     const char *preflight;
     bool preflight_every_round;
     int64_t preflight_timeout_ms, preflight_cooldown_ms;

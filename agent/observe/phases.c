@@ -9,14 +9,18 @@
 const double ph_buckets[PH_N_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                          1,     2.5,  5,     10,   30,  60,   300};
 
-static const char *const names[PH_N] = {"detect", "rendezvous", "spawn", "ready"};
+static const char *const names[PH_N] = {"detect", "rendezvous", "spawn", "ready", "assigned"};
+/* the order of the text and of the histograms: the order they happen in */
+static const enum ph_phase shown[PH_N] = {PH_DETECT, PH_RENDEZVOUS, PH_SPAWN, PH_ASSIGNED,
+                                          PH_READY};
 
 static void reset_current(struct ph *p)
 {
     p->fault_wall = p->detect_wall = p->commit_wall = p->spawn_wall = -1;
     p->rdzv_start_wall = -1;
     p->spawn_mono = -1;
-    p->waiting_ready = false;
+    p->assigned_wall = p->ready_mono = -1;
+    p->waiting_ready = p->warm = p->waiting_assigned = false;
     p->cause[0] = '\0';
 }
 
@@ -32,7 +36,7 @@ void ph_detect(struct ph *p, int64_t fault_wall, int64_t now_wall, const char *c
 {
     if (p->detect_wall >= 0)
         return;
-    if (p->waiting_ready) /* the round ends before every rank beat: its record has no ready */
+    if (p->waiting_ready || p->waiting_assigned) /* the round ends first: no ready (assigned) */
         complete(p, -1);
     p->fault_wall = fault_wall;
     p->detect_wall = now_wall;
@@ -104,7 +108,8 @@ static void complete(struct ph *p, int64_t ready_mono)
     snprintf(r.cause, sizeof(r.cause), "%s", p->cause);
     r.s[PH_DETECT] = p->fault_wall >= 0 ? secs(p->fault_wall, p->detect_wall) : -1;
     r.s[PH_RENDEZVOUS] = secs(p->rdzv_start_wall, p->commit_wall);
-    r.s[PH_SPAWN] = secs(p->commit_wall, p->spawn_wall);
+    r.s[PH_SPAWN] = p->warm ? -1 : secs(p->commit_wall, p->spawn_wall);
+    r.s[PH_ASSIGNED] = p->warm ? secs(p->commit_wall, p->assigned_wall) : -1;
     r.s[PH_READY] = ready_mono >= 0 ? secs(p->spawn_mono, ready_mono) : -1;
     for (int i = 0; i < PH_N; i++)
         observe(&p->hist[i], r.s[i]);
@@ -112,17 +117,18 @@ static void complete(struct ph *p, int64_t ready_mono)
     reset_current(p);
 }
 
-bool ph_spawned(struct ph *p, int64_t now_wall, int64_t now_mono, bool wait_ready)
+bool ph_spawned(struct ph *p, int64_t now_wall, int64_t now_mono, bool wait_ready, bool warm)
 {
     if (p->commit_wall < 0)
         return false;
     p->spawn_wall = now_wall;
     p->spawn_mono = now_mono;
-    if (!wait_ready) {
+    p->warm = p->waiting_assigned = warm;
+    p->waiting_ready = wait_ready;
+    if (!wait_ready && !warm) {
         complete(p, -1);
         return true;
     }
-    p->waiting_ready = true;
     return false;
 }
 
@@ -130,13 +136,34 @@ bool ph_ready(struct ph *p, int64_t ready_mono)
 {
     if (!p->waiting_ready)
         return false;
+    p->waiting_ready = false;
+    p->ready_mono = ready_mono;
+    if (p->waiting_assigned)
+        return false;
     complete(p, ready_mono);
+    return true;
+}
+
+bool ph_assigned(struct ph *p, int64_t assigned_wall)
+{
+    if (!p->waiting_assigned)
+        return false;
+    p->waiting_assigned = false;
+    p->assigned_wall = assigned_wall;
+    if (p->waiting_ready)
+        return false;
+    complete(p, p->ready_mono);
     return true;
 }
 
 bool ph_waiting_ready(const struct ph *p)
 {
     return p->waiting_ready;
+}
+
+bool ph_waiting_assigned(const struct ph *p)
+{
+    return p->waiting_assigned;
 }
 
 static void duration(double s, char *buf, size_t size)
@@ -151,7 +178,8 @@ void ph_format(const struct ph_record *r, char *buf, size_t size)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (int i = 0; i < PH_N && n < size; i++) {
+    for (int k = 0; k < PH_N && n < size; k++) {
+        enum ph_phase i = shown[k];
         if (r->s[i] < 0)
             continue;
         char d[32];
@@ -171,6 +199,8 @@ char *ph_record_json(const struct ph_record *r)
                           r->cause, "detect_s", num_or_null(r->s[PH_DETECT]), "rendezvous_s",
                           num_or_null(r->s[PH_RENDEZVOUS]), "spawn_s", num_or_null(r->s[PH_SPAWN]),
                           "ready_s", num_or_null(r->s[PH_READY]));
+    if (o && r->s[PH_ASSIGNED] >= 0) /* warm rounds only: a cold round's record is unchanged */
+        json_object_set_new(o, "assigned_s", num_or_null(r->s[PH_ASSIGNED]));
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(o);
     return s;
@@ -189,6 +219,9 @@ int ph_record_parse(const char *json, struct ph_record *ret)
         struct ph_record rec = {.round = round};
         snprintf(rec.cause, sizeof(rec.cause), "%s", cause);
         r = 0;
+        v[PH_ASSIGNED] = json_object_get(o, "assigned_s");
+        if (!v[PH_ASSIGNED])
+            v[PH_ASSIGNED] = json_null(); /* a cold round, or an agent from before warm spares */
         for (int i = 0; i < PH_N; i++) {
             if (json_is_number(v[i]))
                 rec.s[i] = json_number_value(v[i]);
@@ -209,10 +242,12 @@ void ph_render_metrics(FILE *f, const struct ph_hist hist[PH_N])
     const char *n = "elastic_agent_recovery_phase_seconds";
     fprintf(f,
             "# HELP %s Time of each recovery phase per round: detect (fault to observed), "
-            "rendezvous (to round committed), spawn (to local workers started), ready (to every "
-            "local rank's first heartbeat).\n# TYPE %s histogram\n",
+            "rendezvous (to round committed), spawn (to local workers started), assigned (warm "
+            "spares: to every local worker's assignment taken), ready (to every local rank's "
+            "first heartbeat).\n# TYPE %s histogram\n",
             n, n);
-    for (int p = 0; p < PH_N; p++) {
+    for (int k = 0; k < PH_N; k++) {
+        enum ph_phase p = shown[k];
         uint64_t cum = 0;
         for (size_t i = 0; i < PH_N_BUCKETS; i++) {
             cum += hist[p].bucket[i];

@@ -1,49 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Heartbeats for elastic-agent's hang detection (--worker-heartbeat-timeout).
+"""Heartbeats for elastic-agent's hang detection: the old module name, kept for scripts that use
+it. The helpers are the `elastic_agent` package now (python/elastic_agent/ in the repository,
+installed into the system Python by the .deb, `pip install ./python` elsewhere):
 
-    import elastic_agent_heartbeat as hb
-    for step, batch in enumerate(loader):
-        ...
-        hb.beat(step)          # or hb.beat("checkpoint"), or hb.beat()
+    import elastic_agent
+    elastic_agent.beat(step)
 
-Each call overwrites the file named by ELASTIC_HEARTBEAT_FILE with one line (the step number or
-phase name, shown in the failure table as "last: step 1234"). The agent does not read the file on
-every beat: it looks at it only when the rank's deadline comes, so beating once per step costs
-one small write. Without ELASTIC_HEARTBEAT_FILE (another launcher, or hang detection off) every
-call is a no-op. Standard library only. The shell form is:
-
-    echo "$STEP" > "$ELASTIC_HEARTBEAT_FILE"     # or: touch "$ELASTIC_HEARTBEAT_FILE"
+This module is the same functions: `import elastic_agent_heartbeat as hb; hb.beat(step)`.
 """
 import os
+import sys
 
-_fd = None
-_path = None
+try:
+    from elastic_agent.heartbeat import beat, path  # noqa: F401
+except ImportError:  # a checkout: ../../python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "python"))
+    from elastic_agent.heartbeat import beat, path  # noqa: F401
 
-
-def path():
-    """The heartbeat file of this worker, or None when hang detection is off."""
-    return os.environ.get("ELASTIC_HEARTBEAT_FILE") or None
-
-
-def beat(what=None):
-    """Tell the agent this rank is alive; `what` (a step number or a word) is what it last did."""
-    global _fd, _path
-    p = path()
-    if p is None:
-        return
-    data = b"\n" if what is None else (str(what).replace("\n", " ")[:80] + "\n").encode()
-    try:
-        if _fd is None or _path != p:
-            if _fd is not None:
-                os.close(_fd)
-                _fd = None
-            _fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            _path = p
-        os.pwrite(_fd, data, 0)  # updates the file's mtime: that is the beat
-        os.ftruncate(_fd, len(data))
-    except OSError:
-        # never let a heartbeat break training: a beat that keeps failing is a missed beat,
-        # which the agent reports as a hang
-        if _fd is not None:
-            os.close(_fd)
-        _fd = None
+__all__ = ["beat", "path"]

@@ -27,6 +27,7 @@ Output: one line per event on stdout, flushed, prefixed with the UTC time and "[
     [train rank 0/4] start: restart_count 0, master 127.0.0.1:29500, fresh
     [train rank 0/3] start: restart_count 0, master 127.0.0.1:41187, resumed from epoch 3
     [train rank 1/4] epoch 4 begin
+    [train rank 1/4] first step: 384
     [train rank 1/4] epoch 4 loss 0.123456 samples 4096 time 1.32 s
     [train rank 0/4] checkpoint epoch 4 saved
     [train rank 0/4] done: epochs 12, first loss 0.912345, last loss 0.054321
@@ -44,11 +45,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-try:  # installed next to this example: ../python/elastic_agent_heartbeat.py
-    import elastic_agent_heartbeat as hb
-except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    import elastic_agent_heartbeat as hb
+try:  # the worker helpers: installed with elastic-agent (or pip install ./python)
+    import elastic_agent
+except ImportError:  # a checkout: ../../python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "python"))
+    import elastic_agent
 
 CKPT_NAME = "checkpoint.pt"
 
@@ -142,12 +144,16 @@ def main(argv=None):
     rank, world = dist.get_rank(), dist.get_world_size()
     log = Log(rank, world)
     os.makedirs(args.ckpt_dir, exist_ok=True)
-
     model = make_model(args.features, args.hidden, args.seed)
+    data = make_dataset(args.samples, args.features, args.seed)
+    return train(args, rank, world, log, model, data, load_checkpoint(args.ckpt_dir))
+
+
+def train(args, rank, world, log, model, data, ckpt, how=""):
+    """Resume from `ckpt` (or start fresh) and train to the last epoch (train_warm.py too)."""
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     history = []  # one entry per completed epoch: epoch, loss, world size
     start_epoch = 1
-    ckpt = load_checkpoint(args.ckpt_dir)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -155,14 +161,14 @@ def main(argv=None):
         start_epoch = ckpt["epoch"] + 1
     log(f"start: restart_count {os.environ.get('TORCHELASTIC_RESTART_COUNT', '?')}, "
         f"master {os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}, "
-        + (f"resumed from epoch {ckpt['epoch']}" if ckpt is not None else "fresh"))
+        + (f"resumed from epoch {ckpt['epoch']}" if ckpt is not None else "fresh") + how)
     ddp = DDP(model)  # broadcasts rank 0's parameters: every rank starts identical
 
-    data = make_dataset(args.samples, args.features, args.seed)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True,
                                  seed=args.seed)
     loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler)
     loss_fn = nn.MSELoss()
+    first_step = True
 
     for epoch in range(start_epoch, args.epochs + 1):
         sampler.set_epoch(epoch)
@@ -174,11 +180,14 @@ def main(argv=None):
             step = (epoch - 1) * len(loader) + i
             if rank == args.hang_rank and step >= args.hang_step:
                 hang_once(args.ckpt_dir, rank, step, log)
-            hb.beat(step)  # a no-op unless the agent's hang detection is on
+            elastic_agent.beat(step)  # a no-op unless the agent's hang detection is on
             optimizer.zero_grad()
             loss = loss_fn(ddp(x), y)
             loss.backward()  # gradients are averaged over the ranks (all-reduce)
             optimizer.step()
+            if first_step:
+                log(f"first step: {step}")  # bench/warm_kill.sh times the restart to here
+                first_step = False
             total += torch.tensor([loss.item() * len(x), len(x)], dtype=torch.float64)
             if args.step_time > 0:
                 time.sleep(args.step_time)

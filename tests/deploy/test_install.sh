@@ -18,6 +18,9 @@ check "install: systemd unit" "[ -f '$tmp/prefix/lib/systemd/system/elastic-agen
 check "install: systemd unit (serve)" "[ -f '$tmp/prefix/lib/systemd/system/elastic-agent-serve.service' ]"
 check "install: lifecycle hook" "[ -x '$tmp/prefix/sbin/elastic-agent-lifecycle-hook' ]"
 check "install: guard binary" "[ -x '$tmp/prefix/libexec/elastic-agent/elastic-agent-guard' ]"
+check "install: the Python package imports from the prefix's dist-packages" \
+  "PYTHONPATH='$tmp/prefix/lib/python3/dist-packages' python3 -c 'import elastic_agent, sys; sys.exit(not elastic_agent.__file__.startswith(\"$tmp/prefix/\") or not callable(elastic_agent.wait_for_assignment))'"
+check "install: the C header" "[ -f '$tmp/prefix/include/elastic_agent_assign.h' ]"
 if [[ $mode == modules ]]; then
   check "install: etcd backend modules" "[ -f '$tmp/prefix/lib/elastic-agent/ea-kv-etcd.so' ] && [ -f '$tmp/prefix/lib/elastic-agent/ea-kv-etcd-gateway.so' ]"
   # the installed agent finds its modules (not the build tree's): a refused connection is exit 3
@@ -43,7 +46,9 @@ check "cpack: one .deb" "[ -f '$deb' ]"
 contents=$(dpkg-deb -c "$deb")
 files=(usr/bin/elastic-agent usr/libexec/elastic-agent/elastic-agent-guard)
 [[ $mode == modules ]] && files+=(usr/lib/elastic-agent/ea-kv-etcd.so usr/lib/elastic-agent/ea-kv-etcd-gateway.so)
-for f in "${files[@]}" systemd/system/elastic-agent@.service systemd/system/elastic-agent-serve.service \
+for f in "${files[@]}" usr/lib/python3/dist-packages/elastic_agent/__init__.py \
+         usr/lib/python3/dist-packages/elastic_agent/assign.py usr/include/elastic_agent_assign.h \
+         systemd/system/elastic-agent@.service systemd/system/elastic-agent-serve.service \
          usr/share/man/man1/elastic-agent.1.gz usr/sbin/elastic-agent-lifecycle-hook \
          usr/share/bash-completion/completions/elastic-agent; do
   if grep -qF "$f" <<<"$contents"; then echo "PASS cpack: contains $f"
@@ -56,6 +61,8 @@ mkdir -p "$tmp/root/var/lib/dpkg/updates" "$tmp/root/var/lib/dpkg/info"
 touch "$tmp/root/var/lib/dpkg/status"
 dpkg --root="$tmp/root" --force-not-root --force-depends --unpack "$deb" >/dev/null 2>&1
 check "dpkg --unpack: packaged binary runs" "'$tmp/root/usr/bin/elastic-agent' --version | grep -q '^elastic-agent '"
+check "dpkg --unpack: the packaged Python package imports" \
+  "PYTHONPATH='$tmp/root/usr/lib/python3/dist-packages' python3 -c 'import elastic_agent; elastic_agent.wait_for_assignment()'"
 check "dpkg --unpack: packaged agent loads the etcd module" \
   "'$tmp/root/usr/bin/elastic-agent' status --rdzv-endpoint 127.0.0.1:9 --run-id x 2>/dev/null; [ \$? = 3 ]"
 if ((fail)); then echo "install/package: FAILED"; exit 1; fi

@@ -19,6 +19,14 @@
  *                           generation, round, rank, world, node, pid, CLOCK_MONOTONIC ns;
  *                           temp file + rename), block until GOFILE exists (exit 0) or a
  *                           SIGTERM/SIGINT/SIGHUP (exit 128+sig), appending one "stop" line
+ *   warm DIR [GOFILE]       a warm spare (--warm-workers) through include/elastic_agent_assign.h:
+ *                           with ELASTIC_ASSIGN_FD, write DIR/parked.<pid> (its environment),
+ *                           then wait for the assignment (its error on stderr, exit 3); beat
+ *                           once ($ELASTIC_HEARTBEAT_FILE) and `record DIR`; then wait for
+ *                           GOFILE when given. Without ELASTIC_ASSIGN_FD: the same, cold
+ *   warm-bad DIR [LEN]      with ELASTIC_ASSIGN_FD: a malformed line on it (LEN bytes 'x' and no
+ *                           newline when given), then block reading it (exit 4 at its end);
+ *                           without: `record DIR`
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +41,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "elastic_agent_assign.h"
 
 extern char **environ;
 
@@ -94,7 +104,7 @@ static int ready_then_block(void)
     return 0;
 }
 
-static int do_record(const char *dir, int code)
+static int record_as(const char *dir, const char *prefix, int code)
 {
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
@@ -116,13 +126,20 @@ static int do_record(const char *dir, int code)
         return die("out of memory");
     const char *rank = getenv("RANK");
     char path[PATH_MAX];
-    if (rank)
+    if (strcmp(prefix, "env") != 0)
+        snprintf(path, sizeof(path), "%s/%s.%d", dir, prefix, (int)getpid());
+    else if (rank)
         snprintf(path, sizeof(path), "%s/env.%s.%d", dir, rank, (int)getpid());
     else
         snprintf(path, sizeof(path), "%s/env.%d.%d", dir, (int)getpid(), (int)getpid());
     int r = write_atomic(path, buf, len);
     free(buf);
     return r < 0 ? die(path) : code;
+}
+
+static int do_record(const char *dir, int code)
+{
+    return record_as(dir, "env", code);
 }
 
 static int do_fail_once(const char *dir, int code)
@@ -244,6 +261,46 @@ static int do_wait_file(const char *path, int code)
     return code;
 }
 
+static int do_warm(const char *dir, const char *gofile)
+{
+    if (getenv("ELASTIC_ASSIGN_FD")) {
+        int r = record_as(dir, "parked", 0);
+        if (r)
+            return r;
+        char err[256];
+        if (ea_assign_wait(err, sizeof(err)) < 0) {
+            fprintf(stderr, "ea-testworker: %s\n", err);
+            return 3;
+        }
+    }
+    const char *hb = getenv("ELASTIC_HEARTBEAT_FILE");
+    int fd = hb ? open(hb, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+    if (fd >= 0)
+        close(fd);
+    int r = do_record(dir, 0);
+    return r || !gofile ? r : do_wait_file(gofile, 0);
+}
+
+static int do_warm_bad(const char *dir, int len)
+{
+    const char *v = getenv("ELASTIC_ASSIGN_FD");
+    if (!v)
+        return do_record(dir, 0);
+    int fd = num(v);
+    static const char bad[] = "hello, agent\n";
+    char *buf = len > 0 ? malloc((size_t)len) : NULL;
+    if (buf)
+        memset(buf, 'x', (size_t)len);
+    if (write(fd, buf ? buf : bad, buf ? (size_t)len : sizeof(bad) - 1) < 0)
+        return die("write");
+    free(buf);
+    char c;
+    for (ssize_t n; (n = read(fd, &c, 1)) != 0;)
+        if (n < 0 && errno != EINTR)
+            break;
+    return 4;
+}
+
 static long long clock_ns(clockid_t id)
 {
     struct timespec ts;
@@ -363,8 +420,13 @@ int main(int argc, char **argv)
         return do_wait_file(argv[2], argc == 4 ? num(argv[3]) : 0);
     if (strcmp(mode, "chaos") == 0 && argc == 4)
         return do_chaos(argv[2], argv[3]);
+    if (strcmp(mode, "warm") == 0 && (argc == 3 || argc == 4))
+        return do_warm(argv[2], argc == 4 ? argv[3] : NULL);
+    if (strcmp(mode, "warm-bad") == 0 && (argc == 3 || argc == 4))
+        return do_warm_bad(argv[2], argc == 4 ? num(argv[3]) : 0);
     fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
                     " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE |"
-                    " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE\n");
+                    " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE |"
+                    " warm DIR [GOFILE] | warm-bad DIR [LEN]\n");
     return 2;
 }

@@ -19,7 +19,7 @@ static void hang_round(struct ph *p)
     ph_detect(p, 1000, 6000, "hang");
     ph_detect(p, -1, 6005, "membership"); /* the stop that follows does not move the mark */
     ph_committed(p, 2, 6012, 0);
-    cr_assert_not(ph_spawned(p, 6020, 500, true));
+    cr_assert_not(ph_spawned(p, 6020, 500, true, false));
     cr_assert(ph_waiting_ready(p));
     cr_assert(ph_ready(p, 3600));
 }
@@ -40,7 +40,47 @@ Test(phases, a_hang_round_has_all_four_phases)
     ph_format(&p.last, text, sizeof(text));
     cr_assert_str_eq(text, "detect 5.0 s, rendezvous 12 ms, spawn 8 ms, ready 3.1 s");
     for (int i = 0; i < PH_N; i++)
-        cr_assert_eq(p.hist[i].count, 1);
+        cr_assert_eq(p.hist[i].count, i == PH_ASSIGNED ? 0 : 1, "phase %d", i);
+}
+
+/* A warm round (--warm-workers): "assigned" (commit → every spare took its rank) instead of
+ * "spawn"; the record waits for both the assignments and the first beats, in either order. */
+Test(phases, a_warm_round_has_assigned_instead_of_spawn)
+{
+    struct ph p;
+    ph_init(&p);
+    ph_committed(&p, 3, 6000, 5990);
+    cr_assert_not(ph_spawned(&p, 6004, 100, true, true));
+    cr_assert(ph_waiting_assigned(&p));
+    cr_assert_not(ph_ready(&p, 500), "complete before the assignments were taken");
+    cr_assert(ph_assigned(&p, 6250));
+    cr_assert_lt(p.last.s[PH_SPAWN], 0);
+    cr_assert_float_eq(p.last.s[PH_ASSIGNED], 0.25, 1e-9);
+    cr_assert_float_eq(p.last.s[PH_READY], 0.4, 1e-9);
+    char text[160];
+    ph_format(&p.last, text, sizeof(text));
+    cr_assert_str_eq(text, "rendezvous 10 ms, assigned 250 ms, ready 400 ms");
+    char *json = ph_record_json(&p.last);
+    cr_assert(strstr(json, "\"assigned_s\":0.25"), "%s", json);
+    struct ph_record back;
+    cr_assert_eq(ph_record_parse(json, &back), 0);
+    cr_assert_float_eq(back.s[PH_ASSIGNED], 0.25, 1e-9);
+    free(json);
+    cr_assert_eq(p.hist[PH_ASSIGNED].count, 1);
+    cr_assert_eq(p.hist[PH_SPAWN].count, 0);
+
+    /* without heartbeats: complete at the assignments; a cold record has no assigned_s */
+    ph_committed(&p, 4, 7000, 6990);
+    cr_assert_not(ph_spawned(&p, 7001, 200, false, true));
+    cr_assert(ph_assigned(&p, 7003));
+    cr_assert_float_eq(p.last.s[PH_ASSIGNED], 0.003, 1e-9);
+    ph_committed(&p, 5, 8000, 7990);
+    cr_assert(ph_spawned(&p, 8001, 300, false, false));
+    json = ph_record_json(&p.last);
+    cr_assert_null(strstr(json, "assigned"), "%s", json);
+    cr_assert_eq(ph_record_parse(json, &back), 0);
+    cr_assert_lt(back.s[PH_ASSIGNED], 0);
+    free(json);
 }
 
 /* mutation: ph_detect_remote() keeping the local mark → detect 0 ms, cause "failure" */
@@ -55,7 +95,7 @@ Test(phases, an_earlier_remote_hang_replaces_a_local_symptom)
     ph_detect_json(5000, 7000, "failure", "n2", 2, v, sizeof(v)); /* later: not the cause */
     ph_detect_remote(&p, v);
     ph_committed(&p, 2, 6012, 0);
-    ph_spawned(&p, 6020, 0, false);
+    ph_spawned(&p, 6020, 0, false, false);
     cr_assert_str_eq(p.last.cause, "hang");
     cr_assert_float_eq(p.last.s[PH_DETECT], 5.0, 1e-9);
     cr_assert_float_eq(p.last.s[PH_RENDEZVOUS], 0.012, 1e-9);
@@ -68,14 +108,14 @@ Test(phases, a_fault_before_ready_closes_the_round_without_ready)
     struct ph p;
     ph_init(&p);
     ph_committed(&p, 1, 1000, 900);
-    ph_spawned(&p, 1010, 10, true);
+    ph_spawned(&p, 1010, 10, true, false);
     ph_detect(&p, 1020, 1020, "failure"); /* a rank failed before every rank beat */
     cr_assert_eq(p.last.round, 1);
     cr_assert_str_eq(p.last.cause, "first");
     cr_assert_lt(p.last.s[PH_READY], 0);
     cr_assert_not(ph_ready(&p, 30), "the closed round completes twice");
     ph_committed(&p, 2, 1100, 0);
-    ph_spawned(&p, 1110, 110, true);
+    ph_spawned(&p, 1110, 110, true, false);
     cr_assert(ph_ready(&p, 150));
     cr_assert_eq(p.last.round, 2);
     cr_assert_str_eq(p.last.cause, "failure");
@@ -88,7 +128,7 @@ Test(phases, a_cold_start_has_no_detect_and_without_heartbeats_no_ready)
     struct ph p;
     ph_init(&p);
     ph_committed(&p, 1, 5000, 4950); /* waited 50 ms for the round */
-    cr_assert(ph_spawned(&p, 5010, 10, false));
+    cr_assert(ph_spawned(&p, 5010, 10, false, false));
     cr_assert_str_eq(p.last.cause, "first");
     cr_assert_lt(p.last.s[PH_DETECT], 0);
     cr_assert_lt(p.last.s[PH_READY], 0);
@@ -109,7 +149,7 @@ Test(phases, another_nodes_detect_key_is_used_and_round_trips)
     ph_detect_remote(&p, v);
     ph_detect_remote(&p, "{not json");
     ph_committed(&p, 2, 6012, 0);
-    ph_spawned(&p, 6020, 0, false);
+    ph_spawned(&p, 6020, 0, false, false);
     cr_assert_str_eq(p.last.cause, "hang");
     cr_assert_float_eq(p.last.s[PH_DETECT], 5.0, 1e-9);
     char *json = ph_record_json(&p.last);
@@ -142,7 +182,7 @@ Test(phases, a_value_on_a_bucket_bound_is_counted_in_it)
     struct ph p;
     ph_init(&p);
     ph_committed(&p, 1, 5000, 4995);                /* rendezvous 5 ms */
-    cr_assert_not(ph_spawned(&p, 5010, 100, true)); /* spawn 10 ms */
+    cr_assert_not(ph_spawned(&p, 5010, 100, true, false)); /* spawn 10 ms */
     cr_assert(ph_ready(&p, 1100));                  /* ready 1 s */
     const char *t = rendered(&p);
 #define B(phase, le, n)                                                                            \

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+/* agent warm hooks: --warm-workers' spares (warm/warm.h) tied to the agent's round lifecycle:
+ * when a set is parked, which spares a round takes, what a fault does; kept out of agent.c. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_internal.h"
+#include "ea_time.h"
+#include "log.h"
+#include "workdir.h"
+#include "workerenv.h"
+
+/* The ready line's deadline when --worker-startup-timeout is 0 (docs/warm.md). */
+#define AGENT_WARM_READY_DEFAULT_MS (300 * 1000)
+
+static int create(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    struct wenv_parked wp = {.base_env = a->envp, .nproc = c->nproc_per_node,
+                             .node_id = c->node_id};
+    if (c->env_style && wenv_parse_styles(c->env_style, &wp.styles, NULL) < 0)
+        wp.styles = WENV_TORCH; /* validated by cfg; never reached */
+    char **env = NULL;
+    bool *shown = calloc((size_t)c->nproc_per_node, sizeof(*shown));
+    char logdir[PATH_MAX];
+    int r = shown && wenv_build_parked(&wp, &env) == 0 ? 0 : -ENOMEM;
+    struct ea_error err = {0};
+    if (r < 0)
+        ea_errorf(&err, r, "out of memory");
+    for (int i = 0; shown && i < c->nproc_per_node; i++)
+        shown[i] = group_rank_shown(c->local_ranks_filter, i);
+    if (r == 0 && c->log_dir) {
+        snprintf(logdir, sizeof(logdir), "%s/%s/warm", c->log_dir, c->run_id);
+        if ((r = workdir_mkdirs(logdir)) < 0)
+            ea_errorf(&err, r, "--log-dir: cannot create '%s': %s", logdir, strerror(-r));
+    }
+    if (r == 0) {
+        struct warm_config wc = {
+            .launcher = a->launcher,
+            .command = c->command,
+            .nproc = c->nproc_per_node,
+            .env = env,
+            .log_dir = c->log_dir ? logdir : NULL,
+            .shown = shown,
+            .tee = c->tee,
+            .stderr_tail = GROUP_STDERR_TAIL,
+            .ready_timeout_ms = c->startup_timeout_ms > 0 ? c->startup_timeout_ms
+                                                          : AGENT_WARM_READY_DEFAULT_MS,
+            .stop_grace_ms = c->stop_timeout_ms,
+        };
+        r = warm_create(&wc, &a->warm, &err);
+    }
+    wenv_free(env);
+    free(shown);
+    if (r < 0) {
+        log_error("--warm-workers: %s; every worker starts cold", err.msg);
+        a->warm_off = true;
+    }
+    return r;
+}
+
+/* A parked set's fault: the set is gone, the next round starts its workers cold. */
+static void parked_fault(struct agent *a, const struct warm_fault *f)
+{
+    log_error("%s; the next round starts this node's workers cold", f->message);
+    agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f->local_rank, "pid",
+               (json_int_t)f->pid, "assigned", false, "message", f->message);
+}
+
+int agent_warm_check(struct agent *a, int64_t now, struct warm_fault *ret)
+{
+    struct warm_fault f;
+    while (a->warm && warm_tick(a->warm, now, &f) > 0) {
+        if (!f.assigned) {
+            parked_fault(a, &f);
+            continue;
+        }
+        agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f.local_rank, "pid",
+                   (json_int_t)f.pid, "assigned", true, "message", f.message);
+        *ret = f;
+        return 1;
+    }
+    return 0;
+}
+
+void agent_warm_tick(struct agent *a)
+{
+    if (!a->cfg->warm_workers || a->warm_off)
+        return;
+    if (!a->warm && create(a) < 0)
+        return;
+    if (a->term_signal || a->exiting) {
+        warm_stop(a->warm);
+        return;
+    }
+    if (a->lease_lost || a->pf_out)
+        return; /* rejoin first; spares already parked stay for the next round */
+    struct ea_error err = {0};
+    int r = warm_park(a->warm, a->group.generation, &err);
+    if (r < 0)
+        log_error("--warm-workers: cannot park a warm spare: %s; the next round starts this "
+                  "node's workers cold",
+                  err.msg);
+    else if (r > 0)
+        log_debug("parked %d warm spare(s) for the round after generation %" PRId64,
+                  a->cfg->nproc_per_node, a->group.generation);
+}
+
+struct warm *agent_warm_for_round(struct agent *a)
+{
+    return a->warm;
+}
+
+void agent_warm_started(struct agent *a, const struct rdzv_state *s)
+{
+    if (!a->warm)
+        return;
+    if (a->group.warm > 0)
+        log_info("round %" PRId64 ": %d of %d local worker(s) are warm spares, assigned their "
+                 "ranks",
+                 s->round, a->group.warm, a->group.n);
+    warm_round_started(a->warm);
+}
+
+int agent_warm_on_exit(struct agent *a, const struct launch_exit *e)
+{
+    return warm_on_exit(a->warm, e);
+}
+
+int agent_warm_fd(const struct agent *a)
+{
+    return warm_fd(a->warm);
+}
+
+void agent_warm_on_events(struct agent *a)
+{
+    if (a->warm)
+        warm_on_events(a->warm);
+}
+
+int64_t agent_warm_wake_ms(const struct agent *a)
+{
+    return warm_wake_ms(a->warm);
+}
+
+void agent_warm_stop(struct agent *a)
+{
+    warm_stop(a->warm);
+}

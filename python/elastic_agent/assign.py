@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Warm spares (elastic-agent --warm-workers): take this worker's rank from the agent.
+
+A warm spare is started before its round, with ELASTIC_ASSIGN_FD (one end of a socket the agent
+holds the other end of) and no rank in its environment. It does its expensive set-up, then calls
+wait_for_assignment(), which sends one line, {"ready":1,"pid":N}, and blocks (no CPU) until the
+agent writes the assignment: one JSON line {"generation":G,"round":R,"env":{NAME:VALUE,...}}
+holding every variable a cold worker of that rank would have had. The variables go into
+os.environ, ELASTIC_ASSIGN_FD leaves it, and the socket is closed. docs/warm.md has the protocol.
+
+Under a cold start (no ELASTIC_ASSIGN_FD) it returns the assignment the environment already holds.
+
+While parked, ELASTIC_ASSIGN_LOCAL_RANK says which local rank the spare will take (the agent
+parks spare i for local rank i), so the set-up can pick its GPU: parked_local_rank().
+"""
+import json
+import os
+import select
+
+LINE_MAX = 1 << 20  # the agent's assignment line, at most (WARM_ASSIGN_MAX)
+
+__all__ = ["AssignmentError", "wait_for_assignment", "current_assignment", "parked_local_rank"]
+
+
+class AssignmentError(RuntimeError):
+    """The assignment could not be taken: the agent went away, sent something malformed, or an
+    assignment that would move this worker back to an older generation."""
+
+
+def _int(name, default=0):
+    try:
+        return int(os.environ.get(name) or default)
+    except ValueError:
+        return default
+
+
+def current_assignment(warm=False, env=None):
+    """The assignment os.environ holds: generation, round, rank, local_rank, world_size,
+    master_addr, master_port (None where unset), `env` (the variables, a dict) and `warm`."""
+    e = dict(os.environ) if env is None else dict(env)
+    port = os.environ.get("MASTER_PORT")
+    return {
+        "generation": _int("ELASTIC_GENERATION"),
+        "round": _int("ELASTIC_ROUND"),
+        "rank": _int("RANK", -1) if "RANK" in os.environ else None,
+        "local_rank": _int("LOCAL_RANK", -1) if "LOCAL_RANK" in os.environ else None,
+        "world_size": _int("WORLD_SIZE", -1) if "WORLD_SIZE" in os.environ else None,
+        "master_addr": os.environ.get("MASTER_ADDR"),
+        "master_port": int(port) if port and port.isdigit() else None,
+        "env": e,
+        "warm": warm,
+    }
+
+
+def parked_local_rank():
+    """The local rank this process has or will take: LOCAL_RANK once assigned (or under a cold
+    start), ELASTIC_ASSIGN_LOCAL_RANK while parked; None when neither is set."""
+    for name in ("LOCAL_RANK", "ELASTIC_ASSIGN_LOCAL_RANK"):
+        v = os.environ.get(name)
+        if v and v.isdigit():
+            return int(v)
+    return None
+
+
+def _write_all(fd, data):
+    while data:
+        try:
+            n = os.write(fd, data)
+        except OSError as e:
+            raise AssignmentError(f"cannot send the ready line on ELASTIC_ASSIGN_FD {fd}: {e}")
+        data = data[n:]
+
+
+def _read_line(fd, timeout):
+    buf = b""
+    while b"\n" not in buf:
+        if timeout is not None:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                raise AssignmentError(f"no assignment within {timeout} s")
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError as e:
+            raise AssignmentError(f"cannot read ELASTIC_ASSIGN_FD {fd}: {e}")
+        if not chunk:
+            raise AssignmentError("the agent closed ELASTIC_ASSIGN_FD before the assignment "
+                                  "(it stopped, or this spare was not needed)")
+        buf += chunk
+        if len(buf) > LINE_MAX:
+            raise AssignmentError(f"the assignment is longer than {LINE_MAX} bytes")
+    line, _, rest = buf.partition(b"\n")
+    if rest:
+        raise AssignmentError("more than one line on ELASTIC_ASSIGN_FD")
+    return line
+
+
+def _parse(line):
+    """The assignment line: (generation, round, env) or AssignmentError."""
+    try:
+        # an environment is bytes: anything that is not UTF-8 survives as surrogates and goes
+        # back to the same bytes through os.environ (which encodes with surrogateescape)
+        msg = json.loads(line.decode("utf-8", "surrogateescape"))
+    except ValueError as e:
+        raise AssignmentError(f"malformed assignment on ELASTIC_ASSIGN_FD: {e}")
+    if not isinstance(msg, dict):
+        raise AssignmentError("malformed assignment on ELASTIC_ASSIGN_FD: not a JSON object")
+    gen, rnd, env = msg.get("generation"), msg.get("round", 0), msg.get("env")
+    if type(gen) is not int or gen < 1 or type(rnd) is not int:
+        raise AssignmentError("malformed assignment on ELASTIC_ASSIGN_FD: no generation")
+    if not isinstance(env, dict) or not env:
+        raise AssignmentError("malformed assignment on ELASTIC_ASSIGN_FD: no env")
+    for k, v in env.items():
+        if (not isinstance(v, str) or not k or "=" in k or "\0" in k or "\0" in v):
+            raise AssignmentError(f"malformed assignment on ELASTIC_ASSIGN_FD: variable {k!r}")
+    return gen, rnd, env
+
+
+def wait_for_assignment(timeout=None):
+    """Block until the agent assigns this warm spare its rank; put the assignment's variables into
+    os.environ and return current_assignment() of it (with warm=True).
+
+    Without ELASTIC_ASSIGN_FD (a cold start, or another launcher) it returns at once what the
+    environment holds. Raises AssignmentError when the agent goes away first (it stopped, or this
+    spare is not needed: the process is about to be stopped anyway), on a malformed assignment,
+    when `timeout` seconds pass, and when the assignment's generation is not newer than the one
+    this process already has (ELASTIC_GENERATION): an assignment only ever moves a worker forward.
+    """
+    var = os.environ.get("ELASTIC_ASSIGN_FD")
+    if not var:
+        return current_assignment(warm=False)
+    try:
+        fd = int(var)
+    except ValueError:
+        raise AssignmentError(f"ELASTIC_ASSIGN_FD={var!r} is not an fd")
+    _write_all(fd, json.dumps({"ready": 1, "pid": os.getpid()},
+                              separators=(",", ":")).encode() + b"\n")
+    gen, rnd, env = _parse(_read_line(fd, timeout))
+    last = _int("ELASTIC_GENERATION")
+    if gen <= last:  # the generation check
+        raise AssignmentError(f"refusing an assignment of generation {gen}: not newer than "
+                              f"generation {last}")
+    os.environ.update(env)
+    os.environ.pop("ELASTIC_ASSIGN_FD", None)
+    os.environ.pop("ELASTIC_ASSIGN_LOCAL_RANK", None)
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    return current_assignment(warm=True, env=env)

@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Warm spares (agent/warm/, docs/warm.md): the line protocol both ways (the agent's parser of a
+ * worker's ready line as hostile input, its assignment line read back by the C helper
+ * include/elastic_agent_assign.h, escapes and the generation check), and the spare pool with the
+ * real local launcher and ea-testworker: the generation check on an assignment, the hand-over,
+ * a line past the bound, a spare that never sends its ready line.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "elastic_agent_assign.h"
+#include "ea_time.h"
+#include "test_launch_support.h"
+#include "warm.h"
+#include "warm_proto.h"
+
+extern char **environ;
+
+/* ---- the protocol ------------------------------------------------------------------------- */
+
+TestSuite(warm_proto, .timeout = 10);
+
+Test(warm_proto, ready_line_is_parsed_as_hostile_input)
+{
+    long pid = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(warm_parse_ready("{\"ready\":1,\"pid\":42}", 20, &pid, &err), 0, "%s", err.msg);
+    cr_assert_eq(pid, 42);
+    const char *ok2 = "{\"pid\": 7, \"ready\": 1, \"later\": [1, {\"x\": null}]}";
+    cr_assert_eq(warm_parse_ready(ok2, strlen(ok2), &pid, NULL), 0);
+    cr_assert_eq(pid, 7);
+    static const struct {
+        const char *line, *why;
+    } bad[] = {
+        {"", "not JSON"},
+        {"hello, agent", "not JSON"},
+        {"[1]", "not a JSON object"},
+        {"{\"ready\":2,\"pid\":1}", "no \"ready\":1"},
+        {"{\"ready\":\"1\",\"pid\":1}", "no \"ready\":1"},
+        {"{\"pid\":1}", "no \"ready\":1"},
+        {"{\"ready\":1}", "no \"pid\""},
+        {"{\"ready\":1,\"pid\":0}", "no \"pid\""},
+        {"{\"ready\":1,\"pid\":-3}", "no \"pid\""},
+        {"{\"ready\":1,\"pid\":1.5}", "no \"pid\""},
+        {"{\"ready\":1,\"pid\":99999999999}", "no \"pid\""},
+        {"{\"ready\":1,\"ready\":1,\"pid\":1}", "not JSON"},
+        {"{\"ready\":1,\"pid\":1} {}", "not JSON"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        pid = -1;
+        ea_error_clear(&err);
+        cr_assert_eq(warm_parse_ready(bad[i].line, strlen(bad[i].line), &pid, &err), -EBADMSG,
+                     "accepted '%s'", bad[i].line);
+        cr_assert(strstr(err.msg, bad[i].why), "'%s': '%s'", bad[i].line, err.msg);
+        cr_assert_eq(pid, -1, "the pid is set on failure");
+    }
+    const char nul[] = "{\"ready\":1,\0\"pid\":1}";
+    cr_assert_eq(warm_parse_ready(nul, sizeof(nul) - 1, &pid, &err), -EBADMSG);
+    cr_assert(strstr(err.msg, "NUL"), "%s", err.msg);
+}
+
+/* Put `line` where ea_assign_wait reads it: a socketpair whose other end we keep. */
+static int feed(const char *line, size_t len, int *ret_ours)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    cr_assert_eq(write(sv[0], line, len), (ssize_t)len);
+    char fd[16];
+    snprintf(fd, sizeof(fd), "%d", sv[1]);
+    setenv("ELASTIC_ASSIGN_FD", fd, 1);
+    *ret_ours = sv[0];
+    return sv[1];
+}
+
+Test(warm_proto, assignment_reaches_the_c_helper_byte_for_byte)
+{
+    char *env[] = {"PLAIN=1", "QUOTES=a \"b\" \\c\\", "CTRL=line1\nline2\ttab\x01\x7f",
+                   "UTF8=caf\xc3\xa9 \xf0\x9f\x9a\x80", "RAW=\xff\xfe", "EMPTY=",
+                   "EQ=a=b=c", "ELASTIC_GENERATION=12", NULL};
+    char *line = NULL;
+    size_t len = 0;
+    cr_assert_eq(warm_format_assignment(12, 3, env, &line, &len), 0);
+    cr_assert_eq(line[len - 1], '\n');
+    cr_assert_null(memchr(line, '\n', len - 1), "one line");
+    unsetenv("ELASTIC_GENERATION");
+    int ours;
+    feed(line, len, &ours);
+    free(line);
+    char err[256] = "";
+    cr_assert_eq(ea_assign_wait(err, sizeof(err)), 1, "%s", err);
+    for (int i = 0; env[i]; i++) {
+        char *eq = strchr(env[i], '=');
+        char name[32];
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - env[i]), env[i]);
+        cr_assert_str_eq(getenv(name) ? getenv(name) : "(unset)", eq + 1, "%s", name);
+    }
+    cr_assert_null(getenv("ELASTIC_ASSIGN_FD"), "the fd variable stays");
+    char ready[128] = "";
+    ssize_t n = read(ours, ready, sizeof(ready) - 1);
+    cr_assert_gt(n, 0);
+    ready[n] = '\0';
+    long pid = 0;
+    cr_assert_eq(warm_parse_ready(ready, (size_t)n - 1, &pid, NULL), 0, "its line: '%s'", ready);
+    cr_assert_eq(pid, getpid());
+    cr_assert_eq(read(ours, ready, 1), 0, "the helper closed its end");
+    close(ours);
+    /* without ELASTIC_ASSIGN_FD (a cold start) it does nothing */
+    cr_assert_eq(ea_assign_wait(err, sizeof(err)), 0);
+}
+
+Test(warm_proto, c_helper_refuses_a_generation_that_is_not_newer)
+{
+    char *env[] = {"RANK=5", NULL};
+    char *line = NULL;
+    size_t len = 0;
+    cr_assert_eq(warm_format_assignment(7, 2, env, &line, &len), 0);
+    setenv("ELASTIC_GENERATION", "7", 1); /* the worker already took generation 7 */
+    unsetenv("RANK");
+    int ours;
+    int fd = feed(line, len, &ours);
+    free(line);
+    char err[256] = "";
+    cr_assert_eq(ea_assign_wait(err, sizeof(err)), -1);
+    cr_assert_eq(errno, ESTALE);
+    cr_assert(strstr(err, "not newer than generation 7"), "%s", err);
+    cr_assert_null(getenv("RANK"), "a refused assignment changed the environment");
+    close(ours);
+    close(fd);
+    unsetenv("ELASTIC_GENERATION");
+}
+
+Test(warm_proto, c_helper_refuses_a_malformed_assignment)
+{
+    static const char *const bad[] = {
+        "{\"generation\":3,\"env\":{\"A\":\"1\"}\n",           /* truncated */
+        "{\"generation\":3,\"env\":{\"A\":1}}\n",              /* a number for a value */
+        "{\"generation\":0,\"env\":{\"A\":\"1\"}}\n",          /* generation 0 */
+        "{\"env\":{\"A\":\"1\"}}\n",                           /* no generation */
+        "{\"generation\":3,\"env\":{\"A\":\"\\u0000\"}}\n",    /* a NUL */
+        "{\"generation\":3,\"env\":{\"A=B\":\"1\"}}\n",        /* '=' in a name */
+        "{\"generation\":3,\"env\":{\"A\":\"1\"}} trailing\n", /* more after the object */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        unsetenv("A");
+        unsetenv("ELASTIC_GENERATION");
+        int ours;
+        int fd = feed(bad[i], strlen(bad[i]), &ours);
+        char err[256] = "";
+        cr_assert_eq(ea_assign_wait(err, sizeof(err)), -1, "accepted %s", bad[i]);
+        cr_assert_eq(errno, EBADMSG, "%s: %s", bad[i], err);
+        cr_assert_null(getenv("A"));
+        close(ours);
+        close(fd);
+    }
+    /* members it does not know are skipped */
+    const char *later = "{\"v\":[1,{\"x\":\"}\"},true,null,-1.5e3],\"generation\":3,"
+                        "\"env\":{\"A\":\"\\ud83d\\ude80\"},\"round\":1}\n";
+    int ours;
+    feed(later, strlen(later), &ours);
+    char err[256] = "";
+    cr_assert_eq(ea_assign_wait(err, sizeof(err)), 1, "%s", err);
+    cr_assert_str_eq(getenv("A"), "\xf0\x9f\x9a\x80");
+    close(ours);
+    unsetenv("ELASTIC_GENERATION");
+}
+
+Test(warm_proto, assignment_is_bounded)
+{
+    size_t big = WARM_ASSIGN_MAX / 2;
+    char *a = malloc(big + 3), *b = malloc(big + 3);
+    memset(a, 'a', big + 2);
+    memset(b, 'b', big + 2);
+    memcpy(a, "A=", 2);
+    memcpy(b, "B=", 2);
+    a[big + 2] = b[big + 2] = '\0';
+    char *env[] = {a, b, NULL};
+    char *line = NULL;
+    size_t len = 0;
+    cr_assert_eq(warm_format_assignment(1, 1, env, &line, &len), -E2BIG);
+    char *noeq[] = {"NOEQUALS", NULL};
+    cr_assert_eq(warm_format_assignment(1, 1, noeq, &line, &len), -EINVAL);
+    cr_assert_eq(warm_format_assignment(0, 1, env + 2, &line, &len), -EINVAL);
+    free(a);
+    free(b);
+}
+
+/* ---- the spare pool ----------------------------------------------------------------------- */
+
+static char dir[64];
+static struct launcher *l;
+static struct warm *w;
+
+static void setup(void)
+{
+    tl_mkdtemp(dir, sizeof(dir));
+    l = tl_launcher();
+    w = NULL;
+}
+
+static void teardown(void)
+{
+    warm_destroy(w);
+    launcher_destroy(l);
+    tl_rmrf(dir);
+}
+
+TestSuite(warm, .init = setup, .fini = teardown, .timeout = 30);
+
+static void make(const char *const *cmd, int nproc, int64_t ready_ms)
+{
+    char *env[] = {"PATH=/usr/bin:/bin", "SPARE=1", NULL};
+    struct warm_config c = {.launcher = l, .command = (char *const *)cmd, .nproc = nproc,
+                            .env = env, .ready_timeout_ms = ready_ms, .stop_grace_ms = 500};
+    struct ea_error err = {0};
+    cr_assert_eq(warm_create(&c, &w, &err), 0, "%s", err.msg);
+}
+
+/* Drive the spares' sockets and the launcher's exits until `done` or the deadline. */
+static bool pump(bool (*done)(void), int timeout_ms)
+{
+    int64_t deadline = ea_now_ms() + timeout_ms;
+    while (!done()) {
+        int64_t wake = warm_wake_ms(w);
+        int64_t until = wake >= 0 && wake < deadline ? wake : deadline;
+        if (ea_now_ms() >= deadline)
+            return false;
+        struct pollfd p[2] = {{.fd = warm_fd(w), .events = POLLIN},
+                              {.fd = launcher_fd(l), .events = POLLIN}};
+        poll(p, 2, ea_timeout_until(until));
+        if (p[0].revents)
+            warm_on_events(w);
+        struct launch_exit *ex = NULL;
+        size_t n = 0;
+        launcher_dispatch(l, &ex, &n, NULL);
+        for (size_t i = 0; i < n; i++)
+            if (!warm_on_exit(w, &ex[i]))
+                launch_release(l, ex[i].proc); /* a handed-over one: ours to release */
+        free(ex);
+    }
+    return true;
+}
+
+static struct warm_fault fault;
+static bool got_fault(void)
+{
+    return warm_tick(w, ea_now_ms(), &fault) > 0;
+}
+
+static struct warm_take take(char *const *env, int64_t gen)
+{
+    return (struct warm_take){.env = env, .generation = gen, .round = gen, .label = "0"};
+}
+
+static int64_t gen_wanted;
+static bool assigned(void)
+{
+    return warm_assigned_ms(w, gen_wanted) >= 0;
+}
+
+Test(warm, assignment_of_a_generation_not_newer_than_the_spare_is_refused)
+{
+    const char *cmd[] = {TW, "warm", dir, NULL};
+    make(cmd, 1, 10000);
+    cr_assert_eq(warm_park(w, 5, NULL), 1);
+    cr_assert_eq(warm_park(w, 5, NULL), 0, "a second set while one is parked");
+    cr_assert_eq(warm_parked(w), 1);
+    char *env[] = {"RANK=0", "ELASTIC_GENERATION=5", NULL};
+    struct warm_take t = take(env, 5);
+    struct launch_proc *p = NULL;
+    pid_t pid = 0;
+    struct ea_error err = {0};
+    /* parked after generation 5's workers started: it is not for generation 5 */
+    cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, &err), -ESTALE);
+    cr_assert(strstr(err.msg, "generation 5 is not newer than 5"), "%s", err.msg);
+    cr_assert_null(p);
+    cr_assert_eq(warm_parked(w), 0, "the spare is stopped");
+
+    cr_assert_eq(warm_park(w, 5, NULL), 1);
+    char *env6[] = {"RANK=0", "ELASTIC_GENERATION=6", NULL};
+    t = take(env6, 6);
+    cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, &err), 0, "%s", err.msg);
+    cr_assert_not_null(p);
+    gen_wanted = 6;
+    cr_assert(pump(assigned, 10000), "the spare never took its assignment");
+    const char *rec = NULL;
+    char path[160];
+    snprintf(path, sizeof(path), "%s/env.0.%d", dir, (int)pid);
+    cr_assert(tl_pid_gone(pid, 10000), "the worker did not finish");
+    char buf[8192];
+    cr_assert_gt(tl_read_file(path, buf, sizeof(buf)), 0, "no %s", path);
+    rec = strstr(buf, "ELASTIC_GENERATION=6\n");
+    cr_assert(rec, "%s", buf);
+    cr_assert(strstr(buf, "SPARE=1\n"), "the parked environment is kept: %s", buf);
+
+    /* the same rank never goes back: not even to the generation it has */
+    cr_assert_eq(warm_park(w, 0, NULL), 1);
+    cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, &err), -ESTALE);
+    cr_assert(strstr(err.msg, "generation 6 is not newer than 6"), "%s", err.msg);
+    cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, &err), -ENOENT, "none parked any more");
+}
+
+Test(warm, line_past_the_bound_is_a_fault)
+{
+    const char *cmd[] = {TW, "warm-bad", dir, "5000", NULL};
+    make(cmd, 2, 10000);
+    cr_assert_eq(warm_park(w, 0, NULL), 1);
+    cr_assert(pump(got_fault, 10000), "no fault for a line without a newline");
+    cr_assert_not(fault.assigned);
+    cr_assert(strstr(fault.message, "no newline in its first 1024 bytes"), "%s", fault.message);
+    cr_assert_eq(warm_parked(w), 0, "the whole set is stopped");
+    cr_assert_eq(warm_park(w, 0, NULL), 0, "parking is suspended until a round started");
+    warm_round_started(w);
+    cr_assert_eq(warm_park(w, 0, NULL), 1);
+}
+
+Test(warm, spare_without_a_ready_line_misses_its_deadline)
+{
+    const char *cmd[] = {TW, "hang", NULL};
+    make(cmd, 1, 300);
+    int64_t t0 = ea_now_ms();
+    cr_assert_eq(warm_park(w, 0, NULL), 1);
+    cr_assert(pump(got_fault, 10000), "no fault");
+    cr_assert_geq(ea_now_ms() - t0, 300, "before its deadline");
+    cr_assert_not(fault.assigned);
+    cr_assert(strstr(fault.message, "did not call elastic_agent.wait_for_assignment()"), "%s",
+              fault.message);
+    cr_assert(tl_pid_gone(fault.pid, 5000), "the spare is still running");
+
+    /* taken, then late: an assigned fault (the caller fails the worker) */
+    warm_round_started(w);
+    cr_assert_eq(warm_park(w, 0, NULL), 1);
+    char *env[] = {"RANK=0", NULL};
+    struct warm_take t = take(env, 1);
+    struct launch_proc *p = NULL;
+    pid_t pid = 0;
+    cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, NULL), 0);
+    cr_assert(pump(got_fault, 10000), "no fault");
+    cr_assert(fault.assigned);
+    cr_assert_eq(fault.pid, pid);
+    launch_signal(l, p, SIGKILL); /* the caller's to stop */
+}
