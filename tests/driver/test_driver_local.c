@@ -39,16 +39,9 @@ TestSuite(driver, .init = setup, .fini = teardown, .timeout = 90);
 /* Start the driver with the common options, `extra` and the worker command `cmd`. */
 static void start(struct h_agent *a, const char *const *extra, const char *const *cmd)
 {
-    const char *args[48] = {"--state-dir",    state, "--run-id",    "drv", "--settle", "0.5",
-                            "--stop-timeout", "2",   "--lease-ttl", "2"};
-    int n = 10;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n++] = "--";
-    for (int i = 0; cmd[i]; i++)
-        args[n++] = cmd[i];
-    args[n] = NULL;
-    h_agent_start(a, dir, "driver", args);
+    const char *base[] = {"--state-dir",    state, "--run-id",    "drv", "--settle", "0.5",
+                            "--stop-timeout", "2",   "--lease-ttl", "2", NULL};
+    h_agent_start_argv(a, dir, "driver", base, extra, cmd);
 }
 
 static void write_file(const char *path, const char *text)

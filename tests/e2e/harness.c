@@ -68,6 +68,24 @@ static void forget(pid_t pid)
             started[i] = 0;
 }
 
+void h_agent_start_argv(struct h_agent *a, const char *dir, const char *name,
+                        const char *const *base, const char *const *extra, const char *const *cmd)
+{
+    const char *args[96];
+    size_t n = 0;
+    const char *const *parts[3] = {base, extra, cmd};
+    for (int p = 0; p < 3; p++) {
+        if (p == 2)
+            args[n++] = "--";
+        for (size_t i = 0; parts[p] && parts[p][i]; i++) {
+            cr_assert_lt(n, sizeof(args) / sizeof(args[0]) - 2, "too many arguments for %s", name);
+            args[n++] = parts[p][i];
+        }
+    }
+    args[n] = NULL;
+    h_agent_start(a, dir, name, args);
+}
+
 void h_agent_start(struct h_agent *a, const char *dir, const char *name, const char *const *args)
 {
     memset(a, 0, sizeof(*a));

@@ -30,6 +30,10 @@ void h_suite_dirs(const char *tag, char *dir, char *state, char *envdir);
 
 /* Start `EA_AGENT_BIN args...` (NULL-terminated); logs go to dir/<name>.{log,out}. */
 void h_agent_start(struct h_agent *a, const char *dir, const char *name, const char *const *args);
+/* h_agent_start with argv `base` (NULL-terminated), then `extra` (NULL-terminated, or NULL), then
+ * "--" and the worker command `cmd` (NULL-terminated): what most e2e tests start. */
+void h_agent_start_argv(struct h_agent *a, const char *dir, const char *name,
+                        const char *const *base, const char *const *extra, const char *const *cmd);
 
 /* SIGKILL and reap every agent this process started and has not reaped: call it first in each
  * suite's teardown, so a failed assertion never leaves agents (and their workers) running. */

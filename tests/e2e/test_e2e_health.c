@@ -40,16 +40,9 @@ TestSuite(health, .init = setup, .fini = teardown, .timeout = 120);
 static void start(struct h_agent *a, const char *name, const char *const *extra,
                   const char *const *cmd)
 {
-    const char *args[64] = {"--state-dir", state, "--run-id", "hb", "--node-id", name,
-                            "--stop-timeout", "2"};
-    int n = 8;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n++] = "--";
-    for (int i = 0; cmd[i]; i++)
-        args[n++] = cmd[i];
-    args[n] = NULL;
-    h_agent_start(a, dir, name, args);
+    const char *base[] = {"--state-dir", state, "--run-id", "hb", "--node-id", name,
+                            "--stop-timeout", "2", NULL};
+    h_agent_start_argv(a, dir, name, base, extra, cmd);
 }
 
 /* `elastic-agent status` of the run, into a static buffer. */

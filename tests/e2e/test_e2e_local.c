@@ -37,17 +37,10 @@ TestSuite(e2e, .init = setup, .fini = teardown, .timeout = 90);
 static void start(struct h_agent *a, const char *name, const char *const *extra,
                   const char *const *cmd)
 {
-    const char *args[48] = {"--state-dir", state, "--run-id", "e2e", "--node-id", name,
-                            "--settle", "1", "--stop-timeout", "2"}; /* settle 1 s: agents started together
-                                                        share round 1 even on a loaded host */
-    int n = 10;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n++] = "--";
-    for (int i = 0; cmd[i]; i++)
-        args[n++] = cmd[i];
-    args[n] = NULL;
-    h_agent_start(a, dir, name, args);
+    /* settle 1 s: agents started together share round 1 even on a loaded host */
+    const char *base[] = {"--state-dir", state, "--run-id", "e2e", "--node-id", name,
+                          "--settle", "1", "--stop-timeout", "2", NULL};
+    h_agent_start_argv(a, dir, name, base, extra, cmd);
 }
 
 

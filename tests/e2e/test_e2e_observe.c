@@ -49,16 +49,9 @@ TestSuite(observe, .init = setup, .fini = teardown, .timeout = 90);
 static void start(struct h_agent *a, const char *name, const char *const *extra,
                   const char *const *cmd)
 {
-    const char *args[48] = {"--state-dir", state, "--run-id",       "obs", "--node-id", name,
-                            "--settle",    "0.3", "--stop-timeout", "2"};
-    int n = 10;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n++] = "--";
-    for (int i = 0; cmd[i]; i++)
-        args[n++] = cmd[i];
-    args[n] = NULL;
-    h_agent_start(a, dir, name, args);
+    const char *base[] = {"--state-dir", state, "--run-id",       "obs", "--node-id", name,
+                            "--settle",    "0.3", "--stop-timeout", "2", NULL};
+    h_agent_start_argv(a, dir, name, base, extra, cmd);
 }
 
 /* Workers that run until the test creates envdir/go. */

@@ -46,16 +46,9 @@ TestSuite(status_states, .init = setup, .fini = teardown, .timeout = 120);
 static void start(struct h_agent *a, const char *run, const char *name, const char *const *extra,
                   const char *const *cmd)
 {
-    const char *args[48] = {"--state-dir", state, "--run-id",     run,        "--node-id", name,
-                            "--settle",    "0.3", "--local-addr", "127.0.0.1"};
-    int n = 10;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n++] = "--";
-    for (int i = 0; cmd[i]; i++)
-        args[n++] = cmd[i];
-    args[n] = NULL;
-    h_agent_start(a, dir, name, args);
+    const char *base[] = {"--state-dir", state, "--run-id",     run,        "--node-id", name,
+                            "--settle",    "0.3", "--local-addr", "127.0.0.1", NULL};
+    h_agent_start_argv(a, dir, name, base, extra, cmd);
 }
 
 static char *slurp(const char *path)

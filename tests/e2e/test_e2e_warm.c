@@ -44,16 +44,9 @@ TestSuite(warm, .init = setup, .fini = teardown, .timeout = 120);
 static void start_in(struct h_agent *a, const char *logs, const char *st, const char *run,
                      const char *name, const char *const *extra, const char *const *cmd)
 {
-    const char *args[48] = {"--state-dir", st, "--run-id", run, "--node-id", name,
-                            "--settle", "1", "--stop-timeout", "2", "--lease-ttl", TTL};
-    int n = 12;
-    for (int i = 0; extra && extra[i]; i++)
-        args[n++] = extra[i];
-    args[n++] = "--";
-    for (int i = 0; cmd[i]; i++)
-        args[n++] = cmd[i];
-    args[n] = NULL;
-    h_agent_start(a, logs, name, args);
+    const char *base[] = {"--state-dir", st, "--run-id", run, "--node-id", name,
+                            "--settle", "1", "--stop-timeout", "2", "--lease-ttl", TTL, NULL};
+    h_agent_start_argv(a, logs, name, base, extra, cmd);
 }
 
 static void start(struct h_agent *a, const char *name, const char *const *extra,
