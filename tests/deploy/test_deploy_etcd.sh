@@ -190,13 +190,10 @@ if ! python3 "$here/check_deploy.py" k8s "$tmp/base.yaml" --name base --source "
 fi
 mapfile -d '' daemon_env <"$tmp/daemon.env"
 http=$(free_port)
-sign=()
-# signed specs (issue 29): when this binary has them, a key of the test's own in allowed_signers
-if "$bin" submit --help 2>&1 | grep -q -- '--sign-with'; then
-  ssh-keygen -q -t ed25519 -N '' -C test -f "$tmp/signer" >/dev/null
-  echo "tester@example.com $(cut -d' ' -f1,2 "$tmp/signer.pub")" >>"$tmp/volumes/allowed-signers/allowed_signers"
-  sign=(--sign-with "$tmp/signer")
-fi
+# signed specs (issue 29): a key of the test's own in allowed_signers, as an admin adds theirs
+ssh-keygen -q -t ed25519 -N '' -C test -f "$tmp/signer" </dev/null >/dev/null
+echo "tester@example.com $(cut -d' ' -f1,2 "$tmp/signer.pub")" >>"$tmp/volumes/allowed-signers/allowed_signers"
+sign=(--sign-with "$tmp/signer")
 env -i PATH="$PATH" TMPDIR="$tmp" "${daemon_env[@]}" ELASTIC_RDZV_ENDPOINT="$agent_endpoints" \
   ELASTIC_HTTP="127.0.0.1:$http" ELASTIC_NODE_ID=node-a "$bin" serve >"$tmp/serve.log" 2>&1 &
 serve_pid=$!
