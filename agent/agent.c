@@ -297,14 +297,16 @@ static void reconcile(struct agent *a)
  * agent could not renew its lease in time (it was frozen, starved or swapped out). */
 static bool fence_lapsed(const struct agent *a, int64_t now)
 {
-    return a->fence_until > 0 && now >= a->fence_until;
+    int64_t until = agent_liveness_fence_held(a, a->fence_until); /* the ring's thread moves it */
+    return until > 0 && now >= until;
 }
 
 static void fenced_out(struct agent *a, int64_t now)
 {
-    log_error("lease not renewed for %.1f s past its deadline (was this agent stopped or "
-              "starved?): this node is fenced out; the workers' guards stop them; rejoining",
-              (double)(now - a->fence_until) / 1000.0);
+    log_error("the workers' deadline (the lease's, or the liveness ring's) passed %.1f s ago "
+              "(was this agent stopped or starved?): this node is fenced out; the workers' "
+              "guards stop them; rejoining",
+              (double)(now - agent_liveness_fence_held(a, a->fence_until)) / 1000.0);
     a->lease_lost = true;
     agent_emit(a, "lease_lost", "{s:s, s:i}", "reason", "agent stalled past its lease",
                "workers_running", a->group.live);
@@ -315,8 +317,7 @@ static void fence_refresh(struct agent *a, int64_t now)
 {
     if (fence_lapsed(a, now) && a->group.live > 0 && !a->lease_lost)
         fenced_out(a, now);
-    a->fence_until = rdzv_lease_valid_until(a->rdzv);
-    launcher_fence(a->launcher, a->fence_until);
+    a->fence_until = agent_liveness_fence(a, rdzv_lease_valid_until(a->rdzv));
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
@@ -461,6 +462,7 @@ static int64_t next_wake(const struct agent *a)
         t = earliest(t, tracker_wake_ms(a->tracker));
     t = earliest(t, agent_health_wake_ms(a));
     t = earliest(t, pf_wake_ms(a->pf));
+    t = earliest(t, agent_liveness_wake_ms(a));
     if (a->waiting_since_ms >= 0) {
         t = earliest(t, a->progress_at_ms);
         t = earliest(t, a->waiting_since_ms + a->cfg->join_timeout_ms);
@@ -542,7 +544,7 @@ static void housekeeping(struct agent *a, int64_t now)
         agent_store_problem(a, r, &err);
     }
     if (a->lease_lost && a->group.live == 0 && !a->term_signal &&
-        (a->retry_at_ms < 0 || now >= a->retry_at_ms)) {
+        (a->retry_at_ms < 0 || now >= a->retry_at_ms) && agent_liveness_may_rejoin(a, now)) {
         ea_error_clear(&err);
         if ((r = rdzv_join(a->rdzv, &err)) < 0) {
             agent_store_problem(a, r, &err);
@@ -581,15 +583,17 @@ static void housekeeping(struct agent *a, int64_t now)
 
 void agent_loop(struct agent *a)
 {
-    struct pollfd fds[5 + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
+    struct pollfd fds[6 + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
         {.fd = a->sigfd, .events = POLLIN},
         {.fd = kv_event_fd(a->kv), .events = POLLIN},
         {.fd = launcher_fd(a->launcher), .events = POLLIN},
         {.fd = a->preempt.fd, .events = POLLIN}, /* -1 (ignored) without --preemption-file */
         {.fd = -1, .events = POLLIN},            /* heartbeats' inotify, while first beats due */
+        {.fd = agent_liveness_fd(a), .events = POLLIN}, /* the liveness ring's reports, or -1 */
     };
     while (!a->exiting) {
         int64_t now = ea_now_ms();
+        agent_liveness_step(a, now);
         housekeeping(a, now);
         fence_refresh(a, now);
         check_hang(a, now);
@@ -606,11 +610,11 @@ void agent_loop(struct agent *a)
         agent_publish(a);
         int timeout = ea_timeout_until(next_wake(a));
         fds[4].fd = hb_fd(a->hb);
-        size_t n_nic = nic_pollfds(a->nic, fds + 5, NIC_POLL_MAX); /* listener, probes */
+        size_t n_nic = nic_pollfds(a->nic, fds + 6, NIC_POLL_MAX); /* listener, probes */
         agent_retire_tracker(a);
-        struct pollfd *tfds = fds + 5 + n_nic;
+        struct pollfd *tfds = fds + 6 + n_nic;
         size_t n_trk = a->tracker ? tracker_pollfds(a->tracker, tfds, TRACKER_POLL_MAX) : 0;
-        int n = poll(fds, 5 + n_nic + n_trk, timeout);
+        int n = poll(fds, 6 + n_nic + n_trk, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("poll: %s", strerror(errno));
             exit_with(a, AGENT_EXIT_RDZV);
@@ -620,7 +624,9 @@ void agent_loop(struct agent *a)
             tracker_on_poll(a->tracker, tfds, n_trk, ea_now_ms());
         if (n <= 0)
             continue;
-        nic_on_poll(a->nic, fds + 5, n_nic);
+        nic_on_poll(a->nic, fds + 6, n_nic);
+        if (fds[5].revents & POLLIN)
+            agent_liveness_on_reports(a);
         if (fds[4].revents & POLLIN)
             hb_on_events(a->hb, ea_now_ms());
         if (fds[0].revents & POLLIN)

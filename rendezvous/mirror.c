@@ -124,6 +124,7 @@ int rdzv_mirror_put(struct rdzv_mirror *m, struct kv_entry *e)
     m->dec[i] = node ? node_decode(m, &m->keys[i]) : NULL;
     memset(e, 0, sizeof(*e));
     m->dirty = true;
+    m->changes++;
     m->nodes_dirty |= node;
     return 0;
 }
@@ -157,6 +158,7 @@ void rdzv_mirror_del(struct rdzv_mirror *m, const char *key)
     m->dec[i] = m->dec[m->n_keys];
     index_rebuild(m, m->n_keys); /* deletes are rare: nodes leaving */
     m->dirty = true;
+    m->changes++;
 }
 
 void rdzv_mirror_clear(struct rdzv_mirror *m)
@@ -169,6 +171,7 @@ void rdzv_mirror_clear(struct rdzv_mirror *m)
     if (m->slots)
         memset(m->slots, 0, m->n_slots * sizeof(*m->slots));
     m->dirty = m->nodes_dirty = true;
+    m->changes++;
 }
 
 void rdzv_mirror_free(struct rdzv_mirror *m)

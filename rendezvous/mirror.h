@@ -24,6 +24,7 @@ struct rdzv_mirror {
     bool dirty;             /* something changed since the owner last derived */
     bool nodes_dirty;       /* a nodes/ key changed */
     bool node_arrived;      /* a nodes/ key appeared (for the settle timer) */
+    uint64_t changes;       /* puts and deletes so far (a reader rescans only after a change) */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
 };

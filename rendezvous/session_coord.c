@@ -92,10 +92,12 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     char(*keys)[KEY_MAX] = calloc(n_ops, sizeof(*keys));
     char **vals = calloc(n_ops, sizeof(*vals));
     int r = ops && keys && vals ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    struct rdzv_state enc = *next; /* with the liveness ring's links when it is on */
+    enc.ring = s->cfg.params.ring;
     for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
         rdzv_key_of(s, keys[k], "assign/%06zu", k);
         ops[k].key = keys[k];
-        if (k < n_put && (r = rdzv_chunk_encode(next, (int)k, &vals[k], err)) == 0)
+        if (k < n_put && (r = rdzv_chunk_encode(&enc, (int)k, &vals[k], err)) == 0)
             ops[k].value = vals[k], ops[k].len = strlen(vals[k]);
         ops[k].del = k >= n_put;
     }

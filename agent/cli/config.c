@@ -90,6 +90,16 @@ const struct opt cfg_opts[] = {
     {"worker-startup-timeout", OPT_SEC, OFF(startup_timeout_ms), "0", 0, 1e6, NULL, "SEC",
      "a worker's first beat must come this long after its start (0: the heartbeat timeout); "
      "alone, it bounds only the first beat", AGENT},
+    {"liveness", OPT_STR, OFF(liveness), "on", 0, 0, NULL, "MODE",
+     "on | off: a ring of agent-to-agent heartbeat links sees a dead or frozen node in about a "
+     "second (a peer suspects it, the coordinator probes it and revokes its lease), not after "
+     "--lease-ttl; the lease stays the backstop", AGENT},
+    {"liveness-interval", OPT_SEC, OFF(liveness_interval_ms), "0.2", 0.01, 60, NULL, "SEC",
+     "heartbeat period on each ring link", AGENT},
+    {"liveness-misses", OPT_INT, OFF(liveness_misses), "3", 1, 100, NULL, "N",
+     "a ring link silent for this many intervals is broken (and a confirming probe gets as "
+     "long); a frozen node's workers are stopped by their guards before it can be evicted",
+     AGENT},
     {"preflight", OPT_STR, OFF(preflight), NULL, 0, 0, NULL, "CMD",
      "health check run (sh -c CMD) before this node joins: a failure keeps it out (status lists "
      "it as held, with the reason) and it is retried after --preflight-cooldown", AGENT},
@@ -468,7 +478,7 @@ static int resolve_ranks_filter(const struct cfg *c, struct ea_error *err)
 }
 
 /* Hang detection reads each worker's heartbeat file on this machine; the preflight options
- * mean nothing without --preflight. */
+ * mean nothing without --preflight, nor the ring's without the ring. */
 static int resolve_health(const struct cfg *c, const enum source *srcs, struct ea_error *err)
 {
     bool remote = c->hosts || c->hostfile || c->host_discovery_script ||
@@ -476,6 +486,12 @@ static int resolve_health(const struct cfg *c, const enum source *srcs, struct e
     if ((c->heartbeat_timeout_ms || c->startup_timeout_ms) && remote)
         return ea_errorf(err, -EINVAL, "--worker-heartbeat-timeout and --worker-startup-timeout "
                                        "need the workers on this machine (the local launcher)");
+    if (strcmp(c->liveness, "on") != 0 && strcmp(c->liveness, "off") != 0)
+        return ea_errorf(err, -EINVAL, "--liveness: '%s' is not on or off", c->liveness);
+    static const char *const lv[] = {"liveness-interval", "liveness-misses"};
+    for (size_t i = 0; strcmp(c->liveness, "off") == 0 && i < sizeof(lv) / sizeof(*lv); i++)
+        if (on_cli(srcs, lv[i]))
+            return ea_errorf(err, -EINVAL, "--%s has no effect with --liveness off", lv[i]);
     static const char *const pf[] = {"preflight-every-round", "preflight-timeout",
                                      "preflight-cooldown"};
     for (size_t i = 0; !c->preflight && i < sizeof(pf) / sizeof(*pf); i++)

@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * agent liveness: the loop's glue to the liveness ring (liveness/live.h: links, probes, the tight
+ * fence, on a thread of their own) and to its keys in the store (rendezvous/suspect.h). Follows
+ * each running round with the ring, writes a suspicion when a link breaks, and, as coordinator,
+ * confirms each suspicion with a probe of its own before it revokes the suspect's lease. A node
+ * that loses its lease again soon after rejoining waits before it rejoins (no round storm).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "agent_internal.h"
+#include "ea_time.h"
+#include "live.h"
+#include "log.h"
+#include "suspect.h"
+
+/* Suspicions one round can have confirmed (more wait for the next scan). */
+#define CASES_MAX 64
+/* Suspicion writes waiting for the store. */
+#define TODO_MAX 8
+/* Reading the successor's node record failed: try again after this long. */
+#define PEER_RETRY_MS 500
+
+enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_DONE };
+
+struct ring_case {
+    enum case_state state;
+    struct rdzv_suspect_case c;
+    uint64_t probe;
+};
+
+struct agent_ring {
+    struct live *live;
+    int64_t probe_ms, cooldown_ms;
+
+    /* the ring as handed to the thread */
+    int64_t round;
+    char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
+    int64_t peer_retry_ms;
+
+    struct rdzv_suspicion todo[TODO_MAX];
+    size_t n_todo;
+
+    /* the coordinator's confirmations in cases_round */
+    struct ring_case cases[CASES_MAX];
+    int64_t cases_round;
+    uint64_t seen_changes;
+    bool rescan;
+
+    /* a watcher's own confirmation of the coordinator it suspects */
+    bool coord_probing;
+    uint64_t coord_probe;
+    int64_t coord_lease;
+    struct rdzv_suspicion coord_sus;
+
+    uint64_t probe_ids;
+
+    /* the rejoin cooldown */
+    bool was_lost;
+    int64_t rejoined_ms, cooldown_until_ms;
+};
+
+/* The ring's thread writes the guards' deadline too: the launcher exists by then (the first
+ * write follows the loop's first agent_liveness_fence()), and its fence op is one atomic store. */
+static void fence_write(void *ctx, int64_t until)
+{
+    struct agent *a = ctx;
+    if (a->launcher)
+        launcher_fence(a->launcher, until);
+}
+
+int agent_liveness_open(struct agent *a, struct rdzv_node *self)
+{
+    const struct cfg *c = a->cfg;
+    /* the memory backend is one agent's process: there is nobody to link to */
+    if (strcmp(c->liveness, "on") != 0 || strcmp(c->backend, "memory") == 0)
+        return 0;
+    struct agent_ring *g = calloc(1, sizeof(*g));
+    if (!g) {
+        log_error("out of memory");
+        return AGENT_EXIT_RDZV;
+    }
+    int64_t iv = c->liveness_interval_ms, misses = c->liveness_misses;
+    /* a frozen node can be evicted (misses - 1) x interval after its last beat plus a probe of
+     * misses x interval: its guards stop its workers before, with half an interval to spare */
+    int64_t fence_ms = (2 * misses - 1) * iv - iv / 2;
+    struct live_params p = {
+        .ring = {.run_id = c->run_id, .node_id = c->node_id, .bind_addr = a->self_addr,
+                 .interval_ms = iv, .misses = (int)misses},
+        .fence_ms = fence_ms > iv ? fence_ms : iv,
+        .fence = fence_write,
+        .fence_ctx = a,
+    };
+    struct ea_error err = {0};
+    if (live_create(&p, &g->live, &err) < 0) {
+        log_error("%s", err.msg);
+        free(g);
+        return AGENT_EXIT_RDZV;
+    }
+    g->probe_ms = misses * iv;
+    g->cooldown_ms = c->lease_ttl_ms;
+    self->live_port = live_port(g->live);
+    if (strcmp(a->self_addr, self->addr) != 0) /* its workers run on another host (--host) */
+        snprintf(self->live_addr, sizeof(self->live_addr), "%s", a->self_addr);
+    a->ring = g;
+    log_debug("liveness ring: listening on %s port %d (heartbeat %" PRId64 " ms, %d misses)",
+              a->self_addr, self->live_port, iv, (int)misses);
+    return 0;
+}
+
+void agent_liveness_close(struct agent *a)
+{
+    if (!a->ring)
+        return;
+    live_destroy(a->ring->live); /* a bye on both links: the neighbours suspect nobody */
+    free(a->ring);
+    a->ring = NULL;
+}
+
+int agent_liveness_fd(const struct agent *a)
+{
+    return a->ring ? live_fd(a->ring->live) : -1;
+}
+
+/* ---- following the rounds ----------------------------------------------------------------- */
+
+static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
+{
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    const char *self = a->cfg->node_id;
+    int64_t round = s && s->status == RDZV_RUNNING && m && !a->lease_lost && !a->term_signal &&
+                            !a->exiting
+                        ? s->round
+                        : 0;
+    const char *next = round && m->next[0] && strcmp(m->next, self) != 0 ? m->next : "";
+    const char *prev = round && m->prev[0] && strcmp(m->prev, self) != 0 ? m->prev : "";
+    if (round == g->round && strcmp(next, g->next) == 0 && strcmp(prev, g->prev) == 0)
+        return;
+    if (next[0] && now < g->peer_retry_ms)
+        return;
+    struct ring_peer rp = {0};
+    bool have = false;
+    if (next[0]) { /* the one node record a node reads per round: its successor's */
+        struct rdzv_ring_peer p;
+        struct ea_error err = {0};
+        int r = rdzv_ring_peer(a->rdzv, next, &p, &err);
+        if (r == 0) {
+            snprintf(rp.node_id, sizeof(rp.node_id), "%s", p.node_id);
+            snprintf(rp.addr, sizeof(rp.addr), "%s", p.addr);
+            rp.port = p.port;
+            have = true;
+        } else if (r != KV_ENOTFOUND && r != -ENOPROTOOPT) {
+            log_debug("liveness ring: reading node '%s': %s; trying again", next, err.msg);
+            g->peer_retry_ms = now + PEER_RETRY_MS;
+            return;
+        } else { /* gone already, or not in the ring: nothing to watch on that side */
+            log_debug("liveness ring: no link to node '%s': %s", next, err.msg);
+        }
+    }
+    live_set(g->live, round, prev, have ? &rp : NULL);
+    g->round = round;
+    snprintf(g->next, sizeof(g->next), "%s", next);
+    snprintf(g->prev, sizeof(g->prev), "%s", prev);
+    if (round)
+        log_debug("liveness ring, round %" PRId64 ": from '%s', to '%s'", round,
+                  prev[0] ? prev : "(none)", next[0] ? next : "(none)");
+}
+
+/* ---- suspicions --------------------------------------------------------------------------- */
+
+static void flush_todo(struct agent *a, struct agent_ring *g)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < g->n_todo; i++) {
+        struct ea_error err = {0};
+        int r = rdzv_suspect(a->rdzv, &g->todo[i], &err);
+        if (r < 0 && g->todo[i].round == g->round) {
+            log_debug("liveness ring: reporting node '%s': %s; trying again", g->todo[i].node_id,
+                      err.msg);
+            g->todo[kept++] = g->todo[i];
+        }
+    }
+    g->n_todo = kept;
+}
+
+static void to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    snprintf(ret->node_id, sizeof(ret->node_id), "%s", p->node_id);
+    snprintf(ret->addr, sizeof(ret->addr), "%s", p->addr);
+    ret->port = p->port;
+}
+
+/* The suspect is the coordinator: nobody else would confirm it, so this watcher does, with a
+ * probe of its own on a new connection (docs/protocol.md: why that is safe). */
+static void confirm_coord(struct agent *a, struct agent_ring *g, const struct rdzv_suspicion *x)
+{
+    char holder[RDZV_ID_MAX];
+    int64_t lease = 0;
+    struct rdzv_ring_peer p;
+    struct ring_peer rp;
+    if (g->coord_probing || !rdzv_coord_holder(a->rdzv, holder, sizeof(holder), &lease) ||
+        strcmp(holder, x->node_id) != 0 || rdzv_ring_peer(a->rdzv, holder, &p, NULL) < 0 ||
+        p.lease != lease)
+        return;
+    to_ring_peer(&p, &rp);
+    uint64_t id = ++g->probe_ids;
+    if (live_probe(g->live, id, &rp, x->round, g->probe_ms) < 0)
+        return;
+    g->coord_probing = true;
+    g->coord_probe = id;
+    g->coord_lease = lease;
+    g->coord_sus = *x;
+}
+
+static void on_suspect(struct agent *a, struct agent_ring *g, const struct ring_report *x)
+{
+    if (x->round != g->round || !x->round)
+        return; /* a link of a round that has ended */
+    int64_t now = ea_now_ms(), wall = ea_wall_ms();
+    struct rdzv_suspicion sus = {.round = x->round,
+                                 .fault_ms = x->heard_ms >= 0 ? wall - (now - x->heard_ms) : -1,
+                                 .detected_ms = wall};
+    snprintf(sus.node_id, sizeof(sus.node_id), "%s", x->node_id);
+    snprintf(sus.by, sizeof(sus.by), "%s", a->cfg->node_id);
+    snprintf(sus.cause, sizeof(sus.cause), "%s", x->cause);
+    log_warn("liveness ring: lost node '%s' (the link %s it: %s): suspecting it", x->node_id,
+             x->outbound ? "to" : "from", x->cause);
+    a->m.liveness_suspicions++;
+    agent_emit(a, "suspect", "{s:s, s:s, s:s}", "node", x->node_id, "cause", x->cause, "link",
+               x->outbound ? "to_successor" : "from_predecessor");
+    if (g->n_todo < TODO_MAX)
+        g->todo[g->n_todo++] = sus;
+    flush_todo(a, g);
+    if (!rdzv_is_coordinator(a->rdzv))
+        confirm_coord(a, g, &sus);
+}
+
+/* rounds/<r>/detect: when the fault began (the suspect's last beat) and was seen, so every
+ * node's recovery clock times the same fault (create-only: the first wins). */
+static void publish_detect(struct agent *a, const struct rdzv_suspicion *x)
+{
+    char v[384];
+    ph_detect_json(x->fault_ms > 0 ? x->fault_ms : x->detected_ms, x->detected_ms, "node_lost",
+                   x->node_id, -1, v, sizeof(v));
+    struct ea_error err = {0};
+    if (rdzv_publish_round_key(a->rdzv, x->round, "detect", v, &err) < 0)
+        log_debug("could not publish the detect time of round %" PRId64 ": %s", x->round,
+                  err.msg);
+}
+
+static void evicted(struct agent *a, const struct rdzv_suspicion *x, const char *why, int r,
+                    const struct ea_error *err)
+{
+    if (r < 0) {
+        log_warn("liveness ring: could not revoke the lease of node '%s': %s", x->node_id,
+                 err->msg);
+        return;
+    }
+    if (r == 0)
+        return; /* gone already, or rejoined under a new lease */
+    a->m.liveness_confirmed++;
+    log_warn("liveness ring: node '%s' did not answer a probe either (%s; '%s' saw: %s): its "
+             "lease is revoked, the run goes on without it",
+             x->node_id, why, x->by, x->cause);
+    agent_emit(a, "evicted", "{s:s, s:s, s:s, s:s}", "node", x->node_id, "by", x->by, "cause",
+               x->cause, "probe", why);
+}
+
+static void false_alarm(struct agent *a, const struct rdzv_suspicion *x)
+{
+    a->m.liveness_false_alarms++;
+    log_info("liveness ring: node '%s' answered a probe: a false alarm ('%s' saw: %s)",
+             x->node_id, x->by, x->cause);
+    agent_emit(a, "suspect_cleared", "{s:s, s:s, s:s}", "node", x->node_id, "by", x->by, "cause",
+               x->cause);
+}
+
+static void on_probe(struct agent *a, struct agent_ring *g, const struct ring_report *x)
+{
+    struct ea_error err = {0};
+    if (g->coord_probing && x->probe_id == g->coord_probe) {
+        g->coord_probing = false;
+        if (x->alive) {
+            false_alarm(a, &g->coord_sus);
+            return;
+        }
+        publish_detect(a, &g->coord_sus);
+        int r = rdzv_evict_coord(a->rdzv, g->coord_sus.node_id, g->coord_lease, &err);
+        evicted(a, &g->coord_sus, x->cause, r, &err);
+        return;
+    }
+    for (size_t i = 0; i < CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state != CASE_PROBING || k->probe != x->probe_id)
+            continue;
+        k->state = CASE_DONE;
+        if (g->cases_round != x->round || !rdzv_is_coordinator(a->rdzv))
+            return;
+        if (x->alive) {
+            false_alarm(a, &k->c.sus);
+            if (rdzv_suspect_clear(a->rdzv, &k->c, &err) < 0)
+                log_debug("liveness ring: clearing the suspicion of '%s': %s", x->node_id,
+                          err.msg);
+            return;
+        }
+        publish_detect(a, &k->c.sus);
+        int r = rdzv_evict(a->rdzv, &k->c, &err);
+        evicted(a, &k->c.sus, x->cause, r, &err);
+        return;
+    }
+}
+
+void agent_liveness_on_reports(struct agent *a)
+{
+    struct agent_ring *g = a->ring;
+    struct ring_report x;
+    while (g && live_take(g->live, &x)) {
+        if (x.kind == RING_REPORT_SUSPECT)
+            on_suspect(a, g, &x);
+        else
+            on_probe(a, g, &x);
+    }
+}
+
+/* ---- the coordinator's confirmations ------------------------------------------------------ */
+
+static struct ring_case *case_for(struct agent_ring *g, const struct rdzv_suspect_case *c)
+{
+    struct ring_case *free_slot = NULL;
+    for (size_t i = 0; i < CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state == CASE_FREE) {
+            if (!free_slot)
+                free_slot = k;
+        } else if (strcmp(k->c.sus.node_id, c->sus.node_id) == 0 && k->c.key_rev == c->key_rev) {
+            return NULL; /* this very key is handled already */
+        }
+    }
+    return free_slot;
+}
+
+static void confirm_suspects(struct agent *a, struct agent_ring *g)
+{
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    int64_t round = s && s->status == RDZV_RUNNING ? s->round : 0;
+    if (round != g->cases_round) {
+        memset(g->cases, 0, sizeof(g->cases));
+        g->cases_round = round;
+        g->rescan = true;
+    }
+    uint64_t changes = rdzv_changes(a->rdzv);
+    if (!round || (changes == g->seen_changes && !g->rescan))
+        return;
+    g->seen_changes = changes;
+    g->rescan = false;
+    struct rdzv_suspect_case list[CASES_MAX];
+    size_t n = 0;
+    struct ea_error err = {0};
+    if (rdzv_suspects(a->rdzv, list, CASES_MAX, &n, &err) < 0) {
+        log_debug("liveness ring: listing suspicions: %s", err.msg);
+        g->rescan = true;
+    }
+    char warning[EA_ERROR_MSG_MAX];
+    if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
+        log_warn("%s", warning);
+    for (size_t i = 0; i < n; i++) {
+        struct ring_case *k = case_for(g, &list[i]);
+        if (k) {
+            k->state = CASE_QUEUED;
+            k->c = list[i];
+        }
+    }
+    for (size_t i = 0; i < CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state != CASE_QUEUED)
+            continue;
+        struct ring_peer rp;
+        to_ring_peer(&k->c.peer, &rp);
+        uint64_t id = ++g->probe_ids;
+        if (live_probe(g->live, id, &rp, round, g->probe_ms) < 0) {
+            g->rescan = true; /* every probe slot busy: the next pass */
+            break;
+        }
+        k->probe = id;
+        k->state = CASE_PROBING;
+        log_info("liveness ring: '%s' suspects node '%s' (%s): probing it", k->c.sus.by,
+                 k->c.sus.node_id, k->c.sus.cause);
+    }
+}
+
+/* ---- the loop's hooks --------------------------------------------------------------------- */
+
+void agent_liveness_step(struct agent *a, int64_t now)
+{
+    struct agent_ring *g = a->ring;
+    if (!g)
+        return;
+    if (a->lease_lost && !g->was_lost) {
+        g->was_lost = true;
+        /* lost again soon after rejoining (a flaky node): wait, so it cannot cause a round every
+         * few seconds; the pace is then what the lease alone would give */
+        if (g->rejoined_ms > 0 && now - g->rejoined_ms < g->cooldown_ms) {
+            g->cooldown_until_ms = now + g->cooldown_ms;
+            log_warn("lost the lease again %.1f s after rejoining: waiting %.1f s before "
+                     "rejoining",
+                     (double)(now - g->rejoined_ms) / 1000.0, (double)g->cooldown_ms / 1000.0);
+        }
+    } else if (!a->lease_lost && g->was_lost) {
+        g->was_lost = false;
+        g->rejoined_ms = now;
+    }
+    follow_round(a, g, now);
+    if (g->n_todo)
+        flush_todo(a, g);
+    if (rdzv_is_coordinator(a->rdzv))
+        confirm_suspects(a, g);
+    struct ring_links l;
+    live_links(g->live, &l);
+    a->m.liveness_links_up = (strcmp(l.out, "up") == 0) + (strcmp(l.in, "up") == 0);
+}
+
+bool agent_liveness_may_rejoin(const struct agent *a, int64_t now)
+{
+    return !a->ring || now >= a->ring->cooldown_until_ms;
+}
+
+int64_t agent_liveness_wake_ms(const struct agent *a)
+{
+    const struct agent_ring *g = a->ring;
+    if (!g)
+        return -1;
+    if (g->n_todo || g->rescan)
+        return ea_now_ms() + PEER_RETRY_MS / 5;
+    if (a->lease_lost && g->cooldown_until_ms > ea_now_ms())
+        return g->cooldown_until_ms;
+    if (g->peer_retry_ms > ea_now_ms())
+        return g->peer_retry_ms;
+    return -1;
+}
+
+int64_t agent_liveness_fence(struct agent *a, int64_t lease_until)
+{
+    struct agent_ring *g = a->ring;
+    if (!g) {
+        launcher_fence(a->launcher, lease_until);
+        return lease_until;
+    }
+    bool tight = g->round > 0 && (g->next[0] || g->prev[0]) && !a->lease_lost;
+    return live_fence(g->live, lease_until, tight, a->group.live == 0 || a->lease_lost);
+}
+
+int64_t agent_liveness_fence_held(const struct agent *a, int64_t handed)
+{
+    return a->ring ? live_fence_held(a->ring->live) : handed;
+}
