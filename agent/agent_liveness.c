@@ -305,7 +305,7 @@ static void on_probe(struct agent *a, struct agent_ring *g, const struct ring_re
         k->state = CASE_DONE;
         if (g->cases_round != x->round || !rdzv_is_coordinator(a->rdzv))
             return;
-        if (x->alive) {
+        if (x->alive) { /* the suspect answered the coordinator's own probe */
             false_alarm(a, &k->c.sus);
             if (rdzv_suspect_clear(a->rdzv, &k->c, &err) < 0)
                 log_debug("liveness ring: clearing the suspicion of '%s': %s", x->node_id,

@@ -12,7 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum out_state { OUT_NONE, OUT_CONNECTING, OUT_HELLO, OUT_UP, OUT_WAIT };
+/* OUT_BYE: the successor closed the link on purpose (its round ended, or it left): no link
+ * until the ring changes here too. */
+enum out_state { OUT_NONE, OUT_CONNECTING, OUT_HELLO, OUT_UP, OUT_WAIT, OUT_BYE };
 
 /* An accepted connection that has not said hello yet. */
 struct pending {
@@ -425,7 +427,8 @@ static void out_step(struct ring *r, short revents, int64_t now)
         return;
     int e = revents & (POLLIN | POLLERR | POLLHUP) ? link_read(r->od.fd, &r->out_heard, now) : 1;
     if (e == 0) { /* the successor ended its round first: reconnect when ours changes too */
-        out_later(r, now, r->interval);
+        close_fd(&r->od.fd);
+        r->out = OUT_BYE;
         return;
     }
     if (e > 0 && now >= r->out_heard + r->silence)
@@ -713,7 +716,7 @@ void ring_get_links(const struct ring *r, struct ring_links *ret)
 {
     static const char *const outs[] = {[OUT_NONE] = "none", [OUT_CONNECTING] = "connecting",
                                        [OUT_HELLO] = "connecting", [OUT_UP] = "up",
-                                       [OUT_WAIT] = "retrying"};
+                                       [OUT_WAIT] = "retrying", [OUT_BYE] = "closed by peer"};
     struct ring_links l = {.round = r->round, .out = outs[r->out],
                            .in = r->in_fd >= 0  ? "up"
                                  : !r->prev[0]  ? "none"
