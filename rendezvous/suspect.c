@@ -200,17 +200,15 @@ int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t 
         bool ok = parse_key(rel, &round, &node);
         if (ok && s->have_state && round > s->state.round)
             continue; /* of a round this node has not seen committed yet: leave it */
+        struct ea_error derr = {0};
+        if (ok && rdzv_suspicion_decode(e->value, e->value_len, &c.sus, &derr) < 0) {
+            char msg[EA_ERROR_MSG_MAX + 64];
+            snprintf(msg, sizeof(msg), "ignoring key '%s': %s", e->key, derr.msg);
+            rdzv_warn(s, msg); /* once; the key is deleted below */
+            ok = false;
+        }
         ok = ok && running && round == s->state.round &&
              rdzv_state_find(&s->state, node) >= 0 && strcmp(node, s->cfg.self.node_id) != 0;
-        if (ok) {
-            struct ea_error derr = {0};
-            if (rdzv_suspicion_decode(e->value, e->value_len, &c.sus, &derr) < 0) {
-                char msg[EA_ERROR_MSG_MAX + 64];
-                snprintf(msg, sizeof(msg), "ignoring key '%s': %s", e->key, derr.msg);
-                rdzv_warn(s, msg);
-                ok = false;
-            }
-        }
         ok = ok && rdzv_ring_peer(s, node, &c.peer, NULL) == 0; /* live, and in the ring */
         if (ok && n < max) {
             c.sus.round = round;
