@@ -56,3 +56,31 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/idle_daemon_fills*' \
   agent/daemon/serve.c '/^static void watch_run_state(/,/^{/s/^{$/{ return; \/* mutant: no watch *\//' \
   '^test_e2e_daemon$'
+# The liveness ring (issue 31): its revoke, its tight fence, its confirming probe, its cooldown,
+# and the checks on what reaches its port or the store.
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/sigkill*' rendezvous/suspect.c \
+  's/    int r = kv_lease_revoke(s->kv, c->peer.lease, err);/    int r = 0; \/* mutant: no revoke *\//' \
+  '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/sigstop*' agent/liveness/live.c \
+  's/        f = now + l->fence_ms;/        f = l->lease_until; \/* mutant: no tight fence *\//' \
+  '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/a_forged*' agent/agent_liveness.c \
+  's/if (x->alive) { \/\* the suspect answered/if (0) { \/* mutant: probe ignored/' '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/evicted_again*' --timeout 200 \
+  agent/agent_liveness.c 's/return !a->ring || now >= a->ring->cooldown_until_ms;/return true;/' \
+  '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_rdzv_suspect --filter 'suspect/a_revoke_never*' rendezvous/suspect.c \
+  's/ || s->m.keys\[i\].lease != c->peer.lease ||/ ||/' '^test_rdzv_suspect$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
+  agent/liveness/ring.c 's/if (strcmp(h->run, r->run) != 0)/if (0)/' '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
+  agent/liveness/ring.c 's/return r->prev\[0\] && strcmp(h->from, r->prev) == 0 ? RING_OK : RING_NOT_PEER;/return RING_OK;/' \
+  '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/garbage_and_silence*' \
+  agent/liveness/ring.c 's/if (p->fd >= 0 \&\& now >= p->deadline)/if (0)/' '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/a_flood*' agent/liveness/ring.c \
+  's/        if (!slot) { \/\* full: whoever waited longest/        if (!slot) { close(fd); continue; \/* mutant/' \
+  '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring_proto/hello_round_trips*' \
+  agent/liveness/ring_proto.c 's/ || lr > RING_NAME_MAX || lf > RING_NAME_MAX || lt > RING_NAME_MAX)/)/' \
+  '^test_liveness_ring$'

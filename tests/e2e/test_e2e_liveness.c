@@ -224,3 +224,27 @@ Test(liveness, a_forged_suspicion_of_a_live_node_costs_no_round)
     cr_assert_eq(count_in_logs("its lease is revoked"), 0);
     release_and_expect_success(-1);
 }
+
+/* Mutation: the cooldown off (agent_liveness.c agent_liveness_may_rejoin always true) -> the
+ * node evicted a second time rejoins at once. */
+Test(liveness, evicted_again_soon_after_rejoining_waits_a_cooldown)
+{
+    start_all();
+    h_agent_freeze(&a[3]);
+    wait_survivors(3, 2, h_now_ms(), STOP_BOUND_MS);
+    h_agent_signal(&a[3], SIGCONT);
+    for (int i = 0; i < N; i++)
+        cr_assert(h_log_wait(&a[i], "round 3 ", 20000), "n%d runs round 3 (with n3)", i);
+    /* again, soon after it rejoined: a flaky node */
+    h_agent_freeze(&a[3]);
+    wait_survivors(3, 4, h_now_ms(), STOP_BOUND_MS);
+    h_agent_signal(&a[3], SIGCONT);
+    int64_t resumed = h_now_ms();
+    cr_assert(h_log_wait(&a[3], "before rejoining", 10000), "n3 waits before rejoining");
+    cr_assert(h_log_wait(&a[3], "round 5 ", 30000), "n3 is back after its cooldown");
+    int64_t back = h_now_ms() - resumed;
+    cr_log_info("evicted twice within the lease TTL: back in the run after %lld ms", (long long)back);
+    cr_assert_geq(back, 9000, "n3 rejoined before its cooldown (one lease TTL, 10 s)");
+    cr_assert_eq(count_in_logs("its lease is revoked"), 2, "two evictions, no more");
+    release_and_expect_success(-1);
+}
