@@ -204,11 +204,16 @@ Test(suspect, a_revoke_never_hits_a_lease_the_node_rejoined_with)
     cr_assert_eq(rdzv_suspect(ss[1], &x, &err), 1, "%s", err.msg);
     struct rdzv_suspect_case c[4];
     cr_assert_eq(suspects(c, 4), 1);
+    /* a case whose lease is not the one n2's key is on now (it rejoined since the scan): here,
+     * a live lease that matters, n1's */
+    struct rdzv_ring_peer n1;
+    cr_assert_eq(rdzv_ring_peer(ss[0], "n1", &n1, NULL), 0);
     struct rdzv_suspect_case old = c[0];
-    old.peer.lease = c[0].peer.lease + 1000; /* what it held before it rejoined */
+    old.peer.lease = n1.lease;
     cr_assert_eq(rdzv_evict(ss[0], &old, &err), 0, "%s", err.msg);
-    cr_assert(present("nodes/n2"), "the node's current lease is untouched");
-    cr_assert_geq(rdzv_keepalive(ss[2], ea_now_ms() + 60000, &err), 0, "%s", err.msg);
+    cr_assert(present("nodes/n1"), "no other lease is ever revoked");
+    cr_assert(present("nodes/n2"), "nor the suspect's, unless it is the one that was seen");
+    cr_assert_geq(rdzv_keepalive(ss[1], ea_now_ms() + 60000, &err), 0, "%s", err.msg);
 }
 
 Test(suspect, forged_and_stale_suspicions_are_cleaned_up_not_probed)
