@@ -53,11 +53,14 @@ struct agent_ring {
     uint64_t seen_changes;
     bool rescan;
 
-    /* a watcher's own confirmation of the coordinator it suspects */
-    bool coord_probing;
+    /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
+     * watcher in a round of two) */
+    bool coord_probing, coord_from_key;
     uint64_t coord_probe;
     int64_t coord_lease;
-    struct rdzv_suspicion coord_sus;
+    struct rdzv_coord_suspicion coord_x;
+    int64_t coord_seen_round, coord_seen_rev; /* the last rounds/<r>/coord_suspect looked at */
+    bool coord_todo;                          /* coord_x still to be written */
 
     uint64_t probe_ids;
 
@@ -199,26 +202,82 @@ static void to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret)
     ret->port = p->port;
 }
 
-/* The suspect is the coordinator: nobody else would confirm it, so this watcher does, with a
- * probe of its own on a new connection (docs/protocol.md: why that is safe). */
-static void confirm_coord(struct agent *a, struct agent_ring *g, const struct rdzv_suspicion *x)
+/* Confirm a suspicion of the coordinator with a probe of this node's own, on a new connection:
+ * this node is the third member rdzv_coord_confirmer() names, or the watcher in a round of two
+ * (docs/protocol.md: why a third member, and why a revoke is safe). */
+static void confirm_coord(struct agent *a, struct agent_ring *g,
+                          const struct rdzv_coord_suspicion *x, bool from_key)
 {
     char holder[RDZV_ID_MAX];
     int64_t lease = 0;
     struct rdzv_ring_peer p;
     struct ring_peer rp;
     if (g->coord_probing || !rdzv_coord_holder(a->rdzv, holder, sizeof(holder), &lease) ||
-        strcmp(holder, x->node_id) != 0 || rdzv_ring_peer(a->rdzv, holder, &p, NULL) < 0 ||
+        strcmp(holder, x->sus.node_id) != 0 || rdzv_ring_peer(a->rdzv, holder, &p, NULL) < 0 ||
         p.lease != lease)
         return;
     to_ring_peer(&p, &rp);
     uint64_t id = ++g->probe_ids;
-    if (live_probe(g->live, id, &rp, x->round, g->probe_ms) < 0)
+    if (live_probe(g->live, id, &rp, x->sus.round, g->probe_ms) < 0)
         return;
     g->coord_probing = true;
+    g->coord_from_key = from_key;
     g->coord_probe = id;
     g->coord_lease = lease;
-    g->coord_sus = *x;
+    g->coord_x = *x;
+    log_info("liveness ring: '%s' suspects the coordinator '%s' (%s): probing it", x->sus.by,
+             x->sus.node_id, x->sus.cause);
+}
+
+/* A suspicion of the coordinator: a third member confirms it (rounds/<r>/coord_suspect), or in a
+ * round of two this watcher, as nobody else is there. */
+static void suspect_coord(struct agent *a, struct agent_ring *g, const struct rdzv_suspicion *x,
+                          bool outbound)
+{
+    const struct rdzv_state *s = rdzv_current(a->rdzv, NULL);
+    const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    int n = s ? s->group_world_size : 0;
+    if (!m || n < 2)
+        return;
+    struct rdzv_coord_suspicion cx = {.sus = *x, .by_rank = m->group_rank,
+                                      .coord_rank = outbound ? (m->group_rank + 1) % n
+                                                             : (m->group_rank + n - 1) % n};
+    if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
+        confirm_coord(a, g, &cx, false);
+        return;
+    }
+    g->coord_x = cx;
+    g->coord_todo = true;
+    struct ea_error err = {0};
+    if (rdzv_coord_suspect(a->rdzv, &cx, &err) >= 0)
+        g->coord_todo = false;
+    else
+        log_debug("liveness ring: reporting the coordinator '%s': %s; trying again",
+                  x->node_id, err.msg);
+}
+
+/* Another member suspects the coordinator: confirm it when this node is the one to. */
+static void check_coord_suspicion(struct agent *a, struct agent_ring *g)
+{
+    if (g->coord_todo) {
+        struct ea_error err = {0};
+        if (rdzv_coord_suspect(a->rdzv, &g->coord_x, &err) >= 0)
+            g->coord_todo = false;
+    }
+    struct rdzv_coord_suspicion cx;
+    int r = rdzv_coord_suspicion(a->rdzv, &cx);
+    char warning[EA_ERROR_MSG_MAX];
+    if (r < 0 && rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
+        log_warn("%s", warning);
+    if (r <= 0 || (cx.sus.round == g->coord_seen_round && cx.key_rev == g->coord_seen_rev))
+        return;
+    g->coord_seen_round = cx.sus.round;
+    g->coord_seen_rev = cx.key_rev;
+    const struct rdzv_state *s = rdzv_current(a->rdzv, NULL);
+    const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    if (s && m && !rdzv_is_coordinator(a->rdzv) &&
+        rdzv_coord_confirmer(s->group_world_size, cx.coord_rank, cx.by_rank) == m->group_rank)
+        confirm_coord(a, g, &cx, true);
 }
 
 static void on_suspect(struct agent *a, struct agent_ring *g, const struct ring_report *x)
@@ -237,11 +296,17 @@ static void on_suspect(struct agent *a, struct agent_ring *g, const struct ring_
     a->m.liveness_suspicions++;
     agent_emit(a, "suspect", "{s:s, s:s, s:s}", "node", x->node_id, "cause", x->cause, "link",
                x->outbound ? "to_successor" : "from_predecessor");
+    char holder[RDZV_ID_MAX];
+    int64_t lease = 0;
+    if (!rdzv_is_coordinator(a->rdzv) &&
+        rdzv_coord_holder(a->rdzv, holder, sizeof(holder), &lease) &&
+        strcmp(holder, x->node_id) == 0) {
+        suspect_coord(a, g, &sus, x->outbound);
+        return;
+    }
     if (g->n_todo < TODO_MAX)
         g->todo[g->n_todo++] = sus;
     flush_todo(a, g);
-    if (!rdzv_is_coordinator(a->rdzv))
-        confirm_coord(a, g, &sus);
 }
 
 /* rounds/<r>/detect: when the fault began (the suspect's last beat) and was seen, so every
@@ -289,13 +354,16 @@ static void on_probe(struct agent *a, struct agent_ring *g, const struct ring_re
     struct ea_error err = {0};
     if (g->coord_probing && x->probe_id == g->coord_probe) {
         g->coord_probing = false;
-        if (x->alive) {
-            false_alarm(a, &g->coord_sus);
+        if (x->alive) { /* the coordinator answered this third member */
+            false_alarm(a, &g->coord_x.sus);
+            if (g->coord_from_key && rdzv_coord_suspect_clear(a->rdzv, &g->coord_x, &err) < 0)
+                log_debug("liveness ring: clearing the suspicion of the coordinator: %s",
+                          err.msg);
             return;
         }
-        publish_detect(a, &g->coord_sus);
-        int r = rdzv_evict_coord(a->rdzv, g->coord_sus.node_id, g->coord_lease, &err);
-        evicted(a, &g->coord_sus, x->cause, r, &err);
+        publish_detect(a, &g->coord_x.sus);
+        int r = rdzv_evict_coord(a->rdzv, g->coord_x.sus.node_id, g->coord_lease, &err);
+        evicted(a, &g->coord_x.sus, x->cause, r, &err);
         return;
     }
     for (size_t i = 0; i < CASES_MAX; i++) {
@@ -424,6 +492,8 @@ void agent_liveness_step(struct agent *a, int64_t now)
         flush_todo(a, g);
     if (rdzv_is_coordinator(a->rdzv))
         confirm_suspects(a, g);
+    else
+        check_coord_suspicion(a, g);
     struct ring_links l;
     live_links(g->live, &l);
     a->m.liveness_links_up = (strcmp(l.out, "up") == 0) + (strcmp(l.in, "up") == 0);
@@ -439,7 +509,7 @@ int64_t agent_liveness_wake_ms(const struct agent *a)
     const struct agent_ring *g = a->ring;
     if (!g)
         return -1;
-    if (g->n_todo || g->rescan)
+    if (g->n_todo || g->rescan || g->coord_todo)
         return ea_now_ms() + PEER_RETRY_MS / 5;
     if (a->lease_lost && g->cooldown_until_ms > ea_now_ms())
         return g->cooldown_until_ms;

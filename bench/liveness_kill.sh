@@ -19,7 +19,7 @@ etcd_pid=
 agents=()
 cleanup() {
   for p in "${agents[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  [[ -n $etcd_pid ]] && kill -9 "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
+  if [[ -n $etcd_pid ]]; then kill -9 "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -58,7 +58,7 @@ mv $d/t/\$ELASTIC_ROUND.\$RANK.tmp $d/t/\$ELASTIC_ROUND.\$RANK && exec cat $d/go
   local victim wpid t0 last
   victim=${agents[3]} wpid=$(cat "$d/pid.n3")
   t0=$(date +%s%N)
-  kill -9 "$victim" "$wpid"
+  kill -9 "$victim" "$wpid" 2>/dev/null || true # its worker may be gone with it already
   wait_for have "$d/t" '2.*' $((n - 1)) || { echo "$mode run $rep: no round 2 within 60 s" >&2; tail "$d"/n*.log >&2; exit 1; }
   last=$(cat "$d"/t/2.* | sort -n | tail -1)
   exec 3<>"$d/go"; exec 3>&- # release the workers: every `cat` sees EOF

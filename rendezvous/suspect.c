@@ -287,6 +287,87 @@ int rdzv_evict_coord(struct rdzv_session *s, const char *node_id, int64_t lease,
     return r < 0 ? r : 1;
 }
 
+int rdzv_coord_suspect(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,
+                       struct ea_error *err)
+{
+    int r = rdzv_derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    if (!s->have_state || s->state.round != x->sus.round || s->state.status != RDZV_RUNNING)
+        return 0;
+    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}", "schema", RDZV_SCHEMA,
+                          "node", x->sus.node_id, "coord_rank", x->coord_rank, "by", x->sus.by,
+                          "by_rank", x->by_rank, "cause", x->sus.cause, "fault_ms",
+                          (json_int_t)x->sus.fault_ms, "detected_ms",
+                          (json_int_t)x->sus.detected_ms);
+    char *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "rounds/%" PRId64 "/coord_suspect", x->sus.round);
+    ssize_t before = rdzv_mirror_find(&s->m, key);
+    r = before >= 0 ? 0 : rdzv_publish_round_key(s, x->sus.round, "coord_suspect", json, err);
+    free(json);
+    return r < 0 ? r : before < 0;
+}
+
+int rdzv_coord_suspicion(struct rdzv_session *s, struct rdzv_coord_suspicion *ret)
+{
+    if (!s->have_state || s->state.status != RDZV_RUNNING)
+        return 0;
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "rounds/%" PRId64 "/coord_suspect", s->state.round);
+    ssize_t i = rdzv_mirror_find(&s->m, key);
+    if (i < 0)
+        return 0;
+    const struct kv_entry *e = &s->m.keys[i];
+    struct rdzv_coord_suspicion x = {.key_rev = e->mod_revision, .sus.round = s->state.round};
+    json_error_t jerr;
+    json_t *j = e->value_len <= RDZV_SUSPECT_BYTES_MAX
+                    ? json_loadb(e->value, e->value_len, JSON_REJECT_DUPLICATES, &jerr)
+                    : NULL;
+    const char *schema = NULL, *node = NULL, *by = NULL, *cause = NULL;
+    json_int_t fault = 0, detected = 0;
+    int bad = !j || json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}",
+                                   "schema", &schema, "node", &node, "coord_rank", &x.coord_rank,
+                                   "by", &by, "by_rank", &x.by_rank, "cause", &cause, "fault_ms",
+                                   &fault, "detected_ms", &detected) < 0 ||
+              strcmp(schema, RDZV_SCHEMA) != 0 || !node[0] ||
+              rdzv_strlcpy(x.sus.node_id, sizeof(x.sus.node_id), node) < 0 || !by[0] ||
+              rdzv_strlcpy(x.sus.by, sizeof(x.sus.by), by) < 0 ||
+              rdzv_strlcpy(x.sus.cause, sizeof(x.sus.cause), cause) < 0 || x.coord_rank < 0 ||
+              x.by_rank < 0 || x.coord_rank == x.by_rank || fault < -1 || detected <= 0;
+    json_decref(j);
+    if (bad) {
+        char msg[EA_ERROR_MSG_MAX];
+        snprintf(msg, sizeof(msg), "ignoring key '%s': not a suspicion of the coordinator", key);
+        rdzv_warn(s, msg);
+        return -EBADMSG;
+    }
+    x.sus.fault_ms = fault;
+    x.sus.detected_ms = detected;
+    *ret = x;
+    return 1;
+}
+
+int rdzv_coord_suspect_clear(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,
+                             struct ea_error *err)
+{
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "rounds/%" PRId64 "/coord_suspect", x->sus.round);
+    return delete_fenced(s, key, x->key_rev, err);
+}
+
+int rdzv_coord_confirmer(int n, int coord_rank, int by_rank)
+{
+    if (n < 3)
+        return -1;
+    for (int k = 0;; k++)
+        if (k != coord_rank && k != by_rank)
+            return k;
+}
+
 uint64_t rdzv_changes(const struct rdzv_session *s)
 {
     return s->m.changes;

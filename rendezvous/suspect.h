@@ -83,6 +83,32 @@ int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c
  * revoked, 0 nothing to do (gone already, or rejoined), or a store error. */
 int rdzv_evict(struct rdzv_session *s, const struct rdzv_suspect_case *c, struct ea_error *err);
 
+/*
+ * A suspicion of the coordinator: rounds/<r>/coord_suspect (create-only, every node receives
+ * it: one small key in a round where it happens). The coordinator cannot confirm its own death,
+ * and the watcher must not be the only judge (a node cut off from everybody would find everybody
+ * dead, the coordinator too): a third member confirms it, the one rdzv_coord_confirmer() names.
+ */
+struct rdzv_coord_suspicion {
+    struct rdzv_suspicion sus; /* node_id: the coordinator */
+    int coord_rank, by_rank;   /* group ranks of the coordinator and of the watcher */
+    int64_t key_rev;           /* the key's mod_revision (when read) */
+};
+/* Write it (create-only). 1 written; 0 when there is one already or the round is over. */
+int rdzv_coord_suspect(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,
+                       struct ea_error *err);
+/* The running round's, from the mirror (no I/O): 1 with *ret, 0 when there is none, -EBADMSG
+ * when its value does not decode (reported once through rdzv_take_warning). */
+int rdzv_coord_suspicion(struct rdzv_session *s, struct rdzv_coord_suspicion *ret);
+/* Delete it iff unchanged (a false alarm: a later suspicion of the coordinator can be written). */
+int rdzv_coord_suspect_clear(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,
+                             struct ea_error *err);
+/* The group rank that confirms a suspicion of the coordinator (coord_rank) written by the member
+ * of by_rank in a round of n members: the lowest rank that is neither — the coordinator's next
+ * claimant, or the one after it when that is the watcher. -1 when n < 3: nobody else is there,
+ * and the watcher confirms it itself. */
+int rdzv_coord_confirmer(int n, int coord_rank, int by_rank);
+
 /* The coordinator as this node's mirror shows it (the `coord` key): its node id and the lease
  * the key is on. false when there is none. */
 bool rdzv_coord_holder(const struct rdzv_session *s, char *node_id, size_t size,

@@ -84,3 +84,6 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_liveness_ring --filter 'ring_proto/hello_round_trips*' \
   agent/liveness/ring_proto.c 's/ || lr > RING_NAME_MAX || lf > RING_NAME_MAX || lt > RING_NAME_MAX)/)/' \
   '^test_liveness_ring$'
+./scripts/mutate.sh --target test_e2e_liveness_netns --filter 'liveness_netns/*' agent/agent_liveness.c \
+  's/if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {/if (1) { \/* mutant: the watcher alone *\//' \
+  '^test_e2e_liveness_netns$'

@@ -10,3 +10,7 @@ if(TARGET ea_etcd_harness)
                         LIBS ea_e2e_harness ea_etcd_harness ea_rendezvous TIMEOUT 600
                         LABELS e2e etcd)
 endif()
+if(TARGET ea_netns_harness)
+  ea_add_criterion_test(test_e2e_liveness_netns SOURCES e2e/test_e2e_liveness_netns.c
+                        LIBS ea_e2e_harness ea_netns_harness TIMEOUT 300 LABELS e2e netns)
+endif()

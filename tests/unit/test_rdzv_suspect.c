@@ -289,3 +289,42 @@ Test(suspect, suspicion_values_are_checked)
     memset(big, ' ', sizeof(big));
     cr_assert_eq(rdzv_suspicion_decode(big, sizeof(big), &d, NULL), -EBADMSG, "too big");
 }
+
+Test(suspect, a_third_member_confirms_a_suspicion_of_the_coordinator)
+{
+    cr_assert_eq(rdzv_coord_confirmer(2, 0, 1), -1, "two members: nobody else");
+    cr_assert_eq(rdzv_coord_confirmer(3, 0, 1), 2);
+    cr_assert_eq(rdzv_coord_confirmer(4, 0, 3), 1, "the next claimant");
+    cr_assert_eq(rdzv_coord_confirmer(4, 1, 0), 2, "the next claimant is the watcher: the one after");
+    cr_assert_eq(rdzv_coord_confirmer(9, 5, 4), 0);
+    join_all();
+    struct rdzv_coord_suspicion x = {.sus = suspicion(1, "n0", "n2"), .coord_rank = 0,
+                                     .by_rank = 2}, got;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_coord_suspect(ss[2], &x, &err), 1, "%s", err.msg);
+    cr_assert_eq(rdzv_coord_suspect(ss[2], &x, &err), 0, "one per round");
+    int64_t end = ea_now_ms() + 5000;
+    while (rdzv_coord_suspicion(ss[1], &got) != 1 && ea_now_ms() < end) {
+        struct pollfd p = {.fd = kv_event_fd(kvs[1]), .events = POLLIN};
+        poll(&p, 1, 20);
+        rdzv_on_events(ss[1], &err);
+    }
+    cr_assert_eq(rdzv_coord_suspicion(ss[1], &got), 1, "every node receives it (rounds/)");
+    cr_assert_str_eq(got.sus.node_id, "n0");
+    cr_assert_str_eq(got.sus.by, "n2");
+    cr_assert_eq(got.coord_rank, 0);
+    cr_assert_eq(got.by_rank, 2);
+    cr_assert_eq(rdzv_coord_suspect_clear(ss[1], &got, &err), 0, "%s", err.msg);
+    cr_assert_not(present("rounds/1/coord_suspect"), "a false alarm is cleared");
+    put("rounds/1/coord_suspect", "{\"schema\":\"elastic-agent/v2\",\"node\":\"n0\"}");
+    end = ea_now_ms() + 5000;
+    int r;
+    while ((r = rdzv_coord_suspicion(ss[1], &got)) == 0 && ea_now_ms() < end) {
+        struct pollfd p = {.fd = kv_event_fd(kvs[1]), .events = POLLIN};
+        poll(&p, 1, 20);
+        rdzv_on_events(ss[1], &err);
+    }
+    cr_assert_eq(r, -EBADMSG, "a value that is not one is refused");
+    char w[EA_ERROR_MSG_MAX];
+    cr_assert(rdzv_take_warning(ss[1], w, sizeof(w)) && strstr(w, "coord_suspect"), "%s", w);
+}
