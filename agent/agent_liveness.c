@@ -304,6 +304,15 @@ static void on_suspect(struct agent *a, struct agent_ring *g, const struct ring_
         suspect_coord(a, g, &sus, x->outbound);
         return;
     }
+    const struct rdzv_state *s = rdzv_current(a->rdzv, NULL);
+    if (rdzv_is_coordinator(a->rdzv) && s && s->group_world_size >= 3) {
+        /* a second vantage point: the suspect's other neighbour reports it too if it is gone,
+         * and the coordinator's probe confirms that; on its own word alone a coordinator cut
+         * off from the network would evict every node it probes */
+        log_info("liveness ring: waiting for the other neighbour of '%s' to report it too",
+                 x->node_id);
+        return;
+    }
     if (g->n_todo < TODO_MAX)
         g->todo[g->n_todo++] = sus;
     flush_todo(a, g);
@@ -442,6 +451,9 @@ static void confirm_suspects(struct agent *a, struct agent_ring *g)
     if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
         log_warn("%s", warning);
     for (size_t i = 0; i < n; i++) {
+        /* written by this node (before it coordinated): not a second vantage point */
+        if (strcmp(list[i].sus.by, a->cfg->node_id) == 0 && s->group_world_size >= 3)
+            continue;
         struct ring_case *k = case_for(g, &list[i]);
         if (k) {
             k->state = CASE_QUEUED;

@@ -87,3 +87,7 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_e2e_liveness_netns --filter 'liveness_netns/*' agent/agent_liveness.c \
   's/if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {/if (1) { \/* mutant: the watcher alone *\//' \
   '^test_e2e_liveness_netns$'
+./scripts/mutate.sh --target test_e2e_liveness_netns --filter 'liveness_netns/a_cut_off_coordinator*' \
+  agent/agent_liveness.c \
+  's/if (rdzv_is_coordinator(a->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, a->cfg->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
+  '^test_e2e_liveness_netns$'

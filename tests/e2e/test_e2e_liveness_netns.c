@@ -64,7 +64,8 @@ static void start_in(int i)
     cr_assert_geq(a[i].pidfd, 0, "pidfd_open: %s", strerror(errno));
 }
 
-Test(liveness_netns, a_cut_link_next_round_within_seconds)
+/* Four hosts on one bridge, n0 (the coordinator: it joins first) to n3, all in round 1. */
+static void four_hosts_in_round_1(void)
 {
     char br[NETNS_NAME_MAX] = "br0";
     netns_ns_create("sw", sw);
@@ -80,6 +81,40 @@ Test(liveness_netns, a_cut_link_next_round_within_seconds)
     for (int i = 0; i < N; i++)
         cr_assert(h_log_wait(&a[i], "round 1 ", 30000), "n%d runs round 1", i);
     cr_assert_eq(h_wait_files(envdir, "pid.", N, 10000), N);
+}
+
+/* The others start round `round` within 5 s of t0 (all but `skip`): the time it took. */
+static int64_t wait_others(int skip, int round, int64_t t0)
+{
+    for (int i = 0; i < N; i++) {
+        if (i == skip)
+            continue;
+        int left = (int)(t0 + 5000 - h_now_ms());
+        bool ok = h_log_wait(&a[i], h_fmt("round %d ", round), left > 0 ? left : 0);
+        if (!ok)
+            h_show_log(&a[i]);
+        cr_assert(ok, "n%d: no round %d within 5 s of the cut (lease TTL 10 s)", i, round);
+    }
+    return h_now_ms() - t0;
+}
+
+static int evictions(void)
+{
+    int revoked = 0;
+    for (int i = 0; i < N; i++) {
+        FILE *f = fopen(a[i].log, "r");
+        char line[4096];
+        while (f && fgets(line, sizeof(line), f))
+            revoked += strstr(line, "its lease is revoked") != NULL;
+        if (f)
+            fclose(f);
+    }
+    return revoked;
+}
+
+Test(liveness_netns, a_cut_link_next_round_within_seconds)
+{
+    four_hosts_in_round_1();
     pid_t cut_worker = h_read_pid(h_fmt("%s/pid.n3.1", envdir));
     cr_assert_gt(cut_worker, 0);
 
@@ -118,6 +153,33 @@ Test(liveness_netns, a_cut_link_next_round_within_seconds)
     cr_assert(f);
     fclose(f);
     for (int i = 0; i < 3; i++) {
+        pid_t pid = a[i].pid;
+        h_expect_exit(&a[i], 0, 30000);
+        netns_forget(pid);
+    }
+}
+
+/* The coordinator cut off (it still reaches the store, like the file store here): it must not
+ * evict the nodes it can no longer reach; a third member confirms its neighbours' suspicion of it
+ * and it is the one evicted. Mutation: the coordinator confirming its own suspicions alone
+ * (agent_liveness.c on_suspect) -> it evicts its neighbours. */
+Test(liveness_netns, a_cut_off_coordinator_evicts_nobody_and_is_evicted)
+{
+    four_hosts_in_round_1();
+    netns_link_set(ns[0], "eth0", false);
+    int64_t t0 = h_now_ms();
+    int64_t took = wait_others(0, 2, t0);
+    cr_log_info("the coordinator cut off: the others' round 2 after %lld ms", (long long)took);
+    printf("liveness: coordinator cut off -> the others' next round: %lld ms\n", (long long)took);
+    cr_assert(h_log_wait(&a[0], "lease lost", 10000), "the cut coordinator lost its lease");
+    cr_assert_not(h_file_contains(a[0].log, "its lease is revoked"),
+                  "the cut-off coordinator evicted a node it could not reach");
+    cr_assert_eq(evictions(), 1, "only the coordinator was evicted");
+    netns_link_set(ns[0], "eth0", true);
+    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
+    cr_assert(f);
+    fclose(f);
+    for (int i = 1; i < N; i++) {
         pid_t pid = a[i].pid;
         h_expect_exit(&a[i], 0, 30000);
         netns_forget(pid);
