@@ -91,3 +91,5 @@ echo "== mutation checks =="
   agent/agent_liveness.c \
   's/if (rdzv_is_coordinator(a->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, a->cfg->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
   '^test_e2e_liveness_netns$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
+  agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'

@@ -57,7 +57,8 @@ struct ring {
     int in_fd;
     int64_t in_heard, in_sent;
     bool in_suspected;
-    bool in_ever; /* a link from prev came up in this round */
+    bool in_ever;        /* a link from prev came up in this round */
+    int64_t in_deadline; /* ... else it is suspected at this time (it never connected) */
 
     struct pending pend[RING_PENDING_MAX];
     struct probe probes[RING_PROBES_MAX];
@@ -444,8 +445,26 @@ static void out_step(struct ring *r, short revents, int64_t now)
 
 /* ---- the link from the predecessor -------------------------------------------------------- */
 
+static void in_report(struct ring *r, const char *cause)
+{
+    struct ring_report x = {.kind = RING_REPORT_SUSPECT, .round = r->round,
+                            .heard_ms = r->in_ever ? r->in_heard : -1};
+    snprintf(x.node_id, sizeof(x.node_id), "%s", r->prev);
+    snprintf(x.cause, sizeof(x.cause), "%s", cause);
+    report(r, &x);
+    r->in_suspected = true;
+}
+
 static void in_step(struct ring *r, short revents, int64_t now)
 {
+    if (r->in_fd < 0 && r->prev[0] && !r->in_ever && !r->in_suspected &&
+        now >= r->in_deadline) {
+        /* frozen or dead before its link came up: its other neighbour may have no link either */
+        char c[64];
+        snprintf(c, sizeof(c), "never connected within %lld ms",
+                 (long long)(2 * r->silence));
+        in_report(r, c);
+    }
     if (r->in_fd < 0)
         return;
     int e = revents & (POLLIN | POLLERR | POLLHUP) ? link_read(r->in_fd, &r->in_heard, now) : 1;
@@ -460,11 +479,9 @@ static void in_step(struct ring *r, short revents, int64_t now)
     if (e >= 0)
         return;
     if (!r->in_suspected) {
-        struct ring_report x = {.kind = RING_REPORT_SUSPECT, .round = r->round, .heard_ms = r->in_heard};
-        snprintf(x.node_id, sizeof(x.node_id), "%s", r->prev);
-        link_cause(x.cause, sizeof(x.cause), e, now - r->in_heard);
-        report(r, &x);
-        r->in_suspected = true;
+        char c[64];
+        link_cause(c, sizeof(c), e, now - r->in_heard);
+        in_report(r, c);
     }
     close_fd(&r->in_fd);
 }
@@ -622,6 +639,7 @@ void ring_set(struct ring *r, int64_t round, const char *prev, const struct ring
     r->out_suspected = r->in_suspected = r->in_ever = false;
     r->round = round;
     snprintf(r->prev, sizeof(r->prev), "%s", round ? prev : "");
+    r->in_deadline = now + 2 * r->silence;
     memset(&r->next, 0, sizeof(r->next));
     if (!round || !next || !next->node_id[0])
         return;
@@ -692,6 +710,8 @@ int64_t ring_wake_ms(const struct ring *r)
     if (r->in_fd >= 0) {
         t = earliest(t, r->in_sent + r->interval);
         t = earliest(t, r->in_heard + r->silence);
+    } else if (r->prev[0] && !r->in_ever && !r->in_suspected) {
+        t = earliest(t, r->in_deadline);
     }
     for (size_t i = 0; i < RING_PENDING_MAX; i++)
         if (r->pend[i].fd >= 0)

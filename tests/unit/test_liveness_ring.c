@@ -169,6 +169,23 @@ Test(ring, a_frozen_peer_goes_silent_and_is_suspected)
     cr_assert_geq(x.heard_ms, t0 - 3 * IV, "the last sign of life is just before the freeze");
 }
 
+/* A peer frozen or killed before its link came up: its other neighbour may have no link to it
+ * either, so the one waiting for it reports it. Mutation: no deadline for the first link. */
+Test(ring, a_predecessor_that_never_connects_is_suspected)
+{
+    ring_set(me, 3, "ghost", NULL, ea_now_ms());
+    int64_t t0 = ea_now_ms();
+    struct ring_report x;
+    cr_assert(pump(me, 3000, &x), "nobody reported the predecessor that never came");
+    cr_assert_eq(x.kind, RING_REPORT_SUSPECT);
+    cr_assert_str_eq(x.node_id, "ghost");
+    cr_assert_eq(x.round, 3);
+    cr_assert(strstr(x.cause, "never connected"), "%s", x.cause);
+    cr_assert_geq(ea_now_ms() - t0, 2 * IV * MISSES - 10, "not before twice the silence");
+    cr_assert_eq(x.heard_ms, -1);
+    cr_assert_not(pump(me, 4 * IV * MISSES, &x), "reported once");
+}
+
 Test(ring, a_bye_suspects_nobody)
 {
     start_child();
