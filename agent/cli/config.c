@@ -59,8 +59,9 @@ const struct opt cfg_opts[] = {
     {"settle", OPT_SEC, OFF(settle_ms), "1", 0, 3600, NULL, "SEC",
      "start once no new node arrived for this long (batches arrivals)", AGENT},
     {"lease-ttl", OPT_SEC, OFF(lease_ttl_ms), "10", 0.1, 3600, NULL, "SEC",
-     "a node is declared lost this long after its agent stops renewing its lease; by then its "
-     "workers are stopped, by their guards if the agent cannot act", AGENT},
+     "a node is declared lost this long after its agent stops renewing its lease (sooner when "
+     "the liveness ring sees it); by then its workers are stopped, by their guards if the agent "
+     "cannot act", AGENT},
     {"stop-timeout", OPT_SEC, OFF(stop_timeout_ms), "10", 0, 3600, NULL, "SEC",
      "grace between SIGTERM and SIGKILL when stopping workers", AGENT},
     {"preemption-file", OPT_STR, OFF(preemption_file), NULL, 0, 0, NULL, "PATH",
