@@ -6,8 +6,12 @@
  * confirms each suspicion with a probe of its own before it revokes the suspect's lease. A node
  * that loses its lease again soon after rejoining waits before it rejoins (no round storm).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +42,8 @@ struct ring_case {
 struct agent_ring {
     struct live *live;
     int64_t probe_ms, cooldown_ms;
+    char ns[RDZV_ADDR_MAX]; /* this host and network namespace ("<boot id>:<netns inode>") */
+    bool loopback;          /* this node's ring address is a loopback one */
 
     /* the ring as handed to the thread */
     int64_t round;
@@ -78,23 +84,81 @@ static void fence_write(void *ctx, int64_t until)
         launcher_fence(a->launcher, until);
 }
 
+/* This machine's address as a number (peers dial it; a name is resolved once, here). */
+static bool numeric_self(const char *addr, char *buf, size_t size)
+{
+    unsigned char tmp[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, addr, tmp) == 1 || inet_pton(AF_INET6, addr, tmp) == 1) {
+        snprintf(buf, size, "%s", addr);
+        return true;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    bool ok = getaddrinfo(addr, NULL, &hints, &res) == 0 && res &&
+              getnameinfo(res->ai_addr, res->ai_addrlen, buf, (socklen_t)size, NULL, 0,
+                          NI_NUMERICHOST) == 0;
+    if (res)
+        freeaddrinfo(res);
+    return ok;
+}
+
+/* Which host and network namespace this agent is in: a loopback address is good only there. */
+static void netns_id(char *buf, size_t size)
+{
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f && fgets(boot, sizeof(boot), f))
+        boot[strcspn(boot, "\n")] = '\0';
+    if (f)
+        fclose(f);
+    struct stat st;
+    if (!boot[0] || stat("/proc/self/ns/net", &st) < 0)
+        snprintf(buf, size, "pid-%ld", (long)getpid()); /* unknown: reachable by nobody else */
+    else
+        snprintf(buf, size, "%s:%lu", boot, (unsigned long)st.st_ino);
+}
+
+static bool loopback(const char *addr)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, addr, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* Whether this node can reach a peer at the address in its record: a loopback address only
+ * from the same host and network namespace (agents of a file store in network namespaces all
+ * publish 127.0.0.1: without this each would find every other dead). */
+static bool reachable(const struct agent_ring *g, const struct rdzv_ring_peer *p)
+{
+    return !p->ns[0] || strcmp(p->ns, g->ns) == 0;
+}
+
 int agent_liveness_open(struct agent *a, struct rdzv_node *self)
 {
     const struct cfg *c = a->cfg;
     /* the memory backend is one agent's process: there is nobody to link to */
     if (strcmp(c->liveness, "on") != 0 || strcmp(c->backend, "memory") == 0)
         return 0;
+    char here[RDZV_ADDR_MAX];
+    if (!numeric_self(a->self_addr, here, sizeof(here))) {
+        log_warn("liveness ring: '%s' does not resolve to an address: this node stays out of "
+                 "the ring (its lease still counts)",
+                 a->self_addr);
+        return 0;
+    }
     struct agent_ring *g = calloc(1, sizeof(*g));
     if (!g) {
         log_error("out of memory");
         return AGENT_EXIT_RDZV;
     }
+    netns_id(g->ns, sizeof(g->ns));
     int64_t iv = c->liveness_interval_ms, misses = c->liveness_misses;
     /* a frozen node can be evicted (misses - 1) x interval after its last beat plus a probe of
      * misses x interval: its guards stop its workers before, with half an interval to spare */
     int64_t fence_ms = (2 * misses - 1) * iv - iv / 2;
     struct live_params p = {
-        .ring = {.run_id = c->run_id, .node_id = c->node_id, .bind_addr = a->self_addr,
+        .ring = {.run_id = c->run_id, .node_id = c->node_id, .bind_addr = here,
                  .interval_ms = iv, .misses = (int)misses},
         .fence_ms = fence_ms > iv ? fence_ms : iv,
         .fence = fence_write,
@@ -109,11 +173,15 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
     g->probe_ms = misses * iv;
     g->cooldown_ms = c->lease_ttl_ms;
     self->live_port = live_port(g->live);
-    if (strcmp(a->self_addr, self->addr) != 0) /* its workers run on another host (--host) */
-        snprintf(self->live_addr, sizeof(self->live_addr), "%s", a->self_addr);
+    /* its workers run on another host (--host), or its address is a name */
+    if (strcmp(here, self->addr) != 0)
+        snprintf(self->live_addr, sizeof(self->live_addr), "%s", here);
+    g->loopback = loopback(here);
+    if (g->loopback)
+        snprintf(self->live_ns, sizeof(self->live_ns), "%s", g->ns);
     a->ring = g;
     log_debug("liveness ring: listening on %s port %d (heartbeat %" PRId64 " ms, %d misses)",
-              a->self_addr, self->live_port, iv, (int)misses);
+              here, self->live_port, iv, (int)misses);
     return 0;
 }
 
@@ -150,12 +218,16 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
     if (next[0] && now < g->peer_retry_ms)
         return;
     struct ring_peer rp = {0};
-    bool have = false;
+    bool have = false, reach = true;
     if (next[0]) { /* the one node record a node reads per round: its successor's */
         struct rdzv_ring_peer p;
         struct ea_error err = {0};
         int r = rdzv_ring_peer(a->rdzv, next, &p, &err);
-        if (r == 0) {
+        if (r == 0 && !(reach = reachable(g, &p))) {
+            log_debug("liveness ring: node '%s' has a loopback address in another network "
+                      "namespace: no link to it",
+                      next);
+        } else if (r == 0) {
             snprintf(rp.node_id, sizeof(rp.node_id), "%s", p.node_id);
             snprintf(rp.addr, sizeof(rp.addr), "%s", p.addr);
             rp.port = p.port;
@@ -168,7 +240,9 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
             log_debug("liveness ring: no link to node '%s': %s", next, err.msg);
         }
     }
-    live_set(g->live, round, prev, have ? &rp : NULL);
+    /* a predecessor that never links is suspected unless this node is on a loopback address
+     * it cannot reach through (its successor in another namespace: so, likely, is it) */
+    live_set(g->live, round, prev, !g->loopback || reach, have ? &rp : NULL);
     g->round = round;
     snprintf(g->next, sizeof(g->next), "%s", next);
     snprintf(g->prev, sizeof(g->prev), "%s", prev);
@@ -214,7 +288,7 @@ static void confirm_coord(struct agent *a, struct agent_ring *g,
     struct ring_peer rp;
     if (g->coord_probing || !rdzv_coord_holder(a->rdzv, holder, sizeof(holder), &lease) ||
         strcmp(holder, x->sus.node_id) != 0 || rdzv_ring_peer(a->rdzv, holder, &p, NULL) < 0 ||
-        p.lease != lease)
+        p.lease != lease || !reachable(g, &p))
         return;
     to_ring_peer(&p, &rp);
     uint64_t id = ++g->probe_ids;
@@ -455,8 +529,8 @@ static void confirm_suspects(struct agent *a, struct agent_ring *g)
         if (strcmp(list[i].sus.by, a->cfg->node_id) == 0 && s->group_world_size >= 3)
             continue;
         struct ring_case *k = case_for(g, &list[i]);
-        if (k) {
-            k->state = CASE_QUEUED;
+        if (k) { /* one this node cannot reach at all is not probed: no evidence, no eviction */
+            k->state = reachable(g, &list[i].peer) ? CASE_QUEUED : CASE_DONE;
             k->c = list[i];
         }
     }

@@ -400,6 +400,8 @@ int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error
         json_object_set_new(root, "live_port", json_integer(n->live_port));
     if (root && n->live_port > 0 && n->live_addr[0])
         json_object_set_new(root, "live_addr", json_string(n->live_addr));
+    if (root && n->live_port > 0 && n->live_ns[0])
+        json_object_set_new(root, "live_ns", json_string(n->live_ns));
     return dump(root, ret_json, err);
 }
 
@@ -440,18 +442,24 @@ static int node_ifaces_parse(json_t *root, struct rdzv_node *n, struct ea_error 
 static int node_live_parse(json_t *root, struct rdzv_node *n, struct ea_error *err)
 {
     json_t *port = json_object_get(root, "live_port"), *addr = json_object_get(root, "live_addr");
-    if (!port && !addr)
+    json_t *ns = json_object_get(root, "live_ns");
+    if (!port && !addr && !ns)
         return 0; /* not taking part in the ring */
     json_int_t p = json_is_integer(port) ? json_integer_value(port) : -1;
-    if (p < 1 || p > 65535 || (addr && (!json_is_string(addr) || !json_string_length(addr))))
+    if (p < 1 || p > 65535 || (addr && (!json_is_string(addr) || !json_string_length(addr))) ||
+        (ns && (!json_is_string(ns) || !json_string_length(ns))))
         return ea_errorf(err, -EBADMSG,
                          "node record '%s': live_port must be 1-65535 and live_addr a non-empty "
                          "string",
                          n->node_id);
     n->live_port = (int)p;
-    return addr ? copy_field(n->live_addr, sizeof(n->live_addr), json_string_value(addr),
-                             "node record", "live_addr", err)
-                : 0;
+    int r = addr ? copy_field(n->live_addr, sizeof(n->live_addr), json_string_value(addr),
+                              "node record", "live_addr", err)
+                 : 0;
+    if (r == 0 && ns)
+        r = copy_field(n->live_ns, sizeof(n->live_ns), json_string_value(ns), "node record",
+                       "live_ns", err);
+    return r;
 }
 
 int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct ea_error *err)

@@ -108,6 +108,9 @@ struct rdzv_node {
        own address when it differs from addr (its workers run elsewhere, --host), else "" */
     int live_port;
     char live_addr[RDZV_ADDR_MAX];
+    /* with a loopback address: which host and network namespace it is good in ("<boot id>:<netns
+       inode>"); a node elsewhere cannot reach it there. "" otherwise */
+    char live_ns[RDZV_ADDR_MAX];
 };
 
 /* A `failures/<r>` record: the first worker failure of round r. */

@@ -34,6 +34,7 @@ static int peer_of(const struct rdzv_node *n, int64_t lease, struct rdzv_ring_pe
     struct rdzv_ring_peer p = {.port = n->live_port, .lease = lease};
     snprintf(p.node_id, sizeof(p.node_id), "%s", n->node_id);
     snprintf(p.addr, sizeof(p.addr), "%s", n->live_addr[0] ? n->live_addr : n->addr);
+    snprintf(p.ns, sizeof(p.ns), "%s", n->live_ns);
     *ret = p;
     return 0;
 }

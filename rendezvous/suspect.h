@@ -22,6 +22,7 @@ struct rdzv_ring_peer {
     char addr[RDZV_ADDR_MAX]; /* the record's live_addr, else its addr */
     int port;                 /* live_port */
     int64_t lease;            /* of its nodes/<id> key (from the store, not the record) */
+    char ns[RDZV_ADDR_MAX];   /* live_ns: a loopback address's namespace, or "" */
 };
 
 /* nodes/<node_id> as the ring needs it: from the mirror when this session mirrors the run, else

@@ -43,6 +43,7 @@ struct probe {
 struct ring {
     char run[RING_NAME_MAX + 1], self[RING_NAME_MAX + 1];
     int64_t interval, silence; /* ms: beat period; misses x interval */
+    bool await_prev;
     int listen_fd, port;
 
     int64_t round;
@@ -457,7 +458,7 @@ static void in_report(struct ring *r, const char *cause)
 
 static void in_step(struct ring *r, short revents, int64_t now)
 {
-    if (r->in_fd < 0 && r->prev[0] && !r->in_ever && !r->in_suspected &&
+    if (r->in_fd < 0 && r->prev[0] && r->await_prev && !r->in_ever && !r->in_suspected &&
         now >= r->in_deadline) {
         /* frozen or dead before its link came up: its other neighbour may have no link either */
         char c[64];
@@ -600,7 +601,9 @@ int ring_probe(struct ring *r, uint64_t id, const struct ring_peer *peer, int64_
     int e = dial_start(&p->d, peer, now + timeout_ms);
     if (e == 0 && p->d.connected && (e = send_hello(r, &p->d, RING_KIND_PROBE, p->node, round)) < 0)
         close_fd(&p->d.fd);
-    if (e < 0)
+    if (e == -EAFNOSUPPORT) /* not a numeric address: no evidence either way, so no eviction */
+        probe_done(r, p, true, "not probed: not a numeric address");
+    else if (e < 0)
         probe_done(r, p, false, errno_cause(-e));
     return 0;
 }
@@ -625,11 +628,12 @@ static void probe_step(struct ring *r, struct probe *p, short revents, int64_t n
 
 /* ---- the loop's interface ----------------------------------------------------------------- */
 
-void ring_set(struct ring *r, int64_t round, const char *prev, const struct ring_peer *next,
-              int64_t now)
+void ring_set(struct ring *r, int64_t round, const char *prev, bool await_prev,
+              const struct ring_peer *next, int64_t now)
 {
     prev = prev ? prev : "";
     const char *nid = next ? next->node_id : "";
+    r->await_prev = await_prev;
     if (round == r->round && strcmp(prev, r->prev) == 0 && strcmp(nid, r->next.node_id) == 0 &&
         (!next || (strcmp(next->addr, r->next.addr) == 0 && next->port == r->next.port)))
         return;
@@ -710,7 +714,7 @@ int64_t ring_wake_ms(const struct ring *r)
     if (r->in_fd >= 0) {
         t = earliest(t, r->in_sent + r->interval);
         t = earliest(t, r->in_heard + r->silence);
-    } else if (r->prev[0] && !r->in_ever && !r->in_suspected) {
+    } else if (r->prev[0] && r->await_prev && !r->in_ever && !r->in_suspected) {
         t = earliest(t, r->in_deadline);
     }
     for (size_t i = 0; i < RING_PENDING_MAX; i++)

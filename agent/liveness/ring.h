@@ -77,11 +77,13 @@ int ring_port(const struct ring *r);
 
 /*
  * The ring of `round` (0: this node is in none): accept a link from `prev` (NULL or "": from
- * nobody) and keep one to `next` (NULL: none). A change closes the links of the previous round
- * with a bye (no suspicion on either side) and connects anew. Same arguments: no-op.
+ * nobody) and keep one to `next` (NULL: none). With `await_prev`, a predecessor that has not
+ * linked within twice the silence is suspected (the caller knows whether it can reach this
+ * node at all). A change closes the links of the previous round with a bye (no suspicion on
+ * either side) and connects anew. Same arguments: no-op.
  */
-void ring_set(struct ring *r, int64_t round, const char *prev, const struct ring_peer *next,
-              int64_t now);
+void ring_set(struct ring *r, int64_t round, const char *prev, bool await_prev,
+              const struct ring_peer *next, int64_t now);
 
 /* Probe `peer` once: connect, hello, answer within timeout_ms. The result comes as a
  * RING_REPORT_PROBE report with `id`. -EBUSY when RING_PROBES_MAX are in flight. */

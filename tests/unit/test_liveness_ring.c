@@ -81,7 +81,7 @@ static void start_child(void)
         if (write(pfd[1], &port, sizeof(port)) != sizeof(port))
             _exit(1);
         struct ring_peer next = peer("me", port_me);
-        ring_set(c, 1, "me", &next, ea_now_ms());
+        ring_set(c, 1, "me", true, &next, ea_now_ms());
         sigset_t term;
         sigemptyset(&term);
         sigaddset(&term, SIGTERM);
@@ -100,7 +100,7 @@ static void start_child(void)
     cr_assert_eq(read(pfd[0], &child_port, sizeof(child_port)), (ssize_t)sizeof(child_port));
     close(pfd[0]);
     struct ring_peer next = peer("child", child_port);
-    ring_set(me, 1, "child", &next, ea_now_ms());
+    ring_set(me, 1, "child", true, &next, ea_now_ms());
 }
 
 static bool links_up(void)
@@ -173,7 +173,7 @@ Test(ring, a_frozen_peer_goes_silent_and_is_suspected)
  * either, so the one waiting for it reports it. Mutation: no deadline for the first link. */
 Test(ring, a_predecessor_that_never_connects_is_suspected)
 {
-    ring_set(me, 3, "ghost", NULL, ea_now_ms());
+    ring_set(me, 3, "ghost", true, NULL, ea_now_ms());
     int64_t t0 = ea_now_ms();
     struct ring_report x;
     cr_assert(pump(me, 3000, &x), "nobody reported the predecessor that never came");
@@ -295,7 +295,7 @@ static int hello(enum ring_kind kind, const char *run, const char *from, const c
 Test(ring, hellos_are_checked_field_by_field)
 {
     struct ring_peer nobody = peer("x", 1); /* never reached: no listener on port 1 */
-    ring_set(me, 5, "pred", &nobody, ea_now_ms());
+    ring_set(me, 5, "pred", true, &nobody, ea_now_ms());
     /* Mutation: the run check removed (ring.c judge()) -> another run's hello is accepted. */
     cr_assert_eq(hello(RING_KIND_LINK, "other-run", "pred", "me", 5), RING_BAD_RUN);
     cr_assert_eq(hello(RING_KIND_PROBE, "other-run", "pred", "me", 5), RING_BAD_RUN);
@@ -320,7 +320,7 @@ Test(ring, hellos_are_checked_field_by_field)
 
 Test(ring, garbage_and_silence_are_closed_without_an_answer)
 {
-    ring_set(me, 1, "pred", NULL, ea_now_ms());
+    ring_set(me, 1, "pred", true, NULL, ea_now_ms());
     const char http[] = "GET / HTTP/1.0\r\n\r\n";
     cr_assert_eq(exchange(http, sizeof(http) - 1, NULL, NULL), -1, "garbage gets no answer");
     /* a valid hello followed by bytes before the answer: not our protocol */
@@ -346,7 +346,7 @@ Test(ring, garbage_and_silence_are_closed_without_an_answer)
 
 Test(ring, a_flood_of_silent_connections_does_not_block_a_probe)
 {
-    ring_set(me, 1, "", NULL, ea_now_ms());
+    ring_set(me, 1, "", true, NULL, ea_now_ms());
     int fds[RING_PENDING_MAX + 8];
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
         fds[i] = raw_connect(ring_port(me));
