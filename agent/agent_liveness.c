@@ -9,13 +9,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <jansson.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "agent_internal.h"
@@ -158,8 +158,11 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
      * misses x interval: its guards stop its workers before, with half an interval to spare */
     int64_t fence_ms = (2 * misses - 1) * iv - iv / 2;
     struct live_params p = {
-        .ring = {.run_id = c->run_id, .node_id = c->node_id, .bind_addr = here,
-                 .interval_ms = iv, .misses = (int)misses},
+        .ring = {.run_id = c->run_id,
+                 .node_id = c->node_id,
+                 .bind_addr = here,
+                 .interval_ms = iv,
+                 .misses = (int)misses},
         .fence_ms = fence_ms > iv ? fence_ms : iv,
         .fence = fence_write,
         .fence_ctx = a,
@@ -180,8 +183,8 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
     if (g->loopback)
         snprintf(self->live_ns, sizeof(self->live_ns), "%s", g->ns);
     a->ring = g;
-    log_debug("liveness ring: listening on %s port %d (heartbeat %" PRId64 " ms, %d misses)",
-              here, self->live_port, iv, (int)misses);
+    log_debug("liveness ring: listening on %s port %d (heartbeat %" PRId64 " ms, %d misses)", here,
+              self->live_port, iv, (int)misses);
     return 0;
 }
 
@@ -207,10 +210,10 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
     const struct rdzv_member *m = rdzv_self_member(a->rdzv);
     const char *self = a->cfg->node_id;
-    int64_t round = s && s->status == RDZV_RUNNING && m && !a->lease_lost && !a->term_signal &&
-                            !a->exiting
-                        ? s->round
-                        : 0;
+    int64_t round =
+        s && s->status == RDZV_RUNNING && m && !a->lease_lost && !a->term_signal && !a->exiting
+            ? s->round
+            : 0;
     const char *next = round && m->next[0] && strcmp(m->next, self) != 0 ? m->next : "";
     const char *prev = round && m->prev[0] && strcmp(m->prev, self) != 0 ? m->prev : "";
     if (round == g->round && strcmp(next, g->next) == 0 && strcmp(prev, g->prev) == 0)
@@ -313,7 +316,8 @@ static void suspect_coord(struct agent *a, struct agent_ring *g, const struct rd
     int n = s ? s->group_world_size : 0;
     if (!m || n < 2)
         return;
-    struct rdzv_coord_suspicion cx = {.sus = *x, .by_rank = m->group_rank,
+    struct rdzv_coord_suspicion cx = {.sus = *x,
+                                      .by_rank = m->group_rank,
                                       .coord_rank = outbound ? (m->group_rank + 1) % n
                                                              : (m->group_rank + n - 1) % n};
     if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
@@ -326,8 +330,8 @@ static void suspect_coord(struct agent *a, struct agent_ring *g, const struct rd
     if (rdzv_coord_suspect(a->rdzv, &cx, &err) >= 0)
         g->coord_todo = false;
     else
-        log_debug("liveness ring: reporting the coordinator '%s': %s; trying again",
-                  x->node_id, err.msg);
+        log_debug("liveness ring: reporting the coordinator '%s': %s; trying again", x->node_id,
+                  err.msg);
 }
 
 /* Another member suspects the coordinator: confirm it when this node is the one to. */
@@ -401,8 +405,7 @@ static void publish_detect(struct agent *a, const struct rdzv_suspicion *x)
                    x->node_id, -1, v, sizeof(v));
     struct ea_error err = {0};
     if (rdzv_publish_round_key(a->rdzv, x->round, "detect", v, &err) < 0)
-        log_debug("could not publish the detect time of round %" PRId64 ": %s", x->round,
-                  err.msg);
+        log_debug("could not publish the detect time of round %" PRId64 ": %s", x->round, err.msg);
 }
 
 static void evicted(struct agent *a, const struct rdzv_suspicion *x, const char *why, int r,
@@ -426,8 +429,8 @@ static void evicted(struct agent *a, const struct rdzv_suspicion *x, const char 
 static void false_alarm(struct agent *a, const struct rdzv_suspicion *x)
 {
     a->m.liveness_false_alarms++;
-    log_info("liveness ring: node '%s' answered a probe: a false alarm ('%s' saw: %s)",
-             x->node_id, x->by, x->cause);
+    log_info("liveness ring: node '%s' answered a probe: a false alarm ('%s' saw: %s)", x->node_id,
+             x->by, x->cause);
     agent_emit(a, "suspect_cleared", "{s:s, s:s, s:s}", "node", x->node_id, "by", x->by, "cause",
                x->cause);
 }
@@ -440,8 +443,7 @@ static void on_probe(struct agent *a, struct agent_ring *g, const struct ring_re
         if (x->alive) { /* the coordinator answered this third member */
             false_alarm(a, &g->coord_x.sus);
             if (g->coord_from_key && rdzv_coord_suspect_clear(a->rdzv, &g->coord_x, &err) < 0)
-                log_debug("liveness ring: clearing the suspicion of the coordinator: %s",
-                          err.msg);
+                log_debug("liveness ring: clearing the suspicion of the coordinator: %s", err.msg);
             return;
         }
         publish_detect(a, &g->coord_x.sus);
@@ -459,8 +461,7 @@ static void on_probe(struct agent *a, struct agent_ring *g, const struct ring_re
         if (x->alive) { /* the suspect answered the coordinator's own probe */
             false_alarm(a, &k->c.sus);
             if (rdzv_suspect_clear(a->rdzv, &k->c, &err) < 0)
-                log_debug("liveness ring: clearing the suspicion of '%s': %s", x->node_id,
-                          err.msg);
+                log_debug("liveness ring: clearing the suspicion of '%s': %s", x->node_id, err.msg);
             return;
         }
         publish_detect(a, &k->c.sus);

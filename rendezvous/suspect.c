@@ -87,16 +87,15 @@ int rdzv_suspicion_decode(const char *json, size_t len, struct rdzv_suspicion *r
                           struct ea_error *err)
 {
     if (len > RDZV_SUSPECT_BYTES_MAX)
-        return ea_errorf(err, -EBADMSG, "suspicion is %zu bytes, more than the %u one can be",
-                         len, RDZV_SUSPECT_BYTES_MAX);
+        return ea_errorf(err, -EBADMSG, "suspicion is %zu bytes, more than the %u one can be", len,
+                         RDZV_SUSPECT_BYTES_MAX);
     json_error_t jerr;
     json_t *j = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     const char *schema = NULL, *by = NULL, *cause = NULL;
     json_int_t fault = 0, detected = 0;
     int r = 0;
-    if (!j || json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:s, s:I, s:I}", "schema", &schema, "by",
-                             &by, "cause", &cause, "fault_ms", &fault, "detected_ms",
-                             &detected) < 0)
+    if (!j || json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:s, s:I, s:I}", "schema", &schema, "by", &by,
+                             "cause", &cause, "fault_ms", &fault, "detected_ms", &detected) < 0)
         r = ea_errorf(err, -EBADMSG, "suspicion: %s", jerr.text);
     else if (strcmp(schema, RDZV_SCHEMA) != 0)
         r = ea_errorf(err, -EBADMSG, "suspicion has schema '%s', expected '%s'", schema,
@@ -138,8 +137,7 @@ int rdzv_suspect(struct rdzv_session *s, const struct rdzv_suspicion *x, struct 
 }
 
 /* Delete `key` iff its mod_revision is still `rev` (0 on success or when it changed). */
-static int delete_fenced(struct rdzv_session *s, const char *key, int64_t rev,
-                         struct ea_error *err)
+static int delete_fenced(struct rdzv_session *s, const char *key, int64_t rev, struct ea_error *err)
 {
     struct kv_cmp cmp = {key, rev};
     struct kv_op op = {.key = key, .del = true};
@@ -174,8 +172,8 @@ static bool parse_key(const char *rel, int64_t *ret_round, const char **ret_node
     return true;
 }
 
-int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max,
-                  size_t *ret_n, struct ea_error *err)
+int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max, size_t *ret_n,
+                  struct ea_error *err)
 {
     *ret_n = 0;
     if (!s->is_coord || !s->full)
@@ -208,8 +206,8 @@ int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t 
             rdzv_warn(s, msg); /* once; the key is deleted below */
             ok = false;
         }
-        ok = ok && running && round == s->state.round &&
-             rdzv_state_find(&s->state, node) >= 0 && strcmp(node, s->cfg.self.node_id) != 0;
+        ok = ok && running && round == s->state.round && rdzv_state_find(&s->state, node) >= 0 &&
+             strcmp(node, s->cfg.self.node_id) != 0;
         ok = ok && rdzv_ring_peer(s, node, &c.peer, NULL) == 0; /* live, and in the ring */
         if (ok && n < max) {
             c.sus.round = round;
@@ -257,8 +255,7 @@ int rdzv_evict(struct rdzv_session *s, const struct rdzv_suspect_case *c, struct
     return 1;
 }
 
-bool rdzv_coord_holder(const struct rdzv_session *s, char *node_id, size_t size,
-                       int64_t *ret_lease)
+bool rdzv_coord_holder(const struct rdzv_session *s, char *node_id, size_t size, int64_t *ret_lease)
 {
     ssize_t i = rdzv_mirror_find(&s->m, s->coord_key);
     if (!s->have_coord || i < 0)
@@ -276,8 +273,8 @@ int rdzv_evict_coord(struct rdzv_session *s, const char *node_id, int64_t lease,
     int r = rdzv_derive(s, ea_now_ms(), err);
     if (r < 0)
         return r;
-    if (!rdzv_coord_holder(s, holder, sizeof(holder), &now_lease) ||
-        strcmp(holder, node_id) != 0 || now_lease != lease || lease == 0 || lease == s->lease)
+    if (!rdzv_coord_holder(s, holder, sizeof(holder), &now_lease) || strcmp(holder, node_id) != 0 ||
+        now_lease != lease || lease == 0 || lease == s->lease)
         return 0; /* another coordinator by now (or it rejoined): nothing to revoke */
     count_request(s, true);
     r = kv_lease_revoke(s->kv, lease, err);
@@ -296,11 +293,10 @@ int rdzv_coord_suspect(struct rdzv_session *s, const struct rdzv_coord_suspicion
         return r;
     if (!s->have_state || s->state.round != x->sus.round || s->state.status != RDZV_RUNNING)
         return 0;
-    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}", "schema", RDZV_SCHEMA,
-                          "node", x->sus.node_id, "coord_rank", x->coord_rank, "by", x->sus.by,
-                          "by_rank", x->by_rank, "cause", x->sus.cause, "fault_ms",
-                          (json_int_t)x->sus.fault_ms, "detected_ms",
-                          (json_int_t)x->sus.detected_ms);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}", "schema", RDZV_SCHEMA, "node", x->sus.node_id,
+        "coord_rank", x->coord_rank, "by", x->sus.by, "by_rank", x->by_rank, "cause", x->sus.cause,
+        "fault_ms", (json_int_t)x->sus.fault_ms, "detected_ms", (json_int_t)x->sus.detected_ms);
     char *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!json)
@@ -330,15 +326,16 @@ int rdzv_coord_suspicion(struct rdzv_session *s, struct rdzv_coord_suspicion *re
                     : NULL;
     const char *schema = NULL, *node = NULL, *by = NULL, *cause = NULL;
     json_int_t fault = 0, detected = 0;
-    int bad = !j || json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}",
-                                   "schema", &schema, "node", &node, "coord_rank", &x.coord_rank,
-                                   "by", &by, "by_rank", &x.by_rank, "cause", &cause, "fault_ms",
-                                   &fault, "detected_ms", &detected) < 0 ||
-              strcmp(schema, RDZV_SCHEMA) != 0 || !node[0] ||
-              rdzv_strlcpy(x.sus.node_id, sizeof(x.sus.node_id), node) < 0 || !by[0] ||
-              rdzv_strlcpy(x.sus.by, sizeof(x.sus.by), by) < 0 ||
-              rdzv_strlcpy(x.sus.cause, sizeof(x.sus.cause), cause) < 0 || x.coord_rank < 0 ||
-              x.by_rank < 0 || x.coord_rank == x.by_rank || fault < -1 || detected <= 0;
+    int bad =
+        !j ||
+        json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}", "schema", &schema,
+                       "node", &node, "coord_rank", &x.coord_rank, "by", &by, "by_rank", &x.by_rank,
+                       "cause", &cause, "fault_ms", &fault, "detected_ms", &detected) < 0 ||
+        strcmp(schema, RDZV_SCHEMA) != 0 || !node[0] ||
+        rdzv_strlcpy(x.sus.node_id, sizeof(x.sus.node_id), node) < 0 || !by[0] ||
+        rdzv_strlcpy(x.sus.by, sizeof(x.sus.by), by) < 0 ||
+        rdzv_strlcpy(x.sus.cause, sizeof(x.sus.cause), cause) < 0 || x.coord_rank < 0 ||
+        x.by_rank < 0 || x.coord_rank == x.by_rank || fault < -1 || detected <= 0;
     json_decref(j);
     if (bad) {
         char msg[EA_ERROR_MSG_MAX];

@@ -72,8 +72,8 @@ struct rdzv_suspect_case {
  * is not a live member, of this node (it is alive: a false alarm), or whose value does not decode
  * (warned about once). 0 with nothing when this node does not coordinate; or a store error.
  */
-int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max,
-                  size_t *ret_n, struct ea_error *err);
+int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max, size_t *ret_n,
+                  struct ea_error *err);
 
 /* The coordinator's probe was answered: a false alarm. Delete the key (unless it changed). */
 int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c,

@@ -209,8 +209,7 @@ void live_set(struct live *l, int64_t round, const char *prev, bool await_prev,
     pthread_mutex_lock(&l->mu);
     prev = prev ? prev : "";
     bool same = l->set_ever && l->set_round == round && strcmp(l->set_prev, prev) == 0 &&
-                l->set_await == await_prev &&
-                l->set_has_next == (next != NULL) &&
+                l->set_await == await_prev && l->set_has_next == (next != NULL) &&
                 (!next || memcmp(&l->set_next, next, sizeof(*next)) == 0);
     if (!same) {
         l->set_ever = true;
@@ -234,9 +233,8 @@ int live_probe(struct live *l, uint64_t id, const struct ring_peer *peer, int64_
     pthread_mutex_lock(&l->mu);
     int r = -EBUSY;
     if (l->n_probes + (size_t)l->in_flight < RING_PROBES_MAX) {
-        l->probes[l->n_probes++] =
-            (struct queued_probe){.id = id, .peer = *peer, .round = round,
-                                  .timeout_ms = timeout_ms};
+        l->probes[l->n_probes++] = (struct queued_probe){
+            .id = id, .peer = *peer, .round = round, .timeout_ms = timeout_ms};
         r = 0;
     }
     pthread_mutex_unlock(&l->mu);

@@ -289,7 +289,9 @@ static int dial_step(struct ring *r, struct dial *d, short revents, enum ring_ki
 static void out_suspect(struct ring *r, const char *cause, int64_t now)
 {
     if (!r->out_suspected) {
-        struct ring_report x = {.kind = RING_REPORT_SUSPECT, .round = r->round, .outbound = true,
+        struct ring_report x = {.kind = RING_REPORT_SUSPECT,
+                                .round = r->round,
+                                .outbound = true,
                                 .heard_ms = r->out_heard};
         snprintf(x.node_id, sizeof(x.node_id), "%s", r->next.node_id);
         snprintf(x.cause, sizeof(x.cause), "%s", cause);
@@ -299,8 +301,7 @@ static void out_suspect(struct ring *r, const char *cause, int64_t now)
     close_fd(&r->od.fd);
     r->out = OUT_WAIT; /* try again: a false alarm heals when the link comes back */
     r->out_retry = now + r->out_backoff;
-    r->out_backoff = r->out_backoff * 2 > 10 * r->interval ? 10 * r->interval
-                                                           : r->out_backoff * 2;
+    r->out_backoff = r->out_backoff * 2 > 10 * r->interval ? 10 * r->interval : r->out_backoff * 2;
 }
 
 static void out_connect(struct ring *r, int64_t now)
@@ -345,7 +346,7 @@ static void out_answered(struct ring *r, enum ring_status st, int64_t now)
     case RING_LATER: /* the successor has not seen this round yet */
         out_later(r, now, r->interval / 2);
         return;
-    case RING_STALE:   /* this node is behind: its ring_set() comes soon */
+    case RING_STALE:    /* this node is behind: its ring_set() comes soon */
     case RING_NOT_PEER: /* the views differ for a moment */
         out_later(r, now, r->interval);
         return;
@@ -409,8 +410,7 @@ static void out_step(struct ring *r, short revents, int64_t now)
     }
     if (r->out == OUT_CONNECTING || r->out == OUT_HELLO) {
         enum ring_status st = RING_OK;
-        int a = dial_step(r, &r->od, revents, RING_KIND_LINK, r->next.node_id, r->round, now,
-                          &st);
+        int a = dial_step(r, &r->od, revents, RING_KIND_LINK, r->next.node_id, r->round, now, &st);
         if (a > 0) {
             out_answered(r, st, now);
         } else if (a == -ETIMEDOUT) {
@@ -448,8 +448,8 @@ static void out_step(struct ring *r, short revents, int64_t now)
 
 static void in_report(struct ring *r, const char *cause)
 {
-    struct ring_report x = {.kind = RING_REPORT_SUSPECT, .round = r->round,
-                            .heard_ms = r->in_ever ? r->in_heard : -1};
+    struct ring_report x = {
+        .kind = RING_REPORT_SUSPECT, .round = r->round, .heard_ms = r->in_ever ? r->in_heard : -1};
     snprintf(x.node_id, sizeof(x.node_id), "%s", r->prev);
     snprintf(x.cause, sizeof(x.cause), "%s", cause);
     report(r, &x);
@@ -462,8 +462,7 @@ static void in_step(struct ring *r, short revents, int64_t now)
         now >= r->in_deadline) {
         /* frozen or dead before its link came up: its other neighbour may have no link either */
         char c[64];
-        snprintf(c, sizeof(c), "never connected within %lld ms",
-                 (long long)(2 * r->silence));
+        snprintf(c, sizeof(c), "never connected within %lld ms", (long long)(2 * r->silence));
         in_report(r, c);
     }
     if (r->in_fd < 0)
@@ -568,8 +567,8 @@ static void accept_all(struct ring *r, int64_t now)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         slot->fd = fd;
         slot->len = 0;
-        slot->deadline = now + (r->silence > RING_HELLO_TIMEOUT_MS ? r->silence
-                                                                    : RING_HELLO_TIMEOUT_MS);
+        slot->deadline =
+            now + (r->silence > RING_HELLO_TIMEOUT_MS ? r->silence : RING_HELLO_TIMEOUT_MS);
     }
 }
 
@@ -577,8 +576,11 @@ static void accept_all(struct ring *r, int64_t now)
 
 static void probe_done(struct ring *r, struct probe *p, bool alive, const char *cause)
 {
-    struct ring_report x = {.kind = RING_REPORT_PROBE, .round = p->round, .probe_id = p->id,
-                            .alive = alive, .heard_ms = -1};
+    struct ring_report x = {.kind = RING_REPORT_PROBE,
+                            .round = p->round,
+                            .probe_id = p->id,
+                            .alive = alive,
+                            .heard_ms = -1};
     snprintf(x.node_id, sizeof(x.node_id), "%s", p->node);
     snprintf(x.cause, sizeof(x.cause), "%s", cause);
     report(r, &x);
@@ -738,14 +740,15 @@ bool ring_take(struct ring *r, struct ring_report *ret)
 
 void ring_get_links(const struct ring *r, struct ring_links *ret)
 {
-    static const char *const outs[] = {[OUT_NONE] = "none", [OUT_CONNECTING] = "connecting",
-                                       [OUT_HELLO] = "connecting", [OUT_UP] = "up",
-                                       [OUT_WAIT] = "retrying", [OUT_BYE] = "closed by peer"};
-    struct ring_links l = {.round = r->round, .out = outs[r->out],
-                           .in = r->in_fd >= 0  ? "up"
-                                 : !r->prev[0]  ? "none"
-                                 : r->in_ever   ? "down"
-                                                : "waiting"};
+    static const char *const outs[] = {
+        [OUT_NONE] = "none", [OUT_CONNECTING] = "connecting", [OUT_HELLO] = "connecting",
+        [OUT_UP] = "up",     [OUT_WAIT] = "retrying",         [OUT_BYE] = "closed by peer"};
+    struct ring_links l = {.round = r->round,
+                           .out = outs[r->out],
+                           .in = r->in_fd >= 0 ? "up"
+                                 : !r->prev[0] ? "none"
+                                 : r->in_ever  ? "down"
+                                               : "waiting"};
     snprintf(l.next, sizeof(l.next), "%s", r->next.node_id);
     snprintf(l.prev, sizeof(l.prev), "%s", r->prev);
     *ret = l;

@@ -62,8 +62,8 @@ struct ring_report {
 
 /* The links as they are now (for metrics and status). */
 struct ring_links {
-    int64_t round;                 /* 0: in no ring */
-    const char *out, *in;          /* "none", "connecting", "up", "down", "retrying" */
+    int64_t round;        /* 0: in no ring */
+    const char *out, *in; /* "none", "connecting", "up", "down", "retrying" */
     char next[RING_NAME_MAX + 1], prev[RING_NAME_MAX + 1];
 };
 

@@ -55,10 +55,29 @@ static void start(int i)
     const char *cmd = h_fmt("echo $$ > %s/pid.$ELASTIC_NODE_ID.$ELASTIC_ROUND; %s record %s && "
                             "exec %s wait-file %s/go",
                             envdir, W, envdir, W, envdir);
-    const char *args[] = {"--rdzv-endpoint", etcd.endpoints, "--run-id", "live",
-                          "--node-id", h_fmt("n%d", i), "--min", "2", "--max", h_fmt("%d", N),
-                          "--settle", "1", "--stop-timeout", "2", "--lease-ttl", "10",
-                          "--local-addr", "127.0.0.1", "--", "/bin/sh", "-c", cmd, NULL};
+    const char *args[] = {"--rdzv-endpoint",
+                          etcd.endpoints,
+                          "--run-id",
+                          "live",
+                          "--node-id",
+                          h_fmt("n%d", i),
+                          "--min",
+                          "2",
+                          "--max",
+                          h_fmt("%d", N),
+                          "--settle",
+                          "1",
+                          "--stop-timeout",
+                          "2",
+                          "--lease-ttl",
+                          "10",
+                          "--local-addr",
+                          "127.0.0.1",
+                          "--",
+                          "/bin/sh",
+                          "-c",
+                          cmd,
+                          NULL};
     h_agent_start(&a[i], dir, h_fmt("n%d", i), args);
 }
 
@@ -243,7 +262,8 @@ Test(liveness, evicted_again_soon_after_rejoining_waits_a_cooldown)
     cr_assert(h_log_wait(&a[3], "before rejoining", 10000), "n3 waits before rejoining");
     cr_assert(h_log_wait(&a[3], "round 5 ", 30000), "n3 is back after its cooldown");
     int64_t back = h_now_ms() - resumed;
-    cr_log_info("evicted twice within the lease TTL: back in the run after %lld ms", (long long)back);
+    cr_log_info("evicted twice within the lease TTL: back in the run after %lld ms",
+                (long long)back);
     cr_assert_geq(back, 9000, "n3 rejoined before its cooldown (one lease TTL, 10 s)");
     cr_assert_eq(count_in_logs("its lease is revoked"), 2, "two evictions, no more");
     release_and_expect_success(-1);

@@ -48,15 +48,37 @@ static void start_in(int i)
     const char *cmd = h_fmt("echo $$ > %s/pid.$ELASTIC_NODE_ID.$ELASTIC_ROUND; %s record %s && "
                             "exec %s wait-file %s/go",
                             envdir, W, envdir, W, envdir);
-    const char *argv[] = {EA_AGENT_BIN, "--run-id", "cut", "--node-id", h_fmt("n%d", i),
-                          "--min", "2", "--max", h_fmt("%d", N), "--settle", "1",
-                          "--stop-timeout", "2", "--lease-ttl", "10", "--state-dir", state,
-                          "--local-addr", h_fmt("10.79.0.%d", i + 1), "--nic-discovery", "off",
-                          "--", "/bin/sh", "-c", cmd, NULL};
+    const char *argv[] = {EA_AGENT_BIN,
+                          "--run-id",
+                          "cut",
+                          "--node-id",
+                          h_fmt("n%d", i),
+                          "--min",
+                          "2",
+                          "--max",
+                          h_fmt("%d", N),
+                          "--settle",
+                          "1",
+                          "--stop-timeout",
+                          "2",
+                          "--lease-ttl",
+                          "10",
+                          "--state-dir",
+                          state,
+                          "--local-addr",
+                          h_fmt("10.79.0.%d", i + 1),
+                          "--nic-discovery",
+                          "off",
+                          "--",
+                          "/bin/sh",
+                          "-c",
+                          cmd,
+                          NULL};
     memset(&a[i], 0, sizeof(a[i]));
     snprintf(a[i].log, sizeof(a[i].log), "%s/n%d.log", dir, i);
     snprintf(a[i].out, sizeof(a[i].out), "%s/n%d.out", dir, i);
-    a[i].pid = netns_spawn(&(struct netns_spawn_opts){.ns = ns[i], .hostname = h_fmt("host%d", i),
+    a[i].pid = netns_spawn(&(struct netns_spawn_opts){.ns = ns[i],
+                                                      .hostname = h_fmt("host%d", i),
                                                       .stdout_path = a[i].out,
                                                       .stderr_path = a[i].log},
                            argv);

@@ -30,8 +30,11 @@ static int child_port;
 
 static struct ring *make(const char *node)
 {
-    struct ring_params p = {.run_id = "run", .node_id = node, .bind_addr = "127.0.0.1",
-                            .interval_ms = IV, .misses = MISSES};
+    struct ring_params p = {.run_id = "run",
+                            .node_id = node,
+                            .bind_addr = "127.0.0.1",
+                            .interval_ms = IV,
+                            .misses = MISSES};
     struct ring *r = NULL;
     struct ea_error err = {0};
     cr_assert_eq(ring_create(&p, &r, &err), 0, "%s", err.msg);

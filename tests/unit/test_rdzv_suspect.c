@@ -31,8 +31,11 @@ static void setup(void)
         struct ea_error err = {0};
         cr_assert_eq(kv_open(&kc, &kvs[i], &err), 0, "%s", err.msg);
         struct rdzv_config rc = {.prefix = "/elastic/t/",
-                                 .params = {.min_nodes = 2, .max_nodes = 3, .settle_ms = 0,
-                                            .last_call_ms = 1000, .ring = true},
+                                 .params = {.min_nodes = 2,
+                                            .max_nodes = 3,
+                                            .settle_ms = 0,
+                                            .last_call_ms = 1000,
+                                            .ring = true},
                                  .lease_ttl_ms = 5000};
         snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
         snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
@@ -295,11 +298,14 @@ Test(suspect, a_third_member_confirms_a_suspicion_of_the_coordinator)
     cr_assert_eq(rdzv_coord_confirmer(2, 0, 1), -1, "two members: nobody else");
     cr_assert_eq(rdzv_coord_confirmer(3, 0, 1), 2);
     cr_assert_eq(rdzv_coord_confirmer(4, 0, 3), 1, "the next claimant");
-    cr_assert_eq(rdzv_coord_confirmer(4, 1, 0), 2, "the next claimant is the watcher: the one after");
+    cr_assert_eq(rdzv_coord_confirmer(4, 1, 0), 2,
+                 "the next claimant is the watcher: the one after");
     cr_assert_eq(rdzv_coord_confirmer(9, 5, 4), 0);
     join_all();
-    struct rdzv_coord_suspicion x = {.sus = suspicion(1, "n0", "n2"), .coord_rank = 0,
-                                     .by_rank = 2}, got;
+    struct rdzv_coord_suspicion x = {.sus = suspicion(1, "n0", "n2"),
+                                     .coord_rank = 0,
+                                     .by_rank = 2},
+                                got;
     struct ea_error err = {0};
     cr_assert_eq(rdzv_coord_suspect(ss[2], &x, &err), 1, "%s", err.msg);
     cr_assert_eq(rdzv_coord_suspect(ss[2], &x, &err), 0, "one per round");
