@@ -188,6 +188,9 @@ Test(liveness, sigstop_of_a_node_its_workers_stop_first_next_round_within_second
            (long long)took, (long long)gone_ms);
     cr_assert(gone, "the frozen node's worker still ran %d ms after SIGSTOP", STOP_BOUND_MS);
     cr_assert(before, "the survivors' round 2 started before the frozen node's worker ended");
+    /* the recovery clock's detect phase runs from n3's last heartbeat to the confirmation */
+    cr_assert(h_log_wait(&a[0], "round 2: recovery phases (node_lost): detect ", 5000),
+              "the survivors time the fault from the ring's detection");
     release_and_expect_success(3);
 }
 
