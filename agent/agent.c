@@ -300,14 +300,16 @@ static void reconcile(struct agent *a)
  * agent could not renew its lease in time (it was frozen, starved or swapped out). */
 static bool fence_lapsed(const struct agent *a, int64_t now)
 {
-    return a->fence_until > 0 && now >= a->fence_until;
+    int64_t until = agent_liveness_fence_held(a, a->fence_until); /* the ring's thread moves it */
+    return until > 0 && now >= until;
 }
 
 static void fenced_out(struct agent *a, int64_t now)
 {
-    log_error("lease not renewed for %.1f s past its deadline (was this agent stopped or "
-              "starved?): this node is fenced out; the workers' guards stop them; rejoining",
-              (double)(now - a->fence_until) / 1000.0);
+    log_error("the workers' deadline (the lease's, or the liveness ring's) passed %.1f s ago "
+              "(was this agent stopped or starved?): this node is fenced out; the workers' "
+              "guards stop them; rejoining",
+              (double)(now - agent_liveness_fence_held(a, a->fence_until)) / 1000.0);
     a->lease_lost = true;
     agent_emit(a, "lease_lost", "{s:s, s:i}", "reason", "agent stalled past its lease",
                "workers_running", a->group.live);
@@ -318,8 +320,7 @@ static void fence_refresh(struct agent *a, int64_t now)
 {
     if (fence_lapsed(a, now) && a->group.live > 0 && !a->lease_lost)
         fenced_out(a, now);
-    a->fence_until = rdzv_lease_valid_until(a->rdzv);
-    launcher_fence(a->launcher, a->fence_until);
+    a->fence_until = agent_liveness_fence(a, rdzv_lease_valid_until(a->rdzv));
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
@@ -467,6 +468,7 @@ static int64_t next_wake(const struct agent *a)
     t = earliest(t, agent_health_wake_ms(a));
     t = earliest(t, agent_warm_wake_ms(a));
     t = earliest(t, pf_wake_ms(a->pf));
+    t = earliest(t, agent_liveness_wake_ms(a));
     if (a->waiting_since_ms >= 0) {
         t = earliest(t, a->progress_at_ms);
         t = earliest(t, a->waiting_since_ms + a->cfg->join_timeout_ms);
@@ -567,7 +569,7 @@ static void housekeeping(struct agent *a, int64_t now)
         agent_store_problem(a, r, &err);
     }
     if (a->lease_lost && a->group.live == 0 && !a->term_signal &&
-        (a->retry_at_ms < 0 || now >= a->retry_at_ms)) {
+        (a->retry_at_ms < 0 || now >= a->retry_at_ms) && agent_liveness_may_rejoin(a, now)) {
         ea_error_clear(&err);
         if ((r = rdzv_join(a->rdzv, &err)) < 0) {
             agent_store_problem(a, r, &err);
@@ -609,7 +611,7 @@ static void housekeeping(struct agent *a, int64_t now)
 
 void agent_loop(struct agent *a)
 {
-    enum { FIXED = 6 };
+    enum { FIXED = 7 };
     struct pollfd fds[FIXED + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
         {.fd = a->sigfd, .events = POLLIN},
         {.fd = kv_event_fd(a->kv), .events = POLLIN},
@@ -617,9 +619,11 @@ void agent_loop(struct agent *a)
         {.fd = a->preempt.fd, .events = POLLIN}, /* -1 (ignored) without --preemption-file */
         {.fd = -1, .events = POLLIN},            /* heartbeats' inotify, while first beats due */
         {.fd = -1, .events = POLLIN},            /* warm spares' sockets (--warm-workers) */
+        {.fd = agent_liveness_fd(a), .events = POLLIN}, /* the liveness ring's reports, or -1 */
     };
     while (!a->exiting) {
         int64_t now = ea_now_ms();
+        agent_liveness_step(a, now);
         housekeeping(a, now);
         fence_refresh(a, now);
         check_warm(a, now); /* first: a spare that never took its rank cannot beat either */
@@ -655,6 +659,8 @@ void agent_loop(struct agent *a)
         if (n <= 0)
             continue;
         nic_on_poll(a->nic, fds + FIXED, n_nic);
+        if (fds[6].revents & POLLIN)
+            agent_liveness_on_reports(a);
         if (fds[4].revents & POLLIN)
             hb_on_events(a->hb, ea_now_ms());
         if (fds[5].revents & POLLIN)

@@ -86,6 +86,8 @@ struct agent {
     struct ph ph;           /* per-phase recovery clock */
     int64_t ph_round;       /* last round seen committed with this node in it */
     struct pf *pf;          /* --preflight (health/preflight.h); NULL when off */
+    struct agent_ring *ring; /* the liveness ring's glue (agent_liveness.c); NULL when off */
+    char self_addr[64];      /* this machine's address (a->addr is the workers' host's) */
     bool pf_fresh;          /* passed at join: good for the first round */
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
     int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
@@ -163,6 +165,26 @@ int agent_preflight_gate(struct agent *a);
  * per round (not again for the first round after the gate); false while it runs; a failure
  * ends the loop with a->pf_out (agent_run leaves, holds the node out and rejoins). */
 bool agent_preflight_round(struct agent *a, int64_t gen);
+
+/* agent_liveness.c: the liveness ring (liveness/live.h) and its keys (rendezvous/suspect.h).
+ * Open it (--liveness on) and put its port into this node's record; no-op when off. */
+int agent_liveness_open(struct agent *a, struct rdzv_node *self);
+void agent_liveness_close(struct agent *a);
+/* Every loop pass, before housekeeping: follow the round with the ring, write suspicions, and
+ * (coordinator) probe the suspects. */
+void agent_liveness_step(struct agent *a, int64_t now);
+/* The ring's fd (-1 when off) was readable: its suspicions and probe results. */
+int agent_liveness_fd(const struct agent *a);
+void agent_liveness_on_reports(struct agent *a);
+/* False while a node that lost its lease again soon after rejoining waits before rejoining. */
+bool agent_liveness_may_rejoin(const struct agent *a, int64_t now);
+int64_t agent_liveness_wake_ms(const struct agent *a);
+/* Hand the workers' guards their deadline (the lease's, tightened while in a ring): it is
+ * written (launcher_fence) and returned. */
+int64_t agent_liveness_fence(struct agent *a, int64_t lease_until);
+/* The deadline the guards hold now: the ring's thread keeps moving it while in a ring; else
+ * `handed` (the last one the loop handed them). */
+int64_t agent_liveness_fence_held(const struct agent *a, int64_t handed);
 
 /* Emit an event about the run's current round (events.h); a no-op without an event stream. */
 void agent_emit(struct agent *a, const char *name, const char *fmt, ...);

@@ -234,6 +234,9 @@ static int open_all(struct agent *a)
     if (nic_warning(a->nic))
         log_warn("%s", nic_warning(a->nic));
     nic_fill_self(a->nic, &rc.self);
+    rc.params.ring = strcmp(c->liveness, "on") == 0;
+    if ((r = agent_liveness_open(a, &rc.self)) != 0)
+        return r;
     if (rdzv_session_create(a->kv, &rc, &a->rdzv, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
@@ -285,6 +288,7 @@ static void teardown(struct agent *a)
         agent_publish(a); /* /healthz says so while the workers drain */
     if (a->launcher)
         drain_workers(a);
+    agent_liveness_close(a); /* a bye on its links before leaving: nobody suspects it */
     if (a->rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
         struct ea_error err = {0};
         if (rdzv_leave(a->rdzv, &err) < 0)
@@ -346,6 +350,7 @@ int agent_run(const struct cfg *cfg, char **envp)
     }
     gethostname(a.host, sizeof(a.host) - 1);
     choose_addr(&a);
+    snprintf(a.self_addr, sizeof(a.self_addr), "%s", a.addr); /* before --host's */
     if (cfg->host) { /* the workers run there: other nodes reach this one there */
         struct ea_error herr = {0};
         snprintf(a.host, sizeof(a.host), "%s", cfg->host);

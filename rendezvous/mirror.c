@@ -137,6 +137,7 @@ int rdzv_mirror_put(struct rdzv_mirror *m, struct kv_entry *e)
     node_counted(m, m->dec[i], +1);
     memset(e, 0, sizeof(*e));
     m->dirty = true;
+    m->changes++;
     m->nodes_dirty |= node;
     return 0;
 }
@@ -199,6 +200,7 @@ void rdzv_mirror_del(struct rdzv_mirror *m, const char *key)
     }
     m->n_keys--;
     m->dirty = true;
+    m->changes++;
 }
 
 void rdzv_mirror_clear(struct rdzv_mirror *m)
@@ -213,6 +215,7 @@ void rdzv_mirror_clear(struct rdzv_mirror *m)
     if (m->slots)
         memset(m->slots, 0, m->n_slots * sizeof(*m->slots));
     m->dirty = m->nodes_dirty = true;
+    m->changes++;
 }
 
 void rdzv_mirror_free(struct rdzv_mirror *m)

@@ -27,6 +27,7 @@ struct rdzv_mirror {
     bool node_arrived;      /* a nodes/ key appeared (for the settle timer) */
     bool done_dirty;        /* a done/ key changed */
     size_t n_nodes_valid;   /* nodes/ keys whose record decoded */
+    uint64_t changes;       /* puts and deletes so far (a reader rescans only after a change) */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
     /* Optional: a valid node record arrived (+1) or went (-1; it is still valid during the call),

@@ -43,6 +43,7 @@ struct rdzv_params {
     int max_restarts;
     int64_t lease_ttl_ms; /* a failure's charge is final after this long without a member lost */
     bool rank_by_host;    /* --rank-order host: group ranks follow sorted host names (DMLC) */
+    bool ring;            /* --liveness: each member's ring links go into its assignment chunk */
 };
 
 /* What the coordinator sees. */

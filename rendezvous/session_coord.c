@@ -125,8 +125,10 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     char **vals = calloc(n_ops, sizeof(*vals));
     int64_t *revs = calloc(n_ops, sizeof(*revs)); /* the revision each op was written at */
     int r = ops && keys && vals && revs ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    struct rdzv_state enc = *next; /* with the liveness ring's links when it is on */
+    enc.ring = s->cfg.params.ring;
     if (r == 0 && n_put)
-        r = rdzv_chunks_encode(next, vals, err); /* one pass over the members */
+        r = rdzv_chunks_encode(&enc, vals, err); /* one pass over the members */
     for (size_t k = 0; r == 0 && k < n_put + n_del; k++) {
         rdzv_key_of(s, keys[k], "assign/%06zu", k);
         ops[k].key = keys[k];

@@ -256,15 +256,25 @@ static int chunk_encode(const struct rdzv_state *s, int chunk, const size_t *idx
                         char **ret_json, struct ea_error *err)
 {
     json_t *arr = json_array();
-    for (size_t j = 0; arr && j < (idx ? n : s->n_members); j++) {
-        const struct rdzv_member *m = &s->members[idx ? idx[j] : j];
+    size_t nm = s->n_members;
+    for (size_t j = 0; arr && j < (idx ? n : nm); j++) {
+        size_t i = idx ? idx[j] : j;
+        const struct rdzv_member *m = &s->members[i];
         if (!idx && rdzv_chunk_of(m->slot, s->n_chunks) != chunk)
             continue;
         /* compact: a node reads its chunk at every round, so every byte counts 32 times (no
          * address: group rank 0 publishes the master's, and node records carry the rest) */
-        if (json_array_append_new(arr, json_pack("[s, s, i, i, i, I]", m->node_id, m->host,
-                                                 m->nproc, m->group_rank, m->rank_base,
-                                                 (json_int_t)m->slot)) < 0) {
+        json_t *e = json_pack("[s, s, i, i, i, I]", m->node_id, m->host, m->nproc, m->group_rank,
+                              m->rank_base, (json_int_t)m->slot);
+        /* the liveness ring: the members after and before it in group-rank order (members[] is
+         * in that order), so that a node learns its ring neighbours from its own chunk: O(1) */
+        if (e && s->ring && nm > 1 &&
+            (json_array_append_new(e, json_string(s->members[(i + 1) % nm].node_id)) < 0 ||
+             json_array_append_new(e, json_string(s->members[(i + nm - 1) % nm].node_id)) < 0)) {
+            json_decref(e);
+            e = NULL;
+        }
+        if (json_array_append_new(arr, e) < 0) {
             json_decref(arr);
             arr = NULL;
         }
@@ -337,17 +347,26 @@ int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret
     }
     for (size_t i = 0; i < n; i++) {
         struct rdzv_member *m = &out[i];
-        const char *node = NULL, *host = NULL;
+        const char *node = NULL, *host = NULL, *next = NULL, *prev = NULL;
         json_int_t slot = 0;
-        if (json_unpack_ex(json_array_get(arr, i), &jerr, JSON_STRICT, "[s, s, i, i, i, I]",
-                           &node, &host, &m->nproc, &m->group_rank, &m->rank_base, &slot) < 0) {
+        json_t *e = json_array_get(arr, i);
+        /* 6 fields, or 8 with the ring's links (next, prev) */
+        int u = json_array_size(e) == 8
+                    ? json_unpack_ex(e, &jerr, JSON_STRICT, "[s, s, i, i, i, I, s, s]", &node,
+                                     &host, &m->nproc, &m->group_rank, &m->rank_base, &slot,
+                                     &next, &prev)
+                    : json_unpack_ex(e, &jerr, JSON_STRICT, "[s, s, i, i, i, I]", &node, &host,
+                                     &m->nproc, &m->group_rank, &m->rank_base, &slot);
+        if (u < 0) {
             r = ea_errorf(err, -EBADMSG, "assignment chunk %d: member %zu: %s", chunk, i,
                           jerr.text);
             goto out;
         }
         m->slot = slot;
         if ((r = copy_field(m->node_id, sizeof(m->node_id), node, "assignment", "node", err)) ||
-            (r = copy_field(m->host, sizeof(m->host), host, "assignment", "host", err)))
+            (r = copy_field(m->host, sizeof(m->host), host, "assignment", "host", err)) ||
+            (next && (r = copy_field(m->next, sizeof(m->next), next, "assignment", "next", err))) ||
+            (prev && (r = copy_field(m->prev, sizeof(m->prev), prev, "assignment", "prev", err))))
             goto out;
         if (m->nproc < 1 || m->group_rank < 0 || m->rank_base < 0 || slot < 0) {
             r = ea_errorf(err, -EBADMSG, "assignment chunk %d: member '%s' has invalid values",
@@ -472,6 +491,12 @@ int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error
         json_object_set_new(root, "joined_ms", json_integer(n->joined_ms));
     if (root && n->agent_addr[0])
         json_object_set_new(root, "agent_addr", json_string(n->agent_addr));
+    if (root && n->live_port > 0)
+        json_object_set_new(root, "live_port", json_integer(n->live_port));
+    if (root && n->live_port > 0 && n->live_addr[0])
+        json_object_set_new(root, "live_addr", json_string(n->live_addr));
+    if (root && n->live_port > 0 && n->live_ns[0])
+        json_object_set_new(root, "live_ns", json_string(n->live_ns));
     return dump(root, ret_json, err);
 }
 
@@ -508,6 +533,30 @@ static int node_ifaces_parse(json_t *root, struct rdzv_node *n, struct ea_error 
     return 0;
 }
 
+/* The optional liveness ring fields of a node record: a port (and an address of its own). */
+static int node_live_parse(json_t *root, struct rdzv_node *n, struct ea_error *err)
+{
+    json_t *port = json_object_get(root, "live_port"), *addr = json_object_get(root, "live_addr");
+    json_t *ns = json_object_get(root, "live_ns");
+    if (!port && !addr && !ns)
+        return 0; /* not taking part in the ring */
+    json_int_t p = json_is_integer(port) ? json_integer_value(port) : -1;
+    if (p < 1 || p > 65535 || (addr && (!json_is_string(addr) || !json_string_length(addr))) ||
+        (ns && (!json_is_string(ns) || !json_string_length(ns))))
+        return ea_errorf(err, -EBADMSG,
+                         "node record '%s': live_port must be 1-65535 and live_addr a non-empty "
+                         "string",
+                         n->node_id);
+    n->live_port = (int)p;
+    int r = addr ? copy_field(n->live_addr, sizeof(n->live_addr), json_string_value(addr),
+                              "node record", "live_addr", err)
+                 : 0;
+    if (r == 0 && ns)
+        r = copy_field(n->live_ns, sizeof(n->live_ns), json_string_value(ns), "node record",
+                       "live_ns", err);
+    return r;
+}
+
 int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct ea_error *err)
 {
     json_t *root;
@@ -529,8 +578,8 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
                                                  "node record", "agent_addr", err)))) {
         if (n.nproc < 1)
             r = ea_errorf(err, -EBADMSG, "node record '%s': nproc %d < 1", node, n.nproc);
-        else
-            r = node_ifaces_parse(root, &n, err);
+        else if ((r = node_ifaces_parse(root, &n, err)) == 0)
+            r = node_live_parse(root, &n, err);
     }
     json_decref(root);
     if (r < 0)

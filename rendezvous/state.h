@@ -50,6 +50,9 @@ struct rdzv_member {
     int group_rank;
     int rank_base; /* global rank of its local rank 0 = sum of nproc of earlier members */
     int64_t slot;  /* create_revision of its node key: picks its assignment chunk */
+    /* the liveness ring (docs/protocol.md): the members before and after it in group-rank order
+       (wrapping); "" when the round has one member or its coordinator runs without the ring */
+    char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
 };
 
 /* Members are published in chunks of about this many (assign/<k>): a node reads one chunk. */
@@ -91,6 +94,7 @@ struct rdzv_state {
                                chunks (0: unknown, a writer before it was recorded): a chunk is
                                this commit's iff written in [chunks_rev, generation) */
     struct rdzv_leader leader; /* group rank 0 of `round` (RUNNING commits; may be empty) */
+    bool ring;              /* not stored: rdzv_chunk_encode() adds each member's ring links */
 };
 
 /* One network interface address a node publishes for NIC discovery. */
@@ -118,6 +122,13 @@ struct rdzv_node {
     int probe_port;
     size_t n_ifaces;
     struct rdzv_iface ifaces[RDZV_IFACE_MAX];
+    /* the liveness ring (optional: "live_port", "live_addr"): 0 = not taking part; the agent's
+       own address when it differs from addr (its workers run elsewhere, --host), else "" */
+    int live_port;
+    char live_addr[RDZV_ADDR_MAX];
+    /* with a loopback address: which host and network namespace it is good in ("<boot id>:<netns
+       inode>"); a node elsewhere cannot reach it there. "" otherwise */
+    char live_ns[RDZV_ADDR_MAX];
 };
 
 /* A `failures/<r>` record: the first worker failure of round r. */

@@ -218,3 +218,42 @@ echo "== mutation checks =="
   '^test_e2e_warm$'
 ./scripts/mutate.sh --target test_warm --filter 'warm/spare_without_a_ready_line*' \
   agent/warm/warm.c 's/|| now < s->deadline_ms)/|| 1)/' '^test_warm$'
+# The liveness ring (issue 31): its revoke, its tight fence, its confirming probe, its cooldown,
+# and the checks on what reaches its port or the store.
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/sigkill*' rendezvous/suspect.c \
+  's/    int r = kv_lease_revoke(s->kv, c->peer.lease, err);/    int r = 0; \/* mutant: no revoke *\//' \
+  '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/sigstop*' agent/liveness/live.c \
+  's/        f = now + l->fence_ms;/        f = l->lease_until; \/* mutant: no tight fence *\//' \
+  '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/a_forged*' agent/agent_liveness.c \
+  's/if (x->alive) { \/\* the suspect answered/if (0) { \/* mutant: probe ignored/' '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/evicted_again*' --timeout 200 \
+  agent/agent_liveness.c 's/return !a->ring || now >= a->ring->cooldown_until_ms;/return true;/' \
+  '^test_e2e_liveness$'
+./scripts/mutate.sh --target test_rdzv_suspect --filter 'suspect/a_revoke_never*' rendezvous/suspect.c \
+  's/ || s->m.keys\[i\].lease != c->peer.lease ||/ ||/' '^test_rdzv_suspect$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
+  agent/liveness/ring.c 's/if (strcmp(h->run, r->run) != 0)/if (0)/' '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
+  agent/liveness/ring.c 's/return r->prev\[0\] && strcmp(h->from, r->prev) == 0 ? RING_OK : RING_NOT_PEER;/return RING_OK;/' \
+  '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/garbage_and_silence*' \
+  agent/liveness/ring.c 's/if (p->fd >= 0 \&\& now >= p->deadline)/if (0)/' '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/a_flood*' agent/liveness/ring.c \
+  's/        if (!slot) { \/\* full: whoever waited longest/        if (!slot) { close(fd); continue; \/* mutant/' \
+  '^test_liveness_ring$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring_proto/hello_round_trips*' \
+  agent/liveness/ring_proto.c 's/ || lr > RING_NAME_MAX || lf > RING_NAME_MAX || lt > RING_NAME_MAX)/)/' \
+  '^test_liveness_ring$'
+./scripts/mutate.sh --target test_e2e_liveness_netns --filter 'liveness_netns/*' agent/agent_liveness.c \
+  's/if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {/if (1) { \/* mutant: the watcher alone *\//' \
+  '^test_e2e_liveness_netns$'
+./scripts/mutate.sh --target test_e2e_liveness_netns --filter 'liveness_netns/a_cut_off_coordinator*' \
+  agent/agent_liveness.c \
+  's/if (rdzv_is_coordinator(a->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, a->cfg->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
+  '^test_e2e_liveness_netns$'
+./scripts/mutate.sh --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
+  agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
+./scripts/mutate.sh --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \
+  's/    return !p->ns\[0\] || strcmp(p->ns, g->ns) == 0;/    return true;/' '^test_nic_e2e$'

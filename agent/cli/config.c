@@ -59,8 +59,9 @@ const struct opt cfg_opts[] = {
     {"settle", OPT_SEC, OFF(settle_ms), "1", 0, 3600, NULL, "SEC",
      "start once no new node arrived for this long (batches arrivals)", AGENT},
     {"lease-ttl", OPT_SEC, OFF(lease_ttl_ms), "10", 0.1, 3600, NULL, "SEC",
-     "a node is declared lost this long after its agent stops renewing its lease; by then its "
-     "workers are stopped, by their guards if the agent cannot act", AGENT},
+     "a node is declared lost this long after its agent stops renewing its lease (sooner when "
+     "the liveness ring sees it); by then its workers are stopped, by their guards if the agent "
+     "cannot act", AGENT},
     {"stop-timeout", OPT_SEC, OFF(stop_timeout_ms), "10", 0, 3600, NULL, "SEC",
      "grace between SIGTERM and SIGKILL when stopping workers", AGENT},
     {"preemption-file", OPT_STR, OFF(preemption_file), NULL, 0, 0, NULL, "PATH",
@@ -94,6 +95,16 @@ const struct opt cfg_opts[] = {
      "start the next round's workers ahead of time, parked without a rank: at a commit each "
      "gets its assignment on ELASTIC_ASSIGN_FD instead of a cold start (the worker must call "
      "elastic_agent.wait_for_assignment(); docs/warm.md)", AGENT},
+    {"liveness", OPT_STR, OFF(liveness), "on", 0, 0, NULL, "MODE",
+     "on | off: a ring of agent-to-agent heartbeat links sees a dead or frozen node in about a "
+     "second (a peer suspects it, the coordinator probes it and revokes its lease), not after "
+     "--lease-ttl; the lease stays the backstop", AGENT},
+    {"liveness-interval", OPT_SEC, OFF(liveness_interval_ms), "0.2", 0.01, 60, NULL, "SEC",
+     "heartbeat period on each ring link", AGENT},
+    {"liveness-misses", OPT_INT, OFF(liveness_misses), "3", 1, 100, NULL, "N",
+     "a ring link silent for this many intervals is broken (and a confirming probe gets as "
+     "long); a frozen node's workers are stopped by their guards before it can be evicted",
+     AGENT},
     {"preflight", OPT_STR, OFF(preflight), NULL, 0, 0, NULL, "CMD",
      "health check run (sh -c CMD) before this node joins: a failure keeps it out (status lists "
      "it as held, with the reason) and it is retried after --preflight-cooldown", AGENT},
@@ -483,7 +494,7 @@ static int resolve_ranks_filter(const struct cfg *c, struct ea_error *err)
 }
 
 /* Hang detection reads each worker's heartbeat file on this machine; the preflight options
- * mean nothing without --preflight. */
+ * mean nothing without --preflight, nor the ring's without the ring. */
 static int resolve_health(const struct cfg *c, const enum source *srcs, struct ea_error *err)
 {
     bool remote = c->hosts || c->hostfile || c->host_discovery_script ||
@@ -494,6 +505,12 @@ static int resolve_health(const struct cfg *c, const enum source *srcs, struct e
     if (c->warm_workers && remote) /* the assignment travels on an inherited socket */
         return ea_errorf(err, -EINVAL, "--warm-workers needs the workers on this machine (the "
                                        "local launcher)");
+    if (strcmp(c->liveness, "on") != 0 && strcmp(c->liveness, "off") != 0)
+        return ea_errorf(err, -EINVAL, "--liveness: '%s' is not on or off", c->liveness);
+    static const char *const lv[] = {"liveness-interval", "liveness-misses"};
+    for (size_t i = 0; strcmp(c->liveness, "off") == 0 && i < sizeof(lv) / sizeof(*lv); i++)
+        if (on_cli(srcs, lv[i]))
+            return ea_errorf(err, -EINVAL, "--%s has no effect with --liveness off", lv[i]);
     static const char *const pf[] = {"preflight-every-round", "preflight-timeout",
                                      "preflight-cooldown"};
     for (size_t i = 0; !c->preflight && i < sizeof(pf) / sizeof(*pf); i++)

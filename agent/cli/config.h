@@ -77,6 +77,9 @@ struct cfg {
     /* health (agent/health/): hang detection and the pre-admission check; 0/NULL = off */
     int64_t heartbeat_timeout_ms, startup_timeout_ms;
     bool warm_workers; /* --warm-workers: parked spares take each round's ranks (docs/warm.md) */
+    const char *liveness; /* "on" | "off": the liveness ring (agent/liveness/) */
+    int64_t liveness_interval_ms;
+    int liveness_misses;
     const char *preflight;
     bool preflight_every_round;
     int64_t preflight_timeout_ms, preflight_cooldown_ms;

@@ -92,6 +92,17 @@ char *metrics_render(const struct metrics_snapshot *m)
     metric(f, "store_resyncs_total", "counter",
            "Times a store watch ended (restart, compaction) and the run was read again.", "",
            (double)m->store_resyncs);
+    metric(f, "liveness_suspicions_total", "counter",
+           "Ring links of this node that broke: suspicions it reported.", "",
+           (double)m->liveness_suspicions);
+    metric(f, "liveness_confirmed_total", "counter",
+           "Suspicions this node confirmed with its own probe (the suspect's lease revoked).", "",
+           (double)m->liveness_confirmed);
+    metric(f, "liveness_false_alarms_total", "counter",
+           "Suspicions this node's probe found answered (nobody evicted).", "",
+           (double)m->liveness_false_alarms);
+    metric(f, "liveness_links_up", "gauge", "This node's ring links that are up (0-2).", "",
+           m->liveness_links_up);
     metric(f, "last_rendezvous_seconds", "gauge",
            "Time from stopping (or joining) to starting the latest workers.", "",
            m->last_rendezvous_seconds);

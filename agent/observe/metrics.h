@@ -48,6 +48,11 @@ struct metrics_snapshot {
     uint64_t store_resyncs;         /* store watches re-established by reading again
                                        (rdzv_resync_count) */
     double last_rendezvous_seconds; /* from stopping (or joining) to the next workers started */
+    /* the liveness ring (agent/liveness/) */
+    uint64_t liveness_suspicions;   /* this node's links that broke (suspicions it reported) */
+    uint64_t liveness_confirmed;    /* suspicions it confirmed with its own probe: lease revoked */
+    uint64_t liveness_false_alarms; /* suspicions its probe found answered */
+    int liveness_links_up;          /* 0..2, as last seen */
     struct metrics_latency store;
     struct ph_hist phases[PH_N]; /* recovery phase durations (observe/phases.h) */
 };

@@ -95,6 +95,28 @@ Test(kv_watch, lease_grant_keepalive_revoke)
     cr_assert_eq(kv_lease_revoke(KV, l2, NULL), 0); /* leave a shared store quiet */
 }
 
+/* The liveness ring's coordinator revokes another agent's lease (rendezvous/suspect.c): a lease
+ * granted on one handle, learnt from a key's entry on another handle, is revoked from there. */
+Test(kv_watch, a_lease_is_revoked_from_another_handle)
+{
+    if (!kv_fixture.shared)
+        kvt_skip("%s: one store per handle", kv_fixture.name);
+    int64_t l1 = grant(ttl(5000));
+    kvt_put_lease(KV, K("node"), "held by handle 1", l1);
+    struct kv *other = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(kv_open(&C.cfg, &other, &err), 0, "%s", err.msg);
+    struct kv_entry e = {0};
+    cr_assert_eq(kv_get(other, K("node"), &e, &err), 0, "%s", err.msg);
+    cr_assert_eq(e.lease, l1, "another handle reads which lease a key is on");
+    kv_entry_clear(&e);
+    cr_assert_eq(kv_lease_revoke(other, l1, &err), 0, "%s", err.msg);
+    cr_assert(!present(K("node")), "the revoke from the other handle deleted the key");
+    cr_assert_eq(kv_lease_keepalive(KV, l1, NULL, NULL), KV_ENOLEASE,
+                 "the owner finds its lease gone");
+    kv_close(other);
+}
+
 Test(kv_watch, lease_expiry_deletes_keys_and_notifies_watchers)
 {
     int64_t t = ttl(300);

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: Apache-2.0
+/* rdzv suspect: suspicion keys, their confirmation's store writes, and the ring's node records. */
+#include "suspect.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ea_time.h"
+#include "session_internal.h"
+
+/* Deletes of stale suspect keys one rdzv_suspects() call makes at most (the rest next time: the
+ * deletes themselves are changes): a pass of the agent's loop stays short. */
+#define SUSPECT_CLEAN_MAX 16
+
+static void count_request(struct rdzv_session *s, bool write)
+{
+    s->stats.requests++;
+    if (write) {
+        s->stats.writes++;
+        s->stats.keys_written++;
+    }
+}
+
+static int peer_of(const struct rdzv_node *n, int64_t lease, struct rdzv_ring_peer *ret,
+                   struct ea_error *err)
+{
+    if (n->live_port <= 0)
+        return ea_errorf(err, -ENOPROTOOPT, "node '%s' does not take part in the liveness ring",
+                         n->node_id);
+    struct rdzv_ring_peer p = {.port = n->live_port, .lease = lease};
+    snprintf(p.node_id, sizeof(p.node_id), "%s", n->node_id);
+    snprintf(p.addr, sizeof(p.addr), "%s", n->live_addr[0] ? n->live_addr : n->addr);
+    snprintf(p.ns, sizeof(p.ns), "%s", n->live_ns);
+    *ret = p;
+    return 0;
+}
+
+int rdzv_ring_peer(struct rdzv_session *s, const char *node_id, struct rdzv_ring_peer *ret,
+                   struct ea_error *err)
+{
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "nodes/%s", node_id);
+    if (s->full) {
+        ssize_t i = rdzv_mirror_find(&s->m, key);
+        if (i < 0)
+            return ea_errorf(err, KV_ENOTFOUND, "no node record '%s'", key);
+        if (!s->m.dec[i])
+            return ea_errorf(err, -ENOPROTOOPT, "node record '%s' does not decode", key);
+        return peer_of(s->m.dec[i], s->m.keys[i].lease, ret, err);
+    }
+    struct kv_entry e = {0};
+    count_request(s, false);
+    int r = kv_get(s->kv, key, &e, err);
+    if (r < 0)
+        return r;
+    s->stats.bytes_received += strlen(e.key) + e.value_len;
+    struct rdzv_node n;
+    r = rdzv_node_decode(e.value, e.value_len, &n, err);
+    if (r == 0 && strcmp(n.node_id, node_id) != 0)
+        r = ea_errorf(err, -EBADMSG, "node record '%s' names node '%s'", key, n.node_id);
+    if (r == 0)
+        r = peer_of(&n, e.lease, ret, err);
+    else
+        r = ea_error_wrap(err, -ENOPROTOOPT, "key '%s'", key);
+    kv_entry_clear(&e);
+    return r;
+}
+
+int rdzv_suspicion_encode(const struct rdzv_suspicion *x, char **ret_json, struct ea_error *err)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I}", "schema", RDZV_SCHEMA, "by", x->by, "cause",
+                          x->cause, "fault_ms", (json_int_t)x->fault_ms, "detected_ms",
+                          (json_int_t)x->detected_ms);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s)
+        return ea_errorf(err, -ENOMEM, "out of memory encoding a suspicion");
+    *ret_json = s;
+    return 0;
+}
+
+int rdzv_suspicion_decode(const char *json, size_t len, struct rdzv_suspicion *ret,
+                          struct ea_error *err)
+{
+    if (len > RDZV_SUSPECT_BYTES_MAX)
+        return ea_errorf(err, -EBADMSG, "suspicion is %zu bytes, more than the %u one can be", len,
+                         RDZV_SUSPECT_BYTES_MAX);
+    json_error_t jerr;
+    json_t *j = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    const char *schema = NULL, *by = NULL, *cause = NULL;
+    json_int_t fault = 0, detected = 0;
+    int r = 0;
+    if (!j || json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:s, s:I, s:I}", "schema", &schema, "by", &by,
+                             "cause", &cause, "fault_ms", &fault, "detected_ms", &detected) < 0)
+        r = ea_errorf(err, -EBADMSG, "suspicion: %s", jerr.text);
+    else if (strcmp(schema, RDZV_SCHEMA) != 0)
+        r = ea_errorf(err, -EBADMSG, "suspicion has schema '%s', expected '%s'", schema,
+                      RDZV_SCHEMA);
+    else if (!by[0] || rdzv_strlcpy(ret->by, sizeof(ret->by), by) < 0 || !cause[0] ||
+             rdzv_strlcpy(ret->cause, sizeof(ret->cause), cause) < 0)
+        r = ea_errorf(err, -EBADMSG, "suspicion: 'by' or 'cause' is empty or too long");
+    else if (fault < -1 || detected <= 0)
+        r = ea_errorf(err, -EBADMSG, "suspicion: fault_ms %lld or detected_ms %lld out of range",
+                      (long long)fault, (long long)detected);
+    json_decref(j);
+    if (r == 0) {
+        ret->fault_ms = fault;
+        ret->detected_ms = detected;
+    }
+    return r;
+}
+
+int rdzv_suspect(struct rdzv_session *s, const struct rdzv_suspicion *x, struct ea_error *err)
+{
+    int r = rdzv_derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    if (!s->lease || !s->have_state || s->state.round != x->round ||
+        s->state.status != RDZV_RUNNING)
+        return 0; /* the run has moved on: this suspicion is about a round that ended */
+    char key[KEY_MAX], *json = NULL;
+    rdzv_key_of(s, key, "suspect/%" PRId64 "/%s", x->round, x->node_id);
+    if ((r = rdzv_suspicion_encode(x, &json, err)) < 0)
+        return r;
+    count_request(s, true);
+    r = kv_cas(s->kv, key, json, strlen(json), 0, s->lease, NULL, NULL, err);
+    free(json);
+    if (r == KV_ECONFLICT) { /* somebody (the suspect's other neighbour) was first */
+        ea_error_clear(err);
+        return 0;
+    }
+    return r < 0 ? r : 1;
+}
+
+/* Delete `key` iff its mod_revision is still `rev` (0 on success or when it changed). */
+static int delete_fenced(struct rdzv_session *s, const char *key, int64_t rev, struct ea_error *err)
+{
+    struct kv_cmp cmp = {key, rev};
+    struct kv_op op = {.key = key, .del = true};
+    count_request(s, true);
+    int r = kv_txn(s->kv, &cmp, 1, &op, 1, NULL, err);
+    if (r == KV_ECONFLICT) {
+        ea_error_clear(err);
+        return 0;
+    }
+    ssize_t i = r == 0 ? rdzv_mirror_find(&s->m, key) : -1;
+    if (i >= 0 && s->m.keys[i].mod_revision == rev)
+        rdzv_mirror_del(&s->m, key); /* the watch would, later */
+    return r;
+}
+
+/* "suspect/<round>/<node-id>" (rel, after the prefix) into its parts; false when malformed. */
+static bool parse_key(const char *rel, int64_t *ret_round, const char **ret_node)
+{
+    const char *p = rel + strlen("suspect/");
+    if (*p < '0' || *p > '9')
+        return false;
+    int64_t round = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (round > (INT64_MAX - 9) / 10)
+            return false;
+        round = round * 10 + (*p - '0');
+    }
+    if (*p != '/' || !p[1] || strlen(p + 1) >= RDZV_ID_MAX || strchr(p + 1, '/'))
+        return false;
+    *ret_round = round;
+    *ret_node = p + 1;
+    return true;
+}
+
+int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max, size_t *ret_n,
+                  struct ea_error *err)
+{
+    *ret_n = 0;
+    if (!s->is_coord || !s->full)
+        return 0;
+    int r = rdzv_derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    bool running = s->have_state && s->state.status == RDZV_RUNNING;
+    size_t plen = strlen(s->prefix), n = 0, cleaned = 0;
+    /* keys to delete are collected first: deleting changes the mirror being walked */
+    char(*stale)[KEY_MAX] = calloc(SUSPECT_CLEAN_MAX, KEY_MAX);
+    int64_t stale_rev[SUSPECT_CLEAN_MAX];
+    if (!stale)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->m.n_keys; i++) {
+        const struct kv_entry *e = &s->m.keys[i];
+        const char *rel = e->key + plen;
+        if (strncmp(rel, "suspect/", 8) != 0)
+            continue;
+        int64_t round = 0;
+        const char *node = NULL;
+        struct rdzv_suspect_case c = {.key_rev = e->mod_revision};
+        bool ok = parse_key(rel, &round, &node);
+        if (ok && s->have_state && round > s->state.round)
+            continue; /* of a round this node has not seen committed yet: leave it */
+        struct ea_error derr = {0};
+        if (ok && rdzv_suspicion_decode(e->value, e->value_len, &c.sus, &derr) < 0) {
+            char msg[EA_ERROR_MSG_MAX + 64];
+            snprintf(msg, sizeof(msg), "ignoring key '%s': %s", e->key, derr.msg);
+            rdzv_warn(s, msg); /* once; the key is deleted below */
+            ok = false;
+        }
+        ok = ok && running && round == s->state.round && rdzv_state_find(&s->state, node) >= 0 &&
+             strcmp(node, s->cfg.self.node_id) != 0;
+        ok = ok && rdzv_ring_peer(s, node, &c.peer, NULL) == 0; /* live, and in the ring */
+        if (ok && n < max) {
+            c.sus.round = round;
+            snprintf(c.sus.node_id, sizeof(c.sus.node_id), "%s", node);
+            ret[n++] = c;
+        } else if (!ok && cleaned < SUSPECT_CLEAN_MAX) {
+            snprintf(stale[cleaned], KEY_MAX, "%s", e->key);
+            stale_rev[cleaned++] = e->mod_revision;
+        }
+    }
+    for (size_t k = 0; k < cleaned && r == 0; k++)
+        r = delete_fenced(s, stale[k], stale_rev[k], err);
+    free(stale);
+    *ret_n = n;
+    return r;
+}
+
+int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c,
+                       struct ea_error *err)
+{
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "suspect/%" PRId64 "/%s", c->sus.round, c->sus.node_id);
+    return delete_fenced(s, key, c->key_rev, err);
+}
+
+int rdzv_evict(struct rdzv_session *s, const struct rdzv_suspect_case *c, struct ea_error *err)
+{
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "nodes/%s", c->sus.node_id);
+    ssize_t i = rdzv_mirror_find(&s->m, key);
+    /* only the lease the suspect's node key is on now: never one it has rejoined with since */
+    if (i < 0 || c->peer.lease == 0 || s->m.keys[i].lease != c->peer.lease ||
+        c->peer.lease == s->lease)
+        return 0;
+    count_request(s, true);
+    int r = kv_lease_revoke(s->kv, c->peer.lease, err);
+    if (r == KV_ENOLEASE) { /* expired meanwhile */
+        ea_error_clear(err);
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    struct ea_error derr = {0}; /* the key goes with the round anyway: best effort */
+    rdzv_suspect_clear(s, c, &derr);
+    return 1;
+}
+
+bool rdzv_coord_holder(const struct rdzv_session *s, char *node_id, size_t size, int64_t *ret_lease)
+{
+    ssize_t i = rdzv_mirror_find(&s->m, s->coord_key);
+    if (!s->have_coord || i < 0)
+        return false;
+    snprintf(node_id, size, "%s", s->coord.node_id);
+    *ret_lease = s->m.keys[i].lease;
+    return true;
+}
+
+int rdzv_evict_coord(struct rdzv_session *s, const char *node_id, int64_t lease,
+                     struct ea_error *err)
+{
+    char holder[RDZV_ID_MAX];
+    int64_t now_lease = 0;
+    int r = rdzv_derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    if (!rdzv_coord_holder(s, holder, sizeof(holder), &now_lease) || strcmp(holder, node_id) != 0 ||
+        now_lease != lease || lease == 0 || lease == s->lease)
+        return 0; /* another coordinator by now (or it rejoined): nothing to revoke */
+    count_request(s, true);
+    r = kv_lease_revoke(s->kv, lease, err);
+    if (r == KV_ENOLEASE) {
+        ea_error_clear(err);
+        return 0;
+    }
+    return r < 0 ? r : 1;
+}
+
+int rdzv_coord_suspect(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,
+                       struct ea_error *err)
+{
+    int r = rdzv_derive(s, ea_now_ms(), err);
+    if (r < 0)
+        return r;
+    if (!s->have_state || s->state.round != x->sus.round || s->state.status != RDZV_RUNNING)
+        return 0;
+    json_t *j = json_pack(
+        "{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}", "schema", RDZV_SCHEMA, "node", x->sus.node_id,
+        "coord_rank", x->coord_rank, "by", x->sus.by, "by_rank", x->by_rank, "cause", x->sus.cause,
+        "fault_ms", (json_int_t)x->sus.fault_ms, "detected_ms", (json_int_t)x->sus.detected_ms);
+    char *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "rounds/%" PRId64 "/coord_suspect", x->sus.round);
+    ssize_t before = rdzv_mirror_find(&s->m, key);
+    r = before >= 0 ? 0 : rdzv_publish_round_key(s, x->sus.round, "coord_suspect", json, err);
+    free(json);
+    return r < 0 ? r : before < 0;
+}
+
+int rdzv_coord_suspicion(struct rdzv_session *s, struct rdzv_coord_suspicion *ret)
+{
+    if (!s->have_state || s->state.status != RDZV_RUNNING)
+        return 0;
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "rounds/%" PRId64 "/coord_suspect", s->state.round);
+    ssize_t i = rdzv_mirror_find(&s->m, key);
+    if (i < 0)
+        return 0;
+    const struct kv_entry *e = &s->m.keys[i];
+    struct rdzv_coord_suspicion x = {.key_rev = e->mod_revision, .sus.round = s->state.round};
+    json_error_t jerr;
+    json_t *j = e->value_len <= RDZV_SUSPECT_BYTES_MAX
+                    ? json_loadb(e->value, e->value_len, JSON_REJECT_DUPLICATES, &jerr)
+                    : NULL;
+    const char *schema = NULL, *node = NULL, *by = NULL, *cause = NULL;
+    json_int_t fault = 0, detected = 0;
+    int bad =
+        !j ||
+        json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:i, s:s, s:i, s:s, s:I, s:I}", "schema", &schema,
+                       "node", &node, "coord_rank", &x.coord_rank, "by", &by, "by_rank", &x.by_rank,
+                       "cause", &cause, "fault_ms", &fault, "detected_ms", &detected) < 0 ||
+        strcmp(schema, RDZV_SCHEMA) != 0 || !node[0] ||
+        rdzv_strlcpy(x.sus.node_id, sizeof(x.sus.node_id), node) < 0 || !by[0] ||
+        rdzv_strlcpy(x.sus.by, sizeof(x.sus.by), by) < 0 ||
+        rdzv_strlcpy(x.sus.cause, sizeof(x.sus.cause), cause) < 0 || x.coord_rank < 0 ||
+        x.by_rank < 0 || x.coord_rank == x.by_rank || fault < -1 || detected <= 0;
+    json_decref(j);
+    if (bad) {
+        char msg[EA_ERROR_MSG_MAX];
+        snprintf(msg, sizeof(msg), "ignoring key '%s': not a suspicion of the coordinator", key);
+        rdzv_warn(s, msg);
+        return -EBADMSG;
+    }
+    x.sus.fault_ms = fault;
+    x.sus.detected_ms = detected;
+    *ret = x;
+    return 1;
+}
+
+int rdzv_coord_suspect_clear(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,
+                             struct ea_error *err)
+{
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "rounds/%" PRId64 "/coord_suspect", x->sus.round);
+    return delete_fenced(s, key, x->key_rev, err);
+}
+
+int rdzv_coord_confirmer(int n, int coord_rank, int by_rank)
+{
+    if (n < 3)
+        return -1;
+    for (int k = 0;; k++)
+        if (k != coord_rank && k != by_rank)
+            return k;
+}
+
+uint64_t rdzv_changes(const struct rdzv_session *s)
+{
+    return s->m.changes;
+}

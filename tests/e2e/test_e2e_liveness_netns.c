@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The liveness ring when a node's network goes away (issue 31): four "hosts", each agent in its
+ * own network namespace on one bridge, the file backend (the filesystem is shared, so the cut
+ * node still reaches the store: only its peers are gone). Its link cut, the others' next round
+ * starts within seconds, not after the 10 s lease; the cut node, which still runs, finds its
+ * lease revoked at its next renewal and stops its workers (the gap docs/protocol.md names: it is
+ * measured and bounded here).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "netns_harness.h"
+
+#define W EA_HELPERS_DIR "/ea-testworker"
+#define N 4
+
+static char dir[256], state[300], envdir[300];
+static char sw[NETNS_NAME_MAX], ns[N][NETNS_NAME_MAX];
+static struct h_agent a[N];
+
+static void setup(void)
+{
+    netns_require();
+    h_suite_dirs("livens", dir, state, envdir);
+}
+
+static void teardown(void)
+{
+    netns_cleanup(); /* SIGKILLs the agents still running, removes namespaces and bridges */
+    if (getenv("EA_E2E_KEEP"))
+        cr_log_warn("kept %s", dir);
+    else
+        h_rmdir(dir);
+}
+
+TestSuite(liveness_netns, .init = setup, .fini = teardown, .timeout = 120);
+
+static void start_in(int i)
+{
+    const char *cmd = h_fmt("echo $$ > %s/pid.$ELASTIC_NODE_ID.$ELASTIC_ROUND; %s record %s && "
+                            "exec %s wait-file %s/go",
+                            envdir, W, envdir, W, envdir);
+    const char *argv[] = {EA_AGENT_BIN,
+                          "--run-id",
+                          "cut",
+                          "--node-id",
+                          h_fmt("n%d", i),
+                          "--min",
+                          "2",
+                          "--max",
+                          h_fmt("%d", N),
+                          "--settle",
+                          "1",
+                          "--stop-timeout",
+                          "2",
+                          "--lease-ttl",
+                          "10",
+                          "--state-dir",
+                          state,
+                          "--local-addr",
+                          h_fmt("10.79.0.%d", i + 1),
+                          "--nic-discovery",
+                          "off",
+                          "--",
+                          "/bin/sh",
+                          "-c",
+                          cmd,
+                          NULL};
+    memset(&a[i], 0, sizeof(a[i]));
+    snprintf(a[i].log, sizeof(a[i].log), "%s/n%d.log", dir, i);
+    snprintf(a[i].out, sizeof(a[i].out), "%s/n%d.out", dir, i);
+    a[i].pid = netns_spawn(&(struct netns_spawn_opts){.ns = ns[i],
+                                                      .hostname = h_fmt("host%d", i),
+                                                      .stdout_path = a[i].out,
+                                                      .stderr_path = a[i].log},
+                           argv);
+    a[i].pidfd = (int)syscall(SYS_pidfd_open, a[i].pid, 0);
+    cr_assert_geq(a[i].pidfd, 0, "pidfd_open: %s", strerror(errno));
+}
+
+/* Four hosts on one bridge, n0 (the coordinator: it joins first) to n3, all in round 1. */
+static void four_hosts_in_round_1(void)
+{
+    char br[NETNS_NAME_MAX] = "br0";
+    netns_ns_create("sw", sw);
+    netns_bridge_in(sw, br);
+    for (int i = 0; i < N; i++) {
+        netns_ns_create(h_fmt("h%d", i), ns[i]);
+        netns_veth_bridge_in(ns[i], "eth0", h_fmt("10.79.0.%d/24", i + 1), sw, br);
+    }
+    start_in(0);
+    cr_assert(h_log_wait(&a[0], "joined run", 20000), "n0 joins (and coordinates)");
+    for (int i = 1; i < N; i++)
+        start_in(i);
+    for (int i = 0; i < N; i++)
+        cr_assert(h_log_wait(&a[i], "round 1 ", 30000), "n%d runs round 1", i);
+    cr_assert_eq(h_wait_files(envdir, "pid.", N, 10000), N);
+}
+
+/* The others start round `round` within 5 s of t0 (all but `skip`): the time it took. */
+static int64_t wait_others(int skip, int round, int64_t t0)
+{
+    for (int i = 0; i < N; i++) {
+        if (i == skip)
+            continue;
+        int left = (int)(t0 + 5000 - h_now_ms());
+        bool ok = h_log_wait(&a[i], h_fmt("round %d ", round), left > 0 ? left : 0);
+        if (!ok)
+            h_show_log(&a[i]);
+        cr_assert(ok, "n%d: no round %d within 5 s of the cut (lease TTL 10 s)", i, round);
+    }
+    return h_now_ms() - t0;
+}
+
+static int evictions(void)
+{
+    int revoked = 0;
+    for (int i = 0; i < N; i++) {
+        FILE *f = fopen(a[i].log, "r");
+        char line[4096];
+        while (f && fgets(line, sizeof(line), f))
+            revoked += strstr(line, "its lease is revoked") != NULL;
+        if (f)
+            fclose(f);
+    }
+    return revoked;
+}
+
+Test(liveness_netns, a_cut_link_next_round_within_seconds)
+{
+    four_hosts_in_round_1();
+    pid_t cut_worker = h_read_pid(h_fmt("%s/pid.n3.1", envdir));
+    cr_assert_gt(cut_worker, 0);
+
+    netns_link_set(ns[3], "eth0", false);
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < 3; i++) {
+        int left = (int)(t0 + 5000 - h_now_ms());
+        bool ok = h_log_wait(&a[i], "round 2 ", left > 0 ? left : 0);
+        if (!ok)
+            h_show_log(&a[i]);
+        cr_assert(ok, "n%d: no round 2 within 5 s of the cut (lease TTL 10 s)", i);
+    }
+    int64_t took = h_now_ms() - t0;
+    /* the cut node runs on: it learns of the revoke at its next renewal (TTL/3) */
+    bool gone = h_pid_gone(cut_worker, 10000);
+    int64_t gone_ms = h_now_ms() - t0;
+    cr_log_info("link cut: every survivor's round 2 after %lld ms; the cut node's worker ended "
+                "after %lld ms (lease TTL 10 s)",
+                (long long)took, (long long)gone_ms);
+    printf("liveness: link cut -> survivors' next round: %lld ms (cut node's worker gone after "
+           "%lld ms)\n",
+           (long long)took, (long long)gone_ms);
+    cr_assert(gone, "the cut node's worker still ran 10 s after the cut");
+    cr_assert(h_log_wait(&a[3], "lease lost", 10000), "the cut node found its lease revoked");
+    /* Mutation: a watcher confirming a suspicion of the coordinator itself (agent_liveness.c
+     * suspect_coord) -> the cut node, finding everybody unreachable, evicts the coordinator. */
+    int revoked = 0;
+    for (int i = 0; i < N; i++)
+        revoked += h_file_contains(a[i].log, "its lease is revoked");
+    cr_assert(h_file_contains(a[0].log, "round 2 "), "the coordinator is in round 2");
+    cr_assert_not(h_file_contains(a[3].log, "its lease is revoked"),
+                  "the cut node evicted somebody");
+    cr_assert_eq(revoked, 1, "only the cut node was evicted");
+    netns_link_set(ns[3], "eth0", true);
+    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
+    cr_assert(f);
+    fclose(f);
+    for (int i = 0; i < 3; i++) {
+        pid_t pid = a[i].pid;
+        h_expect_exit(&a[i], 0, 30000);
+        netns_forget(pid);
+    }
+}
+
+/* The coordinator cut off (it still reaches the store, like the file store here): it must not
+ * evict the nodes it can no longer reach; a third member confirms its neighbours' suspicion of it
+ * and it is the one evicted. Mutation: the coordinator confirming its own suspicions alone
+ * (agent_liveness.c on_suspect) -> it evicts its neighbours. */
+Test(liveness_netns, a_cut_off_coordinator_evicts_nobody_and_is_evicted)
+{
+    four_hosts_in_round_1();
+    netns_link_set(ns[0], "eth0", false);
+    int64_t t0 = h_now_ms();
+    int64_t took = wait_others(0, 2, t0);
+    cr_log_info("the coordinator cut off: the others' round 2 after %lld ms", (long long)took);
+    printf("liveness: coordinator cut off -> the others' next round: %lld ms\n", (long long)took);
+    cr_assert(h_log_wait(&a[0], "lease lost", 10000), "the cut coordinator lost its lease");
+    cr_assert_not(h_file_contains(a[0].log, "its lease is revoked"),
+                  "the cut-off coordinator evicted a node it could not reach");
+    cr_assert_eq(evictions(), 1, "only the coordinator was evicted");
+    netns_link_set(ns[0], "eth0", true);
+    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
+    cr_assert(f);
+    fclose(f);
+    for (int i = 1; i < N; i++) {
+        pid_t pid = a[i].pid;
+        h_expect_exit(&a[i], 0, 30000);
+        netns_forget(pid);
+    }
+}

@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: Apache-2.0
+# The liveness ring (issue 31): its links and wire format over loopback sockets, its keys in the
+# store (suspicion, confirmation, revoke) with sessions on the file backend, and end to end on a
+# real etcd (a node SIGKILLed, frozen, the coordinator killed, a false suspicion).
+ea_add_criterion_test(test_liveness_ring SOURCES unit/test_liveness_ring.c LIBS ea_agent)
+ea_add_criterion_test(test_rdzv_suspect SOURCES unit/test_rdzv_suspect.c LIBS ea_rendezvous
+                      PkgConfig::JANSSON)
+if(TARGET ea_etcd_harness)
+  ea_add_criterion_test(test_e2e_liveness SOURCES e2e/test_e2e_liveness.c
+                        LIBS ea_e2e_harness ea_etcd_harness ea_rendezvous TIMEOUT 600
+                        LABELS e2e etcd)
+endif()
+if(TARGET ea_netns_harness)
+  ea_add_criterion_test(test_e2e_liveness_netns SOURCES e2e/test_e2e_liveness_netns.c
+                        LIBS ea_e2e_harness ea_netns_harness TIMEOUT 300 LABELS e2e netns)
+endif()
