@@ -200,6 +200,8 @@ static int decode_state(struct rdzv_session *s, const struct kv_entry *e, struct
         memcpy(s->state.members, s->adopt->members,
                s->adopt->n_members * sizeof(*s->state.members));
         s->state.n_members = s->adopt->n_members;
+        if (s->cfg.params.ring) /* as its chunks say them */
+            rdzv_members_link_ring(s->state.members, s->state.n_members);
         s->members_broken = false;
     } else if (s->have_state) {
         gather_members(s);

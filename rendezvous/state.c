@@ -286,6 +286,14 @@ static int chunk_encode(const struct rdzv_state *s, int chunk, const size_t *idx
                 ret_json, err);
 }
 
+void rdzv_members_link_ring(struct rdzv_member *m, size_t n)
+{
+    for (size_t i = 0; n > 1 && i < n; i++) {
+        snprintf(m[i].next, sizeof(m[i].next), "%s", m[(i + 1) % n].node_id);
+        snprintf(m[i].prev, sizeof(m[i].prev), "%s", m[(i + n - 1) % n].node_id);
+    }
+}
+
 int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json, struct ea_error *err)
 {
     return chunk_encode(s, chunk, NULL, 0, ret_json, err);

@@ -171,6 +171,9 @@ int rdzv_chunk_count_next(int prev, size_t n_members);
 /* True when `n_chunks` is a valid chunk count for n_members (what a decoder accepts). */
 bool rdzv_chunk_count_ok(int n_chunks, size_t n_members);
 int rdzv_chunk_of(int64_t slot, int n_chunks);
+/* The liveness ring's links of members m[0..n) in rank order (what a chunk with them says):
+ * each member's next and prev, wrapping. */
+void rdzv_members_link_ring(struct rdzv_member *m, size_t n);
 /* Encode chunk `chunk` of `s` (its members whose slot maps there) into *ret_json. */
 int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
                       struct ea_error *err);
