@@ -200,6 +200,11 @@ Test(elastic, sigterm_leaves_at_once_without_charging)
     struct h_agent s[2] = {a[0], a[2]};
     wait_round_after_leave(s, 2, 2, t0);
     h_expect_exit(&a[1], 143, 10000);
+    /* a leave, not an eviction: the liveness ring would also move the run on without n1, by
+     * revoking its lease once it stopped answering (mutation: rdzv_leave a no-op) */
+    for (int i = 0; i < 2; i++)
+        cr_assert_not(h_file_contains(s[i].log, "did not answer a probe either"),
+                      "n1 was evicted by the liveness ring, not left: %s", s[i].log);
     cr_assert_eq(h_wait_files(envdir, "env.", 5, 10000), 5);
     int world = 0;
     cr_assert_eq(ranks_in_round(2, "0", &world), 0x3u);
