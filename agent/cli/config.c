@@ -775,19 +775,6 @@ int cfg_parse_cmd(enum cfg_cmd cmd, int argc, char **argv, char **envp, struct c
     return 0;
 }
 
-struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms)
-{
-    return (struct kv_config){.backend = c->backend,
-                              .endpoints = c->endpoints,
-                              .state_dir = c->state_dir,
-                              .cacert = c->cacert,
-                              .cert = c->cert,
-                              .key = c->key,
-                              .user = c->user,
-                              .password = c->password,
-                              .request_timeout_ms = request_timeout_ms};
-}
-
 bool cfg_topology(const struct cfg *c)
 {
     return c->topology && (strcmp(c->topology, "on") == 0 ||

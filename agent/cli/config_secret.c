@@ -192,3 +192,18 @@ int cfg_password_memfd(const struct cfg *c, int *ret_fd, struct ea_error *err)
     *ret_fd = fd;
     return 0;
 }
+
+/* The store connection the options name, the password included (kept in the cfg, never in the
+ * environment). */
+struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms)
+{
+    return (struct kv_config){.backend = c->backend,
+                              .endpoints = c->endpoints,
+                              .state_dir = c->state_dir,
+                              .cacert = c->cacert,
+                              .cert = c->cert,
+                              .key = c->key,
+                              .user = c->user,
+                              .password = c->password,
+                              .request_timeout_ms = request_timeout_ms};
+}

@@ -366,3 +366,30 @@ int runspec_validate(const struct runspec *s, char *const *node_args, size_t n_n
     *ret_argv = argv;
     return 0;
 }
+
+/* Why serve refuses option `flag` (in commands `cmds`; NULL flag: no such option), or NULL. */
+const char *runspec_serve_refusal(const char *flag, unsigned cmds)
+{
+    if (!flag || !(cmds & CFG_AGENT))
+        return "unknown option for serve (see serve --help)";
+    if (!strcmp(flag, "worker-env-fd"))
+        return "serve hands each run's --env to the run's workers itself";
+    if (runspec_is_run_option(flag) && !runspec_is_node_default(flag))
+        return "a run option: give it to 'elastic-agent submit'";
+    if (!strcmp(flag, "run-id") || !strcmp(flag, "rdzv-id"))
+        return "serve runs whatever is submitted to its --pool";
+    static const char *const driver[] = {"standalone", "hosts", "hostfile",
+                                         "host-discovery-script", "discovery-interval",
+                                         "host-cooldown"};
+    for (size_t i = 0; i < sizeof(driver) / sizeof(*driver); i++)
+        if (!strcmp(flag, driver[i]))
+            return "not for serve (a daemon is one node of its pool)";
+    return NULL;
+}
+
+/* The node options serve --help lists (--http is serve's own; --help, --version: none). */
+bool runspec_serve_lists(const char *flag, unsigned cmds)
+{
+    return !runspec_serve_refusal(flag, cmds) && strcmp(flag, "http") != 0 &&
+           strcmp(flag, "help") != 0 && strcmp(flag, "version") != 0;
+}

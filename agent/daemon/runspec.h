@@ -59,6 +59,11 @@ bool runspec_is_run_option(const char *flag);
 /* Whether run option `flag` may also be given to `serve` as the node's default, which a spec's
  * value overrides (--nproc-per-node, --stop-timeout). */
 bool runspec_is_node_default(const char *flag);
+/* Why `serve` refuses option `flag` (an option of commands `cmds`, a CFG_* mask; NULL flag: no
+ * such option): a run's own option, a driver-mode one, ..., or NULL when serve takes it. */
+const char *runspec_serve_refusal(const char *flag, unsigned cmds);
+/* The node options serve --help lists (those it takes, but --http, --help and --version). */
+bool runspec_serve_lists(const char *flag, unsigned cmds);
 
 /* Check that args holds only run options (each with its value): -EINVAL naming the first
  * per-node, store or secret option, or one that is not an option at all. */

@@ -101,33 +101,6 @@ static const char serve_help_end[] =
     "Exit status: 0 after SIGTERM/SIGINT, 2 usage error (also: neither --allowed-signers nor\n"
     "--allow-unsigned), 3 the store cannot be opened.\n";
 
-/* Why serve refuses option `flag` (in commands `cmds`; NULL flag: no such option), or NULL. */
-static const char *serve_refusal(const char *flag, unsigned cmds)
-{
-    if (!flag || !(cmds & CFG_AGENT))
-        return "unknown option for serve (see serve --help)";
-    if (!strcmp(flag, "worker-env-fd"))
-        return "serve hands each run's --env to the run's workers itself";
-    if (runspec_is_run_option(flag) && !runspec_is_node_default(flag))
-        return "a run option: give it to 'elastic-agent submit'";
-    if (!strcmp(flag, "run-id") || !strcmp(flag, "rdzv-id"))
-        return "serve runs whatever is submitted to its --pool";
-    static const char *const driver[] = {"standalone", "hosts", "hostfile",
-                                         "host-discovery-script", "discovery-interval",
-                                         "host-cooldown"};
-    for (size_t i = 0; i < sizeof(driver) / sizeof(*driver); i++)
-        if (!strcmp(flag, driver[i]))
-            return "not for serve (a daemon is one node of its pool)";
-    return NULL;
-}
-
-/* The node options serve --help lists (--http is serve's own; --help, --version: none). */
-static bool serve_lists(const char *flag, unsigned cmds)
-{
-    return !serve_refusal(flag, cmds) && strcmp(flag, "http") != 0 &&
-           strcmp(flag, "help") != 0 && strcmp(flag, "version") != 0;
-}
-
 /* ---- options ------------------------------------------------------------------------------ */
 
 static int parse(struct daemon *d, int argc, char **argv, char **envp, const char **ret_pool,
@@ -182,7 +155,7 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
         int k = cfg_option_find(name, len, &value);
         unsigned cmds = 0;
         const char *flag = k >= 0 ? cfg_option_flag((size_t)k, &cmds) : NULL;
-        const char *why = serve_refusal(flag, cmds);
+        const char *why = runspec_serve_refusal(flag, cmds);
         if (why) {
             fprintf(stderr, "elastic-agent serve: '--%.*s': %s\n", (int)len, name, why);
             return -EINVAL;
@@ -766,7 +739,7 @@ int serve_main(int argc, char **argv, char **envp)
         code = AGENT_EXIT_USAGE;
     else if (help) {
         fputs(serve_help, stdout);
-        daemon_print_options(stdout, serve_lists);
+        daemon_print_options(stdout, runspec_serve_lists);
         fputs(serve_help_end, stdout);
     }
     if (code || help)
