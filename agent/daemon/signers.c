@@ -27,19 +27,29 @@ void signers_free(struct signers *s)
 
 /* ---- OpenSSH patterns ------------------------------------------------------------------------ */
 
+/* `*` and `?` wildcards, iteratively: on a mismatch only the last `*` is retried one character
+ * further, so the time is O(plen * strlen(s)) whatever the pattern (a recursive matcher was
+ * exponential in the number of `*`: fuzz_sshsig found a pattern that took seconds). */
 static bool glob(const char *p, size_t plen, const char *s)
 {
-    if (plen == 0)
-        return *s == '\0';
-    if (*p == '*') {
-        for (;; s++) {
-            if (glob(p + 1, plen - 1, s))
-                return true;
-            if (!*s)
-                return false;
+    size_t pi = 0, star = (size_t)-1;
+    const char *retry = NULL;
+    while (*s) {
+        if (pi < plen && (p[pi] == '?' || (p[pi] != '*' && p[pi] == *s))) {
+            pi++, s++;
+        } else if (pi < plen && p[pi] == '*') {
+            star = pi++;
+            retry = s;
+        } else if (star != (size_t)-1) {
+            pi = star + 1;
+            s = ++retry;
+        } else {
+            return false;
         }
     }
-    return *s && (*p == '?' || *p == *s) && glob(p + 1, plen - 1, s + 1);
+    while (pi < plen && p[pi] == '*')
+        pi++;
+    return pi == plen;
 }
 
 bool signers_pattern_match(const char *list, const char *s)
