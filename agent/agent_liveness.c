@@ -27,7 +27,7 @@
 /* Suspicions one round can have confirmed (more wait for the next scan). */
 #define CASES_MAX 64
 /* Suspicion writes waiting for the store. */
-#define TODO_MAX 8
+#define UNSENT_MAX 8
 /* Reading the successor's node record failed: try again after this long. */
 #define PEER_RETRY_MS 500
 
@@ -50,8 +50,8 @@ struct agent_ring {
     char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
     int64_t peer_retry_ms;
 
-    struct rdzv_suspicion todo[TODO_MAX];
-    size_t n_todo;
+    struct rdzv_suspicion unsent[UNSENT_MAX];
+    size_t n_unsent;
 
     /* the coordinator's confirmations in cases_round */
     struct ring_case cases[CASES_MAX];
@@ -259,16 +259,16 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
 static void flush_todo(struct agent *a, struct agent_ring *g)
 {
     size_t kept = 0;
-    for (size_t i = 0; i < g->n_todo; i++) {
+    for (size_t i = 0; i < g->n_unsent; i++) {
         struct ea_error err = {0};
-        int r = rdzv_suspect(a->rdzv, &g->todo[i], &err);
-        if (r < 0 && g->todo[i].round == g->round) {
-            log_debug("liveness ring: reporting node '%s': %s; trying again", g->todo[i].node_id,
+        int r = rdzv_suspect(a->rdzv, &g->unsent[i], &err);
+        if (r < 0 && g->unsent[i].round == g->round) {
+            log_debug("liveness ring: reporting node '%s': %s; trying again", g->unsent[i].node_id,
                       err.msg);
-            g->todo[kept++] = g->todo[i];
+            g->unsent[kept++] = g->unsent[i];
         }
     }
-    g->n_todo = kept;
+    g->n_unsent = kept;
 }
 
 static void to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret)
@@ -391,8 +391,8 @@ static void on_suspect(struct agent *a, struct agent_ring *g, const struct ring_
                  x->node_id);
         return;
     }
-    if (g->n_todo < TODO_MAX)
-        g->todo[g->n_todo++] = sus;
+    if (g->n_unsent < UNSENT_MAX)
+        g->unsent[g->n_unsent++] = sus;
     flush_todo(a, g);
 }
 
@@ -575,7 +575,7 @@ void agent_liveness_step(struct agent *a, int64_t now)
         g->rejoined_ms = now;
     }
     follow_round(a, g, now);
-    if (g->n_todo)
+    if (g->n_unsent)
         flush_todo(a, g);
     if (rdzv_is_coordinator(a->rdzv))
         confirm_suspects(a, g);
@@ -596,7 +596,7 @@ int64_t agent_liveness_wake_ms(const struct agent *a)
     const struct agent_ring *g = a->ring;
     if (!g)
         return -1;
-    if (g->n_todo || g->rescan || g->coord_todo)
+    if (g->n_unsent || g->rescan || g->coord_todo)
         return ea_now_ms() + PEER_RETRY_MS / 5;
     if (a->lease_lost && g->cooldown_until_ms > ea_now_ms())
         return g->cooldown_until_ms;
