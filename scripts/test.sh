@@ -43,217 +43,238 @@ echo "== end-to-end tests on the release build =="
 ctest_run build -L e2e -LE 'chaos|safety' "${retry[@]}"
 ctest_run build -L e2e -L safety
 # Mutation checks: each product line below, broken on purpose, must turn its tests red
-# (scripts/mutate.sh; a release build in build-mutate/, only the tests' targets).
+# (scripts/mutate.sh; a release build of only the tests' targets). `mutant ARGS` lists a check
+# (ARGS as for scripts/mutate.sh); the list runs at the end in two lanes, each with its own
+# scratch build (build-mutate-0/, build-mutate-1/), so that both cores work. Load can only make a
+# mutant's tests fail more, never pass, so running two at once cannot hide a survivor.
+mutants=()
+mutant() { mutants+=("$(printf '%q ' "$@")"); }
 echo "== mutation checks =="
-./scripts/mutate.sh --target test_rdzv_session --target test_e2e_elastic_file \
+mutant --target test_rdzv_session --target test_e2e_elastic_file \
   --filter '@(session/graceful_leave*|elastic/sigterm_leaves*)' rendezvous/session_ops.c \
   '/^int rdzv_leave(/,/^{/s/^{$/{ return 0; \/* mutant: leave is a no-op *\//' \
   '^(test_rdzv_session|test_e2e_elastic_file)$'
-./scripts/mutate.sh --target test_guard --filter 'guard/fence_deadline_passed*' \
+mutant --target test_guard --filter 'guard/fence_deadline_passed*' \
   launcher/guard.c 's/|| now < d)/|| 1)/' '^test_guard$'
-./scripts/mutate.sh --target test_ssh_launcher --filter 'ssh/fence_renewed_before*' \
+mutant --target test_ssh_launcher --filter 'ssh/fence_renewed_before*' \
   launcher/ssh_remote.c 's/(valid_until_ms - now_ms + 999) \/ 1000/(valid_until_ms - now_ms + 500) \/ 1000/' \
   '^test_ssh_launcher$'
-./scripts/mutate.sh --target test_e2e_observe --filter 'observe/metrics_follow*' \
+mutant --target test_e2e_observe --filter 'observe/metrics_follow*' \
   agent/agent.c 's/^\(\s*\)a->m.worker_failures++;/\1;/' '^test_e2e_observe$'
 # (The idle daemon's watch of its run's state, serve.c watch_run_state, had a check here: since
 # the liveness ring and the daemon's rescan, daemon/idle_daemon_fills* passes without the watch
 # within its 20 s bound, so the check was taken out until a test tells the two paths apart.)
 # issue 30: after a re-sync, a chunk watch aimed at the chunk's own (compacted) version: a re-sync
 # loop (tests/etcd/test_rdzv_compaction.c catches it on a real etcd too, ~120 requests/s)
-./scripts/mutate.sh --target test_rdzv_session --filter 'session/compacted_watch*' \
+mutant --target test_rdzv_session --filter 'session/compacted_watch*' \
   rendezvous/session.c \
   's/s->chunk_aim_rev = (e.mod_revision > s->listed_rev ? e.mod_revision : s->listed_rev) + 1;/s->chunk_aim_rev = e.mod_revision + 1;/' \
   '^test_rdzv_session$'
 # issue 30: a chunk taken on its round number alone (a waiting rewrite, a dead coordinator's)
-./scripts/mutate.sh --target test_rdzv_session --filter 'session/waiting_rewrite*' \
+mutant --target test_rdzv_session --filter 'session/waiting_rewrite*' \
   rendezvous/session.c \
   's/|| rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0)/|| (rdzv_chunk_commit_cmp(\&s->state, gen, e->mod_revision) != 0 \&\& 0))/' \
   '^test_rdzv_session$'
-./scripts/mutate.sh --target test_rdzv_session --filter 'session/dead_coordinators*' \
+mutant --target test_rdzv_session --filter 'session/dead_coordinators*' \
   rendezvous/session.c \
   's/|| rdzv_chunk_commit_cmp(&s->state, gen, e->mod_revision) != 0)/|| (rdzv_chunk_commit_cmp(\&s->state, gen, e->mod_revision) != 0 \&\& 0))/' \
   '^test_rdzv_session$'
-./scripts/mutate.sh --target test_rdzv_session --filter 'session/stale_coordinator_cannot_commit' \
+mutant --target test_rdzv_session --filter 'session/stale_coordinator_cannot_commit' \
   rendezvous/session_coord.c 's/kv_txn(s->kv, cmps, 2,/kv_txn(s->kv, cmps, 1,/' \
   '^test_rdzv_session$'
-./scripts/mutate.sh --target test_rdzv_session \
+mutant --target test_rdzv_session \
   --filter 'session/rejoined_node_does_not_take_its_dead_incarnations_place' \
   rendezvous/session.c 's/ \&\& m\[i\]\.slot == s->slot)/)/' '^test_rdzv_session$'
-./scripts/mutate.sh --target test_tracker \
+mutant --target test_tracker \
   --filter 'tracker/avoided_port_is_refused_when_the_kernel_offers_it' agent/tracker/tracker.c \
   's/if (port == p->avoid_port \&\& attempt < 3)/if (0 \&\& attempt < 3)/' '^test_tracker_safety$'
-./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/fifo_two_runs_on_three_nodes' \
+mutant --target test_e2e_daemon --filter 'daemon/fifo_two_runs_on_three_nodes' \
   agent/daemon/pool.c 's/group_world_size >= max_nodes/group_world_size > max_nodes/' \
   '^test_e2e_daemon_safety$'
-./scripts/mutate.sh --target test_e2e_daemon \
+mutant --target test_e2e_daemon \
   --filter 'daemon/failed_run_exits_1_leaves_the_queue_and_spends_its_id' agent/daemon/pool.c \
   '/"failed") == 0)/{n;s/return 1;/return 0;/}' '^test_e2e_daemon$'
-./scripts/mutate.sh --target test_e2e_daemon \
+mutant --target test_e2e_daemon \
   --filter 'daemon/failed_run_exits_1_leaves_the_queue_and_spends_its_id' agent/daemon/pool.c \
   's/kv_txn(p->kv, cmps, 2, \&op, 1, NULL, err)/kv_txn(p->kv, cmps, 1, \&op, 1, NULL, err)/' \
   '^test_e2e_daemon$'
-./scripts/mutate.sh --target test_rdzv_session \
+mutant --target test_rdzv_session \
   --filter 'session/rejoined_full_view_node_does_not_take_its_dead_incarnations_place' \
   rendezvous/session.c 's/s->state.members\[i\].slot == s->slot) {/1) {/' \
   '^test_rdzv_session$'
 # credentials (issue 29, docs/security.md): the password scrubbed from the environment block, the
 # agent not dumpable, a spec's --env names, its min/max against its options, --user over plaintext
-./scripts/mutate.sh --target test_config --target test_e2e_secrets \
+mutant --target test_config --target test_e2e_secrets \
   --filter '@(config/password_taken*|secrets/agent_workers*)' agent/cli/config_secret.c \
   's/^            explicit_bzero(\*e + len + 1, strlen(\*e + len + 1));/            (void)0; \/* mutant: not scrubbed *\//' \
   '^(test_config|test_e2e_secrets)$'
-./scripts/mutate.sh --target test_e2e_secrets --filter '@(secrets/agent_workers*|secrets/serve_hands*)' \
+mutant --target test_e2e_secrets --filter '@(secrets/agent_workers*|secrets/serve_hands*)' \
   agent/cli/main.c 's/if (prctl(PR_SET_DUMPABLE, 0) < 0) {/if (0) { \/* mutant: dumpable *\//' \
   '^test_e2e_secrets$'
-./scripts/mutate.sh --target test_runspec --target test_e2e_secrets \
+mutant --target test_runspec --target test_e2e_secrets \
   --filter '@(runspec/loader_and*|secrets/loader_env*)' agent/daemon/runspec.c \
   's/^        if (hit)$/        if (0) \/* mutant: any name *\//' '^(test_runspec|test_e2e_secrets)$'
-./scripts/mutate.sh --target test_runspec --target test_e2e_secrets \
+mutant --target test_runspec --target test_e2e_secrets \
   --filter '@(runspec/spec_min_max*|secrets/loader_env*)' agent/daemon/runspec.c \
   's/if (r == 0 \&\& s->max_nodes \&\& (c.min_nodes/if (0 \&\& s->max_nodes \&\& (c.min_nodes/' \
   '^(test_runspec|test_e2e_secrets)$'
-./scripts/mutate.sh --target test_config --target test_e2e_secrets \
+mutant --target test_config --target test_e2e_secrets \
   --filter '@(config/user_needs_tls*|secrets/user_over_plaintext*)' agent/cli/config_secret.c \
   's/if (!c->user || c->insecure_transport || !cfg_store_plaintext(c))/if (1) \/* mutant: plaintext allowed *\//' \
   '^(test_config|test_e2e_secrets)$'
-./scripts/mutate.sh --target test_http --filter 'http/one_address*' agent/observe/http.c \
+mutant --target test_http --filter 'http/one_address*' agent/observe/http.c \
   '/MHD_OPTION_PER_IP_CONNECTION_LIMIT/d' '^test_http$'
-./scripts/mutate.sh --target test_log --target test_e2e_log_hardening \
+mutant --target test_log --target test_e2e_log_hardening \
   --filter '@(log/a_value*|log_hardening/an_error*)' agent/observe/log.c \
   's/^\(\s*\)log_escape(line + n, size - (size_t)n, raw, false);/\1snprintf(line + n, size - (size_t)n, "%s", raw);/' \
   '^(test_log|test_e2e_log_hardening)$'
-./scripts/mutate.sh --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
+mutant --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
   's/^#define WORKDIR_FILE_MODE 0600/#define WORKDIR_FILE_MODE 0644/' '^test_e2e_log_hardening$'
-./scripts/mutate.sh --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
+mutant --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
   's/^#define WORKDIR_MODE 0700/#define WORKDIR_MODE 0755/' '^test_e2e_log_hardening$'
-./scripts/mutate.sh --target test_report --filter 'report/failure_table_escapes*' \
+mutant --target test_report --filter 'report/failure_table_escapes*' \
   agent/observe/report.c 's/log_escape(esc, sizeof(esc), line, false);/snprintf(esc, sizeof(esc), "%s", line);/' \
   '^test_report$'
 # signed submissions (issue 29): a daemon never runs a spec whose signature does not verify, that
 # has expired or that was signed for another pool, nor one its last check before spawning refuses
-./scripts/mutate.sh --target test_e2e_signed --filter 'signed/spec_changed_after_signing*' \
+mutant --target test_e2e_signed --filter 'signed/spec_changed_after_signing*' \
   agent/daemon/specsig.c \
   's/int r = sshsig_verify(&sig, SPECSIG_NAMESPACE, msg, len, &err);/int r = 0; (void)sshsig_verify(\&sig, SPECSIG_NAMESPACE, msg, len, \&err);/' \
   '^test_e2e_signed$'
-./scripts/mutate.sh --target test_e2e_signed --filter 'signed/expired_spec*' \
+mutant --target test_e2e_signed --filter 'signed/expired_spec*' \
   agent/daemon/specsig.c 's/if (s->expires_ms \&\& now_ms > s->expires_ms) {/if (0) {/' \
   '^test_e2e_signed$'
-./scripts/mutate.sh --target test_e2e_signed --filter 'signed/spec_signed_for_another_pool*' \
+mutant --target test_e2e_signed --filter 'signed/spec_signed_for_another_pool*' \
   agent/daemon/specsig.c 's/if (s->pool\[0\] \&\& strcmp(s->pool, p->pool) != 0)/if (0)/' \
   '^test_e2e_signed$'
-./scripts/mutate.sh --target test_e2e_signed --filter 'signed/unsigned_spec*' \
+mutant --target test_e2e_signed --filter 'signed/unsigned_spec*' \
   agent/daemon/daemon_trust.c \
   's/    if (daemon_trust_gate(t, s, v) == 0)/    if (1 || daemon_trust_gate(t, s, v) == 0)/' \
   '^test_e2e_signed$'
-./scripts/mutate.sh --target test_e2e_signed --filter 'signed/key_removed*' \
+mutant --target test_e2e_signed --filter 'signed/key_removed*' \
   agent/daemon/daemon_trust.c \
   's/^    reload(t);$/    if (0) reload(t); \/* mutant: the file is never read again *\//' \
   '^test_e2e_signed$'
 # issue 29: rendezvous values checked against who may write them (rendezvous/roundguard.c)
-./scripts/mutate.sh --target test_rdzv_guard --target test_e2e_rdzv_guard \
+mutant --target test_rdzv_guard --target test_e2e_rdzv_guard \
   --filter '@(guard/forged_master*|e2e_rdzv_guard/forged_master*)' rendezvous/roundguard.c \
   '/^static bool record_lists(/,/^{/s/^{$/{ return true; \/* mutant: any address *\//' \
   '^(test_rdzv_guard|test_e2e_rdzv_guard)$'
-./scripts/mutate.sh --target test_rdzv_guard --target test_e2e_rdzv_guard \
+mutant --target test_rdzv_guard --target test_e2e_rdzv_guard \
   --filter '@(guard/reports_count*|e2e_rdzv_guard/forged_failure*)' rendezvous/roundguard.c \
   's/if (node\[0\] \&\& rdzv_state_find(\&s->state, node) >= 0)/if (node[0])/' \
   '^(test_rdzv_guard|test_e2e_rdzv_guard)$'
-./scripts/mutate.sh --target test_rdzv_guard --filter 'guard/master_from_anyone*' \
+mutant --target test_rdzv_guard --filter 'guard/master_from_anyone*' \
   rendezvous/roundguard.c 's/^        if (!r)$/        if (0)/' '^test_rdzv_guard$'
-./scripts/mutate.sh --target test_rdzv_guard --filter 'guard/keys_of_later*' rendezvous/roundguard.c \
+mutant --target test_rdzv_guard --filter 'guard/keys_of_later*' rendezvous/roundguard.c \
   '/^void rdzv_guard_cleanup(/,/^{/s/^{$/{ return; \/* mutant: no cleanup *\//' '^test_rdzv_guard$'
 # issue 29: the built-in tracker admits only the round's members (agent/tracker/)
-./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/non_member*' \
+mutant --target test_tracker_admit --filter 'tracker_admit/non_member*' \
   agent/tracker/tracker.c 's/int bucket = tracker_admit_bucket(&t->admit, &ss);/int bucket = 0;/' \
   '^test_tracker_admit$'
-./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/second_start*' \
+mutant --target test_tracker_admit --filter 'tracker_admit/second_start*' \
   agent/tracker/tracker.c 's/if (c->hello.cmd == TRACKER_START \&\& e->linked \&\& !e->shut)/if (0)/' \
   '^test_tracker_admit$'
-./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/hello_deadline*' \
+mutant --target test_tracker_admit --filter 'tracker_admit/hello_deadline*' \
   agent/tracker/tracker.c \
   's/c->deadline_ms = now + t->hello_timeout_ms;/c->deadline_ms = now + t->io_timeout_ms;/' \
   '^test_tracker_admit$'
-./scripts/mutate.sh --target test_tracker_admit --filter 'tracker_admit/per_host_cap*' \
+mutant --target test_tracker_admit --filter 'tracker_admit/per_host_cap*' \
   agent/tracker/tracker_admit.c 's/if (b->open >= TRACKER_CONNS_PER_WORKER \* b->workers)/if (0)/' \
   '^test_tracker_admit$'
 # issue 30: coordinator succession by rank alone (50 ms x rank for the successors too): a lost
 # rack and a slow fan-out make more than 3 claims of `coord`
-./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_lost_rack*' \
+mutant --target test_rdzv_bigfleet --filter 'bigfleet/a_lost_rack*' \
   rendezvous/plan.c 's/        return i \* step;/        return 50 * (group_rank < 8 ? group_rank : 8);/' \
   '^test_rdzv_bigfleet$'
 # issue 30: the coordinator's deletes of old rounds' keys not fenced on `state` and `coord`: a
 # coordinator that lost its key deletes them anyway; and no cleanup at all: the run's keys and
 # what a join reads grow with every round
-./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_stale_coordinator*' \
+mutant --target test_rdzv_bigfleet --filter 'bigfleet/a_stale_coordinator*' \
   rendezvous/session_gc.c 's/        int r = kv_txn(s->kv, cmps, 2, ops, m, NULL, err);/        int r = kv_txn(s->kv, cmps, 0, ops, m, NULL, err);/' \
   '^test_rdzv_bigfleet$'
-./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/old_rounds*' \
+mutant --target test_rdzv_bigfleet --filter 'bigfleet/old_rounds*' \
   rendezvous/session.c 's/    if (r == 0 \&\& (r = rdzv_gc_old_rounds(s, now_ms, err)) > 0)/    if (r == 0 \&\& (r = 0) > 0)/' \
   '^test_rdzv_bigfleet$'
 # issue 30: a new coordinator's listing taken as its first sight of the commit: the loss window
 # runs again in full at every takeover
-./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_new_coordinator*' \
+mutant --target test_rdzv_bigfleet --filter 'bigfleet/a_new_coordinator*' \
   rendezvous/session.c 's|s->state_rev = -1; /\* decode again \*/|s->state_rev = s->state_seen_rev = -1; /* decode again */|' \
   '^test_rdzv_bigfleet$'
 # issue 29 x 30: the commit record names group rank 0 (leader_of): without it every node reads
 # rank 0's record and chunk to check the master (over 2 KiB a node a round at 200 nodes)
-./scripts/mutate.sh --target test_rdzv_fleet --target rdzv-sim rendezvous/session_coord.c \
+mutant --target test_rdzv_fleet --target rdzv-sim rendezvous/session_coord.c \
   '/^static void leader_of(/,/^{/s/^{$/{ return; \/* mutant: no leader in state *\//' \
   '^test_rdzv_fleet$'
 # warm spares (issue 32): the generation check on an assignment (the agent's, the C helper's, the
 # Python helper's), the bound on a worker's line, the ready line's parse and its deadline
-./scripts/mutate.sh --target test_warm --filter 'warm/assignment_of_a_generation_not_newer*' \
+mutant --target test_warm --filter 'warm/assignment_of_a_generation_not_newer*' \
   agent/warm/warm.c \
   's/if (t->generation <= s->floor_gen || t->generation <= w->last_gen\[local_rank\]) {/if (0) {/' \
   '^test_warm$'
-./scripts/mutate.sh --target test_warm --filter 'warm_proto/c_helper_refuses_a_generation*' \
+mutant --target test_warm --filter 'warm_proto/c_helper_refuses_a_generation*' \
   include/elastic_agent_assign.h 's/    if (gen <= last) {/    if (0) {/' '^test_warm$'
-./scripts/mutate.sh --target ea-testworker python/elastic_agent/assign.py \
+mutant --target ea-testworker python/elastic_agent/assign.py \
   's/    if gen <= last:  # the generation check/    if False:/' '^test_python_elastic_agent$'
-./scripts/mutate.sh --target test_warm --filter 'warm/line_past_the_bound_is_a_fault' \
+mutant --target test_warm --filter 'warm/line_past_the_bound_is_a_fault' \
   agent/warm/warm.c 's/if (s->len < sizeof(s->line))/if (1)/' '^test_warm$'
-./scripts/mutate.sh --target test_e2e_warm --filter 'warm/malformed_line*' agent/warm/warm.c \
+mutant --target test_e2e_warm --filter 'warm/malformed_line*' agent/warm/warm.c \
   's/if (warm_parse_ready(s->line, len, \&pid, \&perr) < 0) {/if (warm_parse_ready(s->line, len, \&pid, \&perr) < 0 \&\& 0) {/' \
   '^test_e2e_warm$'
-./scripts/mutate.sh --target test_warm --filter 'warm/spare_without_a_ready_line*' \
+mutant --target test_warm --filter 'warm/spare_without_a_ready_line*' \
   agent/warm/warm.c 's/|| now < s->deadline_ms)/|| 1)/' '^test_warm$'
 # The liveness ring (issue 31): its revoke, its tight fence, its confirming probe, its cooldown,
 # and the checks on what reaches its port or the store.
-./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/sigkill*' rendezvous/suspect.c \
+mutant --target test_e2e_liveness --filter 'liveness/sigkill*' rendezvous/suspect.c \
   's/    int r = kv_lease_revoke(s->kv, c->peer.lease, err);/    int r = 0; \/* mutant: no revoke *\//' \
   '^test_e2e_liveness$'
-./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/sigstop*' agent/liveness/live.c \
+mutant --target test_e2e_liveness --filter 'liveness/sigstop*' agent/liveness/live.c \
   's/        f = now + l->fence_ms;/        f = l->lease_until; \/* mutant: no tight fence *\//' \
   '^test_e2e_liveness$'
-./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/a_forged*' agent/agent_liveness.c \
+mutant --target test_e2e_liveness --filter 'liveness/a_forged*' agent/agent_liveness.c \
   's/if (x->alive) { \/\* the suspect answered/if (0) { \/* mutant: probe ignored/' '^test_e2e_liveness$'
-./scripts/mutate.sh --target test_e2e_liveness --filter 'liveness/evicted_again*' --timeout 200 \
+mutant --target test_e2e_liveness --filter 'liveness/evicted_again*' --timeout 200 \
   agent/agent_liveness.c 's/return !a->ring || now >= a->ring->cooldown_until_ms;/return true;/' \
   '^test_e2e_liveness$'
-./scripts/mutate.sh --target test_rdzv_suspect --filter 'suspect/a_revoke_never*' rendezvous/suspect.c \
+mutant --target test_rdzv_suspect --filter 'suspect/a_revoke_never*' rendezvous/suspect.c \
   's/ || s->m.keys\[i\].lease != c->peer.lease ||/ ||/' '^test_rdzv_suspect$'
-./scripts/mutate.sh --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
+mutant --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
   agent/liveness/ring.c 's/if (strcmp(h->run, r->run) != 0)/if (0)/' '^test_liveness_ring$'
-./scripts/mutate.sh --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
+mutant --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
   agent/liveness/ring.c 's/return r->prev\[0\] && strcmp(h->from, r->prev) == 0 ? RING_OK : RING_NOT_PEER;/return RING_OK;/' \
   '^test_liveness_ring$'
-./scripts/mutate.sh --target test_liveness_ring --filter 'ring/garbage_and_silence*' \
+mutant --target test_liveness_ring --filter 'ring/garbage_and_silence*' \
   agent/liveness/ring.c 's/if (p->fd >= 0 \&\& now >= p->deadline)/if (0)/' '^test_liveness_ring$'
-./scripts/mutate.sh --target test_liveness_ring --filter 'ring/a_flood*' agent/liveness/ring.c \
+mutant --target test_liveness_ring --filter 'ring/a_flood*' agent/liveness/ring.c \
   's/        if (!slot) { \/\* full: whoever waited longest/        if (!slot) { close(fd); continue; \/* mutant/' \
   '^test_liveness_ring$'
-./scripts/mutate.sh --target test_liveness_ring --filter 'ring_proto/hello_round_trips*' \
+mutant --target test_liveness_ring --filter 'ring_proto/hello_round_trips*' \
   agent/liveness/ring_proto.c 's/ || lr > RING_NAME_MAX || lf > RING_NAME_MAX || lt > RING_NAME_MAX)/)/' \
   '^test_liveness_ring$'
 # (The check that a suspicion of the coordinator needs a third member's probe, agent_liveness.c
 # rdzv_coord_confirmer, was taken out: test_e2e_liveness_netns killed it in one run and not in
 # the next — the link-cut race decides whether the watcher alone would have been wrong.)
-./scripts/mutate.sh --target test_e2e_liveness_netns --filter 'liveness_netns/a_cut_off_coordinator*' \
+mutant --target test_e2e_liveness_netns --filter 'liveness_netns/a_cut_off_coordinator*' \
   agent/agent_liveness.c \
   's/if (rdzv_is_coordinator(a->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, a->cfg->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
   '^test_e2e_liveness_netns$'
-./scripts/mutate.sh --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
+mutant --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
-./scripts/mutate.sh --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \
+mutant --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \
   's/    return !p->ns\[0\] || strcmp(p->ns, g->ns) == 0;/    return true;/' '^test_nic_e2e$'
+
+mutant_lane() { # LANE: the checks whose index is LANE modulo 2, in order; stops at the first failure
+  local i
+  for ((i = $1; i < ${#mutants[@]}; i += 2)); do
+    eval "EA_MUTATE_DIR=\"$PWD/build-mutate-$1\" ./scripts/mutate.sh ${mutants[i]}" || return 1
+  done
+}
+echo "${#mutants[@]} checks in two lanes"
+mutant_lane 0 &
+lane0=$!
+mutant_lane 1 &
+lane1=$!
+lanes_rc=0
+wait "$lane0" || lanes_rc=1
+wait "$lane1" || lanes_rc=1
+[[ $lanes_rc -eq 0 ]] || { echo "== a mutation check failed (above: SURVIVED, or a build error) ==" >&2; exit 1; }
