@@ -24,6 +24,7 @@
 #include "topology.h"
 #include "tracker.h"
 #include "tracker_proto.h"
+#include "tracker_srv.h"
 
 #define HOST "127.0.0.1"
 
@@ -48,36 +49,6 @@ int __wrap_bind(int fd, const struct sockaddr *sa, socklen_t len)
     return __real_bind(fd, sa, len);
 }
 
-struct srv {
-    struct tracker *t;
-    int stop[2];
-    pthread_t th;
-};
-
-/* The tracker's loop until told to stop; then it handles whatever is already queued on its
- * sockets (on loopback a peer's send() has reached our socket when it returns), so that the
- * counters include everything the clients sent before srv_join(). */
-static void *serve(void *arg)
-{
-    struct srv *s = arg;
-    struct pollfd fds[1 + TRACKER_POLL_MAX];
-    bool stopping = false;
-    for (;;) {
-        fds[0] = (struct pollfd){.fd = stopping ? -1 : s->stop[0], .events = POLLIN};
-        size_t n = tracker_pollfds(s->t, fds + 1, TRACKER_POLL_MAX);
-        int r = poll(fds, 1 + n, stopping ? 0 : ea_timeout_until(tracker_wake_ms(s->t)));
-        if (r < 0 && errno != EINTR)
-            break;
-        if (stopping && r == 0)
-            break;
-        if (r > 0 && fds[0].revents)
-            stopping = true;
-        if (r >= 0)
-            tracker_on_poll(s->t, fds + 1, n, ea_now_ms());
-    }
-    return NULL;
-}
-
 static void srv_start(struct srv *s, int world, int64_t round, int avoid_port, int timeout_ms)
 {
     struct tracker_params p = {.addr = HOST,
@@ -85,25 +56,7 @@ static void srv_start(struct srv *s, int world, int64_t round, int avoid_port, i
                                .round = round,
                                .avoid_port = avoid_port,
                                .io_timeout_ms = timeout_ms};
-    struct ea_error err = {0};
-    cr_assert_eq(tracker_create(&p, &s->t, &err), 0, "%s", err.msg);
-    cr_assert_eq(pipe(s->stop), 0);
-    cr_assert_eq(pthread_create(&s->th, NULL, serve, s), 0);
-}
-
-/* Stop the loop (the tracker stays, for its counters). */
-static void srv_join(struct srv *s)
-{
-    cr_assert_eq(write(s->stop[1], "x", 1), 1);
-    pthread_join(s->th, NULL);
-    close(s->stop[0]);
-    close(s->stop[1]);
-}
-
-static void srv_destroy(struct srv *s)
-{
-    tracker_destroy(s->t);
-    s->t = NULL;
+    srv_start_params(s, &p);
 }
 
 /* The rank's links from the topology module, as a bit set. */

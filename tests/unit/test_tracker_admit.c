@@ -26,55 +26,7 @@
 #include "rabit_sim.h"
 #include "tracker.h"
 #include "tracker_proto.h"
-
-struct srv {
-    struct tracker *t;
-    int stop[2];
-    pthread_t th;
-};
-
-static void *serve(void *arg)
-{
-    struct srv *s = arg;
-    struct pollfd fds[1 + TRACKER_POLL_MAX];
-    bool stopping = false;
-    for (;;) {
-        fds[0] = (struct pollfd){.fd = stopping ? -1 : s->stop[0], .events = POLLIN};
-        size_t n = tracker_pollfds(s->t, fds + 1, TRACKER_POLL_MAX);
-        int r = poll(fds, 1 + n, stopping ? 0 : ea_timeout_until(tracker_wake_ms(s->t)));
-        if (r < 0 && errno != EINTR)
-            break;
-        if (stopping && r == 0)
-            break;
-        if (r > 0 && fds[0].revents)
-            stopping = true;
-        if (r >= 0)
-            tracker_on_poll(s->t, fds + 1, n, ea_now_ms());
-    }
-    return NULL;
-}
-
-static void srv_start(struct srv *s, const struct tracker_params *p)
-{
-    struct ea_error err = {0};
-    cr_assert_eq(tracker_create(p, &s->t, &err), 0, "%s", err.msg);
-    cr_assert_eq(pipe(s->stop), 0);
-    cr_assert_eq(pthread_create(&s->th, NULL, serve, s), 0);
-}
-
-static void srv_join(struct srv *s)
-{
-    cr_assert_eq(write(s->stop[1], "x", 1), 1);
-    pthread_join(s->th, NULL);
-    close(s->stop[0]);
-    close(s->stop[1]);
-}
-
-static void srv_destroy(struct srv *s)
-{
-    tracker_destroy(s->t);
-    s->t = NULL;
-}
+#include "tracker_srv.h"
 
 /* A connected TCP socket from namespace `ns` (NULL: ours) to host:port, reads time out after
  * timeout_ms. */
@@ -143,7 +95,7 @@ Test(tracker_admit, second_start_for_a_linked_rank_is_refused)
     struct srv s;
     struct tracker_params p = {
         .addr = "127.0.0.1", .world_size = 2, .round = 1, .io_timeout_ms = 1000};
-    srv_start(&s, &p);
+    srv_start_params(&s, &p);
     link_world("127.0.0.1", tracker_port(s.t), 2);
     int fd = connect_from(NULL, "127.0.0.1", tracker_port(s.t), 5000);
     uint8_t b[128];
@@ -168,7 +120,7 @@ Test(tracker_admit, hello_deadline_closes_an_idle_connection)
     struct srv s;
     struct tracker_params p = {
         .addr = "127.0.0.1", .world_size = 1, .round = 1, .hello_timeout_ms = 400};
-    srv_start(&s, &p);
+    srv_start_params(&s, &p);
     int64_t t0 = ea_now_ms();
     int fd = connect_from(NULL, "127.0.0.1", tracker_port(s.t), 4000);
     cr_assert(closed_by_tracker(fd, NULL), "an idle connection still open after 4 s");
@@ -194,7 +146,7 @@ Test(tracker_admit, per_host_cap_holds)
                                .hosts = &host,
                                .n_hosts = 1,
                                .hello_timeout_ms = 30000};
-    srv_start(&s, &p);
+    srv_start_params(&s, &p);
     int idle[TRACKER_CONNS_PER_WORKER];
     for (int i = 0; i < TRACKER_CONNS_PER_WORKER; i++)
         idle[i] = connect_from(NULL, "127.0.0.1", tracker_port(s.t), 2000);
@@ -239,7 +191,7 @@ Test(tracker_admit, non_member_address_is_refused)
                                .hosts = &host,
                                .n_hosts = 1,
                                .hello_timeout_ms = 30000};
-    srv_start(&s, &p);
+    srv_start_params(&s, &p);
     int fd = connect_from(ns, root_ip, tracker_port(s.t), 3000);
     int32_t magic = TRACKER_MAGIC;
     send(fd, &magic, sizeof(magic), MSG_NOSIGNAL);
