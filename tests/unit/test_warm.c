@@ -31,11 +31,17 @@ TestSuite(warm_proto, .timeout = 10);
 Test(warm_proto, ready_line_is_parsed_as_hostile_input)
 {
     long pid = 0;
+    bool inplace = true;
     struct ea_error err = {0};
-    cr_assert_eq(warm_parse_ready("{\"ready\":1,\"pid\":42}", 20, &pid, &err), 0, "%s", err.msg);
+    cr_assert_eq(warm_parse_ready("{\"ready\":1,\"pid\":42}", 20, &pid, &inplace, &err), 0,
+                 "%s", err.msg);
     cr_assert_eq(pid, 42);
+    cr_assert_not(inplace);
+    const char *ip = "{\"ready\":1,\"pid\":42,\"inplace\":1}";
+    cr_assert_eq(warm_parse_ready(ip, strlen(ip), &pid, &inplace, &err), 0, "%s", err.msg);
+    cr_assert(inplace);
     const char *ok2 = "{\"pid\": 7, \"ready\": 1, \"later\": [1, {\"x\": null}]}";
-    cr_assert_eq(warm_parse_ready(ok2, strlen(ok2), &pid, NULL), 0);
+    cr_assert_eq(warm_parse_ready(ok2, strlen(ok2), &pid, &inplace, NULL), 0);
     cr_assert_eq(pid, 7);
     static const struct {
         const char *line, *why;
@@ -53,18 +59,36 @@ Test(warm_proto, ready_line_is_parsed_as_hostile_input)
         {"{\"ready\":1,\"pid\":99999999999}", "no \"pid\""},
         {"{\"ready\":1,\"ready\":1,\"pid\":1}", "not JSON"},
         {"{\"ready\":1,\"pid\":1} {}", "not JSON"},
+        {"{\"ready\":1,\"pid\":1,\"inplace\":2}", "\"inplace\" is not 0 or 1"},
+        {"{\"ready\":1,\"pid\":1,\"inplace\":true}", "\"inplace\" is not 0 or 1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         pid = -1;
         ea_error_clear(&err);
-        cr_assert_eq(warm_parse_ready(bad[i].line, strlen(bad[i].line), &pid, &err), -EBADMSG,
+        cr_assert_eq(warm_parse_ready(bad[i].line, strlen(bad[i].line), &pid, &inplace, &err),
+                     -EBADMSG,
                      "accepted '%s'", bad[i].line);
         cr_assert(strstr(err.msg, bad[i].why), "'%s': '%s'", bad[i].line, err.msg);
         cr_assert_eq(pid, -1, "the pid is set on failure");
     }
     const char nul[] = "{\"ready\":1,\0\"pid\":1}";
-    cr_assert_eq(warm_parse_ready(nul, sizeof(nul) - 1, &pid, &err), -EBADMSG);
+    cr_assert_eq(warm_parse_ready(nul, sizeof(nul) - 1, &pid, &inplace, &err), -EBADMSG);
     cr_assert(strstr(err.msg, "NUL"), "%s", err.msg);
+}
+
+Test(warm_proto, ack_line_is_parsed_as_hostile_input)
+{
+    int64_t gen = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(warm_parse_ack("{\"ack\":7}", 9, &gen, &err), 0, "%s", err.msg);
+    cr_assert_eq(gen, 7);
+    static const char *const bad[] = {"", "ack 7", "[7]", "{\"ack\":0}", "{\"ack\":-1}",
+                                      "{\"ack\":\"7\"}", "{\"ack\":1.5}", "{}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        gen = -1;
+        cr_assert_eq(warm_parse_ack(bad[i], strlen(bad[i]), &gen, &err), -EBADMSG, "'%s'", bad[i]);
+        cr_assert_eq(gen, -1, "set on failure");
+    }
 }
 
 /* Put `line` where ea_assign_wait reads it: a socketpair whose other end we keep. */
@@ -108,7 +132,10 @@ Test(warm_proto, assignment_reaches_the_c_helper_byte_for_byte)
     cr_assert_gt(n, 0);
     ready[n] = '\0';
     long pid = 0;
-    cr_assert_eq(warm_parse_ready(ready, (size_t)n - 1, &pid, NULL), 0, "its line: '%s'", ready);
+    bool inplace = true;
+    cr_assert_eq(warm_parse_ready(ready, (size_t)n - 1, &pid, &inplace, NULL), 0, "its line: '%s'",
+                 ready);
+    cr_assert_not(inplace);
     cr_assert_eq(pid, getpid());
     cr_assert_eq(read(ours, ready, 1), 0, "the helper closed its end");
     close(ours);
