@@ -52,7 +52,7 @@ void warm_stop_spare(struct warm *w, struct spare *s)
 /* A taken spare holds its rank: count it done for warm_assigned_ms. */
 void warm_taken_done(struct warm *w, struct spare *s)
 {
-    bool pending = s->state == SP_TAKEN || (s->state == SP_REASSIGNED && !s->acked);
+    bool pending = s->state == SP_TAKEN || s->state == SP_REASSIGNED; /* not settled yet */
     if (pending && s->gen == w->cur_gen && --w->cur_pending == 0)
         w->cur_done_ms = ea_now_ms();
 }

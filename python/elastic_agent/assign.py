@@ -96,9 +96,7 @@ def _read_line(fd, timeout):
         if len(buf) > LINE_MAX:
             raise AssignmentError(f"the assignment is longer than {LINE_MAX} bytes")
     line, _, rest = buf.partition(b"\n")
-    if rest:
-        raise AssignmentError("more than one line on ELASTIC_ASSIGN_FD")
-    return line
+    return line, rest
 
 
 def _parse(line):
@@ -136,7 +134,7 @@ def wait_for_assignment(timeout=None, inplace=False):
     runs (elastic-agent --in-place): the socket then stays open, and reassignment() delivers the
     next round's assignment at a safe point instead of the agent restarting the process.
     """
-    global _fd, _env
+    global _fd, _env, _buf
     var = os.environ.get("ELASTIC_ASSIGN_FD")
     if not var:
         return current_assignment(warm=False)
@@ -148,7 +146,10 @@ def wait_for_assignment(timeout=None, inplace=False):
     if inplace:
         ready["inplace"] = 1
     _write_all(fd, json.dumps(ready, separators=(",", ":")).encode() + b"\n")
-    gen, rnd, env = _parse(_read_line(fd, timeout))
+    line, rest = _read_line(fd, timeout)
+    if rest and not inplace:  # in place, the next assignment may follow at once
+        raise AssignmentError("more than one line on ELASTIC_ASSIGN_FD")
+    gen, rnd, env = _parse(line)
     last = _int("ELASTIC_GENERATION")
     if gen <= last:  # the generation check
         raise AssignmentError(f"refusing an assignment of generation {gen}: not newer than "
@@ -158,7 +159,7 @@ def wait_for_assignment(timeout=None, inplace=False):
     os.environ.pop("ELASTIC_ASSIGN_LOCAL_RANK", None)
     if inplace:  # kept, out of reach of the processes this one starts
         os.set_inheritable(fd, False)
-        _fd, _env = fd, dict(env)
+        _fd, _env, _buf = fd, dict(env), rest
         return current_assignment(warm=True, env=env)
     try:
         os.close(fd)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -373,4 +374,144 @@ Test(warm, spare_without_a_ready_line_misses_its_deadline)
     cr_assert(fault.assigned);
     cr_assert_eq(fault.pid, pid);
     launch_signal(l, p, SIGKILL); /* the caller's to stop */
+}
+
+/* ---- in place (--in-place) ------------------------------------------------------------------ */
+
+#define IPW EA_SOURCE_DIR "/tests/helpers/inplace_worker.py"
+
+static const char *ip_cmd[5]; /* warm borrows the argv */
+
+static void make_inplace(const char *mode, int64_t timeout_ms)
+{
+    const char **cmd = ip_cmd;
+    cmd[0] = "/usr/bin/python3";
+    cmd[1] = IPW;
+    cmd[2] = dir;
+    cmd[3] = mode;
+    cmd[4] = NULL;
+    char *env[] = {"PATH=/usr/bin:/bin", NULL};
+    struct warm_config c = {.launcher = l, .command = (char *const *)cmd, .nproc = 1, .env = env,
+                            .ready_timeout_ms = 20000, .stop_grace_ms = 500,
+                            .inplace_timeout_ms = timeout_ms};
+    struct ea_error err = {0};
+    cr_assert_eq(warm_create(&c, &w, &err), 0, "%s", err.msg);
+}
+
+/* The file the worker writes (a rename) for each assignment it holds: gen.<generation>.<pid>;
+ * waited for with inotify, up to timeout_ms. */
+static bool has_gen(int64_t gen, pid_t pid, int timeout_ms)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/gen.%lld.%d", dir, (long long)gen, (int)pid);
+    int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    cr_assert_geq(fd, 0);
+    cr_assert_geq(inotify_add_watch(fd, dir, IN_MOVED_TO | IN_CREATE), 0);
+    int64_t deadline = ea_now_ms() + timeout_ms;
+    bool ok;
+    while (!(ok = access(path, F_OK) == 0) && ea_now_ms() < deadline) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, ea_timeout_until(deadline)) == 1) {
+            char buf[4096];
+            while (read(fd, buf, sizeof(buf)) > 0)
+                ;
+        }
+    }
+    close(fd);
+    return ok;
+}
+
+/* Park, assign generation `gen` and pump until the worker holds it and settled in place. */
+static struct launch_proc *running_inplace(int64_t gen, pid_t *ret_pid)
+{
+    struct ea_error perr = {0};
+    int r = warm_park(w, gen - 1, &perr);
+    cr_assert_eq(r, 1, "%d %s", r, perr.msg);
+    char g[32];
+    snprintf(g, sizeof(g), "ELASTIC_GENERATION=%lld", (long long)gen);
+    char *env[] = {"RANK=0", "WORLD_SIZE=2", g, NULL};
+    struct warm_take t = take(env, gen);
+    struct launch_proc *p = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(warm_assign(w, 0, &t, &p, ret_pid, &err), 0, "%s", err.msg);
+    gen_wanted = gen;
+    cr_assert(pump(assigned, 20000), "the spare never took its assignment");
+    return p;
+}
+
+Test(warm, in_place_worker_is_reassigned_forward_only)
+{
+    make_inplace("good", 5000);
+    pid_t pid = 0;
+    struct launch_proc *p = running_inplace(5, &pid);
+    cr_assert_eq(warm_hold(w, p), 1, "an in-place worker that settled is held");
+    cr_assert_eq(warm_held(w), 1);
+    /* the same generation (or an older one) never reaches it: it is stopped */
+    char *env5[] = {"RANK=1", "ELASTIC_GENERATION=5", NULL};
+    struct warm_take t = take(env5, 5);
+    struct launch_proc *q = NULL;
+    pid_t qpid = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(warm_assign(w, 0, &t, &q, &qpid, &err), -ESTALE);
+    cr_assert(strstr(err.msg, "generation 5 is not newer than 5"), "%s", err.msg);
+    cr_assert_eq(warm_held(w), 0);
+    cr_assert(tl_pid_gone(pid, 10000), "the stale worker still runs");
+    cr_assert_eq(warm_assign(w, 0, &t, &q, &qpid, &err), -ENOENT, "nothing held, none parked");
+
+    /* a newer one: the same process takes it and acknowledges */
+    p = running_inplace(6, &pid);
+    cr_assert_eq(warm_hold(w, p), 1);
+    char *env8[] = {"RANK=1", "WORLD_SIZE=3", "ELASTIC_GENERATION=8", NULL};
+    t = take(env8, 8);
+    cr_assert_eq(warm_assign(w, 0, &t, &q, &qpid, &err), 1, "%s", err.msg);
+    cr_assert_eq(q, p);
+    cr_assert_eq(qpid, pid, "re-assigned in place: the same process");
+    gen_wanted = 8;
+    cr_assert(pump(assigned, 10000), "no ack of generation 8");
+    cr_assert(has_gen(8, pid, 10000), "the worker does not hold generation 8");
+    cr_assert_eq(warm_tick(w, ea_now_ms(), &fault), 0, "a fault: %s", fault.message);
+    launch_signal(l, p, SIGKILL); /* the caller's to stop */
+}
+
+Test(warm, in_place_worker_that_does_not_ack_is_an_assigned_fault)
+{
+    make_inplace("ignore", 300);
+    pid_t pid = 0;
+    struct launch_proc *p = running_inplace(3, &pid);
+    cr_assert_eq(warm_hold(w, p), 1);
+    char *env[] = {"RANK=0", "ELASTIC_GENERATION=4", NULL};
+    struct warm_take t = take(env, 4);
+    struct launch_proc *q = NULL;
+    pid_t qpid = 0;
+    int64_t t0 = ea_now_ms();
+    cr_assert_eq(warm_assign(w, 0, &t, &q, &qpid, NULL), 1);
+    cr_assert(pump(got_fault, 10000), "no fault");
+    cr_assert_geq(ea_now_ms() - t0, 300, "before its deadline");
+    cr_assert(fault.assigned, "the caller fails it");
+    cr_assert_eq(fault.pid, pid);
+    cr_assert(strstr(fault.message, "did not acknowledge its re-assignment to generation 4"),
+              "%s", fault.message);
+    launch_signal(l, q, SIGKILL);
+}
+
+Test(warm, ready_line_without_inplace_is_not_held)
+{
+    char go[300];
+    snprintf(go, sizeof(go), "%s/never", dir); /* it waits for this file: it keeps running */
+    const char *cmd[] = {TW, "warm", dir, go, NULL};
+    char *penv[] = {"PATH=/usr/bin:/bin", NULL};
+    struct warm_config c = {.launcher = l, .command = (char *const *)cmd, .nproc = 1,
+                            .env = penv, .ready_timeout_ms = 10000, .stop_grace_ms = 500,
+                            .inplace_timeout_ms = 5000};
+    cr_assert_eq(warm_create(&c, &w, NULL), 0);
+    cr_assert_eq(warm_park(w, 0, NULL), 1);
+    char *env[] = {"RANK=0", "ELASTIC_GENERATION=1", NULL};
+    struct warm_take t = take(env, 1);
+    struct launch_proc *p = NULL;
+    pid_t pid = 0;
+    cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, NULL), 0);
+    gen_wanted = 1;
+    cr_assert(pump(assigned, 10000));
+    cr_assert_eq(warm_hold(w, p), 0, "a worker that did not say inplace is stopped as usual");
+    launch_signal(l, p, SIGKILL);
 }
