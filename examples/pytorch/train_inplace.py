@@ -32,6 +32,7 @@ Output (stdout, flushed, "[train rank R/W]" as train_elastic.py):
     [train rank 0/4] epoch 1 coverage min 1 max 1 samples 4096
 """
 import datetime
+import gc
 import os
 import sys
 import time
@@ -88,10 +89,18 @@ def sync_state(state, model, optimizer):
     return src
 
 
-def form(state, model, optimizer):
-    """(Re-)build the process group from os.environ and agree on the state: (rank, world, src)."""
+def teardown():
+    """Close the process group's connections now: a peer blocked in a collective with us fails
+    at once (and then waits for its re-assignment too). DDP holds the group: it must go first."""
+    gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
+    gc.collect()
+
+
+def form(state, model, optimizer):
+    """(Re-)build the process group from os.environ and agree on the state: (rank, world, src)."""
+    teardown()
     tw.wait_for_master()
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     return dist.get_rank(), dist.get_world_size(), sync_state(state, model, optimizer)
@@ -123,7 +132,7 @@ def main(argv=None):
     log(f"start: {'warm' if a['warm'] else 'cold'} (pid {os.getpid()}), generation "
         f"{os.environ.get('ELASTIC_GENERATION', '?')}, state from rank {src} at epoch "
         f"{state['epoch']} pos {state['pos']}")
-    ddp, loss_fn, first, steps = DDP(model), nn.MSELoss(), True, 0
+    ddp, loss_fn, first, steps, loss = DDP(model), nn.MSELoss(), True, 0, None
     B = args.batch_size
     while state["epoch"] <= args.epochs:
         # a safe point: between two steps, nothing half done
@@ -154,6 +163,8 @@ def main(argv=None):
                 if first:
                     log(f"first step: {e}:{pos}")
                     first = False
+                if pos == 0:
+                    log(f"epoch {e} begin")
                 elastic_agent.beat(steps)
                 if state["pos"] >= args.samples:
                     c = state["counts"]
@@ -172,8 +183,10 @@ def main(argv=None):
                 raise failed
             log(f"step failed ({str(failed).splitlines()[0][:80]}); waiting for the "
                 f"re-assignment")
-            dist.destroy_process_group()  # the peers blocked on us fail too, and wait as well
+            ddp = failed = loss = None
+            teardown()  # the peers blocked on us fail too, and wait as well
             new = elastic_agent.reassignment(timeout=None)
+        ddp = loss = None  # they hold the old group
         old_world = world
         rank, world, src = form(state, model, optimizer)
         log = te.Log(rank, world)

@@ -165,6 +165,65 @@ Test(warm_proto, c_helper_refuses_a_generation_that_is_not_newer)
     unsetenv("ELASTIC_GENERATION");
 }
 
+/* One assignment line of generation gen with `env`, written to `ours`. */
+static void send_assignment(int ours, int64_t gen, char *const *env)
+{
+    char *line = NULL;
+    size_t len = 0;
+    cr_assert_eq(warm_format_assignment(gen, gen, env, &line, &len), 0);
+    cr_assert_eq(write(ours, line, len), (ssize_t)len);
+    free(line);
+}
+
+Test(warm_proto, c_helper_in_place_takes_forward_reassignments_and_acks)
+{
+    unsetenv("ELASTIC_GENERATION");
+    char *env3[] = {"RANK=0", "WORLD_SIZE=2", "ELASTIC_GENERATION=3", "ONLY_IN_3=x", NULL};
+    char *line = NULL;
+    size_t len = 0;
+    cr_assert_eq(warm_format_assignment(3, 1, env3, &line, &len), 0);
+    int ours;
+    feed(line, len, &ours);
+    free(line);
+    char err[256] = "";
+    cr_assert_eq(ea_assign_wait_inplace(err, sizeof(err)), 1, "%s", err);
+    char buf[256] = "";
+    ssize_t n = read(ours, buf, sizeof(buf) - 1);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    long pid = 0;
+    bool inplace = false;
+    cr_assert_eq(warm_parse_ready(buf, (size_t)n - 1, &pid, &inplace, NULL), 0, "%s", buf);
+    cr_assert(inplace, "the ready line does not say inplace: %s", buf);
+    cr_assert_eq(ea_reassignment(0, err, sizeof(err)), 0, "nothing came yet");
+    /* a newer one: taken, the old one's variables it lacks gone, acknowledged */
+    char *env8[] = {"RANK=2", "WORLD_SIZE=3", "ELASTIC_GENERATION=8", NULL};
+    send_assignment(ours, 8, env8);
+    cr_assert_eq(ea_reassignment(5000, err, sizeof(err)), 1, "%s", err);
+    cr_assert_str_eq(getenv("RANK"), "2");
+    cr_assert_str_eq(getenv("WORLD_SIZE"), "3");
+    cr_assert_null(getenv("ONLY_IN_3"));
+    n = read(ours, buf, sizeof(buf) - 1);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    int64_t gen = 0;
+    cr_assert_eq(warm_parse_ack(buf, (size_t)n - 1, &gen, NULL), 0, "%s", buf);
+    cr_assert_eq(gen, 8);
+    /* not newer: refused, nothing taken, the socket closed (the agent restarts the worker) */
+    char *env8b[] = {"RANK=1", "ELASTIC_GENERATION=8", NULL};
+    send_assignment(ours, 8, env8b);
+    cr_assert_eq(ea_reassignment(5000, err, sizeof(err)), -1);
+    cr_assert_eq(errno, ESTALE);
+    cr_assert(strstr(err, "not newer than generation 8"), "%s", err);
+    cr_assert_str_eq(getenv("RANK"), "2");
+    cr_assert_eq(read(ours, buf, 1), 0, "the helper closed its end");
+    cr_assert_eq(ea_reassignment(0, err, sizeof(err)), 0, "no socket any more");
+    close(ours);
+    unsetenv("ELASTIC_GENERATION");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+}
+
 Test(warm_proto, c_helper_refuses_a_malformed_assignment)
 {
     static const char *const bad[] = {
