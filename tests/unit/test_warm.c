@@ -7,6 +7,7 @@
  * a line past the bound, a spare that never sends its ready line.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -573,4 +574,84 @@ Test(warm, ready_line_without_inplace_is_not_held)
     cr_assert(pump(assigned, 10000));
     cr_assert_eq(warm_hold(w, p), 0, "a worker that did not say inplace is stopped as usual");
     launch_signal(l, p, SIGKILL);
+}
+
+/* ---- a parked spare costs nothing ---------------------------------------------------------- */
+
+/* /proc/PID/stat's state, utime + stime (clock ticks); false once it is gone. */
+static bool proc_cpu(pid_t pid, char *ret_state, unsigned long long *ret_ticks)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    ssize_t n = tl_read_file(path, buf, sizeof(buf));
+    const char *rp = n > 0 ? strrchr(buf, ')') : NULL;
+    unsigned long long ut = 0, st = 0;
+    /* after "(comm)": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+     * utime stime */
+    if (!rp || sscanf(rp + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", ret_state,
+                      &ut, &st) != 3)
+        return false;
+    *ret_ticks = ut + st;
+    return true;
+}
+
+/* Where the kernel has it waiting (/proc/PID/wchan), "" when unknown. */
+static void proc_wchan(pid_t pid, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+    ssize_t n = tl_read_file(path, buf, size);
+    buf[n > 0 ? (size_t)n < size ? (size_t)n : size - 1 : 0] = '\0';
+}
+
+Test(warm, parked_python_spare_uses_no_cpu_while_blocked_in_read)
+{
+    static char script[1024];
+    snprintf(script, sizeof(script),
+             "import os, sys; sys.path.insert(0, '%s/python'); import elastic_agent; "
+             "open('%s/parked.' + str(os.getpid()), 'w').close(); "
+             "elastic_agent.wait_for_assignment()",
+             EA_SOURCE_DIR, dir);
+    static const char *cmd[4];
+    cmd[0] = "/usr/bin/python3";
+    cmd[1] = "-c";
+    cmd[2] = script;
+    cmd[3] = NULL;
+    make(cmd, 1, 30000);
+    cr_assert_eq(warm_park(w, 0, NULL), 1);
+    /* its pid, once its set-up (the import) is done */
+    pid_t pid = -1;
+    int64_t deadline = ea_now_ms() + 20000;
+    while (pid < 0) {
+        cr_assert_lt(ea_now_ms(), deadline, "the spare never wrote its parked file");
+        DIR *d = opendir(dir);
+        for (struct dirent *e; d && (e = readdir(d));)
+            if (strncmp(e->d_name, "parked.", 7) == 0)
+                pid = (pid_t)atoi(e->d_name + 7);
+        if (d)
+            closedir(d);
+        if (pid < 0)
+            poll(NULL, 0, 10);
+    }
+    /* then blocked in the read of its assignment: asleep on the socket */
+    char state = '?', wchan[128] = "";
+    unsigned long long t0 = 0, t1 = 0;
+    for (;;) {
+        cr_assert(proc_cpu(pid, &state, &t0), "the spare %d is gone", (int)pid);
+        proc_wchan(pid, wchan, sizeof(wchan));
+        if (state == 'S' && strstr(wchan, "unix_stream"))
+            break;
+        cr_assert_lt(ea_now_ms(), deadline, "the spare is not blocked on its socket: state %c, "
+                                            "wchan '%s'",
+                     state, wchan);
+        poll(NULL, 0, 10);
+    }
+    /* a window of 100 clock ticks' worth: not one tick of CPU in it */
+    long hz = sysconf(_SC_CLK_TCK);
+    poll(NULL, 0, (int)(100 * 1000 / (hz > 0 ? hz : 100)));
+    cr_assert(proc_cpu(pid, &state, &t1));
+    proc_wchan(pid, wchan, sizeof(wchan));
+    cr_assert_eq(t1, t0, "the parked spare used %llu clock ticks of CPU while blocked", t1 - t0);
+    cr_assert(state == 'S' && strstr(wchan, "unix_stream"), "state %c, wchan '%s'", state,
+              wchan);
 }
