@@ -83,8 +83,9 @@ int warm_inplace_reassign(struct warm *w, struct spare *s, const struct warm_tak
     if (s->fd < 0) {
         free(line);
         warm_stop_spare(w, s);
-        return ea_errorf(err, -EPIPE, "the in-place worker (pid %ld) closed ELASTIC_ASSIGN_FD; "
-                                      "it is stopped",
+        return ea_errorf(err, -EPIPE,
+                         "the in-place worker (pid %ld) closed ELASTIC_ASSIGN_FD; "
+                         "it is stopped",
                          (long)s->pid);
     }
     s->out = line;
@@ -92,8 +93,9 @@ int warm_inplace_reassign(struct warm *w, struct spare *s, const struct warm_tak
     s->out_off = 0;
     if (warm_flush_out(w, s) < 0) {
         warm_stop_spare(w, s);
-        return ea_errorf(err, -EPIPE, "the in-place worker (pid %ld) closed ELASTIC_ASSIGN_FD; "
-                                      "it is stopped",
+        return ea_errorf(err, -EPIPE,
+                         "the in-place worker (pid %ld) closed ELASTIC_ASSIGN_FD; "
+                         "it is stopped",
                          (long)s->pid);
     }
     s->state = SP_REASSIGNED;
@@ -113,19 +115,21 @@ int warm_inplace_line(struct warm *w, struct spare *s, const char *line, size_t 
     int64_t gen = 0;
     int n = (int)(len < 120 ? len : 120);
     if (warm_parse_ack(line, len, &gen, &perr) < 0) {
-        warm_add_fault(w, s, "sent a malformed line on ELASTIC_ASSIGN_FD: %s: '%.*s' (expected "
-                             "{\"ack\":G} after a re-assignment)",
+        warm_add_fault(w, s,
+                       "sent a malformed line on ELASTIC_ASSIGN_FD: %s: '%.*s' (expected "
+                       "{\"ack\":G} after a re-assignment)",
                        perr.msg, n, line);
         warm_fault_spare(w, s);
         return -1;
     }
     /* an ack names the generation the worker was sent last: another one is a worker acting on
      * an assignment it does not hold (or an old one) */
-    bool assigned = s->state == SP_TAKEN || s->state == SP_RUNNING ||
-                    s->state == SP_REASSIGNED || s->state == SP_HELD;
+    bool assigned = s->state == SP_TAKEN || s->state == SP_RUNNING || s->state == SP_REASSIGNED ||
+                    s->state == SP_HELD;
     if (!assigned || gen != s->gen) {
-        warm_add_fault(w, s, "acknowledged generation %lld on ELASTIC_ASSIGN_FD, but its last "
-                             "assignment is generation %lld",
+        warm_add_fault(w, s,
+                       "acknowledged generation %lld on ELASTIC_ASSIGN_FD, but its last "
+                       "assignment is generation %lld",
                        (long long)gen, (long long)s->gen);
         warm_fault_spare(w, s);
         return -1;

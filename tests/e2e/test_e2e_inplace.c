@@ -54,11 +54,34 @@ static const char *start(struct h_agent *a, const char *run, const char *name, c
     char *rec = recs[n++ % 8];
     snprintf(rec, sizeof(recs[0]), "%s/%s.rec", dir, name);
     cr_assert_eq(mkdir(rec, 0755), 0);
-    const char *args[] = {"--rdzv-endpoint", eh.endpoints, "--run-id", run, "--node-id", name,
-                          "--nnodes", "2:3", "--settle", "1", "--lease-ttl", "2",
-                          "--stop-timeout", "2", "--max-restarts", "3", "--local-addr",
-                          "127.0.0.1", "--warm-workers", "--in-place", "--in-place-timeout", "1",
-                          "--", PYTHON, IPW, rec, mode, NULL};
+    const char *args[] = {"--rdzv-endpoint",
+                          eh.endpoints,
+                          "--run-id",
+                          run,
+                          "--node-id",
+                          name,
+                          "--nnodes",
+                          "2:3",
+                          "--settle",
+                          "1",
+                          "--lease-ttl",
+                          "2",
+                          "--stop-timeout",
+                          "2",
+                          "--max-restarts",
+                          "3",
+                          "--local-addr",
+                          "127.0.0.1",
+                          "--warm-workers",
+                          "--in-place",
+                          "--in-place-timeout",
+                          "1",
+                          "--",
+                          PYTHON,
+                          IPW,
+                          rec,
+                          mode,
+                          NULL};
     h_agent_start(a, dir, name, args);
     return rec;
 }
@@ -134,8 +157,10 @@ static void assert_all_gone(const char *rec)
     for (int i = 0; i < n; i++) {
         cr_assert(h_pid_gone(v[i].pid, 10000), "worker %d still runs", (int)v[i].pid);
         errno = 0;
-        cr_assert(kill(-v[i].pid, 0) < 0 && errno == ESRCH, "process group %d still has a "
-                                                           "process", (int)v[i].pid);
+        cr_assert(kill(-v[i].pid, 0) < 0 && errno == ESRCH,
+                  "process group %d still has a "
+                  "process",
+                  (int)v[i].pid);
     }
 }
 
@@ -183,9 +208,9 @@ static void broken_reassignment(const char *run, const char *mode, const char *m
     wait_world(r1, 2, 0, 60000);
     const char *r2 = start(&a[2], run, "n2", "good");
     wait_log(&a[0], message, 30000);
-    cr_assert(h_file_contains(a[0].log, h_fmt("local rank 0's in-place worker (pid %d) ",
-                                              (int)w0.pid)),
-              "the message does not name the worker");
+    cr_assert(
+        h_file_contains(a[0].log, h_fmt("local rank 0's in-place worker (pid %d) ", (int)w0.pid)),
+        "the message does not name the worker");
     cr_assert(h_pid_gone(w0.pid, 10000), "the worker that broke the protocol still runs");
     /* restarted the normal way: a new round, its rank taken by another process */
     wait_log(&a[0], "restarts 1/3", 30000);
@@ -203,8 +228,7 @@ static void broken_reassignment(const char *run, const char *mode, const char *m
 
 Test(inplace, ignored_reassignment_is_restarted_after_the_timeout)
 {
-    broken_reassignment("ip2", "ignore",
-                        "did not acknowledge its re-assignment to generation ");
+    broken_reassignment("ip2", "ignore", "did not acknowledge its re-assignment to generation ");
     cr_assert(h_file_contains(h_fmt("%s/n0.log", dir),
                               "within --in-place-timeout 1.0 s (it must call "
                               "elastic_agent.reassignment() at a safe point"));
@@ -212,8 +236,7 @@ Test(inplace, ignored_reassignment_is_restarted_after_the_timeout)
 
 Test(inplace, malformed_ack_is_restarted)
 {
-    broken_reassignment("ip3", "badack",
-                        "sent a malformed line on ELASTIC_ASSIGN_FD: not JSON");
+    broken_reassignment("ip3", "badack", "sent a malformed line on ELASTIC_ASSIGN_FD: not JSON");
     cr_assert(h_file_contains(h_fmt("%s/n0.log", dir), "(expected {\"ack\":G} after a "
                                                        "re-assignment)"));
 }

@@ -61,13 +61,41 @@ static void require_torch(void)
 
 static void start(struct h_agent *a, const char *name)
 {
-    const char *args[64] = {"--rdzv-endpoint", eh.endpoints, "--run-id", RUN, "--node-id", name,
-                            "--log-dir", logs, "--nnodes", "2:3", "--settle", "1",
-                            "--lease-ttl", "2", "--stop-timeout", "2", "--max-restarts", "0",
-                            "--local-addr", "127.0.0.1", "--tee", "--warm-workers",
-                            "--in-place", "--in-place-timeout", "30", "--",
-                            PYTHON, TRAIN, "--ckpt-dir", ckpt, "--epochs",
-                            h_fmt("%d", EPOCHS), "--step-time", "0.05", NULL};
+    const char *args[64] = {"--rdzv-endpoint",
+                            eh.endpoints,
+                            "--run-id",
+                            RUN,
+                            "--node-id",
+                            name,
+                            "--log-dir",
+                            logs,
+                            "--nnodes",
+                            "2:3",
+                            "--settle",
+                            "1",
+                            "--lease-ttl",
+                            "2",
+                            "--stop-timeout",
+                            "2",
+                            "--max-restarts",
+                            "0",
+                            "--local-addr",
+                            "127.0.0.1",
+                            "--tee",
+                            "--warm-workers",
+                            "--in-place",
+                            "--in-place-timeout",
+                            "30",
+                            "--",
+                            PYTHON,
+                            TRAIN,
+                            "--ckpt-dir",
+                            ckpt,
+                            "--epochs",
+                            h_fmt("%d", EPOCHS),
+                            "--step-time",
+                            "0.05",
+                            NULL};
     h_agent_start(a, dir, name, args);
 }
 
