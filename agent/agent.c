@@ -75,6 +75,15 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
                 "message", f->message);
 }
 
+/* Every worker of the round is gone (or held for the next one, --in-place). */
+static void workers_stopped(struct agent *a)
+{
+    a->state = LC_IDLE;
+    a->rdzv_since_ms = ea_now_ms();
+    events_emit(a->events, "workers_stopped", a->group.round, a->group.generation, "{s:i, s:s}",
+                "workers", a->group.n, "reason", a->stop_reason ? a->stop_reason : "?");
+}
+
 static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t gen)
 {
     const char *master = rdzv_master(a->rdzv, s->round);
@@ -160,6 +169,12 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
                          : s->status != RDZV_RUNNING     ? rdzv_status_name(s->status)
                                                          : "not_a_member";
         agent_health_stopping(a);
+        agent_warm_hold(a, s); /* --in-place: capable workers run on, re-assigned next round */
+        if (a->group.live == 0) {
+            a->state = LC_STOPPING;
+            workers_stopped(a);
+            return;
+        }
         log_info("stopping %d worker(s) of round %" PRId64 "%s", a->group.live, a->group.round,
                  a->term_signal    ? " (interrupted)"
                  : a->lease_lost   ? " (lease lost: fenced out)"
@@ -372,13 +387,8 @@ void agent_on_worker_exits(struct agent *a)
         a->done_pending = true;
         agent_report_done(a);
     }
-    if (a->state == LC_STOPPING && a->group.live == 0) {
-        a->state = LC_IDLE;
-        a->rdzv_since_ms = ea_now_ms();
-        events_emit(a->events, "workers_stopped", a->group.round, a->group.generation,
-                    "{s:i, s:s}", "workers", a->group.n, "reason",
-                    a->stop_reason ? a->stop_reason : "?");
-    }
+    if (a->state == LC_STOPPING && a->group.live == 0)
+        workers_stopped(a);
 }
 
 

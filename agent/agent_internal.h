@@ -149,6 +149,10 @@ void agent_warm_started(struct agent *a, const struct rdzv_state *s);
 /* Parked spares' faults are logged here; a fault of a spare the round took (it never sent its
  * ready line, or a bad one) fills *ret and returns 1: the caller fails it like a failed start. */
 int agent_warm_check(struct agent *a, int64_t now, struct warm_fault *ret);
+/* --in-place: the workers are about to be stopped for new round `s`: in-place capable ones are
+ * handed to warm instead (they run on, the next round re-assigns them) and the group forgets
+ * them. How many were held. */
+int agent_warm_hold(struct agent *a, const struct rdzv_state *s);
 /* A process exit: 1 when it was a spare the group never took (accounted for here). */
 int agent_warm_on_exit(struct agent *a, const struct launch_exit *e);
 /* The spares' sockets: one pollable fd (-1 none), its handler, and the next deadline. */

@@ -50,6 +50,7 @@ static int create(struct agent *a)
             .ready_timeout_ms = c->startup_timeout_ms > 0 ? c->startup_timeout_ms
                                                           : AGENT_WARM_READY_DEFAULT_MS,
             .stop_grace_ms = c->stop_timeout_ms,
+            .inplace_timeout_ms = c->in_place ? c->in_place_timeout_ms : 0,
         };
         r = warm_create(&wc, &a->warm, &err);
     }
@@ -62,10 +63,14 @@ static int create(struct agent *a)
     return r;
 }
 
-/* A parked set's fault: the set is gone, the next round starts its workers cold. */
+/* A parked set's fault: the set is gone, the next round starts its workers cold. A held in-place
+ * worker's: it is stopped, its local rank starts from a spare or cold. */
 static void parked_fault(struct agent *a, const struct warm_fault *f)
 {
-    log_error("%s; the next round starts this node's workers cold", f->message);
+    if (f->held)
+        log_warn("%s: its local rank starts from a warm spare or cold", f->message);
+    else
+        log_error("%s; the next round starts this node's workers cold", f->message);
     agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f->local_rank, "pid",
                (json_int_t)f->pid, "assigned", false, "message", f->message);
 }
@@ -96,8 +101,14 @@ void agent_warm_tick(struct agent *a)
         warm_stop(a->warm);
         return;
     }
-    if (a->lease_lost || a->pf_out)
+    if (a->lease_lost || a->pf_out) {
+        warm_drop_held(a->warm); /* fenced out or held out: no worker of ours goes on */
         return; /* rejoin first; spares already parked stay for the next round */
+    }
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    if (!s || s->status != RDZV_RUNNING || rdzv_my_index(a->rdzv) < 0)
+        warm_drop_held(a->warm); /* the run goes on without this node, or does not go on */
     struct ea_error err = {0};
     int r = warm_park(a->warm, a->group.generation, &err);
     if (r < 0)
@@ -118,11 +129,41 @@ void agent_warm_started(struct agent *a, const struct rdzv_state *s)
 {
     if (!a->warm)
         return;
-    if (a->group.warm > 0)
+    if (a->group.warm > a->group.inplace)
         log_info("round %" PRId64 ": %d of %d local worker(s) are warm spares, assigned their "
                  "ranks",
-                 s->round, a->group.warm, a->group.n);
+                 s->round, a->group.warm - a->group.inplace, a->group.n);
+    if (a->group.inplace > 0)
+        log_info("round %" PRId64 ": %d of %d local worker(s) re-assigned in place (same "
+                 "process, ack due within --in-place-timeout)",
+                 s->round, a->group.inplace, a->group.n);
     warm_round_started(a->warm);
+}
+
+int agent_warm_hold(struct agent *a, const struct rdzv_state *s)
+{
+    if (!a->warm)
+        return 0;
+    /* only at a new round this node takes part in, its workers running well */
+    bool hold = a->cfg->in_place && !a->term_signal && !a->lease_lost && !a->exiting &&
+                a->state == LC_RUNNING && s && s->status == RDZV_RUNNING &&
+                s->round != a->group.round && rdzv_my_index(a->rdzv) >= 0;
+    int held = 0;
+    for (int i = 0; i < a->group.n; i++) {
+        if (!a->group.w[i].alive)
+            continue;
+        if (hold && warm_hold(a->warm, a->group.w[i].proc) > 0) {
+            group_detach(&a->group, i);
+            held++;
+        } else {
+            warm_forget(a->warm, a->group.w[i].proc); /* stopped as usual */
+        }
+    }
+    if (held > 0)
+        log_info("round %" PRId64 " -> %" PRId64 ": %d of %d local worker(s) keep running, to be "
+                 "re-assigned in place (--in-place)",
+                 a->group.round, s->round, held, a->group.n);
+    return held;
 }
 
 int agent_warm_on_exit(struct agent *a, const struct launch_exit *e)

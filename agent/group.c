@@ -21,7 +21,7 @@ void group_clear(struct group *g)
         launch_release(g->launcher, g->w[i].proc);
     free(g->w);
     g->w = NULL;
-    g->n = g->live = g->warm = 0;
+    g->n = g->live = g->warm = g->inplace = 0;
 }
 
 /* Is local rank `r` in the --local-ranks-filter list (validated by cfg: "0,3")? NULL: all are. */
@@ -106,10 +106,16 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
                               .stderr_path = logdir ? errp : NULL};
         struct ea_error werr = {0};
         r = warm_assign(s->warm, local_rank, &t, &w->proc, &w->pid, &werr);
-        if (r < 0 && r != -ENOENT)
-            log_warn("round %lld: local rank %d: warm spare not used: %s; starting it cold",
+        for (int tries = 0; r < 0 && r != -ENOENT && tries < 2; tries++) {
+            /* the in-place worker or spare is stopped: the parked spare next, else cold */
+            log_warn("round %lld: local rank %d: %s; taking a parked spare or starting it cold",
                      (long long)g->round, local_rank, werr.msg);
-        g->warm += r == 0;
+            ea_error_clear(&werr);
+            r = warm_assign(s->warm, local_rank, &t, &w->proc, &w->pid, &werr);
+        }
+        g->warm += r >= 0;
+        g->inplace += r == 1;
+        r = r > 0 ? 0 : r;
     }
     if (r < 0) {
         r = launch_start(g->launcher, &spec, &w->proc, err);
@@ -165,6 +171,16 @@ int group_start(struct group *g, const struct group_start *s, int *ret_failed_ra
         }
     }
     return 0;
+}
+
+void group_detach(struct group *g, int i)
+{
+    struct group_worker *w = &g->w[i];
+    if (!w->alive)
+        return;
+    w->alive = false;
+    w->proc = NULL; /* not released here: it is warm's */
+    g->live--;
 }
 
 void group_stop(struct group *g)

@@ -38,7 +38,8 @@ struct group {
     struct group_worker *w;
     int n;    /* workers of the current/last start */
     int live; /* still running */
-    int warm; /* of those, how many were warm spares (--warm-workers) */
+    int warm; /* of those, how many were warm spares (--warm-workers) or in-place workers */
+    int inplace; /* of those, how many are the same process re-assigned in place (--in-place) */
     int64_t generation, round;
 };
 
@@ -65,6 +66,9 @@ struct group_start {
  */
 int group_start(struct group *g, const struct group_start *s, int *ret_failed_rank,
                 struct ea_error *err);
+
+/* Forget local rank i's live worker without stopping it (--in-place: warm holds it now). */
+void group_detach(struct group *g, int i);
 
 /* Begin stopping every live worker (SIGTERM now, SIGKILL after the stop timeout). */
 void group_stop(struct group *g);

@@ -11,11 +11,19 @@
  *
  * Without ELASTIC_ASSIGN_FD (a cold start, another launcher) it returns 0 at once and changes
  * nothing, so one program runs either way. Not thread-safe (setenv); call it before threads.
+ *
+ * In place (elastic-agent --in-place): ea_assign_wait_inplace() instead keeps the socket, and the
+ * training loop calls ea_reassignment(0, ...) at each safe point: 1 when the next round's
+ * assignment was taken (re-form the process group from the environment), 0 when none came. The
+ * state of that (the socket, the last assignment's names) is this translation unit's: call
+ * both from one .c file.
  */
 #ifndef ELASTIC_AGENT_ASSIGN_H
 #define ELASTIC_AGENT_ASSIGN_H
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -266,40 +274,31 @@ static int ea_assign__env_parse(struct ea_assign__p *p, struct ea_assign__env *e
     }
 }
 
-/*
- * Send the ready line on ELASTIC_ASSIGN_FD, block until the agent's assignment, check it and put
- * every variable of it into the environment (setenv), then unset ELASTIC_ASSIGN_FD (and
- * ELASTIC_ASSIGN_LOCAL_RANK, the parked spare's hint of the local rank it takes) and close the
- * fd. Returns 1 (assigned), 0 (no ELASTIC_ASSIGN_FD: nothing to do), or -1 with errno and a
- * message in errbuf: EBADMSG a malformed assignment, ESTALE its generation is not newer than the
- * ELASTIC_GENERATION this process already has, EPIPE the agent went away.
- */
-static int ea_assign_wait(char *errbuf, size_t errsize)
+/* --in-place: the socket kept after the first assignment, bytes read past the last line, and
+ * the names of the last assignment's variables. One per process (this translation unit's). */
+static int ea_assign__ipfd = -1;
+static char *ea_assign__rest;
+static size_t ea_assign__rest_len;
+static struct ea_assign__env ea_assign__last;
+
+/* Read one line from fd into a malloc'ed buffer (starting with `pre`, pre_len bytes): *ret_buf,
+ * the line's end *ret_nl ('\n'), *ret_len bytes read in all. 0, or -1 with errno (EPIPE closed,
+ * EBADMSG past EA_ASSIGN_LINE_MAX, ENOMEM). */
+static inline int ea_assign__line(int fd, const char *pre, size_t pre_len, char **ret_buf, char **ret_nl,
+                           size_t *ret_len, char *errbuf, size_t errsize)
 {
-    const char *v = getenv("ELASTIC_ASSIGN_FD");
-    if (!v || !*v)
-        return 0;
-    char *end;
-    long fd = strtol(v, &end, 10);
-    if (*end || fd < 0 || fd > INT_MAX)
-        return ea_assign__fail(errbuf, errsize, EINVAL, "ELASTIC_ASSIGN_FD='%s' is not an fd", v);
-    char ready[64];
-    int len = snprintf(ready, sizeof(ready), "{\"ready\":1,\"pid\":%d}\n", (int)getpid());
-    for (int off = 0; off < len;) {
-        ssize_t n = write((int)fd, ready + off, (size_t)(len - off));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return ea_assign__fail(errbuf, errsize, EPIPE,
-                                   "cannot send the ready line on ELASTIC_ASSIGN_FD %ld: %s", fd,
-                                   strerror(errno));
-        off += (int)n;
-    }
     size_t cap = 4096, have = 0;
+    while (cap < pre_len + 1)
+        cap *= 2;
     char *buf = (char *)malloc(cap);
     char *nl = NULL;
     if (!buf)
         return ea_assign__fail(errbuf, errsize, ENOMEM, "out of memory");
+    if (pre_len) {
+        memcpy(buf, pre, pre_len);
+        have = pre_len;
+        nl = (char *)memchr(buf, '\n', have);
+    }
     while (!nl) {
         if (have + 1 >= cap) {
             char *b = cap < EA_ASSIGN_LINE_MAX ? (char *)realloc(buf, cap * 2) : NULL;
@@ -312,7 +311,7 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
             buf = b;
             cap *= 2;
         }
-        ssize_t n = read((int)fd, buf + have, cap - have - 1);
+        ssize_t n = read(fd, buf + have, cap - have - 1);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -325,7 +324,19 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
         nl = (char *)memchr(buf + have, '\n', (size_t)n);
         have += (size_t)n;
     }
-    struct ea_assign__p p = {buf, nl};
+    *ret_buf = buf;
+    *ret_nl = nl;
+    *ret_len = have;
+    return 0;
+}
+
+/* Parse the assignment line [s, nl), check its generation and setenv it; the names set go to
+ * *ret_names (when not NULL; else freed). 0, or -1 with errno (EBADMSG, ESTALE). */
+static inline int ea_assign__apply(const char *s, const char *nl, long fd,
+                                   struct ea_assign__env *ret_names, long long *ret_gen,
+                                   char *errbuf, size_t errsize)
+{
+    struct ea_assign__p p = {s, nl};
     struct ea_assign__env env = {0};
     long long gen = -1, round = -1;
     int bad = 0;
@@ -367,7 +378,6 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
         ea_assign__ws(&p);
         bad = p.s != p.end || gen < 1 || !env.names;
     }
-    free(buf);
     if (bad) {
         ea_assign__env_free(&env);
         return ea_assign__fail(errbuf, errsize, EBADMSG,
@@ -383,18 +393,160 @@ static int ea_assign_wait(char *errbuf, size_t errsize)
                                "generation %lld",
                                gen, last);
     }
+    if (ret_names) /* a re-assignment: the last one's variables it lacks go */
+        for (size_t i = 0; i < ea_assign__last.n; i++) {
+            int keep = 0;
+            for (size_t k = 0; k < env.n && !keep; k++)
+                keep = strcmp(env.names[k], ea_assign__last.names[i]) == 0;
+            if (!keep)
+                unsetenv(ea_assign__last.names[i]);
+        }
     for (size_t i = 0; i < env.n; i++)
         if (setenv(env.names[i], env.values[i], 1) < 0) {
             int e = errno;
             ea_assign__env_free(&env);
             return ea_assign__fail(errbuf, errsize, e, "setenv: %s", strerror(e));
         }
-    ea_assign__env_free(&env);
+    (void)round;
+    if (ret_gen)
+        *ret_gen = gen;
+    if (ret_names) {
+        ea_assign__env_free(ret_names);
+        *ret_names = env;
+    } else {
+        ea_assign__env_free(&env);
+    }
+    return 0;
+}
+
+static inline int ea_assign__write(int fd, const char *s, int len, char *errbuf, size_t errsize)
+{
+    for (int off = 0; off < len;) {
+        ssize_t n = write(fd, s + off, (size_t)(len - off));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ea_assign__fail(errbuf, errsize, EPIPE,
+                                   "cannot write to ELASTIC_ASSIGN_FD %d: %s", fd,
+                                   strerror(errno));
+        off += (int)n;
+    }
+    return 0;
+}
+
+static inline int ea_assign__wait(int inplace, char *errbuf, size_t errsize)
+{
+    const char *v = getenv("ELASTIC_ASSIGN_FD");
+    if (!v || !*v)
+        return 0;
+    char *end;
+    long fd = strtol(v, &end, 10);
+    if (*end || fd < 0 || fd > INT_MAX)
+        return ea_assign__fail(errbuf, errsize, EINVAL, "ELASTIC_ASSIGN_FD='%s' is not an fd", v);
+    char ready[80];
+    int len = snprintf(ready, sizeof(ready), "{\"ready\":1,\"pid\":%d%s}\n", (int)getpid(),
+                       inplace ? ",\"inplace\":1" : "");
+    if (ea_assign__write((int)fd, ready, len, errbuf, errsize) < 0)
+        return -1;
+    char *buf = NULL, *nl = NULL;
+    size_t have = 0;
+    if (ea_assign__line((int)fd, NULL, 0, &buf, &nl, &have, errbuf, errsize) < 0)
+        return -1;
+    int r = ea_assign__apply(buf, nl, fd, inplace ? &ea_assign__last : NULL, NULL, errbuf,
+                             errsize);
+    if (r == 0 && inplace) { /* in place, the next assignment may follow at once: keep it */
+        size_t rest = have - (size_t)(nl + 1 - buf);
+        free(ea_assign__rest);
+        ea_assign__rest = rest ? (char *)malloc(rest) : NULL;
+        ea_assign__rest_len = ea_assign__rest ? rest : 0;
+        if (ea_assign__rest)
+            memcpy(ea_assign__rest, nl + 1, rest);
+    }
+    free(buf);
+    if (r < 0)
+        return -1;
     unsetenv("ELASTIC_ASSIGN_FD");
     unsetenv("ELASTIC_ASSIGN_LOCAL_RANK");
-    close((int)fd);
-    (void)round;
+    if (inplace) {
+        fcntl((int)fd, F_SETFD, FD_CLOEXEC); /* kept, out of reach of the programs it runs */
+        ea_assign__ipfd = (int)fd;
+    } else {
+        close((int)fd);
+    }
     return 1;
+}
+
+/*
+ * Send the ready line on ELASTIC_ASSIGN_FD, block until the agent's assignment, check it and put
+ * every variable of it into the environment (setenv), then unset ELASTIC_ASSIGN_FD (and
+ * ELASTIC_ASSIGN_LOCAL_RANK, the parked spare's hint of the local rank it takes) and close the
+ * fd. Returns 1 (assigned), 0 (no ELASTIC_ASSIGN_FD: nothing to do), or -1 with errno and a
+ * message in errbuf: EBADMSG a malformed assignment, ESTALE its generation is not newer than the
+ * ELASTIC_GENERATION this process already has, EPIPE the agent went away.
+ */
+static int ea_assign_wait(char *errbuf, size_t errsize)
+{
+    return ea_assign__wait(0, errbuf, errsize);
+}
+
+/*
+ * ea_assign_wait, saying "inplace":1 (elastic-agent --in-place, docs/warm.md): the fd is kept
+ * (close-on-exec) after the assignment, and ea_reassignment() takes the next ones.
+ */
+static inline int ea_assign_wait_inplace(char *errbuf, size_t errsize)
+{
+    return ea_assign__wait(1, errbuf, errsize);
+}
+
+/*
+ * At a safe point (between two steps): wait up to timeout_ms (0: only look; -1: block) for the
+ * next round's assignment. 1: taken (the environment now holds it, the last one's variables it
+ * lacks unset, {"ack":G} sent: tear down the process group and form the new one), 0: none, or -1
+ * with errno: EPIPE the agent closed the socket (it is stopping this worker), EBADMSG a malformed
+ * line, ESTALE a generation not newer than ELASTIC_GENERATION (the socket is closed then: the
+ * agent restarts the worker the normal way). Always 0 without ea_assign_wait_inplace's socket.
+ */
+static inline int ea_reassignment(int timeout_ms, char *errbuf, size_t errsize)
+{
+    int fd = ea_assign__ipfd;
+    if (fd < 0)
+        return 0;
+    if (!ea_assign__rest || !memchr(ea_assign__rest, '\n', ea_assign__rest_len)) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        int n;
+        while ((n = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR)
+            ;
+        if (n == 0)
+            return 0;
+    }
+    char *buf = NULL, *nl = NULL;
+    size_t have = 0;
+    long long gen = 0;
+    int r = ea_assign__line(fd, ea_assign__rest, ea_assign__rest_len, &buf, &nl, &have, errbuf,
+                            errsize);
+    free(ea_assign__rest);
+    ea_assign__rest = NULL;
+    ea_assign__rest_len = 0;
+    if (r == 0) {
+        size_t rest = have - (size_t)(nl + 1 - buf);
+        if (rest && (ea_assign__rest = (char *)malloc(rest)) != NULL) {
+            memcpy(ea_assign__rest, nl + 1, rest);
+            ea_assign__rest_len = rest;
+        }
+        r = ea_assign__apply(buf, nl, fd, &ea_assign__last, &gen, errbuf, errsize);
+    }
+    free(buf);
+    if (r == 0) {
+        char ack[64];
+        int len = snprintf(ack, sizeof(ack), "{\"ack\":%lld}\n", gen);
+        if (ea_assign__write(fd, ack, len, errbuf, errsize) == 0)
+            return 1;
+    }
+    int e = errno;
+    close(fd);
+    ea_assign__ipfd = -1;
+    errno = e;
+    return -1;
 }
 
 #endif

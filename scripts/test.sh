@@ -262,6 +262,21 @@ mutant --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
 mutant --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \
   's/    return !p->ns\[0\] || strcmp(p->ns, g->ns) == 0;/    return true;/' '^test_nic_e2e$'
+# In-place re-assignment (issue 32 part 2): the agent's generation check on a re-assignment, the
+# Python helper's, the ack's deadline, the ack's parse.
+mutant --target test_warm --filter 'warm/in_place_worker_is_reassigned_forward_only' \
+  agent/warm/inplace.c \
+  's/if (t->generation <= s->gen || t->generation <= w->last_gen\[lr\]) {/if (0) {/' \
+  '^test_warm$'
+mutant --target ea-testworker python/elastic_agent/assign.py \
+  's/    if gen <= last:  # the generation check: forward only/    if False:/' \
+  '^test_python_elastic_agent$'
+mutant --target test_warm --filter 'warm/in_place_worker_that_does_not_ack*' \
+  agent/warm/inplace.c 's/if (s->state != SP_REASSIGNED || s->acked || now < s->deadline_ms)/if (1)/' \
+  '^test_warm$'
+mutant --target test_e2e_inplace --filter 'inplace/malformed_ack*' \
+  agent/warm/inplace.c 's/if (warm_parse_ack(line, len, \&gen, \&perr) < 0) {/if (0) {/' \
+  '^test_e2e_inplace$'
 
 mutant_lane() { # LANE: the checks whose index is LANE modulo 2, in order; stops at the first failure
   local i

@@ -28,3 +28,9 @@ endif()
 # Warm spares (--warm-workers, issue 32): parked workers take each round's ranks; faults.
 ea_add_criterion_test(test_e2e_warm SOURCES e2e/test_e2e_warm.c LIBS ea_e2e_harness
                       TIMEOUT 300 LABELS e2e)
+# In-place re-assignment (--in-place, issue 32 part 2) on a real etcd: survivors keep their
+# process across a node added and one lost; an ignored re-assignment and a malformed ack.
+if(TARGET ea_etcd_harness)
+  ea_add_criterion_test(test_e2e_inplace SOURCES e2e/test_e2e_inplace.c
+                        LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 400 LABELS e2e etcd)
+endif()

@@ -8,3 +8,7 @@ ea_add_criterion_test(test_e2e_pytorch SOURCES e2e/test_e2e_pytorch.c
 # node killed, the survivors restart on spares parked before the kill and resume.
 ea_add_criterion_test(test_e2e_pytorch_warm SOURCES e2e/test_e2e_pytorch_warm.c
                       LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e pytorch)
+# Re-formed in place (issue 32 part 2): examples/pytorch/train_inplace.py under --warm-workers
+# --in-place; a node added and one killed, the survivors keep their process; exact resumption.
+ea_add_criterion_test(test_e2e_pytorch_inplace SOURCES e2e/test_e2e_pytorch_inplace.c
+                      LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e pytorch)

@@ -95,6 +95,12 @@ const struct opt cfg_opts[] = {
      "start the next round's workers ahead of time, parked without a rank: at a commit each "
      "gets its assignment on ELASTIC_ASSIGN_FD instead of a cold start (the worker must call "
      "elastic_agent.wait_for_assignment(); docs/warm.md)", AGENT},
+    {"in-place", OPT_BOOL, OFF(in_place), "0", 0, 0, NULL, NULL,
+     "with --warm-workers: at a membership change, workers that said they can re-form keep "
+     "running and get the new assignment on ELASTIC_ASSIGN_FD (docs/warm.md, In-place)", AGENT},
+    {"in-place-timeout", OPT_SEC, OFF(in_place_timeout_ms), "30", 0.1, 1e6, NULL, "SEC",
+     "with --in-place: a re-assigned worker must acknowledge within this long, else it is stopped "
+     "and restarted the normal way", AGENT},
     {"liveness", OPT_STR, OFF(liveness), "on", 0, 0, NULL, "MODE",
      "on | off: a ring of agent-to-agent heartbeat links sees a dead or frozen node in about a "
      "second (a peer suspects it, the coordinator probes it and revokes its lease), not after "
@@ -505,6 +511,11 @@ static int resolve_health(const struct cfg *c, const enum source *srcs, struct e
     if (c->warm_workers && remote) /* the assignment travels on an inherited socket */
         return ea_errorf(err, -EINVAL, "--warm-workers needs the workers on this machine (the "
                                        "local launcher)");
+    if (c->in_place && !c->warm_workers) /* only a worker holding ELASTIC_ASSIGN_FD can be told */
+        return ea_errorf(err, -EINVAL, "--in-place needs --warm-workers (the new assignment "
+                                       "travels on the fd a warm worker holds)");
+    if (on_cli(srcs, "in-place-timeout") && !c->in_place)
+        return ea_errorf(err, -EINVAL, "--in-place-timeout has no effect without --in-place");
     if (strcmp(c->liveness, "on") != 0 && strcmp(c->liveness, "off") != 0)
         return ea_errorf(err, -EINVAL, "--liveness: '%s' is not on or off", c->liveness);
     static const char *const lv[] = {"liveness-interval", "liveness-misses"};

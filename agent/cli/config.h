@@ -77,6 +77,8 @@ struct cfg {
     /* health (agent/health/): hang detection and the pre-admission check; 0/NULL = off */
     int64_t heartbeat_timeout_ms, startup_timeout_ms;
     bool warm_workers; /* --warm-workers: parked spares take each round's ranks (docs/warm.md) */
+    bool in_place;     /* --in-place: capable workers are re-assigned, not restarted */
+    int64_t in_place_timeout_ms; /* --in-place-timeout: a re-assignment's ack is due */
     const char *liveness; /* "on" | "off": the liveness ring (agent/liveness/) */
     int64_t liveness_interval_ms;
     int liveness_misses;

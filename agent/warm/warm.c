@@ -14,53 +14,12 @@
 #include <unistd.h>
 
 #include "ea_time.h"
+#include "warm_internal.h"
 #include "warm_proto.h"
-
-#define WARM_FD_MIN 10 /* the worker's end lives above the fds the spawn rearranges (0-3) */
-
-enum spare_state {
-    SP_PARKED,   /* started, no assignment yet */
-    SP_TAKEN,    /* handed over; its ready line or the rest of its assignment still due */
-    SP_STOPPING, /* stopped by us: its exit is accounted for silently */
-};
-
-struct spare {
-    enum spare_state state;
-    struct launch_proc *proc;
-    pid_t pid;
-    int fd; /* our end of the socket, -1 once closed */
-    int local_rank;
-    int64_t deadline_ms; /* its ready line is due */
-    int64_t floor_gen;   /* it is for a generation after this one */
-    int64_t gen;         /* taken: the generation it was assigned */
-    bool ready, eof;
-    char line[WARM_LINE_MAX];
-    size_t len;
-    char *out; /* assignment bytes still to write, or NULL */
-    size_t out_len, out_off;
-    char out_path[PATH_MAX], err_path[PATH_MAX]; /* its log files, "" without log_dir */
-};
-
-struct warm {
-    struct warm_config c;
-    char **env; /* copy of c.env */
-    char *log_dir;
-    bool *shown;
-    int epfd;
-    struct spare **v;
-    size_t n, cap;
-    int64_t *last_gen; /* per local rank: the generation of its last assignment */
-    bool suspended;
-    unsigned long sets; /* sets parked so far (log file names) */
-    struct warm_fault *faults;
-    size_t n_faults, cap_faults;
-    int64_t cur_gen, cur_done_ms; /* warm_assigned_ms */
-    int cur_pending;
-};
 
 /* ---- bookkeeping -------------------------------------------------------------------------- */
 
-static void close_fd(struct warm *w, struct spare *s)
+void warm_close_fd(struct warm *w, struct spare *s)
 {
     if (s->fd < 0)
         return;
@@ -70,9 +29,9 @@ static void close_fd(struct warm *w, struct spare *s)
 }
 
 /* Forget a spare (its process is released, or the caller's). */
-static void remove_spare(struct warm *w, struct spare *s)
+void warm_remove_spare(struct warm *w, struct spare *s)
 {
-    close_fd(w, s);
+    warm_close_fd(w, s);
     free(s->out);
     for (size_t i = 0; i < w->n; i++)
         if (w->v[i] == s) {
@@ -83,23 +42,33 @@ static void remove_spare(struct warm *w, struct spare *s)
     free(s);
 }
 
-static void stop_spare(struct warm *w, struct spare *s)
+void warm_stop_spare(struct warm *w, struct spare *s)
 {
-    close_fd(w, s);
+    warm_close_fd(w, s);
     s->state = SP_STOPPING;
     launch_stop(w->c.launcher, s->proc, w->c.stop_grace_ms);
 }
 
 /* A taken spare holds its rank: count it done for warm_assigned_ms. */
-static void taken_done(struct warm *w, struct spare *s)
+void warm_taken_done(struct warm *w, struct spare *s)
 {
-    if (s->gen == w->cur_gen && --w->cur_pending == 0)
+    bool pending = s->state == SP_TAKEN || s->state == SP_REASSIGNED; /* not settled yet */
+    if (pending && s->gen == w->cur_gen && --w->cur_pending == 0)
         w->cur_done_ms = ea_now_ms();
 }
 
-static void add_fault(struct warm *w, const struct spare *s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void add_fault(struct warm *w, const struct spare *s, const char *fmt, ...)
+/* A spare or an in-place worker was sent generation `gen`: warm_assigned_ms waits for it too. */
+void warm_count_assigned(struct warm *w, int64_t gen)
+{
+    if (w->cur_gen != gen) {
+        w->cur_gen = gen;
+        w->cur_pending = 0;
+        w->cur_done_ms = -1;
+    }
+    w->cur_pending++;
+}
+
+void warm_add_fault(struct warm *w, const struct spare *s, const char *fmt, ...)
 {
     if (w->n_faults == w->cap_faults) {
         size_t cap = w->cap_faults ? w->cap_faults * 2 : 4;
@@ -113,9 +82,11 @@ static void add_fault(struct warm *w, const struct spare *s, const char *fmt, ..
     memset(f, 0, sizeof(*f));
     f->local_rank = s->local_rank;
     f->pid = s->pid;
-    f->assigned = s->state == SP_TAKEN;
-    int n = snprintf(f->message, sizeof(f->message), "local rank %d's warm spare (pid %ld) ",
-                     s->local_rank, (long)s->pid);
+    f->assigned = s->state == SP_TAKEN || s->state == SP_RUNNING || s->state == SP_REASSIGNED;
+    f->held = s->state == SP_HELD;
+    bool inplace = s->state == SP_RUNNING || s->state == SP_HELD || s->state == SP_REASSIGNED;
+    int n = snprintf(f->message, sizeof(f->message), "local rank %d's %s (pid %ld) ",
+                     s->local_rank, inplace ? "in-place worker" : "warm spare", (long)s->pid);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof(f->message))
@@ -128,20 +99,23 @@ static void drop_parked(struct warm *w, bool suspend)
 {
     for (size_t i = 0; i < w->n; i++)
         if (w->v[i]->state == SP_PARKED)
-            stop_spare(w, w->v[i]);
+            warm_stop_spare(w, w->v[i]);
     if (suspend)
         w->suspended = true;
 }
 
 /* A spare broke the protocol or missed its deadline. A parked one takes its whole set with it
- * (the next round starts cold); a taken one is the caller's to fail, we only let go of it. */
-static void fault(struct warm *w, struct spare *s)
+ * (the next round starts cold); a held one is stopped (its local rank starts from a spare or
+ * cold); a taken one is the caller's to fail, we only let go of it. */
+void warm_fault_spare(struct warm *w, struct spare *s)
 {
     if (s->state == SP_PARKED) {
         drop_parked(w, true);
-    } else if (s->state == SP_TAKEN) {
-        taken_done(w, s);
-        remove_spare(w, s);
+    } else if (s->state == SP_HELD) {
+        warm_stop_spare(w, s);
+    } else if (s->state != SP_STOPPING) {
+        warm_taken_done(w, s);
+        warm_remove_spare(w, s);
     }
 }
 
@@ -204,9 +178,10 @@ void warm_destroy(struct warm *w)
         return;
     while (w->n > 0) {
         struct spare *s = w->v[w->n - 1];
-        if (s->state != SP_TAKEN) /* a running one is SIGKILLed (its group), reaped later */
+        bool ours = s->state == SP_PARKED || s->state == SP_STOPPING || s->state == SP_HELD;
+        if (ours) /* a running one is SIGKILLed (its group), reaped later; the rest the group's */
             launch_release(w->c.launcher, s->proc);
-        remove_spare(w, s);
+        warm_remove_spare(w, s);
     }
     free(w->v);
     free(w->faults);
@@ -288,7 +263,7 @@ static int spawn(struct warm *w, int i, int64_t floor_gen, struct ea_error *err)
     w->v[w->n++] = s;
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
         r = ea_errorf(err, -errno, "cannot watch a spare's socket: %s", strerror(errno));
-        stop_spare(w, s);
+        warm_stop_spare(w, s);
         s = NULL;
         goto out;
     }
@@ -327,15 +302,32 @@ int warm_park(struct warm *w, int64_t floor_gen, struct ea_error *err)
     return 1;
 }
 
+/* Stop every held in-place worker: the round they were held for did not take them. */
+static void drop_held(struct warm *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (w->v[i]->state == SP_HELD)
+            warm_stop_spare(w, w->v[i]);
+}
+
 void warm_round_started(struct warm *w)
 {
     w->suspended = false;
+    drop_held(w); /* a local rank the new round does not have */
+}
+
+void warm_drop_held(struct warm *w)
+{
+    if (w)
+        drop_held(w);
 }
 
 void warm_stop(struct warm *w)
 {
-    if (w)
+    if (w) {
         drop_parked(w, false);
+        drop_held(w);
+    }
 }
 
 /* ---- the socket --------------------------------------------------------------------------- */
@@ -343,9 +335,14 @@ void warm_stop(struct warm *w)
 /* A taken spare that has sent its ready line and got its whole assignment: the caller's now. */
 static void maybe_done(struct warm *w, struct spare *s)
 {
-    if (s->state == SP_TAKEN && s->ready && !s->out) {
-        taken_done(w, s);
-        remove_spare(w, s);
+    if (s->out || !s->ready)
+        return;
+    if (s->state == SP_TAKEN || (s->state == SP_REASSIGNED && s->acked)) {
+        warm_taken_done(w, s);
+        if (s->inplace) /* the socket stays: the next round's assignment comes on it */
+            s->state = SP_RUNNING;
+        else
+            warm_remove_spare(w, s);
     }
 }
 
@@ -356,7 +353,7 @@ static void want_out(struct warm *w, struct spare *s, bool on)
 }
 
 /* Write what the socket takes of the assignment. 0, or -EPIPE (the worker's end is gone). */
-static int flush_out(struct warm *w, struct spare *s)
+int warm_flush_out(struct warm *w, struct spare *s)
 {
     while (s->out && s->out_off < s->out_len) {
         ssize_t n = send(s->fd, s->out + s->out_off, s->out_len - s->out_off,
@@ -379,14 +376,33 @@ static int flush_out(struct warm *w, struct spare *s)
     return 0;
 }
 
-/* Bytes from the worker: exactly one line, `{"ready":1,"pid":N}`, then nothing. */
+/* The worker's first line: `{"ready":1,"pid":N}` (with "inplace":1 it may re-form later). */
+static int on_ready(struct warm *w, struct spare *s, const char *line, size_t len)
+{
+    struct ea_error perr = {0};
+    long pid = 0;
+    bool inplace = false;
+    if (warm_parse_ready(line, len, &pid, &inplace, &perr) < 0) {
+        warm_add_fault(w, s, "sent a malformed line on ELASTIC_ASSIGN_FD: %s: '%.*s' (expected "
+                             "{\"ready\":1,\"pid\":N})",
+                       perr.msg, (int)(len < 120 ? len : 120), line);
+        warm_fault_spare(w, s);
+        return -1;
+    }
+    s->ready = true;
+    s->inplace = inplace && w->c.inplace_timeout_ms > 0;
+    return 0;
+}
+
+/* Bytes from the worker: one ready line, then nothing (or, in-place, its acks). */
 static void on_input(struct warm *w, struct spare *s)
 {
     for (;;) {
         char *dst = s->line + s->len;
         size_t room = sizeof(s->line) - s->len;
         char sink[256];
-        if (s->ready) { /* anything after the ready line breaks the protocol */
+        bool lines = !s->ready || s->inplace;
+        if (!lines) { /* anything after the ready line breaks the protocol */
             dst = sink;
             room = sizeof(sink);
         }
@@ -397,44 +413,51 @@ static void on_input(struct warm *w, struct spare *s)
             return;
         if (n <= 0) { /* closed: its exit or its deadline tells the rest */
             s->eof = true;
-            close_fd(w, s);
+            warm_close_fd(w, s);
+            if (s->state == SP_REASSIGNED && !s->acked) {
+                warm_add_fault(w, s, "closed ELASTIC_ASSIGN_FD before it acknowledged its "
+                                     "re-assignment to generation %lld",
+                               (long long)s->gen);
+                warm_fault_spare(w, s);
+            }
             return;
         }
-        if (s->ready) {
-            add_fault(w, s, "sent more after its ready line on ELASTIC_ASSIGN_FD (the protocol "
-                            "is one ready line, then wait for the assignment: docs/warm.md)");
-            fault(w, s);
+        if (!lines) {
+            warm_add_fault(w, s, "sent more after its ready line on ELASTIC_ASSIGN_FD (the "
+                                 "protocol is one ready line, then wait for the assignment: "
+                                 "docs/warm.md)");
+            warm_fault_spare(w, s);
             return;
         }
         s->len += (size_t)n;
-        char *nl = memchr(s->line, '\n', s->len);
-        if (!nl) {
-            if (s->len < sizeof(s->line))
-                continue;
-            add_fault(w, s, "sent a malformed line on ELASTIC_ASSIGN_FD: no newline in its first "
-                            "%d bytes (expected {\"ready\":1,\"pid\":N})", WARM_LINE_MAX);
-            fault(w, s);
+        char *nl;
+        while ((nl = memchr(s->line, '\n', s->len))) {
+            size_t len = (size_t)(nl - s->line);
+            bool first = !s->ready;
+            if (first ? on_ready(w, s, s->line, len) < 0 : warm_inplace_line(w, s, s->line, len) < 0)
+                return; /* faulted: the spare may be gone */
+            s->len -= len + 1;
+            memmove(s->line, nl + 1, s->len);
+            if (first && !s->inplace && s->len > 0) {
+                warm_add_fault(w, s, "sent more after its ready line on ELASTIC_ASSIGN_FD (the "
+                                     "protocol is one ready line, then wait for the assignment: "
+                                     "docs/warm.md)");
+                warm_fault_spare(w, s);
+                return;
+            }
+            if (!s->inplace) {
+                maybe_done(w, s); /* may forget it (handed over) */
+                return;           /* nothing more may come */
+            }
+            maybe_done(w, s);
+        }
+        if (s->len == sizeof(s->line)) {
+            warm_add_fault(w, s, "sent a malformed line on ELASTIC_ASSIGN_FD: no newline in its "
+                                 "first %d bytes (expected {\"%s\":...})",
+                           WARM_LINE_MAX, s->ready ? "ack" : "ready");
+            warm_fault_spare(w, s);
             return;
         }
-        struct ea_error perr = {0};
-        long pid = 0;
-        size_t len = (size_t)(nl - s->line);
-        if (warm_parse_ready(s->line, len, &pid, &perr) < 0) {
-            add_fault(w, s, "sent a malformed line on ELASTIC_ASSIGN_FD: %s: '%.*s' (expected "
-                            "{\"ready\":1,\"pid\":N})",
-                      perr.msg, (int)(len < 120 ? len : 120), s->line);
-            fault(w, s);
-            return;
-        }
-        if (s->line + s->len != nl + 1) {
-            add_fault(w, s, "sent more after its ready line on ELASTIC_ASSIGN_FD (the protocol "
-                            "is one ready line, then wait for the assignment: docs/warm.md)");
-            fault(w, s);
-            return;
-        }
-        s->ready = true;
-        maybe_done(w, s);
-        return;
     }
 }
 
@@ -460,9 +483,9 @@ void warm_on_events(struct warm *w)
         /* an earlier event of this batch may have dropped it (a fault takes the whole set) */
         if (!alive(w, s) || s->fd < 0)
             continue;
-        if ((ev[i].events & EPOLLOUT) && flush_out(w, s) < 0) {
-            add_fault(w, s, "closed ELASTIC_ASSIGN_FD before it read its assignment");
-            fault(w, s);
+        if ((ev[i].events & EPOLLOUT) && warm_flush_out(w, s) < 0) {
+            warm_add_fault(w, s, "closed ELASTIC_ASSIGN_FD before it read its assignment");
+            warm_fault_spare(w, s);
             continue;
         }
         if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
@@ -495,8 +518,18 @@ static void link_log(const char *spare_path, const char *round_path)
 int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
                 struct launch_proc **ret_proc, pid_t *ret_pid, struct ea_error *err)
 {
-    struct spare *s = local_rank >= 0 && local_rank < w->c.nproc ? parked_for(w, local_rank)
-                                                                  : NULL;
+    if (local_rank < 0 || local_rank >= w->c.nproc)
+        return -ENOENT;
+    struct spare *s = warm_inplace_held(w, local_rank); /* --in-place: the worker it had */
+    if (s) {
+        int r = warm_inplace_reassign(w, s, t, err);
+        if (r < 0)
+            return r; /* stopped; the caller asks again: a parked spare, else cold */
+        *ret_proc = s->proc;
+        *ret_pid = s->pid;
+        return 1;
+    }
+    s = parked_for(w, local_rank);
     if (!s)
         return -ENOENT;
     /* a spare is for a round after the workers that ran when it was parked, and a rank's
@@ -504,7 +537,7 @@ int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
     if (t->generation <= s->floor_gen || t->generation <= w->last_gen[local_rank]) {
         int64_t floor = s->floor_gen > w->last_gen[local_rank] ? s->floor_gen
                                                                 : w->last_gen[local_rank];
-        stop_spare(w, s);
+        warm_stop_spare(w, s);
         return ea_errorf(err, -ESTALE,
                          "generation %lld is not newer than %lld: the spare (pid %ld) is not for "
                          "it",
@@ -517,27 +550,22 @@ int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
         return ea_errorf(err, r, "cannot encode the assignment: %s", strerror(-r));
     if (s->fd < 0) { /* it closed its end: it is exiting */
         free(line);
-        stop_spare(w, s);
+        warm_stop_spare(w, s);
         return ea_errorf(err, -EPIPE, "the spare (pid %ld) closed ELASTIC_ASSIGN_FD",
                          (long)s->pid);
     }
     s->out = line;
     s->out_len = len;
     s->out_off = 0;
-    if (flush_out(w, s) < 0) {
-        stop_spare(w, s);
+    if (warm_flush_out(w, s) < 0) {
+        warm_stop_spare(w, s);
         return ea_errorf(err, -EPIPE, "the spare (pid %ld) closed ELASTIC_ASSIGN_FD",
                          (long)s->pid);
     }
     s->state = SP_TAKEN;
     s->gen = t->generation;
     w->last_gen[local_rank] = t->generation;
-    if (w->cur_gen != t->generation) {
-        w->cur_gen = t->generation;
-        w->cur_pending = 0;
-        w->cur_done_ms = -1;
-    }
-    w->cur_pending++;
+    warm_count_assigned(w, t->generation);
     if (t->label)
         launch_relabel(w->c.launcher, s->proc, t->label);
     link_log(s->out_path, t->stdout_path);
@@ -565,9 +593,10 @@ int warm_on_exit(struct warm *w, const struct launch_exit *e)
             s = w->v[i];
     if (!s)
         return 0;
-    if (s->state == SP_TAKEN) { /* the caller's worker now: its exit is the caller's */
-        taken_done(w, s);
-        remove_spare(w, s);
+    if (s->state == SP_TAKEN || s->state == SP_RUNNING || s->state == SP_REASSIGNED) {
+        /* the caller's worker now: its exit is the caller's */
+        warm_taken_done(w, s);
+        warm_remove_spare(w, s);
         return 0;
     }
     if (s->state == SP_PARKED) {
@@ -577,13 +606,17 @@ int warm_on_exit(struct warm *w, const struct launch_exit *e)
                      sigabbrev_np(e->term_signal) ? sigabbrev_np(e->term_signal) : "?");
         else
             snprintf(how, sizeof(how), "exit code %d", e->exit_code);
-        add_fault(w, s, "exited while parked (%s), %s", how,
+        warm_add_fault(w, s, "exited while parked (%s), %s", how,
                   s->ready ? "after its ready line"
                            : "before it called elastic_agent.wait_for_assignment()");
         drop_parked(w, true);
+    } else if (s->state == SP_HELD) {
+        warm_add_fault(w, s, "exited while held for the next round (%s %d)",
+                       e->term_signal ? "signal" : "exit code",
+                       e->term_signal ? e->term_signal : e->exit_code);
     }
     launch_release(w->c.launcher, s->proc);
-    remove_spare(w, s);
+    warm_remove_spare(w, s);
     return 1;
 }
 
@@ -591,16 +624,17 @@ int warm_tick(struct warm *w, int64_t now, struct warm_fault *ret)
 {
     if (!w)
         return 0;
+    warm_inplace_tick(w, now);
     for (size_t i = 0; i < w->n; i++) {
         struct spare *s = w->v[i];
         if (s->state == SP_STOPPING || s->ready || now < s->deadline_ms)
             continue;
-        add_fault(w, s,
+        warm_add_fault(w, s,
                   "did not call elastic_agent.wait_for_assignment() (no ready line on "
                   "ELASTIC_ASSIGN_FD) within --worker-startup-timeout %.0f s of its start: with "
                   "--warm-workers the worker must call it (docs/warm.md)",
                   (double)w->c.ready_timeout_ms / 1000.0);
-        fault(w, s);
+        warm_fault_spare(w, s);
         i = (size_t)-1; /* the set may be gone: look again from the start */
     }
     if (w->n_faults == 0)
@@ -616,7 +650,8 @@ int64_t warm_wake_ms(const struct warm *w)
     int64_t t = -1;
     for (size_t i = 0; w && i < w->n; i++) {
         const struct spare *s = w->v[i];
-        if (s->state != SP_STOPPING && !s->ready && (t < 0 || s->deadline_ms < t))
+        bool due = !s->ready || (s->state == SP_REASSIGNED && !s->acked);
+        if (s->state != SP_STOPPING && due && (t < 0 || s->deadline_ms < t))
             t = s->deadline_ms;
     }
     if (w && w->n_faults)

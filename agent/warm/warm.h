@@ -39,12 +39,17 @@ struct warm_config {
     size_t stderr_tail;        /* bytes of stderr kept for the failure report */
     int64_t ready_timeout_ms;  /* a spare's ready line is due this long after its start */
     int64_t stop_grace_ms;     /* SIGTERM to SIGKILL when spares are stopped */
+    int64_t inplace_timeout_ms; /* --in-place: a re-assigned worker's ack is due this long after
+                                   the assignment was sent; 0: in-place off (an "inplace":1 in a
+                                   ready line is ignored, the socket closed after hand-over) */
 };
 
 /* A spare that broke the protocol, died while parked, or missed its deadline. */
 struct warm_fault {
     int local_rank;
     pid_t pid;
+    bool held;         /* an in-place worker held for the next round (it exited or broke the
+                          protocol): stopped; its local rank starts from a spare or cold */
     bool assigned;     /* it had its assignment (it is a worker of the round: the caller fails
                           it like a failed start); else it was parked (the set is gone; the next
                           round starts cold) */
@@ -64,9 +69,11 @@ void warm_destroy(struct warm *w);
 int warm_park(struct warm *w, int64_t floor_gen, struct ea_error *err);
 /* Spares parked now (not handed over, not stopping). */
 int warm_parked(const struct warm *w);
-/* A round's workers started: parking is no longer suspended. */
+/* A round's workers started: parking is no longer suspended; held in-place workers the round
+ * did not take (a local rank it does not have) are stopped. */
 void warm_round_started(struct warm *w);
-/* Stop every parked spare (SIGTERM to its group, SIGKILL after the grace): leaving, exiting. */
+/* Stop every parked spare and held in-place worker (SIGTERM to its group, SIGKILL after the
+ * grace): leaving, exiting. */
 void warm_stop(struct warm *w);
 
 /* What the worker of local rank `local_rank` gets. */
@@ -86,8 +93,30 @@ struct warm_take {
  * floor or than the last assignment of that rank (the spare is stopped). -EPIPE: its socket is
  * closed (it is dying; stopped). The caller starts a cold worker on any error.
  */
+/*
+ * --in-place: the worker first looked for is the in-place worker held for `local_rank`
+ * (warm_hold): it is sent the assignment on its socket and stays the same process; 1. Its ack is
+ * due within inplace_timeout_ms (a fault, `assigned`, when late, malformed or of another
+ * generation). The generation check is the same: not newer than the worker's last -> -ESTALE,
+ * the worker is stopped. On an error the held worker is gone: calling again tries the parked
+ * spare.
+ */
 int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
                 struct launch_proc **ret_proc, pid_t *ret_pid, struct ea_error *err);
+
+/*
+ * --in-place: the group lets go of a running worker at a membership change. 1 when `proc` is an
+ * in-place capable worker (its ready line said so, its socket is open, it acknowledged its last
+ * assignment): warm holds it, running, for the next round's warm_assign of its local rank, and
+ * the caller forgets it. 0: not one (the caller stops it as usual).
+ */
+int warm_hold(struct warm *w, struct launch_proc *proc);
+/* The group stops `proc` (a worker it took from warm): no line of it matters any more. */
+void warm_forget(struct warm *w, struct launch_proc *proc);
+/* In-place workers held now. */
+int warm_held(const struct warm *w);
+/* Stop every held worker (the node left the run, is leaving, or was fenced out). */
+void warm_drop_held(struct warm *w);
 
 /* An epoll fd, readable when warm_on_events has work (a line, a socket ready for the rest of an
  * assignment); -1 before warm_create succeeded. */

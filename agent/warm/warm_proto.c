@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int warm_parse_ready(const char *line, size_t len, long *ret_pid, struct ea_error *err)
+int warm_parse_ready(const char *line, size_t len, long *ret_pid, bool *ret_inplace,
+                     struct ea_error *err)
 {
     if (memchr(line, '\0', len))
         return ea_errorf(err, -EBADMSG, "a NUL byte in the line");
@@ -19,6 +20,7 @@ int warm_parse_ready(const char *line, size_t len, long *ret_pid, struct ea_erro
         return ea_errorf(err, -EBADMSG, "not JSON (%s)", je.text);
     int r = -EBADMSG;
     json_t *ready = json_object_get(o, "ready"), *pid = json_object_get(o, "pid");
+    json_t *inplace = json_object_get(o, "inplace");
     if (!json_is_object(o))
         ea_errorf(err, r, "not a JSON object");
     else if (!json_is_integer(ready) || json_integer_value(ready) != 1)
@@ -26,8 +28,34 @@ int warm_parse_ready(const char *line, size_t len, long *ret_pid, struct ea_erro
     else if (!json_is_integer(pid) || json_integer_value(pid) < 1 ||
              json_integer_value(pid) > INT32_MAX)
         ea_errorf(err, r, "no \"pid\" (a positive integer)");
+    else if (inplace && (!json_is_integer(inplace) || json_integer_value(inplace) < 0 ||
+                         json_integer_value(inplace) > 1))
+        ea_errorf(err, r, "\"inplace\" is not 0 or 1");
     else {
         *ret_pid = (long)json_integer_value(pid);
+        *ret_inplace = inplace && json_integer_value(inplace) == 1;
+        r = 0;
+    }
+    json_decref(o);
+    return r;
+}
+
+int warm_parse_ack(const char *line, size_t len, int64_t *ret_gen, struct ea_error *err)
+{
+    if (memchr(line, '\0', len))
+        return ea_errorf(err, -EBADMSG, "a NUL byte in the line");
+    json_error_t je;
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o)
+        return ea_errorf(err, -EBADMSG, "not JSON (%s)", je.text);
+    int r = -EBADMSG;
+    json_t *ack = json_object_get(o, "ack");
+    if (!json_is_object(o))
+        ea_errorf(err, r, "not a JSON object");
+    else if (!json_is_integer(ack) || json_integer_value(ack) < 1)
+        ea_errorf(err, r, "no \"ack\" (a generation, a positive integer)");
+    else {
+        *ret_gen = (int64_t)json_integer_value(ack);
         r = 0;
     }
     json_decref(o);

@@ -7,6 +7,7 @@
 #ifndef EA_AGENT_WARM_PROTO_H
 #define EA_AGENT_WARM_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,11 +19,20 @@
 #define WARM_ASSIGN_MAX (1 << 20)
 
 /*
- * A worker's line, without its '\n': `{"ready":1,"pid":N}` (other members are ignored, for later
- * versions). 0 with *ret_pid (1..INT32_MAX); -EBADMSG with a message saying what is wrong (not
- * JSON, not an object, "ready" not 1, "pid" missing or out of range, a NUL byte).
+ * A worker's line, without its '\n': `{"ready":1,"pid":N}` or `{"ready":1,"pid":N,"inplace":1}`
+ * (other members are ignored, for later versions). 0 with *ret_pid (1..INT32_MAX) and
+ * *ret_inplace ("inplace" is 1: the worker can take a new assignment while it runs); -EBADMSG
+ * with a message saying what is wrong (not JSON, not an object, "ready" not 1, "pid" missing or
+ * out of range, "inplace" not 0 or 1, a NUL byte).
  */
-int warm_parse_ready(const char *line, size_t len, long *ret_pid, struct ea_error *err);
+int warm_parse_ready(const char *line, size_t len, long *ret_pid, bool *ret_inplace,
+                     struct ea_error *err);
+
+/*
+ * An in-place worker's acknowledgement, without its '\n': `{"ack":G}` (G >= 1: the generation
+ * it took; other members ignored). 0 with *ret_gen; -EBADMSG with a message as above.
+ */
+int warm_parse_ack(const char *line, size_t len, int64_t *ret_gen, struct ea_error *err);
 
 /*
  * The assignment line: `{"generation":G,"round":R,"env":{"NAME":"VALUE",...}}\n` with every

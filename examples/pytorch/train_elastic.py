@@ -71,6 +71,10 @@ def parse_args(argv):
                    help="test hang detection: this rank stops beating and blocks before the "
                         "all-reduce of step --hang-step, once per checkpoint directory")
     p.add_argument("--hang-step", type=int, default=10)
+    p.add_argument("--fail-rank", type=int, default=-1,
+                   help="test a worker failure: this rank exits 1 when it begins epoch "
+                        "--fail-epoch, once per checkpoint directory")
+    p.add_argument("--fail-epoch", type=int, default=3)
     return p.parse_args(argv)
 
 
@@ -138,6 +142,18 @@ def hang_once(ckpt_dir, rank, step, log):
         time.sleep(3600)
 
 
+def fail_once(ckpt_dir, rank, log):
+    """Stand in for a crash (a NaN check, an assertion): exit 1, the first time only."""
+    try:
+        fd = os.open(os.path.join(ckpt_dir, f"failed.rank{rank}"), os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    os.close(fd)
+    log("failing with exit 1")
+    sys.stdout.flush()
+    os._exit(1)
+
+
 def main(argv=None):
     args = parse_args(argv)
     dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
@@ -174,6 +190,8 @@ def train(args, rank, world, log, model, data, ckpt, how=""):
         sampler.set_epoch(epoch)
         ddp.train()
         log(f"epoch {epoch} begin")
+        if rank == args.fail_rank and epoch == args.fail_epoch:
+            fail_once(args.ckpt_dir, rank, log)
         t0 = time.monotonic()
         total = torch.zeros(2, dtype=torch.float64)  # loss sum, samples
         for i, (x, y) in enumerate(loader):

@@ -19,7 +19,14 @@ import select
 
 LINE_MAX = 1 << 20  # the agent's assignment line, at most (WARM_ASSIGN_MAX)
 
-__all__ = ["AssignmentError", "wait_for_assignment", "current_assignment", "parked_local_rank"]
+__all__ = ["AssignmentError", "wait_for_assignment", "current_assignment", "parked_local_rank",
+           "reassignment", "in_place"]
+
+# --in-place: the socket kept after the first assignment, bytes read past the last line, and the
+# variables of the last assignment (a new one replaces them all)
+_fd = None
+_buf = b""
+_env = None
 
 
 class AssignmentError(RuntimeError):
@@ -67,7 +74,7 @@ def _write_all(fd, data):
         try:
             n = os.write(fd, data)
         except OSError as e:
-            raise AssignmentError(f"cannot send the ready line on ELASTIC_ASSIGN_FD {fd}: {e}")
+            raise AssignmentError(f"cannot write to ELASTIC_ASSIGN_FD {fd}: {e}")
         data = data[n:]
 
 
@@ -89,9 +96,7 @@ def _read_line(fd, timeout):
         if len(buf) > LINE_MAX:
             raise AssignmentError(f"the assignment is longer than {LINE_MAX} bytes")
     line, _, rest = buf.partition(b"\n")
-    if rest:
-        raise AssignmentError("more than one line on ELASTIC_ASSIGN_FD")
-    return line
+    return line, rest
 
 
 def _parse(line):
@@ -115,7 +120,7 @@ def _parse(line):
     return gen, rnd, env
 
 
-def wait_for_assignment(timeout=None):
+def wait_for_assignment(timeout=None, inplace=False):
     """Block until the agent assigns this warm spare its rank; put the assignment's variables into
     os.environ and return current_assignment() of it (with warm=True).
 
@@ -124,7 +129,12 @@ def wait_for_assignment(timeout=None):
     spare is not needed: the process is about to be stopped anyway), on a malformed assignment,
     when `timeout` seconds pass, and when the assignment's generation is not newer than the one
     this process already has (ELASTIC_GENERATION): an assignment only ever moves a worker forward.
+
+    inplace=True says (in the ready line) that this worker can take a new assignment while it
+    runs (elastic-agent --in-place): the socket then stays open, and reassignment() delivers the
+    next round's assignment at a safe point instead of the agent restarting the process.
     """
+    global _fd, _env, _buf
     var = os.environ.get("ELASTIC_ASSIGN_FD")
     if not var:
         return current_assignment(warm=False)
@@ -132,9 +142,14 @@ def wait_for_assignment(timeout=None):
         fd = int(var)
     except ValueError:
         raise AssignmentError(f"ELASTIC_ASSIGN_FD={var!r} is not an fd")
-    _write_all(fd, json.dumps({"ready": 1, "pid": os.getpid()},
-                              separators=(",", ":")).encode() + b"\n")
-    gen, rnd, env = _parse(_read_line(fd, timeout))
+    ready = {"ready": 1, "pid": os.getpid()}
+    if inplace:
+        ready["inplace"] = 1
+    _write_all(fd, json.dumps(ready, separators=(",", ":")).encode() + b"\n")
+    line, rest = _read_line(fd, timeout)
+    if rest and not inplace:  # in place, the next assignment may follow at once
+        raise AssignmentError("more than one line on ELASTIC_ASSIGN_FD")
+    gen, rnd, env = _parse(line)
     last = _int("ELASTIC_GENERATION")
     if gen <= last:  # the generation check
         raise AssignmentError(f"refusing an assignment of generation {gen}: not newer than "
@@ -142,8 +157,82 @@ def wait_for_assignment(timeout=None):
     os.environ.update(env)
     os.environ.pop("ELASTIC_ASSIGN_FD", None)
     os.environ.pop("ELASTIC_ASSIGN_LOCAL_RANK", None)
+    if inplace:  # kept, out of reach of the processes this one starts
+        os.set_inheritable(fd, False)
+        _fd, _env, _buf = fd, dict(env), rest
+        return current_assignment(warm=True, env=env)
     try:
         os.close(fd)
     except OSError:
         pass
+    return current_assignment(warm=True, env=env)
+
+
+def in_place():
+    """True when this worker holds its socket for in-place re-assignment (it called
+    wait_for_assignment(inplace=True) as a warm spare of an agent with --in-place)."""
+    return _fd is not None
+
+
+def _close():
+    global _fd
+    if _fd is not None:
+        try:
+            os.close(_fd)
+        except OSError:
+            pass
+        _fd = None
+
+
+def reassignment(timeout=0):
+    """At a safe point (between training steps): the next round's assignment, or None.
+
+    None at once when there is none (timeout=0, the default: one poll, no blocking), or after
+    `timeout` seconds; timeout=None blocks until one comes (after a collective failed because a
+    peer left: the agent re-assigns this worker once the new round commits). When one comes, its
+    variables replace the last assignment's in os.environ (RANK, WORLD_SIZE, MASTER_PORT, ...),
+    the agent gets {"ack":G}, and it is returned as current_assignment() returns it: the caller
+    tears down its process group and initialises a new one from os.environ.
+
+    Raises AssignmentError when the agent closed the socket (it is stopping this worker), on a
+    malformed line, or when the generation is not newer than this worker's (the socket is closed
+    then: the agent restarts the worker the normal way). Always None without in_place().
+    """
+    global _buf, _env
+    if _fd is None:
+        return None
+    while b"\n" not in _buf:
+        ready, _, _ = select.select([_fd], [], [], timeout)
+        if not ready:
+            return None
+        try:
+            chunk = os.read(_fd, 65536)
+        except OSError as e:
+            _close()
+            raise AssignmentError(f"cannot read ELASTIC_ASSIGN_FD: {e}")
+        if not chunk:
+            _close()
+            raise AssignmentError("the agent closed ELASTIC_ASSIGN_FD (it is stopping this "
+                                  "worker)")
+        _buf += chunk
+        if len(_buf) > LINE_MAX:
+            _close()
+            raise AssignmentError(f"a re-assignment longer than {LINE_MAX} bytes")
+    line, _, _buf = _buf.partition(b"\n")
+    try:
+        gen, rnd, env = _parse(line)
+    except AssignmentError:
+        _close()
+        raise
+    last = _int("ELASTIC_GENERATION")
+    if gen <= last:  # the generation check: forward only
+        _close()
+        raise AssignmentError(f"refusing a re-assignment of generation {gen}: not newer than "
+                              f"generation {last}")
+    for name in _env or ():
+        if name not in env:
+            os.environ.pop(name, None)
+    os.environ.update(env)
+    _env = dict(env)
+    _write_all(_fd, json.dumps({"ack": gen}, separators=(",", ":")).encode() + b"\n")
     return current_assignment(warm=True, env=env)

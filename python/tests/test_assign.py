@@ -34,7 +34,8 @@ class FakeAgent:
     def close(self):
         self.agent.close()
         try:
-            os.close(self.fd)
+            if self.fd >= 0:
+                os.close(self.fd)
         except OSError:
             pass
 
@@ -143,3 +144,65 @@ class WaitForAssignment(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Reassignment(WaitForAssignment):
+    """--in-place: the socket kept after the first assignment, reassignment() at a safe point."""
+
+    def tearDown(self):
+        from elastic_agent import assign
+        assign._close()
+        assign._buf, assign._env = b"", None
+        super().tearDown()
+
+    def inplace(self, gen=5, **env):
+        env = {"RANK": "0", "WORLD_SIZE": "2", "ELASTIC_GENERATION": str(gen), "WEIRD": "x", **env}
+        f = self.fake(line(gen, env))
+        a = wait_for_assignment(inplace=True)
+        self.assertEqual(json.loads(f.ready_line()),
+                         {"ready": 1, "pid": os.getpid(), "inplace": 1})
+        self.assertTrue(elastic_agent.in_place())
+        self.assertEqual(a["generation"], gen)
+        return f
+
+    def ack(self, f):
+        return json.loads(f.ready_line())
+
+    def test_without_inplace_nothing_comes(self):
+        self.fake(line(3, {"RANK": "0", "ELASTIC_GENERATION": "3"}))
+        wait_for_assignment()
+        self.assertFalse(elastic_agent.in_place())
+        self.assertIsNone(elastic_agent.reassignment())
+
+    def test_new_assignment_at_a_safe_point_is_taken_and_acked(self):
+        f = self.inplace(5)
+        self.assertNotIn("ELASTIC_ASSIGN_FD", os.environ)
+        self.assertIsNone(elastic_agent.reassignment(), "nothing yet: no blocking")
+        f.agent.sendall(line(9, {"RANK": "2", "WORLD_SIZE": "3", "ELASTIC_GENERATION": "9",
+                                 "ELASTIC_ROUND": "3"}, rnd=3))
+        a = elastic_agent.reassignment(timeout=5)
+        self.assertEqual((a["rank"], a["world_size"], a["generation"], a["round"]), (2, 3, 9, 3))
+        self.assertNotIn("WEIRD", os.environ, "a variable of the last assignment only is gone")
+        self.assertEqual(self.ack(f), {"ack": 9})
+        self.assertIsNone(elastic_agent.reassignment())
+
+    def test_generation_not_newer_is_refused_and_the_socket_closed(self):
+        f = self.inplace(5)
+        f.agent.sendall(line(5, {"RANK": "1", "ELASTIC_GENERATION": "5"}))
+        with self.assertRaisesRegex(AssignmentError, "generation 5: not newer than generation 5"):
+            elastic_agent.reassignment(timeout=5)
+        self.assertEqual(os.environ["RANK"], "0", "nothing of it taken")
+        self.assertFalse(elastic_agent.in_place())
+        f.agent.settimeout(5)
+        self.assertEqual(f.agent.recv(100), b"", "no ack: the agent sees the socket close")
+
+    def test_malformed_or_closed(self):
+        f = self.inplace(5)
+        f.agent.sendall(b"hello\n")
+        with self.assertRaises(AssignmentError):
+            elastic_agent.reassignment(timeout=5)
+        f.fd = -1  # the helper closed it: its number may be reused below
+        f = self.inplace(6)
+        f.agent.shutdown(socket.SHUT_WR)
+        with self.assertRaisesRegex(AssignmentError, "closed ELASTIC_ASSIGN_FD"):
+            elastic_agent.reassignment(timeout=5)
