@@ -522,6 +522,8 @@ static void confirm_suspects(struct agent *a, struct agent_ring *g)
         log_debug("liveness ring: listing suspicions: %s", err.msg);
         g->rescan = true;
     }
+    if (rdzv_suspects_due(a->rdzv)) /* more than one pass takes: the next one */
+        g->rescan = true;
     char warning[EA_ERROR_MSG_MAX];
     if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
         log_warn("%s", warning);

@@ -55,6 +55,8 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     s->m.warn_ctx = s;
     s->m.on_node = rdzv_count_on_node;
     s->m.node_ctx = s;
+    s->m.on_put = rdzv_suspect_on_put;
+    s->m.put_ctx = s;
     s->done_round = -1;
     s->counted_version = (uint64_t)-1; /* count at the first derive */
     s->full = cfg->full_view;
@@ -89,6 +91,7 @@ void rdzv_session_destroy(struct rdzv_session *s)
     cancel_watches(s);
     rdzv_mirror_free(&s->m);
     rdzv_count_free(s);
+    rdzv_suspect_queue_free(s);
     rdzv_state_clear(&s->state);
     free(s);
 }

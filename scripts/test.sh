@@ -257,3 +257,8 @@ echo "== mutation checks =="
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
 ./scripts/mutate.sh --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \
   's/    return !p->ns\[0\] || strcmp(p->ns, g->ns) == 0;/    return true;/' '^test_nic_e2e$'
+./scripts/mutate.sh --target test_rdzv_suspect --filter 'suspect/a_suspicion_that_arrives*' \
+  rendezvous/suspect.c 's/    if (q->overflow || !rdzv_mirror_under(&s->m, key, "suspect\/"))/    if (1)/' \
+  '^test_rdzv_suspect$'
+./scripts/mutate.sh --target test_rdzv_suspect --filter 'suspect/a_suspicion_left_from*' \
+  rendezvous/suspect.c 's/    } else if (round != q->round) {/    } else if (0) {/' '^test_rdzv_suspect$'
