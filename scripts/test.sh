@@ -262,3 +262,5 @@ echo "== mutation checks =="
   '^test_rdzv_suspect$'
 ./scripts/mutate.sh --target test_rdzv_suspect --filter 'suspect/a_suspicion_left_from*' \
   rendezvous/suspect.c 's/    } else if (round != q->round) {/    } else if (0) {/' '^test_rdzv_suspect$'
+./scripts/mutate.sh --target test_status --filter 'status/a_stale_chunk_of_the_same*' rendezvous/view.c \
+  's/ || chunk != (int)k || when < 0)/ || chunk != (int)k)/' '^test_status$'
