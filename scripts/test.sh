@@ -264,3 +264,5 @@ echo "== mutation checks =="
   rendezvous/suspect.c 's/    } else if (round != q->round) {/    } else if (0) {/' '^test_rdzv_suspect$'
 ./scripts/mutate.sh --target test_status --filter 'status/a_stale_chunk_of_the_same*' rendezvous/view.c \
   's/ || chunk != (int)k || when < 0)/ || chunk != (int)k)/' '^test_status$'
+./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/a_runs_liveness*' agent/daemon/runspec.c \
+  's/^    "liveness",    "liveness-interval",             "liveness-misses",$//' '^test_e2e_daemon$'
