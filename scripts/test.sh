@@ -266,3 +266,9 @@ echo "== mutation checks =="
   's/ || chunk != (int)k || when < 0)/ || chunk != (int)k)/' '^test_status$'
 ./scripts/mutate.sh --target test_e2e_daemon --filter 'daemon/a_runs_liveness*' agent/daemon/runspec.c \
   's/^    "liveness",    "liveness-interval",             "liveness-misses",$//' '^test_e2e_daemon$'
+./scripts/mutate.sh --target test_status_node --timeout 15 --filter 'status_node/an_agent_that_never*' \
+  agent/observe/status_node.c 's/        if (left <= 0)$/        if (0)/' '^test_status_node$'
+./scripts/mutate.sh --target test_status_node --filter 'status_node/an_answer_that_is_not*' \
+  agent/observe/status_node.c 's/ \&\& strncmp(buf + 8, " 200", 4) == 0//' '^test_status_node$'
+./scripts/mutate.sh --target test_e2e_status_states --filter 'status_states/agent_shows*' \
+  agent/observe/http.c 's/    if (strcmp(url, "\/status") == 0) {/    if (0) {/' '^test_e2e_status_states$'
