@@ -241,8 +241,12 @@ static int64_t takeover_delay_ms(const struct rdzv_session *s)
     bool member = s->self_ok && s->have_state && s->self_round == s->state.round;
     bool round =
         s->have_state && (s->state.status == RDZV_RUNNING || s->state.status == RDZV_FAILING);
-    return rdzv_takeover_delay_ms(member && round ? s->self.group_rank : -1,
-                                  round ? (size_t)s->state.group_world_size : 0, s->slot);
+    if (!round) /* gathering: by the live count the coordinator last published (kept after
+                   its key went) */
+        return rdzv_gather_takeover_delay_ms(s->coord.live > 0 ? (size_t)s->coord.live : 0,
+                                             s->slot);
+    return rdzv_takeover_delay_ms(member ? s->self.group_rank : -1,
+                                  (size_t)s->state.group_world_size, s->slot);
 }
 
 int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)

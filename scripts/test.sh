@@ -272,3 +272,5 @@ echo "== mutation checks =="
   agent/observe/status_node.c 's/ \&\& strncmp(buf + 8, " 200", 4) == 0//' '^test_status_node$'
 ./scripts/mutate.sh --target test_e2e_status_states --filter 'status_states/agent_shows*' \
   agent/observe/http.c 's/    if (strcmp(url, "\/status") == 0) {/    if (0) {/' '^test_e2e_status_states$'
+./scripts/mutate.sh --target test_rdzv_bigfleet --filter 'bigfleet/a_coordinator_lost_while*' \
+  rendezvous/plan.c 's/    if (turn < RDZV_SUCCESSORS)$/    if (0)/' '^test_rdzv_bigfleet$'
