@@ -182,6 +182,8 @@ int agent_liveness_fd(const struct agent *a);
 void agent_liveness_on_reports(struct agent *a);
 /* False while a node that lost its lease again soon after rejoining waits before rejoining. */
 bool agent_liveness_may_rejoin(const struct agent *a, int64_t now);
+/* http_links_fn (observe/http.h) over this node's ring: ctx is the agent. */
+void agent_liveness_links(void *ctx, struct metrics_link *out, struct metrics_link *in);
 int64_t agent_liveness_wake_ms(const struct agent *a);
 /* Hand the workers' guards their deadline (the lease's, tightened while in a ring): it is
  * written (launcher_fence) and returned. */

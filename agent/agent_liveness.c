@@ -192,6 +192,7 @@ void agent_liveness_close(struct agent *a)
 {
     if (!a->ring)
         return;
+    http_set_links(a->http, NULL, NULL); /* the HTTP thread asks the ring no more */
     live_destroy(a->ring->live); /* a bye on both links: the neighbours suspect nobody */
     free(a->ring);
     a->ring = NULL;
@@ -522,6 +523,8 @@ static void confirm_suspects(struct agent *a, struct agent_ring *g)
         log_debug("liveness ring: listing suspicions: %s", err.msg);
         g->rescan = true;
     }
+    if (rdzv_suspects_due(a->rdzv)) /* more than one pass takes: the next one */
+        g->rescan = true;
     char warning[EA_ERROR_MSG_MAX];
     if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
         log_warn("%s", warning);
@@ -584,6 +587,28 @@ void agent_liveness_step(struct agent *a, int64_t now)
     struct ring_links l;
     live_links(g->live, &l);
     a->m.liveness_links_up = (strcmp(l.out, "up") == 0) + (strcmp(l.in, "up") == 0);
+    agent_liveness_links(a, &a->m.liveness_out, &a->m.liveness_in);
+}
+
+/* This node's two links now, for the HTTP thread (http_set_links: /status and /metrics). */
+static void link_of(struct metrics_link *m, const char *peer, const char *state, int64_t heard,
+                    int64_t now)
+{
+    snprintf(m->peer, sizeof(m->peer), "%s", peer);
+    snprintf(m->state, sizeof(m->state), "%s", state);
+    m->heartbeat_age_s = heard >= 0 && now >= heard ? (double)(now - heard) / 1000.0 : -1;
+}
+
+void agent_liveness_links(void *ctx, struct metrics_link *out, struct metrics_link *in)
+{
+    struct agent_ring *g = ((struct agent *)ctx)->ring;
+    if (!g)
+        return;
+    struct ring_links l;
+    live_links(g->live, &l);
+    int64_t now = ea_now_ms();
+    link_of(out, l.next, l.out, strcmp(l.out, "up") == 0 ? l.out_heard_ms : -1, now);
+    link_of(in, l.prev, l.in, strcmp(l.in, "up") == 0 ? l.in_heard_ms : -1, now);
 }
 
 bool agent_liveness_may_rejoin(const struct agent *a, int64_t now)

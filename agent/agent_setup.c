@@ -274,6 +274,8 @@ static int start_http(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
+    if (a->ring) /* /status and /metrics read the links as they are at the request */
+        http_set_links(a->http, agent_liveness_links, a);
     bool v6 = strchr(a->cfg->http_addr, ':') != NULL;
     log_info("serving /healthz, /readyz and /metrics on http://%s%s%s:%d", v6 ? "[" : "",
              a->cfg->http_addr, v6 ? "]" : "", port);

@@ -10,8 +10,13 @@
  * and for the loss, the part of it in the ticks that wrote a round (O(N) each: assignment,
  * chunks), what is left per lost node (the events), and the number of rounds the loss took.
  *
- * Usage: coord-bench [--nodes N] [--lose K] [--batch B] [--gap MS]
- *        (defaults 20000, 4000, 100, 100: 20% of 20,000 at 1,000 a second)
+ * With --suspicions S (the liveness ring, issue 31): after round 1, S suspicion keys arrive one
+ * per event batch (each naming another member, none confirmed, so all of them stay present), and
+ * the coordinator lists its suspicions after each batch as the agent's loop does; measured: the
+ * time per batch (apply, tick and rdzv_suspects()) and of it in rdzv_suspects(). Then the loss.
+ *
+ * Usage: coord-bench [--nodes N] [--lose K] [--batch B] [--gap MS] [--suspicions S]
+ *        (defaults 20000, 4000, 100, 100, 0: 20% of 20,000 at 1,000 a second)
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -23,6 +28,7 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "session.h"
+#include "suspect.h"
 
 #define PREFIX "/elastic/bench/"
 
@@ -70,6 +76,36 @@ static void step(void)
     kv_events_free(ev, n);
 }
 
+/* S suspicions, one per event batch, each listed by the coordinator (--suspicions). */
+static void suspicion_events(int n, int count)
+{
+    double total = 0, listing = 0;
+    struct ea_error err = {0};
+    for (int i = 0; i < count; i++) {
+        struct rdzv_suspicion x = {.fault_ms = 1, .detected_ms = 2};
+        snprintf(x.by, sizeof(x.by), "f%06d", 1 + (i + 1) % (n - 1));
+        snprintf(x.cause, sizeof(x.cause), "connection closed");
+        char key[128], *json = NULL;
+        snprintf(key, sizeof(key), PREFIX "suspect/1/f%06d", 1 + i % (n - 1));
+        if (rdzv_suspicion_encode(&x, &json, &err) < 0 ||
+            kv_put(kv, key, json, strlen(json), 0, NULL, &err) < 0)
+            die("suspicion", &err);
+        free(json);
+        double t0 = thread_cpu();
+        step();
+        double t1 = thread_cpu();
+        struct rdzv_suspect_case c[64];
+        size_t got = 0;
+        if (rdzv_suspects(coord, c, 64, &got, &err) < 0)
+            die("suspects", &err);
+        double t2 = thread_cpu();
+        total += t2 - t0;
+        listing += t2 - t1;
+    }
+    printf("suspicions=%d (present, one per event) per_event_us=%.1f of_which_suspects_us=%.1f\n",
+           count, total * 1e6 / count, listing * 1e6 / count);
+}
+
 static void node_key(char *buf, size_t size, int i)
 {
     snprintf(buf, size, PREFIX "nodes/f%06d", i);
@@ -83,11 +119,12 @@ static int members(void)
 
 int main(int argc, char **argv)
 {
-    int n = 20000, lose = 4000, batch = 100, gap = 100;
+    int n = 20000, lose = 4000, batch = 100, gap = 100, sus = 0;
     static const struct option lo[] = {{"nodes", required_argument, 0, 'n'},
                                        {"lose", required_argument, 0, 'k'},
                                        {"batch", required_argument, 0, 'b'},
                                        {"gap", required_argument, 0, 'g'},
+                                       {"suspicions", required_argument, 0, 's'},
                                        {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         if (c == 'n')
@@ -98,11 +135,14 @@ int main(int argc, char **argv)
             batch = atoi(optarg);
         else if (c == 'g')
             gap = atoi(optarg);
+        else if (c == 's')
+            sus = atoi(optarg);
         else
             return 2;
     }
-    if (n < 2 || lose < 1 || lose >= n || batch < 1 || gap < 0) {
-        fprintf(stderr, "coord-bench: need --nodes >= 2, 1 <= --lose < nodes, --batch >= 1\n");
+    if (n < 2 || lose < 1 || lose >= n || batch < 1 || gap < 0 || sus < 0 || sus >= n) {
+        fprintf(stderr, "coord-bench: need --nodes >= 2, 1 <= --lose < nodes, --batch >= 1, "
+                        "0 <= --suspicions < nodes\n");
         return 2;
     }
     struct kv_config kc = {.backend = "memory"};
@@ -114,7 +154,8 @@ int main(int argc, char **argv)
                                         .max_nodes = n,
                                         .settle_ms = 3600000,
                                         .last_call_ms = 3600000,
-                                        .max_restarts = 10},
+                                        .max_restarts = 10,
+                                        .ring = sus > 0},
                              .lease_ttl_ms = 3600000};
     snprintf(rc.self.node_id, sizeof(rc.self.node_id), "coordinator");
     snprintf(rc.self.host, sizeof(rc.self.host), "host-coordinator");
@@ -125,7 +166,7 @@ int main(int argc, char **argv)
     /* the fleet joins (the coordinator keeps up: the store's history is bounded) */
     char key[128];
     for (int i = 1; i < n; i++) {
-        struct rdzv_node nd = {.nproc = 1, .pid = 1};
+        struct rdzv_node nd = {.nproc = 1, .pid = 1, .live_port = sus > 0 ? 29400 : 0};
         snprintf(nd.node_id, sizeof(nd.node_id), "f%06d", i);
         snprintf(nd.host, sizeof(nd.host), "host-f%06d", i);
         snprintf(nd.addr, sizeof(nd.addr), "10.0.%d.%d", i / 256, i % 256);
@@ -148,6 +189,8 @@ int main(int argc, char **argv)
     printf("nodes=%d cold_start_cpu_s=%.3f\n", n, cpu_s);
     skew += 5000; /* the round has run a while: the loss window of its commit has passed */
     step();
+    if (sus > 0)
+        suspicion_events(n, sus);
     cpu_s = commit_cpu_s = 0;
     int64_t t0 = now(), first = members();
     int rounds = 0;

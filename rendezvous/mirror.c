@@ -139,6 +139,8 @@ int rdzv_mirror_put(struct rdzv_mirror *m, struct kv_entry *e)
     m->dirty = true;
     m->changes++;
     m->nodes_dirty |= node;
+    if (m->on_put)
+        m->on_put(m->put_ctx, m->keys[i].key);
     return 0;
 }
 
@@ -216,6 +218,8 @@ void rdzv_mirror_clear(struct rdzv_mirror *m)
         memset(m->slots, 0, m->n_slots * sizeof(*m->slots));
     m->dirty = m->nodes_dirty = true;
     m->changes++;
+    if (m->on_put)
+        m->on_put(m->put_ctx, NULL);
 }
 
 void rdzv_mirror_free(struct rdzv_mirror *m)

@@ -35,6 +35,11 @@ struct rdzv_mirror {
      * (the coordinator's survivors) instead of scanning every node. */
     void (*on_node)(void *ctx, const struct rdzv_node *n, int delta);
     void *node_ctx;
+    /* Optional: a key was put (its mirror-owned name, valid during the call), or every key went
+     * (NULL, at rdzv_mirror_clear()): the owner acts on the keys an event brings (the liveness
+     * ring's suspicions) instead of scanning the mirror after every change. */
+    void (*on_put)(void *ctx, const char *key);
+    void *put_ctx;
 };
 
 /* Drop every key (the index keeps its size). */

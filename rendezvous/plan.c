@@ -441,6 +441,34 @@ static int successor_index(int rank, size_t n)
     return -1;
 }
 
+/* The least step between two turns of a gathering run's succession. */
+#define GATHER_STEP_MIN_MS 400
+
+/* splitmix64's finaliser: slots are store revisions, close together; their turns must not be. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+int64_t rdzv_gather_takeover_delay_ms(size_t n_live, int64_t slot)
+{
+    int64_t late = 450 + 50 * (int64_t)((uint64_t)slot % 20);
+    if (n_live == 0)
+        return late;
+    /* no workers wait for a gathering run's coordinator: a wider step, so a claim has time to
+     * reach the next turn's node even on a slow store */
+    int64_t step = rdzv_succession_step_ms(n_live);
+    if (step < GATHER_STEP_MIN_MS)
+        step = GATHER_STEP_MIN_MS;
+    uint64_t turn = mix64((uint64_t)slot) % n_live;
+    if (turn < RDZV_SUCCESSORS)
+        return (int64_t)turn * step;
+    return RDZV_SUCCESSORS * step + late;
+}
+
 int64_t rdzv_takeover_delay_ms(int group_rank, size_t n_members, int64_t slot)
 {
     int64_t step = rdzv_succession_step_ms(n_members);

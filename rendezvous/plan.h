@@ -35,6 +35,13 @@ int64_t rdzv_loss_batch_ms(size_t n_members);
 #define RDZV_SUCCESSORS 8
 int64_t rdzv_succession_step_ms(size_t n_members);
 int64_t rdzv_takeover_delay_ms(int group_rank, size_t n_members, int64_t slot);
+/* The same while the run gathers (no round, no ranks): the order comes from a hash of the slot
+ * modulo n_live, the live count the coordinator last published, so that about one node is at
+ * each of the first RDZV_SUCCESSORS turns (one rdzv_succession_step_ms(n_live) apart) and every
+ * other node waits until they all had theirs, then spread by slot; n_live 0 (none published
+ * yet): everyone that way. Where the turns are empty by chance (e^-8 of the time) the rest
+ * claim as before: a stampede spread over a second, never a loss. Pure, O(1). */
+int64_t rdzv_gather_takeover_delay_ms(size_t n_live, int64_t slot);
 
 struct rdzv_params {
     int min_nodes, max_nodes;

@@ -55,6 +55,8 @@ int rdzv_session_create(struct kv *kv, const struct rdzv_config *cfg, struct rdz
     s->m.warn_ctx = s;
     s->m.on_node = rdzv_count_on_node;
     s->m.node_ctx = s;
+    s->m.on_put = rdzv_suspect_on_put;
+    s->m.put_ctx = s;
     s->done_round = -1;
     s->counted_version = (uint64_t)-1; /* count at the first derive */
     s->full = cfg->full_view;
@@ -89,6 +91,7 @@ void rdzv_session_destroy(struct rdzv_session *s)
     cancel_watches(s);
     rdzv_mirror_free(&s->m);
     rdzv_count_free(s);
+    rdzv_suspect_queue_free(s);
     rdzv_state_clear(&s->state);
     free(s);
 }
@@ -238,8 +241,12 @@ static int64_t takeover_delay_ms(const struct rdzv_session *s)
     bool member = s->self_ok && s->have_state && s->self_round == s->state.round;
     bool round =
         s->have_state && (s->state.status == RDZV_RUNNING || s->state.status == RDZV_FAILING);
-    return rdzv_takeover_delay_ms(member && round ? s->self.group_rank : -1,
-                                  round ? (size_t)s->state.group_world_size : 0, s->slot);
+    if (!round) /* gathering: by the live count the coordinator last published (kept after
+                   its key went) */
+        return rdzv_gather_takeover_delay_ms(s->coord.live > 0 ? (size_t)s->coord.live : 0,
+                                             s->slot);
+    return rdzv_takeover_delay_ms(member ? s->self.group_rank : -1,
+                                  (size_t)s->state.group_world_size, s->slot);
 }
 
 int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)

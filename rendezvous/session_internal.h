@@ -71,6 +71,16 @@ struct rdzv_session {
     int gather_pub_live;
     bool gather_pub_quorum;
     struct rdzv_stats stats;
+    /* suspect.c: the suspicion keys to look at (the coordinator acts on what events bring) */
+    struct rdzv_suspect_queue {
+        char **due;      /* put since the last look */
+        size_t n_due, cap_due;
+        char **kept;     /* looked at and left in the store: looked at again when the round
+                            changes (a later round's, or one being confirmed) */
+        size_t n_kept, cap_kept;
+        int64_t round;   /* the running round `kept` was sorted for (0: none) */
+        bool overflow;   /* more than the queue holds: one scan of the mirror instead */
+    } sq;
     struct rdzv_guard guard; /* who wrote the round's master and tracker (roundguard.c) */
     char warning[EA_ERROR_MSG_MAX];      /* pending, not yet taken */
     char last_warning[EA_ERROR_MSG_MAX]; /* so one bad key is reported once, not per event */
@@ -81,6 +91,11 @@ void rdzv_key_of(const struct rdzv_session *s, char *buf, const char *fmt, ...)
 /* Re-derive from the mirror (no I/O). -EBADMSG when `state` or `coord` is not ours. */
 int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
 void rdzv_warn(struct rdzv_session *s, const char *msg);
+
+/* suspect.c: the mirror's on_put hook (queues suspect/ keys; NULL: the mirror was cleared), and
+ * the queue's memory. */
+void rdzv_suspect_on_put(void *ctx, const char *key);
+void rdzv_suspect_queue_free(struct rdzv_session *s);
 
 /* session_coord.c: the coordinator's writes. */
 /* Write `coord` (our id, live count, last call) with our lease iff its mod_revision is

@@ -172,6 +172,136 @@ static bool parse_key(const char *rel, int64_t *ret_round, const char **ret_node
     return true;
 }
 
+/* ---- the coordinator's queue of suspicion keys -------------------------------------------
+ * The mirror reports every key put (rdzv_suspect_on_put); suspect/ keys are queued and
+ * rdzv_suspects() looks only at those: O(keys changed) per event at the coordinator, never a
+ * scan of the N-key mirror (issue 30's rule). A re-sync clears the mirror and lists it again:
+ * every key is put again, so each is looked at once then. Keys looked at and left in the store
+ * (a later round's; one handed out to be confirmed) are kept aside and looked at again once the
+ * round changes (then, of an earlier round, they are deleted). */
+
+/* Suspicion keys queued at most (due + kept); past it, the queue is dropped and the next
+ * rdzv_suspects() scans the mirror once. */
+#define SUSPECT_QUEUE_MAX 4096
+
+static void queue_drop(char **v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free(v[i]);
+    *n = 0;
+}
+
+/* Append `key` (taken: NULL copies `copy`). -ENOMEM. */
+static int queue_push(char ***v, size_t *n, size_t *cap, char *key, const char *copy)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        char **p = realloc(*v, c * sizeof(*p));
+        if (!p) {
+            free(key);
+            return -ENOMEM;
+        }
+        *v = p;
+        *cap = c;
+    }
+    if (!key && !(key = strdup(copy)))
+        return -ENOMEM;
+    (*v)[(*n)++] = key;
+    return 0;
+}
+
+static void queue_overflow(struct rdzv_suspect_queue *q)
+{
+    queue_drop(q->due, &q->n_due);
+    queue_drop(q->kept, &q->n_kept);
+    q->overflow = true;
+}
+
+void rdzv_suspect_on_put(void *ctx, const char *key)
+{
+    struct rdzv_session *s = ctx;
+    struct rdzv_suspect_queue *q = &s->sq;
+    if (!key) { /* the mirror was cleared: the listing that follows puts every key again */
+        queue_drop(q->due, &q->n_due);
+        queue_drop(q->kept, &q->n_kept);
+        q->overflow = false;
+        return;
+    }
+    if (q->overflow || !rdzv_mirror_under(&s->m, key, "suspect/"))
+        return;
+    if (q->n_due + q->n_kept >= SUSPECT_QUEUE_MAX ||
+        queue_push(&q->due, &q->n_due, &q->cap_due, NULL, key) < 0)
+        queue_overflow(q);
+}
+
+void rdzv_suspect_queue_free(struct rdzv_session *s)
+{
+    struct rdzv_suspect_queue *q = &s->sq;
+    queue_drop(q->due, &q->n_due);
+    queue_drop(q->kept, &q->n_kept);
+    free(q->due);
+    free(q->kept);
+    memset(q, 0, sizeof(*q));
+}
+
+/* Make the queue what it must look at now: after an overflow, every suspect/ key of the mirror
+ * (one scan); after a change of round, the keys kept aside too. */
+static int queue_refill(struct rdzv_session *s, int64_t round, struct ea_error *err)
+{
+    struct rdzv_suspect_queue *q = &s->sq;
+    int r = 0;
+    if (q->overflow) {
+        queue_drop(q->due, &q->n_due);
+        queue_drop(q->kept, &q->n_kept);
+        q->overflow = false;
+        for (size_t i = 0; i < s->m.n_keys && r == 0; i++)
+            if (rdzv_mirror_under(&s->m, s->m.keys[i].key, "suspect/"))
+                r = queue_push(&q->due, &q->n_due, &q->cap_due, NULL, s->m.keys[i].key);
+    } else if (round != q->round) {
+        for (size_t i = 0; i < q->n_kept && r == 0; i++) {
+            r = queue_push(&q->due, &q->n_due, &q->cap_due, q->kept[i], NULL);
+            q->kept[i] = NULL;
+        }
+        queue_drop(q->kept, &q->n_kept);
+    }
+    if (r < 0) {
+        queue_overflow(q);
+        return ea_errorf(err, r, "out of memory");
+    }
+    q->round = round;
+    return 0;
+}
+
+enum verdict { V_LATER, V_CASE, V_STALE };
+
+/* What the coordinator makes of suspect key e (its case in *c when V_CASE). */
+static enum verdict judge(struct rdzv_session *s, const struct kv_entry *e, bool running,
+                          struct rdzv_suspect_case *c)
+{
+    const char *rel = e->key + strlen(s->prefix);
+    int64_t round = 0;
+    const char *node = NULL;
+    *c = (struct rdzv_suspect_case){.key_rev = e->mod_revision};
+    bool ok = parse_key(rel, &round, &node);
+    if (ok && s->have_state && round > s->state.round)
+        return V_LATER; /* of a round this node has not seen committed yet: leave it */
+    struct ea_error derr = {0};
+    if (ok && rdzv_suspicion_decode(e->value, e->value_len, &c->sus, &derr) < 0) {
+        char msg[EA_ERROR_MSG_MAX + 64];
+        snprintf(msg, sizeof(msg), "ignoring key '%s': %s", e->key, derr.msg);
+        rdzv_warn(s, msg); /* once; the key is deleted */
+        ok = false;
+    }
+    ok = ok && running && round == s->state.round && rdzv_state_find(&s->state, node) >= 0 &&
+         strcmp(node, s->cfg.self.node_id) != 0;
+    ok = ok && rdzv_ring_peer(s, node, &c->peer, NULL) == 0; /* live, and in the ring */
+    if (!ok)
+        return V_STALE;
+    c->sus.round = round;
+    snprintf(c->sus.node_id, sizeof(c->sus.node_id), "%s", node);
+    return V_CASE;
+}
+
 int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max, size_t *ret_n,
                   struct ea_error *err)
 {
@@ -182,47 +312,52 @@ int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t 
     if (r < 0)
         return r;
     bool running = s->have_state && s->state.status == RDZV_RUNNING;
-    size_t plen = strlen(s->prefix), n = 0, cleaned = 0;
-    /* keys to delete are collected first: deleting changes the mirror being walked */
-    char(*stale)[KEY_MAX] = calloc(SUSPECT_CLEAN_MAX, KEY_MAX);
+    if ((r = queue_refill(s, running ? s->state.round : 0, err)) < 0)
+        return r;
+    struct rdzv_suspect_queue *q = &s->sq;
+    size_t n = 0, cleaned = 0, left = 0;
+    /* keys to delete are collected first: deleting changes the mirror being looked at */
+    char *stale[SUSPECT_CLEAN_MAX];
     int64_t stale_rev[SUSPECT_CLEAN_MAX];
-    if (!stale)
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    for (size_t i = 0; i < s->m.n_keys; i++) {
-        const struct kv_entry *e = &s->m.keys[i];
-        const char *rel = e->key + plen;
-        if (strncmp(rel, "suspect/", 8) != 0)
+    for (size_t i = 0; i < q->n_due; i++) {
+        char *key = q->due[i];
+        ssize_t mi = rdzv_mirror_find(&s->m, key);
+        if (mi < 0) { /* gone already */
+            free(key);
             continue;
-        int64_t round = 0;
-        const char *node = NULL;
-        struct rdzv_suspect_case c = {.key_rev = e->mod_revision};
-        bool ok = parse_key(rel, &round, &node);
-        if (ok && s->have_state && round > s->state.round)
-            continue; /* of a round this node has not seen committed yet: leave it */
-        struct ea_error derr = {0};
-        if (ok && rdzv_suspicion_decode(e->value, e->value_len, &c.sus, &derr) < 0) {
-            char msg[EA_ERROR_MSG_MAX + 64];
-            snprintf(msg, sizeof(msg), "ignoring key '%s': %s", e->key, derr.msg);
-            rdzv_warn(s, msg); /* once; the key is deleted below */
-            ok = false;
         }
-        ok = ok && running && round == s->state.round && rdzv_state_find(&s->state, node) >= 0 &&
-             strcmp(node, s->cfg.self.node_id) != 0;
-        ok = ok && rdzv_ring_peer(s, node, &c.peer, NULL) == 0; /* live, and in the ring */
-        if (ok && n < max) {
-            c.sus.round = round;
-            snprintf(c.sus.node_id, sizeof(c.sus.node_id), "%s", node);
+        struct rdzv_suspect_case c;
+        enum verdict v = judge(s, &s->m.keys[mi], running, &c);
+        if (v == V_CASE && n < max) {
             ret[n++] = c;
-        } else if (!ok && cleaned < SUSPECT_CLEAN_MAX) {
-            snprintf(stale[cleaned], KEY_MAX, "%s", e->key);
-            stale_rev[cleaned++] = e->mod_revision;
+            v = V_LATER; /* kept aside: deleted once its round is over */
+        } else if (v == V_STALE && cleaned < SUSPECT_CLEAN_MAX) {
+            stale_rev[cleaned] = s->m.keys[mi].mod_revision;
+            stale[cleaned++] = key;
+            continue;
+        } else if (v != V_LATER) {
+            q->due[left++] = key; /* no room in this call: the next one */
+            continue;
         }
+        if (queue_push(&q->kept, &q->n_kept, &q->cap_kept, key, NULL) < 0)
+            q->overflow = true; /* looked at again by the scan that follows */
     }
-    for (size_t k = 0; k < cleaned && r == 0; k++)
-        r = delete_fenced(s, stale[k], stale_rev[k], err);
-    free(stale);
+    q->n_due = left;
+    for (size_t k = 0; k < cleaned; k++) {
+        if (r == 0)
+            r = delete_fenced(s, stale[k], stale_rev[k], err);
+        if (r == 0)
+            free(stale[k]);
+        else if (queue_push(&q->due, &q->n_due, &q->cap_due, stale[k], NULL) < 0)
+            q->overflow = true; /* the store failed: looked at again next time */
+    }
     *ret_n = n;
     return r;
+}
+
+bool rdzv_suspects_due(const struct rdzv_session *s)
+{
+    return s->sq.n_due > 0 || s->sq.overflow;
 }
 
 int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c,

@@ -67,13 +67,18 @@ struct rdzv_suspect_case {
 
 /*
  * The coordinator: the suspicions of the running round (at most `max` into ret, *ret_n of them)
- * that name a live member taking part in the ring, other than this node. It cleans up as it
- * goes, with deletes fenced on each key's mod_revision: a key of an earlier round, of a node that
+ * that name a live member taking part in the ring, other than this node, among the suspect keys
+ * put since the last call (the watch's events; after a re-sync every key once; the keys handed
+ * out before, again once the round changes): O(those keys), never a scan of the run's keys. A
+ * key handed out is not handed out again in its round. It cleans up as it goes, with deletes fenced on each key's mod_revision: a key of an earlier round, of a node that
  * is not a live member, of this node (it is alive: a false alarm), or whose value does not decode
  * (warned about once). 0 with nothing when this node does not coordinate; or a store error.
  */
 int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max, size_t *ret_n,
                   struct ea_error *err);
+
+/* Keys left for the next rdzv_suspects() (no room in `max`, or the store failed). */
+bool rdzv_suspects_due(const struct rdzv_session *s);
 
 /* The coordinator's probe was answered: a false alarm. Delete the key (unless it changed). */
 int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c,
@@ -119,7 +124,7 @@ bool rdzv_coord_holder(const struct rdzv_session *s, char *node_id, size_t size,
 int rdzv_evict_coord(struct rdzv_session *s, const char *node_id, int64_t lease,
                      struct ea_error *err);
 
-/* Changes seen in the store so far (the mirror's): rdzv_suspects() needs calling after one. */
+/* Changes seen in the store so far (the mirror's): rdzv_suspects() has news only after one. */
 uint64_t rdzv_changes(const struct rdzv_session *s);
 
 #endif

@@ -42,8 +42,9 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The members of the state's round from its assignment chunks (assign/<k>). An observer must
- * not guess: chunks that do not add up to the committed round are an error naming them. */
+/* The members of the state's round from its assignment chunks (assign/<k>), matched to the commit
+ * as the agent does (rdzv_chunk_commit_cmp). An observer must not guess: chunks that do not add
+ * up to the committed round are an error naming them. */
 static int gather(const char *prefix, const struct kv_entry *entries, size_t n,
                   struct rdzv_run_view *v, struct ea_error *err)
 {
@@ -66,17 +67,23 @@ static int gather(const char *prefix, const struct kv_entry *entries, size_t n,
         int chunk = -1;
         free(chunks[k]);
         chunks[k] = NULL;
+        /* a chunk counts only when written by the commit `state` names (in [chunks_rev, the
+         * commit's revision)): a `waiting` state, or a coordinator's successor, reuses round
+         * numbers, so a round number alone cannot tell an old chunk from the commit's */
+        int when = rdzv_chunk_commit_cmp(&v->state, v->generation, e->mod_revision);
         if ((r = rdzv_chunk_decode(e->value, e->value_len, &round, &chunk, &chunks[k], &counts[k],
                                    err)) < 0)
             r = ea_error_wrap(err, r, "key '%s'", e->key);
-        else if (round > v->state.round && chunk == (int)k)
+        else if ((when > 0 || round > v->state.round) && chunk == (int)k)
             /* the coordinator writes a round's chunks, then its commit record: caught between */
             r = ea_errorf(err, -EAGAIN, "round %" PRId64 " is being committed", round);
-        else if (round != v->state.round || chunk != (int)k)
+        else if (round != v->state.round || chunk != (int)k || when < 0)
             r = ea_errorf(err, -EBADMSG,
-                          "key '%s' holds chunk %d of round %" PRId64
-                          ", the state is at round %" PRId64,
-                          e->key, chunk, round, v->state.round);
+                          "key '%s' holds chunk %d of round %" PRId64 " written at revision %" PRId64
+                          ", not of the commit of round %" PRId64 " (chunks from revision %" PRId64
+                          ")",
+                          e->key, chunk, round, e->mod_revision, v->state.round,
+                          v->state.chunks_rev);
     }
     if (r == 0)
         r = rdzv_state_gather(&v->state, chunks, counts, err);

@@ -277,6 +277,23 @@ mutant --target test_warm --filter 'warm/in_place_worker_that_does_not_ack*' \
 mutant --target test_e2e_inplace --filter 'inplace/malformed_ack*' \
   agent/warm/inplace.c 's/if (warm_parse_ack(line, len, \&gen, \&perr) < 0) {/if (0) {/' \
   '^test_e2e_inplace$'
+mutant --target test_rdzv_suspect --filter 'suspect/a_suspicion_that_arrives*' \
+  rendezvous/suspect.c 's/    if (q->overflow || !rdzv_mirror_under(&s->m, key, "suspect\/"))/    if (1)/' \
+  '^test_rdzv_suspect$'
+mutant --target test_rdzv_suspect --filter 'suspect/a_suspicion_left_from*' \
+  rendezvous/suspect.c 's/    } else if (round != q->round) {/    } else if (0) {/' '^test_rdzv_suspect$'
+mutant --target test_status --filter 'status/a_stale_chunk_of_the_same*' rendezvous/view.c \
+  's/ || chunk != (int)k || when < 0)/ || chunk != (int)k)/' '^test_status$'
+mutant --target test_e2e_daemon --filter 'daemon/a_runs_liveness*' agent/daemon/runspec.c \
+  's/^    "liveness",    "liveness-interval",             "liveness-misses",$//' '^test_e2e_daemon$'
+mutant --target test_status_node --timeout 15 --filter 'status_node/an_agent_that_never*' \
+  agent/observe/status_node.c 's/        if (left <= 0)$/        if (0)/' '^test_status_node$'
+mutant --target test_status_node --filter 'status_node/an_answer_that_is_not*' \
+  agent/observe/status_node.c 's/ \&\& strncmp(buf + 8, " 200", 4) == 0//' '^test_status_node$'
+mutant --target test_e2e_status_states --filter 'status_states/agent_shows*' \
+  agent/observe/http.c 's/    if (strcmp(url, "\/status") == 0) {/    if (0) {/' '^test_e2e_status_states$'
+mutant --target test_rdzv_bigfleet --filter 'bigfleet/a_coordinator_lost_while*' \
+  rendezvous/plan.c 's/    if (turn < RDZV_SUCCESSORS)$/    if (0)/' '^test_rdzv_bigfleet$'
 
 mutant_lane() { # LANE: the checks whose index is LANE modulo 2, in order; stops at the first failure
   local i

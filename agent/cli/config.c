@@ -169,6 +169,9 @@ const struct opt cfg_opts[] = {
     {"watch", OPT_BOOL, OFF(watch), "0", 0, 0, NULL, NULL,
      "print the run again on every change in the store, until SIGINT; a run that does not "
      "exist yet is waited for", CFG_STATUS},
+    {"agent", OPT_STR, OFF(agent_http), NULL, 0, 0, NULL, "[ADDR]:PORT",
+     "also show one node's own view, from its agent's --http: its liveness ring links (state, "
+     "peer, last heartbeat)", CFG_STATUS},
     {"cacert", OPT_STR, OFF(cacert), NULL, 0, 0, NULL, "FILE", "etcd TLS CA certificate", STORE},
     {"cert", OPT_STR, OFF(cert), NULL, 0, 0, NULL, "FILE", "etcd TLS client certificate", STORE},
     {"key", OPT_STR, OFF(key), NULL, 0, 0, NULL, "FILE", "etcd TLS client key", STORE},

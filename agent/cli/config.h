@@ -47,6 +47,7 @@ struct cfg {
     char http_addr[64];      /* resolved from --http (":PORT" binds 127.0.0.1) */
     int http_port;           /* 0: the kernel picks one (logged) */
     bool json, watch;        /* status: --json, --watch */
+    const char *agent_http;  /* status: --agent [ADDR]:PORT (a node's --http), or NULL */
     const char *cacert, *cert, *key, *user;
     const char *password_file;
     const char *password_fd; /* --password-fd N as given */

@@ -10,13 +10,16 @@
 
 /* The options a run spec may carry: what belongs to the run rather than to the node that joins
  * it. Everything else in the option table is per node (give it to `serve`), a store option or a
- * secret (never in a spec). */
+ * secret (never in a spec). The liveness ring's options are the run's: the two ends of a link
+ * must agree on the heartbeat period and on how many misses break it, so every agent of a run
+ * takes them from its spec, never from the node (a node default could differ between nodes). */
 static const char *const run_options[] = {
     "min",         "max",          "nnodes",        "nproc-per-node",
     "max-restarts", "join-timeout", "last-call",     "settle",
     "rank-order",  "stop-timeout", "tee",           "local-ranks-filter",
     "env-style",   "dmlc-tracker", "nic-discovery", "topology",
     "worker-heartbeat-timeout",    "worker-startup-timeout",
+    "liveness",    "liveness-interval",             "liveness-misses",
 };
 
 bool runspec_is_run_option(const char *flag)

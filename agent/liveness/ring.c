@@ -751,5 +751,7 @@ void ring_get_links(const struct ring *r, struct ring_links *ret)
                                                : "waiting"};
     snprintf(l.next, sizeof(l.next), "%s", r->next.node_id);
     snprintf(l.prev, sizeof(l.prev), "%s", r->prev);
+    l.out_heard_ms = r->out == OUT_UP ? r->out_heard : -1;
+    l.in_heard_ms = r->in_fd >= 0 ? r->in_heard : -1;
     *ret = l;
 }

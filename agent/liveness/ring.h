@@ -65,6 +65,8 @@ struct ring_links {
     int64_t round;        /* 0: in no ring */
     const char *out, *in; /* "none", "connecting", "up", "down", "retrying" */
     char next[RING_NAME_MAX + 1], prev[RING_NAME_MAX + 1];
+    /* monotonic ms of the last heartbeat heard on each link while it is up, else -1 */
+    int64_t out_heard_ms, in_heard_ms;
 };
 
 struct ring;

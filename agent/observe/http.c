@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* http: /healthz, /readyz and /metrics from the published snapshot (libmicrohttpd thread). */
 #include "http.h"
+#include "status_node.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,7 +24,19 @@ struct http {
     struct MHD_Daemon *d;
     pthread_mutex_t mu;
     struct metrics_snapshot snap; /* guarded by mu */
+    http_links_fn links;          /* guarded by mu */
+    void *links_ctx;
 };
+
+void http_set_links(struct http *h, http_links_fn fn, void *ctx)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->links = fn;
+    h->links_ctx = ctx;
+    pthread_mutex_unlock(&h->mu);
+}
 
 /* Queue `body` (taken over and freed when `owned`, else copied) with `status`. */
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
@@ -54,6 +67,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     struct metrics_snapshot m;
     pthread_mutex_lock(&h->mu);
     m = h->snap;
+    if (h->links)
+        h->links(h->links_ctx, &m.liveness_out, &m.liveness_in);
     pthread_mutex_unlock(&h->mu);
     char text[256];
     if (strcmp(url, "/healthz") == 0) {
@@ -78,8 +93,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", false);
         return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body, true);
     }
+    if (strcmp(url, "/status") == 0) {
+        char *body = status_node_json(&m);
+        if (!body)
+            return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", false);
+        return reply(c, MHD_HTTP_OK, "application/json", body, true);
+    }
     return reply(c, MHD_HTTP_NOT_FOUND, "text/plain",
-                 "not found: try /healthz, /readyz or /metrics\n", false);
+                 "not found: try /healthz, /readyz, /metrics or /status\n", false);
 }
 
 int http_start(const char *addr, int port, struct http **ret, int *ret_port, struct ea_error *err)

@@ -103,6 +103,20 @@ char *metrics_render(const struct metrics_snapshot *m)
            (double)m->liveness_false_alarms);
     metric(f, "liveness_links_up", "gauge", "This node's ring links that are up (0-2).", "",
            m->liveness_links_up);
+    const struct metrics_link *links[2] = {&m->liveness_out, &m->liveness_in};
+    static const char *const link_names[2] = {"successor", "predecessor"};
+    bool head = false;
+    for (size_t i = 0; i < 2; i++) {
+        if (strcmp(links[i]->state, "up") != 0 || links[i]->heartbeat_age_s < 0)
+            continue; /* not up: no heartbeat to time */
+        if (!head)
+            fprintf(f, "# HELP elastic_agent_liveness_heartbeat_age_seconds Time since the last "
+                       "heartbeat heard on each ring link that is up.\n"
+                       "# TYPE elastic_agent_liveness_heartbeat_age_seconds gauge\n");
+        head = true;
+        fprintf(f, "elastic_agent_liveness_heartbeat_age_seconds{link=\"%s\"} %.3f\n",
+                link_names[i], links[i]->heartbeat_age_s);
+    }
     metric(f, "last_rendezvous_seconds", "gauge",
            "Time from stopping (or joining) to starting the latest workers.", "",
            m->last_rendezvous_seconds);

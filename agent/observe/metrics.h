@@ -53,6 +53,12 @@ struct metrics_snapshot {
     uint64_t liveness_confirmed;    /* suspicions it confirmed with its own probe: lease revoked */
     uint64_t liveness_false_alarms; /* suspicions its probe found answered */
     int liveness_links_up;          /* 0..2, as last seen */
+    /* this node's two ring links as last seen (status: http /status); "" peer: none */
+    struct metrics_link {
+        char peer[128];
+        char state[16];         /* none, connecting, up, down, waiting, retrying, ... */
+        double heartbeat_age_s; /* since the last heartbeat heard on it; -1 when not up */
+    } liveness_out, liveness_in; /* to the successor, from the predecessor */
     struct metrics_latency store;
     struct ph_hist phases[PH_N]; /* recovery phase durations (observe/phases.h) */
 };

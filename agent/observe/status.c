@@ -20,6 +20,10 @@
 #include "agent.h"
 #include "config.h"
 #include "kv.h"
+#include "status_node.h"
+
+/* --agent: how long the node's agent has to answer /status. */
+#define NODE_TIMEOUT_MS 2000
 
 /* ---- what the view says ---------------------------------------------------------------- */
 
@@ -467,10 +471,19 @@ static int show(struct status_cmd *sc, struct ea_error *err)
         return ea_errorf(err, -ENOMEM, "out of memory");
     }
     char *text = NULL;
+    /* --agent: one node's own view, which the store does not hold (observe/status_node.h); an
+     * agent that does not answer is shown as such, not an error: it may be the one that died */
+    json_t *node = NULL;
+    struct ea_error nerr = {0};
+    if (sc->cfg->agent_http &&
+        status_node_fetch(sc->cfg->agent_http, NODE_TIMEOUT_MS, &node, &nerr) < 0)
+        node = json_pack("{s:s}", "error", nerr.msg);
     if (sc->cfg->json) {
         json_t *j = status_to_json(sc->cfg->run_id, &v);
         if (j)
             hview_add_json(j, &hv);
+        if (j && node)
+            json_object_set(j, "agent", node);
         text = j ? json_dumps(j, sc->cfg->watch ? JSON_COMPACT : JSON_INDENT(2)) : NULL;
         json_decref(j);
     } else {
@@ -479,11 +492,17 @@ static int show(struct status_cmd *sc, struct ea_error *err)
         if (m) {
             status_print_text(m, sc->cfg->run_id, &v);
             hview_print_text(m, &hv);
+            if (node && json_object_get(node, "error"))
+                fprintf(m, "\nthis node: its agent at %s: %s\n", sc->cfg->agent_http,
+                        json_string_value(json_object_get(node, "error")));
+            else if (node)
+                status_node_print_text(m, sc->cfg->agent_http, node);
             fclose(m);
         }
     }
     rdzv_run_view_clear(&v);
     hview_clear(&hv);
+    json_decref(node);
     if (!text)
         return ea_errorf(err, -ENOMEM, "out of memory");
     if (sc->last && strcmp(sc->last, text) == 0) {
@@ -665,6 +684,10 @@ int status_main(int argc, char **argv, char **envp)
     if (cfg.help) {
         cfg_print_help_cmd(CFG_STATUS, stdout);
         return AGENT_EXIT_OK;
+    }
+    if (cfg.agent_http && status_node_check_addr(cfg.agent_http, &err) < 0) {
+        fprintf(stderr, "elastic-agent status: %s\n", err.msg);
+        return AGENT_EXIT_USAGE;
     }
     /* blocked before the backend starts any thread, so SIGINT ends --watch through the fd */
     sigset_t set;

@@ -529,3 +529,44 @@ Test(daemon, cancel_refused_and_corrupt_specs)
     cr_assert_eq(json_array_size(json_object_get(j, "runs")), 0);
     json_decref(j);
 }
+
+/* How many lines of file `path` hold `needle`. */
+static int count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s", path);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* The liveness ring's options are run options (issue 31): the two ends of a link must agree on
+ * them, so submit sets them for every agent of the run and serve passes them on (it refuses them
+ * as its own: tests/bad_input). The run's agents log their ring's heartbeat at debug level. */
+Test(daemon, a_runs_liveness_options_reach_every_agent_of_it)
+{
+    struct h_agent d[2], s;
+    for (int i = 0; i < 2; i++)
+        serve(&d[i], h_fmt("d%d", i + 1), "--log-level=debug");
+    wait_idle(2, 10000);
+    submit(&s, "ring", "--min 2 --max 2 --settle 0.5 --liveness-interval 0.35 --liveness-misses 7",
+           worker("ring", false));
+    h_expect_exit(&s, 0, 30000);
+    wait_idle(2, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(h_file_contains(d[i].log, "run 'ring' is over on this node (agent exit 0)"));
+        cr_assert_eq(count_lines(d[i].log, "(heartbeat 350 ms, 7 misses)"), 1,
+                     "daemon d%d's agent did not take the run's ring options", i + 1);
+    }
+    submit(&s, "noring", "--min 2 --max 2 --settle 0.5 --liveness off", worker("noring", false));
+    h_expect_exit(&s, 0, 30000);
+    wait_idle(2, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(h_file_contains(d[i].log, "run 'noring' is over on this node (agent exit 0)"));
+        cr_assert_eq(count_lines(d[i].log, "liveness ring: listening on"), 1,
+                     "the second run's agent on d%d opened a ring (--liveness off)", i + 1);
+    }
+}

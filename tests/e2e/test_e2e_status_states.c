@@ -466,3 +466,129 @@ Test(status_states, watch_waits_for_a_run_that_does_not_exist_yet)
     for (int i = 0; i < 2; i++)
         h_expect_exit(&a[i], 0, 20000);
 }
+
+/* ---- one node's liveness links (status --agent) ------------------------------------------ */
+
+static int count_in_text(const char *t, const char *needle)
+{
+    int n = 0;
+    for (const char *p = t; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* The port of the agent's --http :0, from its log. */
+static int http_port_of(const struct h_agent *a)
+{
+    cr_assert(h_log_wait(a, "/metrics on http://127.0.0.1:", 10000), "no --http port logged");
+    char *t = slurp(a->log);
+    const char *p = strstr(t, "/metrics on http://127.0.0.1:");
+    int port = atoi(p + strlen("/metrics on http://127.0.0.1:"));
+    free(t);
+    cr_assert_gt(port, 0);
+    return port;
+}
+
+/* `status --agent 127.0.0.1:PORT [--json]` of run L: its output (malloc'ed). */
+static char *status_agent(int port, bool json, const char *tag)
+{
+    struct h_agent s;
+    const char *args[] = {"status",  "--state-dir", state, "--run-id", "L", "--agent",
+                          h_fmt("127.0.0.1:%d", port), json ? "--json" : NULL, NULL};
+    h_agent_start(&s, dir, h_fmt("status-agent-%s", tag), args);
+    cr_assert_eq(h_agent_wait(&s, 10000), 0, "status --agent (%s) failed", tag);
+    return slurp(s.out);
+}
+
+/* The JSON's "agent" object (new reference). */
+static json_t *agent_of(const char *out)
+{
+    json_t *j = json_loads(out, 0, NULL);
+    cr_assert(j, "status --agent --json printed no JSON:\n%s", out);
+    json_t *a = json_incref(json_object_get(j, "agent"));
+    json_decref(j);
+    cr_assert(json_is_object(a), "no \"agent\" object:\n%s", out);
+    return a;
+}
+
+/* `status --agent` shows that node's two ring links (issue 31): both up with a fresh heartbeat in
+ * a running round; once its successor is SIGKILLed, the link to it is not up and has no
+ * heartbeat (a wide --liveness-misses keeps the eviction that follows a few seconds away). Fails
+ * without the agent's /status or status's --agent (the section is missing). */
+Test(status_states, agent_shows_its_liveness_links)
+{
+    struct h_agent a[3];
+    const char *cmd[] = {"sleep", "60", NULL};
+    for (int i = 0; i < 3; i++) {
+        const char *extra[] = {"--min", "3", "--max", "3", "--liveness-interval", "0.5",
+                               "--liveness-misses", "6", i == 0 ? "--http" : NULL,
+                               "127.0.0.1:0", NULL};
+        start(&a[i], "L", h_fmt("n%d", i), extra, cmd);
+        cr_assert(h_log_wait(&a[i], i < 2 ? "waiting for nodes" : "round 1 ", 20000));
+    }
+    int port = http_port_of(&a[0]);
+    /* until both of n0's links are up (the ring links right after the commit) */
+    char *text = NULL;
+    int64_t deadline = h_now_ms() + 10000;
+    do {
+        free(text);
+        text = status_agent(port, false, "up");
+    } while (count_in_text(text, ": up, last heartbeat") < 2 && h_now_ms() < deadline);
+    char *part = strstr(text, "this node: ");
+    cr_assert(part, "no node section:\n%s", text);
+    char *t = strdup(part);
+    subst(&t, "its agent at 127\\.0\\.0\\.1:[0-9]+", "its agent at ADDR:PORT");
+    subst(&t, "last heartbeat [0-9]+\\.[0-9] s ago", "last heartbeat S s ago");
+    cr_expect_str_eq(t, GOLDEN_AGENT_LINKS_UP, "status --agent:\n%s\nwanted:\n%s", t,
+                     GOLDEN_AGENT_LINKS_UP);
+    free(t);
+    free(text);
+    json_t *ag = agent_of(text = status_agent(port, true, "up-json"));
+    free(text);
+    json_t *live = json_object_get(ag, "liveness"), *k;
+    const char *name;
+    json_object_foreach(live, name, k)
+    {
+        double age = json_number_value(json_object_get(k, "heartbeat_age_s"));
+        cr_expect(age >= 0 && age < 3.0, "%s heartbeat %.3f s old", name, age);
+        json_object_set_new(k, "heartbeat_age_s", json_string("<s>"));
+    }
+    char *got = json_dumps(ag, JSON_COMPACT | JSON_SORT_KEYS);
+    json_t *want = json_loads(GOLDEN_AGENT_LINKS_UP_JSON, 0, NULL);
+    cr_assert(want, "the golden is not JSON");
+    char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
+    cr_expect_str_eq(got, w, "status --agent --json:\n%s\nwanted:\n%s", got, w);
+    free(got);
+    free(w);
+    json_decref(want);
+    json_decref(ag);
+
+    /* n0's successor n1 is killed: the link to it goes down at once */
+    h_agent_signal(&a[1], SIGKILL);
+    const char *state_seen = NULL;
+    deadline = h_now_ms() + 3000;
+    while (!state_seen && h_now_ms() < deadline) {
+        ag = agent_of(text = status_agent(port, true, "down"));
+        free(text);
+        json_t *succ = json_object_get(json_object_get(ag, "liveness"), "successor");
+        const char *st = json_string_value(json_object_get(succ, "state"));
+        const char *peer = json_string_value(json_object_get(succ, "peer"));
+        cr_assert(peer && strcmp(peer, "n1") == 0, "the ring moved on before the link was seen "
+                                                   "down (peer %s)", peer ? peer : "none");
+        if (st && strcmp(st, "up") != 0) {
+            cr_expect(json_is_null(json_object_get(succ, "heartbeat_age_s")),
+                      "a link that is %s has no heartbeat", st);
+            state_seen = strcmp(st, "retrying") == 0     ? "retrying"
+                         : strcmp(st, "connecting") == 0 ? "connecting"
+                         : strcmp(st, "closed by peer") == 0 ? "closed by peer"
+                                                             : "other";
+        }
+        json_decref(ag);
+    }
+    cr_assert(state_seen, "n0's link to its killed successor still shows up after 3 s");
+    cr_expect_str_neq(state_seen, "other", "an unexpected link state");
+    text = status_agent(port, false, "down-text");
+    cr_assert(strstr(text, "ring link to successor"), "%s", text);
+    cr_assert_null(strstr(text, "ring link to successor 'n1': up"), "%s", text);
+    free(text);
+}

@@ -612,3 +612,44 @@ Test(bigfleet, chunks_in_one_pass_are_the_chunks)
     }
     free(mem);
 }
+
+/* ==== the coordinator lost while the run gathers ==== */
+
+static bool all_see_200_live(void)
+{
+    for (int i = 0; i < ns; i++)
+        if (!dead[i] && rdzv_live_count(ss[i]) != 200)
+            return false;
+    return true;
+}
+
+/* 200 nodes gather (min 1,000: no round, so no ranks); the coordinator dies; events take 200 ms
+ * to reach everyone. Claims used to be spread over 450-1,400 ms by slot alone, ~10 nodes every
+ * 50 ms: every node due before the first claim arrived claimed too (~40 writes). Now about one
+ * node per turn, a step (at least 400 ms) apart, by a hash of its slot among the live count the coordinator
+ * published: at most 3 claims, one coordinator. Mutation: the gathering order taken out (the
+ * slot spread alone) -> more claims, the test fails. */
+Test(bigfleet, a_coordinator_lost_while_gathering_makes_few_claims)
+{
+    char id[32];
+    for (int r = 0; r < 200; r++) {
+        snprintf(id, sizeof(id), "g%05d", r);
+        join(id, r, 1000, 1000);
+    }
+    cr_assert(run_until(all_see_200_live, 10000), "the coordinator publishes the live count");
+    cr_assert(rdzv_is_coordinator(ss[0]));
+    uint64_t before[MAXS];
+    for (int i = 0; i < ns; i++)
+        before[i] = writes_of(i);
+    crash(0);
+    delay_ms = 200;
+    run_until(NULL, 6000);
+    cr_assert_eq(coordinators(), 1);
+    uint64_t claims = 1; /* the winner's */
+    for (int i = 0; i < ns; i++)
+        if (!dead[i] && !rdzv_is_coordinator(ss[i]))
+            claims += writes_of(i) - before[i];
+    fprintf(stderr, "gathering: %llu claim(s) of `coord` after the coordinator died\n",
+            (unsigned long long)claims);
+    cr_assert_leq(claims, 3, "%llu claims of `coord` while gathering", (unsigned long long)claims);
+}

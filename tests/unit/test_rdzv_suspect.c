@@ -334,3 +334,69 @@ Test(suspect, a_third_member_confirms_a_suspicion_of_the_coordinator)
     char w[EA_ERROR_MSG_MAX];
     cr_assert(rdzv_take_warning(ss[1], w, sizeof(w)) && strstr(w, "coord_suspect"), "%s", w);
 }
+
+/* Issue 30's rule for the coordinator (O(changed) per event): it looks only at the suspect keys
+ * the watch brings, never scanning its mirror. Mutation: the mirror's hook that queues them
+ * (rdzv_suspect_on_put) ignores suspect/ keys -> a suspicion that arrives as an event is never
+ * acted on. */
+Test(suspect, a_suspicion_that_arrives_as_an_event_is_acted_on_once)
+{
+    join_all();
+    struct rdzv_suspect_case c[4];
+    cr_assert_eq(suspects(c, 4), 0, "nothing suspected yet");
+    struct rdzv_suspicion x = suspicion(1, "n2", "n1");
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_suspect(ss[1], &x, &err), 1, "%s", err.msg);
+    cr_assert_eq(suspects(c, 4), 1, "the event's key is looked at");
+    cr_assert_str_eq(c[0].sus.node_id, "n2");
+    cr_assert_eq(suspects(c, 4), 0, "handed out once in its round, not at every change");
+    /* more than fit in one call: the rest are due for the next */
+    struct rdzv_suspicion y = suspicion(1, "n1", "n2");
+    cr_assert_eq(rdzv_suspect(ss[2], &y, &err), 1, "%s", err.msg);
+    put("suspect/1/n0", "{\"schema\":\"elastic-agent/v2\",\"by\":\"x\",\"cause\":\"c\","
+                        "\"fault_ms\":1,\"detected_ms\":2}"); /* the coordinator: stale */
+    size_t n = 0;
+    for (int k = 0; k < 20; k++) {
+        rdzv_on_events(ss[0], &err);
+        struct pollfd p = {.fd = kv_event_fd(kvs[0]), .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            break;
+    }
+    rdzv_on_events(ss[0], &err);
+    cr_assert_eq(rdzv_suspects(ss[0], c, 0, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 0);
+    cr_assert(rdzv_suspects_due(ss[0]), "n1's suspicion waits for room");
+    cr_assert_not(present("suspect/1/n0"), "the stale key went at once");
+    cr_assert_eq(rdzv_suspects(ss[0], c, 4, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(c[0].sus.node_id, "n1");
+    cr_assert_not(rdzv_suspects_due(ss[0]));
+}
+
+/* A key handed out and left in the store is looked at again when its round is over (and
+ * deleted then). Mutation: the kept keys are not queued again at a change of round -> the key of
+ * round 1 stays. */
+Test(suspect, a_suspicion_left_from_an_earlier_round_is_cleaned_up)
+{
+    join_all();
+    put("suspect/1/n1", "{\"schema\":\"elastic-agent/v2\",\"by\":\"n2\",\"cause\":\"c\","
+                        "\"fault_ms\":1,\"detected_ms\":2}"); /* no lease: stays unless deleted */
+    struct rdzv_suspicion x = suspicion(1, "n2", "n1");
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_suspect(ss[1], &x, &err), 1, "%s", err.msg);
+    struct rdzv_suspect_case c[4];
+    cr_assert_eq(suspects(c, 4), 2);
+    size_t k2 = strcmp(c[0].sus.node_id, "n2") == 0 ? 0 : 1;
+    cr_assert_eq(rdzv_evict(ss[0], &c[k2], &err), 1, "%s", err.msg);
+    int64_t end = ea_now_ms() + 5000;
+    while (round_of(0) != 2 && ea_now_ms() < end) {
+        rdzv_on_events(ss[0], &err);
+        rdzv_tick(ss[0], ea_now_ms(), &err);
+        struct pollfd p = {.fd = kv_event_fd(kvs[0]), .events = POLLIN};
+        poll(&p, 1, 20);
+    }
+    cr_assert_eq(round_of(0), 2, "the round without n2");
+    cr_assert(present("suspect/1/n1"));
+    cr_assert_eq(suspects(c, 4), 0, "a suspicion of round 1 is not one of round 2");
+    cr_assert_not(present("suspect/1/n1"), "deleted once its round was over");
+}

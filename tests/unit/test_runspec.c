@@ -135,17 +135,26 @@ Test(runspec, forbidden_options_and_bad_specs)
             "--min 3 is larger than --max 2");
     invalid((const char *[]){"--settle", "-1", NULL}, cmd, NULL, "--settle: '-1'");
     invalid((const char *[]){"--rank-order", "random", NULL}, cmd, NULL, "--rank-order");
+    /* the liveness ring's options are the run's (issue 31), checked as the one-shot form does */
+    invalid((const char *[]){"--liveness", "maybe", NULL}, cmd, NULL,
+            "--liveness: 'maybe' is not on or off");
+    invalid((const char *[]){"--liveness-interval", "0", NULL}, cmd, NULL,
+            "--liveness-interval: '0' is not a number of seconds from 0.01 to 60");
+    invalid((const char *[]){"--liveness", "off", "--liveness-misses", "5", NULL}, cmd, NULL,
+            "--liveness-misses has no effect with --liveness off");
     invalid(NULL, (const char *[]){NULL}, NULL, "missing the worker command");
     invalid(NULL, cmd, (const char *[]){"ELASTIC_MIN=3", NULL}, "give the option itself");
     invalid(NULL, cmd, (const char *[]){"1X=3", NULL}, "not NAME=VALUE");
     /* every run option is in the option table */
-    const char *run[] = {"min", "max", "settle", "nproc-per-node", "worker-heartbeat-timeout"};
+    const char *run[] = {"min",      "max",      "settle",           "nproc-per-node",
+                         "worker-heartbeat-timeout", "liveness", "liveness-interval",
+                         "liveness-misses"};
     for (size_t i = 0; i < sizeof(run) / sizeof(*run); i++)
         cr_assert(runspec_is_run_option(run[i]));
     size_t n_run = 0;
     for (size_t i = 0; i < cfg_option_count(); i++)
         n_run += runspec_is_run_option(cfg_option_flag(i, NULL));
-    cr_assert_eq(n_run, 18, "a run option is missing from the table");
+    cr_assert_eq(n_run, 21, "a run option is missing from the table");
 }
 
 /* A spec's --env reaches the workers only, and not with a name that changes how a process

@@ -87,6 +87,7 @@ static void put_state_charged(enum rdzv_status st, int64_t round, int restarts,
     }
     s.group_world_size = (int)s.n_members;
     s.n_chunks = rdzv_chunk_count(s.n_members);
+    s.chunks_rev = mod - 1; /* the chunks first, then `state` (rdzv_commit) */
     char *json = NULL;
     cr_assert_eq(rdzv_state_encode(&s, &json, NULL), 0);
     put(P "state", json, mod, 2);
@@ -95,7 +96,7 @@ static void put_state_charged(enum rdzv_status st, int64_t round, int restarts,
         char key[64];
         snprintf(key, sizeof(key), P "assign/%06d", k);
         cr_assert_eq(rdzv_chunk_encode(&s, k, &json, NULL), 0);
-        put(key, json, mod, 2);
+        put(key, json, mod - 1, 2);
         free(json);
     }
 }
@@ -446,4 +447,38 @@ Test(status, a_commit_caught_half_way_is_listed_again)
     struct ea_error err = {0};
     cr_assert_eq(rdzv_run_view_decode(P, keys, n_keys, &v, &err), -EAGAIN, "%s", err.msg);
     cr_assert(strstr(err.msg, "round 2 is being committed"), "%s", err.msg);
+}
+
+/* A chunk is matched to the commit, not to the round number (issue 30): a `waiting` state or a
+ * coordinator's successor reuses round numbers, so a chunk of the same round written before the
+ * commit's first chunk write (chunks_rev) is an older commit's and must not be shown as the
+ * members. Mutation checked: view.c's gather without the revision check (when < 0) -> the stale
+ * members are shown, the test fails. */
+Test(status, a_stale_chunk_of_the_same_round_is_an_error_not_the_members)
+{
+    const char *const m[] = {"a:host-a", "b:host-b", NULL};
+    put_state(RDZV_RUNNING, 1, 0, 0, 10, m);
+    /* round 1's chunk 0 as an older commit of round 1 wrote it (other members, revision 5) */
+    struct rdzv_member ms[2] = {{.node_id = "old", .host = "host-old", .nproc = 2, .slot = 3},
+                                {.node_id = "b", .host = "host-b", .nproc = 2, .group_rank = 1,
+                                 .rank_base = 2, .slot = 11}};
+    struct rdzv_state stale = {.round = 1, .status = RDZV_RUNNING, .members = ms, .n_members = 2,
+                               .group_world_size = 2, .n_chunks = 1, .world_size = 4};
+    char *json = NULL;
+    cr_assert_eq(rdzv_chunk_encode(&stale, 0, &json, NULL), 0);
+    for (size_t i = 0; i < n_keys; i++)
+        if (strcmp(keys[i].key, P "assign/000000") == 0) {
+            free(keys[i].value);
+            keys[i].value = json;
+            keys[i].value_len = strlen(json);
+            keys[i].mod_revision = 5;
+            json = NULL;
+        }
+    cr_assert_null(json, "the fixture wrote no assign/000000");
+    struct rdzv_run_view v;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_run_view_decode(P, keys, n_keys, &v, &err), -EBADMSG,
+                 "the stale chunk's members are not shown: %s", err.msg);
+    cr_assert(strstr(err.msg, "written at revision 5"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "assign/000000"), "%s", err.msg);
 }

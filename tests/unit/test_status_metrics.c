@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "metrics.h"
 
@@ -183,4 +184,52 @@ Test(metrics, timed_kv_counts_every_request)
     cr_assert_eq(in_buckets, 10, "an in-memory request takes far less than 5 s");
     cr_assert_eq(lat.errors, 0);
     kv_close(kv); /* closes the memory store too (ASan checks) */
+}
+
+/* Issue 31: the ring's counters, and the heartbeat age of each link that is up (none for a link
+ * that is not); the page passes `promtool check metrics` (its lint's older complaint about
+ * elastic_agent_restart_count aside). */
+Test(metrics, liveness_links_and_counters)
+{
+    struct metrics_snapshot m = snap();
+    m.liveness_suspicions = 2;
+    m.liveness_confirmed = 1;
+    m.liveness_false_alarms = 1;
+    m.liveness_links_up = 1;
+    snprintf(m.liveness_out.peer, sizeof(m.liveness_out.peer), "n2");
+    snprintf(m.liveness_out.state, sizeof(m.liveness_out.state), "up");
+    m.liveness_out.heartbeat_age_s = 0.125;
+    snprintf(m.liveness_in.peer, sizeof(m.liveness_in.peer), "n0");
+    snprintf(m.liveness_in.state, sizeof(m.liveness_in.state), "retrying");
+    m.liveness_in.heartbeat_age_s = 4;
+    char *t = metrics_render(&m);
+    cr_assert(t);
+    const char *want[] = {
+        "elastic_agent_liveness_suspicions_total 2\n",
+        "elastic_agent_liveness_confirmed_total 1\n",
+        "elastic_agent_liveness_false_alarms_total 1\n",
+        "elastic_agent_liveness_links_up 1\n",
+        "# TYPE elastic_agent_liveness_heartbeat_age_seconds gauge\n"
+        "elastic_agent_liveness_heartbeat_age_seconds{link=\"successor\"} 0.125\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+        cr_expect(strstr(t, want[i]), "missing: %s\nin:\n%s", want[i], t);
+    cr_expect_null(strstr(t, "{link=\"predecessor\"}"), "a link that is not up has no age");
+    char path[] = "/tmp/ea-metrics-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(t, f);
+    fclose(f);
+    char cmd[128], out[4096] = "";
+    snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
+    FILE *pr = popen(cmd, "r");
+    cr_assert_not_null(pr, "cannot run promtool (package prometheus)");
+    size_t n = fread(out, 1, sizeof(out) - 1, pr);
+    out[n] = '\0';
+    pclose(pr);
+    unlink(path);
+    cr_expect_null(strstr(out, "liveness"), "%s", out);
+    cr_expect_null(strstr(out, "error while linting"), "%s", out);
+    free(t);
 }
