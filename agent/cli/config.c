@@ -196,8 +196,6 @@ const struct opt cfg_opts[] = {
 #define N_OPTS (sizeof(cfg_opts) / sizeof(cfg_opts[0]))
 const size_t cfg_n_opts = N_OPTS;
 
-static const char *const backends[] = {"memory", "file", "etcd", "etcd-gateway"};
-
 /* What set each option, for conflict checks. */
 enum source { SRC_DEFAULT, SRC_PET, SRC_ENV, SRC_CLI };
 
@@ -355,17 +353,6 @@ static int apply_tracked(struct cfg *c, const struct opt *o, const char *v, cons
         srcs[idx_of(find_opt("min", 3, CFG_AGENT))] =
             srcs[idx_of(find_opt("max", 3, CFG_AGENT))] = from;
     return 0;
-}
-
-static bool valid_id(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 100 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) /* ids name paths */
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
-            return false;
-    return true;
 }
 
 /* Is `v` one of the NULL-terminated `words`? */
@@ -566,64 +553,13 @@ static int resolve_http(struct cfg *c, struct ea_error *err)
     return 0;
 }
 
-/* Backend, endpoints, run id, state dir and prefix: what every command needs to find the run. */
-static int resolve_store(struct cfg *c, struct ea_error *err)
-{
-    if (!c->backend) {
-        if (c->endpoints)
-            c->backend = strncmp(c->endpoints, "http://", 7) == 0 ||
-                                 strncmp(c->endpoints, "https://", 8) == 0
-                             ? "etcd-gateway"
-                             : "etcd";
-        else
-            c->backend = "file";
-    }
-    bool known = false;
-    for (size_t i = 0; i < sizeof(backends) / sizeof(*backends); i++)
-        known |= strcmp(c->backend, backends[i]) == 0;
-    if (!known)
-        return ea_errorf(err, -EINVAL,
-                         "--rdzv-backend: unknown backend '%s' (use memory, file, etcd or "
-                         "etcd-gateway%s)",
-                         c->backend,
-                         strcmp(c->backend, "c10d") == 0 || strncmp(c->backend, "etcd-v", 6) == 0 ||
-                                 strcmp(c->backend, "static") == 0
-                             ? "; that name is a torchrun backend"
-                             : "");
-    bool remote = strncmp(c->backend, "etcd", 4) == 0;
-    if (remote && !c->endpoints)
-        return ea_errorf(err, -EINVAL, "the %s backend needs --rdzv-endpoint", c->backend);
-    if (!remote && c->endpoints)
-        return ea_errorf(err, -EINVAL, "--rdzv-endpoint '%s' has no meaning for the %s backend",
-                         c->endpoints, c->backend);
-    if (!c->run_id)
-        c->run_id = c->standalone ? "standalone" : "default";
-    if (!valid_id(c->run_id))
-        return ea_errorf(err, -EINVAL,
-                         "--run-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ - "
-                         "(not . or ..)",
-                         c->run_id);
-    if (!c->state_dir) {
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        if (xdg && xdg[0])
-            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "%s/elastic-agent", xdg);
-        else
-            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "/tmp/elastic-agent-%ld",
-                     (long)getuid());
-        c->state_dir = c->state_dir_buf;
-    }
-    if (c->prefix[0] != '/' || c->prefix[strlen(c->prefix) - 1] != '/')
-        return ea_errorf(err, -EINVAL, "--prefix: '%s' must start and end with '/'", c->prefix);
-    return 0;
-}
-
 static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
 {
     if (c->cmd == CFG_STATUS) {
         if (c->command && c->command[0])
             return ea_errorf(err, -EINVAL, "status takes no arguments ('%s'; see status --help)",
                              c->command[0]);
-        int r = resolve_store(c, err);
+        int r = cfg_resolve_store(c, err);
         if (r == 0 && strcmp(c->backend, "memory") == 0)
             return ea_errorf(err, -EINVAL, "the memory backend lives inside one agent's process: "
                                            "status cannot read it");
@@ -645,7 +581,7 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
     if (c->min_nodes > c->max_nodes)
         return ea_errorf(err, -EINVAL, "--min %d is larger than --max %d", c->min_nodes,
                          c->max_nodes);
-    int r = resolve_store(c, err);
+    int r = cfg_resolve_store(c, err);
     if (r < 0)
         return r;
     if (!c->node_id) {
@@ -658,7 +594,7 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
         snprintf(c->node_id_buf, sizeof(c->node_id_buf), "%s-%ld", host, (long)getpid());
         c->node_id = c->node_id_buf;
     }
-    if (!valid_id(c->node_id))
+    if (!cfg_valid_id(c->node_id))
         return ea_errorf(err, -EINVAL,
                          "--node-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ - "
                          "(not . or ..)",

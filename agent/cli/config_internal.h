@@ -40,4 +40,10 @@ void cfg_opt_env_name(const struct opt *o, char *buf, size_t size);
  * taken out of it (its bytes overwritten in place, then unset), read or not. -EINVAL in err. */
 int cfg_read_password(struct cfg *c, char **envp, struct ea_error *err);
 
+/* Backend, endpoints, run id, state dir and prefix of `c` checked and defaulted (config_secret.c):
+ * what every command needs to find the run. -EINVAL in err. */
+int cfg_resolve_store(struct cfg *c, struct ea_error *err);
+/* A run or node id: 1-100 characters of A-Z a-z 0-9 . _ - (not . or ..). */
+bool cfg_valid_id(const char *s);
+
 #endif

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* cfg: the store's secret — where the etcd password comes from (--password-fd, --password-file,
+/* cfg: the store — which backend and run (cfg_resolve_store) and its secret: where the etcd password comes from (--password-fd, --password-file,
  * ELASTIC_ETCD_PASSWORD), taking it out of this process's environment, refusing it on a
  * plaintext connection, and the sealed memfd a parent (serve, driver mode) hands its agents. The
  * rest of the fds a parent hands over (--worker-env-fd) are checked here too. See
@@ -206,4 +206,68 @@ struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms)
                               .user = c->user,
                               .password = c->password,
                               .request_timeout_ms = request_timeout_ms};
+}
+
+static const char *const backends[] = {"memory", "file", "etcd", "etcd-gateway"};
+
+bool cfg_valid_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 100 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) /* ids name paths */
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+            return false;
+    return true;
+}
+
+/* Backend, endpoints, run id, state dir and prefix: what every command needs to find the run. */
+int cfg_resolve_store(struct cfg *c, struct ea_error *err)
+{
+    if (!c->backend) {
+        if (c->endpoints)
+            c->backend = strncmp(c->endpoints, "http://", 7) == 0 ||
+                                 strncmp(c->endpoints, "https://", 8) == 0
+                             ? "etcd-gateway"
+                             : "etcd";
+        else
+            c->backend = "file";
+    }
+    bool known = false;
+    for (size_t i = 0; i < sizeof(backends) / sizeof(*backends); i++)
+        known |= strcmp(c->backend, backends[i]) == 0;
+    if (!known)
+        return ea_errorf(err, -EINVAL,
+                         "--rdzv-backend: unknown backend '%s' (use memory, file, etcd or "
+                         "etcd-gateway%s)",
+                         c->backend,
+                         strcmp(c->backend, "c10d") == 0 || strncmp(c->backend, "etcd-v", 6) == 0 ||
+                                 strcmp(c->backend, "static") == 0
+                             ? "; that name is a torchrun backend"
+                             : "");
+    bool remote = strncmp(c->backend, "etcd", 4) == 0;
+    if (remote && !c->endpoints)
+        return ea_errorf(err, -EINVAL, "the %s backend needs --rdzv-endpoint", c->backend);
+    if (!remote && c->endpoints)
+        return ea_errorf(err, -EINVAL, "--rdzv-endpoint '%s' has no meaning for the %s backend",
+                         c->endpoints, c->backend);
+    if (!c->run_id)
+        c->run_id = c->standalone ? "standalone" : "default";
+    if (!cfg_valid_id(c->run_id))
+        return ea_errorf(err, -EINVAL,
+                         "--run-id: '%s' must be 1-100 characters of A-Z a-z 0-9 . _ - "
+                         "(not . or ..)",
+                         c->run_id);
+    if (!c->state_dir) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && xdg[0])
+            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "%s/elastic-agent", xdg);
+        else
+            snprintf(c->state_dir_buf, sizeof(c->state_dir_buf), "/tmp/elastic-agent-%ld",
+                     (long)getuid());
+        c->state_dir = c->state_dir_buf;
+    }
+    if (c->prefix[0] != '/' || c->prefix[strlen(c->prefix) - 1] != '/')
+        return ea_errorf(err, -EINVAL, "--prefix: '%s' must start and end with '/'", c->prefix);
+    return 0;
 }
