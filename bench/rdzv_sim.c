@@ -24,7 +24,12 @@
  * Usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] [--kill-one]
  *                 [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] [--timeout SEC]
  *                 [--max-bytes B] (exit 1 if a non-coordinator received more than B bytes in
- *                 a round after its join)
+ *                 a round after its join) [--ring] [--ring-interval MS] [--ring-pass MS]
+ * --ring: every node in the liveness ring as an agent with --liveness on (bench/sim_ring.h): a
+ * real listener and a real TCP link to its successor per node, heartbeats every --ring-interval
+ * (200 ms) served by each process every --ring-pass (10 ms); a killed node's sockets are closed
+ * as the kernel closes a SIGKILLed process's, and the suspicion, the coordinator's probe and the
+ * lease revoke go through rendezvous/suspect.c as in the agent.
  * Prints key=value lines (for bench scripts) and a summary line.
  */
 #include <errno.h>
@@ -42,6 +47,7 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "session.h"
+#include "sim_ring.h"
 
 enum rec_type {
     REC_JOINING = 1,
@@ -51,6 +57,8 @@ enum rec_type {
     REC_FATAL,
     REC_KILLED,
     REC_READY, /* the node could start its workers: it has its assignment and the round's master */
+    REC_RING,  /* at a child's end, its nodes' ring counters: bytes = suspicions written or held,
+                  keys = evictions, claims = false alarms */
 };
 
 /* One report from a child to the parent (written atomically: < PIPE_BUF). */
@@ -73,6 +81,9 @@ struct opts {
     int64_t ttl_ms, timeout_ms;
     bool kill_one, kill_coord, kill_tenth, kill_rack;
     long max_bytes;
+    bool ring;                    /* --ring: every node in the liveness ring (sim_ring.h) */
+    int64_t ring_interval_ms;     /* --ring-interval (the agent's --liveness-interval) */
+    int64_t ring_pass_ms;         /* how often a process serves its nodes' ring sockets */
 };
 
 struct sim_node {
@@ -83,6 +94,7 @@ struct sim_node {
     int64_t published_round; /* as group rank 0: the last round it published the master of */
     int64_t renewed_ms;      /* its last lease renewal (or its join) */
     bool dead;
+    struct sim_ring *g;      /* --ring: its links */
 };
 
 static void report_stats(int fd, int type, int node, int64_t round, int members,
@@ -125,6 +137,8 @@ static void fatal(int fd, int node, const char *what, const struct ea_error *err
 static void observe(struct sim_node *n, int out, int64_t ev_ms)
 {
     int64_t gen;
+    if (n->g)
+        sim_ring_follow(n->g, n->s, ea_now_ms());
     const struct rdzv_state *st = rdzv_current(n->s, &gen);
     if (!st || st->status != RDZV_RUNNING || rdzv_my_index(n->s) < 0)
         return;
@@ -170,8 +184,18 @@ static void kill_node(struct sim_node *n, int out)
 {
     n->dead = true;
     report(out, REC_KILLED, n->id, 0, 0);
+    sim_ring_kill(n->g); /* the kernel closes its sockets: its ring neighbours see EOF */
+    n->g = NULL;
     rdzv_session_destroy(n->s);
     n->s = NULL;
+}
+
+/* A ring report of one of this process's nodes (sim_ring_host_reports). */
+static void on_ring_report(void *ctx, struct sim_ring *g, const struct ring_report *x)
+{
+    struct sim_node *n = ctx;
+    if (!n->dead)
+        sim_ring_report(g, n->s, x);
 }
 
 /* The "agent" of nodes [first, first+count): join all, then serve them until told to stop. */
@@ -183,6 +207,9 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
     struct kv_config kc = {
         .backend = "etcd", .endpoints = o->endpoints, .request_timeout_ms = 5000};
     struct ea_error err = {0};
+    struct sim_ring_host *host = NULL; /* --ring: this process's rings, on a thread */
+    if (o->ring && sim_ring_host_create((size_t)count, o->ring_pass_ms, &host, &err) < 0)
+        fatal(out, first, "ring", &err);
     struct kv *kv = NULL; /* one connection for this process's sessions */
     if (kv_open(&kc, &kv, &err) < 0)
         fatal(out, first, "open", &err);
@@ -203,12 +230,21 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
         rc.self.nproc = 1;
         rc.self.pid = getpid();
+        if (o->ring) { /* a real listener per node: its port in its node record */
+            rc.params.ring = true;
+            if (sim_ring_open(host, o->run_id, rc.self.node_id, o->ring_interval_ms, 3, n, &n->g,
+                              &err) < 0)
+                fatal(out, n->id, "ring", &err);
+            rc.self.live_port = sim_ring_port(n->g);
+        }
         if (rdzv_session_create(kv, &rc, &n->s, &err) < 0)
             fatal(out, n->id, "session", &err);
     }
     char go = 0; /* the parent measures the store first (gRPC must not be set up before fork) */
     if (read(ctl, &go, 1) != 1 || go != 'g')
         return 1;
+    if (host && sim_ring_host_start(host, &err) < 0)
+        fatal(out, first, "ring", &err);
     /* nodes join one per loop turn, so the ones already in keep renewing and reading events, as
      * separate agents would */
     int joined = 0;
@@ -245,11 +281,17 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             if (w >= 0 && w < wake)
                 wake = w;
         }
-        struct pollfd pfd[2] = {{.fd = kv_event_fd(kv), .events = POLLIN},
-                                {.fd = ctl, .events = POLLIN}};
+        for (int i = 0; host && i < joined; i++) /* the coordinator's confirmations */
+            if (!nodes[i].dead && rdzv_is_coordinator(nodes[i].s))
+                sim_ring_confirm(nodes[i].g, nodes[i].s, ea_now_ms());
+        struct pollfd pfd[3] = {{.fd = kv_event_fd(kv), .events = POLLIN},
+                                {.fd = ctl, .events = POLLIN},
+                                {.fd = host ? sim_ring_host_fd(host) : -1, .events = POLLIN}};
         int64_t left = wake - ea_now_ms();
-        if (poll(pfd, 2, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
+        if (poll(pfd, 3, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
             return 1;
+        if (pfd[2].revents)
+            sim_ring_host_reports(host, on_ring_report);
         /* The store's events first, and those that arrived while the last batch was applied
          * (one commit reaches the 625 sessions' watches as 625 events, which may come in a few
          * batches) before the next ticks: a node's events do not wait for other nodes' ticks.
@@ -296,12 +338,26 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             report(out, REC_KILLED, -1, 0, killed); /* this child is done killing */
         }
     }
+    struct rec rr = {.type = REC_RING, .node = -1, .t_ms = ea_now_ms()};
     for (int i = 0; i < count; i++) {
-        if (nodes[i].dead || i >= joined)
+        struct sim_ring_stats st = {0};
+        if (nodes[i].g)
+            sim_ring_stats_get(nodes[i].g, &st);
+        rr.bytes += st.suspicions;
+        rr.keys += st.evictions;
+        rr.claims += st.false_alarms;
+    }
+    if (o->ring && write(out, &rr, sizeof(rr)) != (ssize_t)sizeof(rr))
+        _exit(3);
+    for (int i = 0; i < count; i++) {
+        if (nodes[i].dead)
             continue;
-        rdzv_leave(nodes[i].s, NULL);
+        sim_ring_close(nodes[i].g);
+        if (i < joined)
+            rdzv_leave(nodes[i].s, NULL);
         rdzv_session_destroy(nodes[i].s);
     }
+    sim_ring_host_destroy(host);
     kv_close(kv);
     free(nodes);
     return 0;
@@ -465,7 +521,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
                "[--kill-one] [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] "
                "[--timeout SEC] "
-               "[--max-bytes B]\n");
+               "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS]\n");
 }
 
 /* Send a kill command to every child and wait for their acknowledgements; the number of nodes
@@ -518,7 +574,8 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
 int main(int argc, char **argv)
 {
     struct opts o = {
-        .run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000, .timeout_ms = 120000};
+        .run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000, .timeout_ms = 120000,
+        .ring_interval_ms = 200, .ring_pass_ms = 10};
     static const struct option lo[] = {
         {"endpoints", required_argument, 0, 'e'},  {"nodes", required_argument, 0, 'n'},
         {"procs", required_argument, 0, 'p'},      {"ttl", required_argument, 0, 't'},
@@ -526,7 +583,8 @@ int main(int argc, char **argv)
         {"timeout", required_argument, 0, 'T'},    {"help", no_argument, 0, 'h'},
         {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
         {"kill-rack", no_argument, 0, 'R'},        {"max-bytes", required_argument, 0, 'B'},
-        {0, 0, 0, 0}};
+        {"ring", no_argument, 0, 'L'},             {"ring-interval", required_argument, 0, 'I'},
+        {"ring-pass", required_argument, 0, 'S'},  {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
         case 'e':
@@ -556,6 +614,15 @@ int main(int argc, char **argv)
         case 'B':
             o.max_bytes = atol(optarg);
             break;
+        case 'L':
+            o.ring = true;
+            break;
+        case 'I':
+            o.ring_interval_ms = atol(optarg);
+            break;
+        case 'S':
+            o.ring_pass_ms = atol(optarg);
+            break;
         case 'r':
             o.run_id = optarg;
             break;
@@ -570,11 +637,17 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!o.endpoints || o.nodes < 2 || o.procs < 1 || o.procs > o.nodes || o.ttl_ms < 1000) {
+    if (!o.endpoints || o.nodes < 2 || o.procs < 1 || o.procs > o.nodes || o.ttl_ms < 1000 ||
+        o.ring_interval_ms < 10 || o.ring_pass_ms < 1 || o.ring_pass_ms > o.ring_interval_ms) {
         fprintf(stderr, "rdzv-sim: need --endpoints, --nodes >= 2, 1 <= --procs <= --nodes, "
-                        "--ttl >= 1\n");
+                        "--ttl >= 1, --ring-interval >= 10, 1 <= --ring-pass <= --ring-interval\n");
         usage(stderr);
         return 2;
+    }
+    struct rlimit nofile; /* --ring: three sockets a node (listener, two links), ~1,250 a process */
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
     }
     int rep[2];
     if (pipe(rep) < 0)
@@ -673,8 +746,19 @@ out:
     for (int p = 0; p < o.procs; p++)
         if (write(ctl[p], "q", 1) != 1)
             kill(pids[p], SIGKILL);
+    /* read the children's reports until they have all closed the pipe (a child blocked on a
+     * full pipe would never see the 'q'), taking each one's last: its nodes' ring counters */
+    uint64_t sus = 0, ev = 0, fa = 0;
+    for (struct rec rr; read(rep[0], &rr, sizeof(rr)) == (ssize_t)sizeof(rr);)
+        if (rr.type == REC_RING)
+            sus += rr.bytes, ev += rr.keys, fa += rr.claims;
     for (int p = 0; p < o.procs; p++)
         waitpid(pids[p], NULL, 0);
+    if (o.ring) {
+        printf("ring_suspicions=%" PRIu64 "\nring_evictions=%" PRIu64
+               "\nring_false_alarms=%" PRIu64 "\n",
+               sus, ev, fa);
+    }
     struct rusage ru;
     getrusage(RUSAGE_CHILDREN, &ru);
     printf("cpu_s=%.2f maxrss_mib_per_proc=%.1f\n",
