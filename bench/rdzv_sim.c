@@ -30,10 +30,12 @@
  * (200 ms) served by each process every --ring-pass (10 ms); a killed node's sockets are closed
  * as the kernel closes a SIGKILLed process's, and the suspicion, the coordinator's probe and the
  * lease revoke go through rendezvous/suspect.c as in the agent.
+ * --names real, --noise K, --rx-iface IF, --metrics-url URL (bench/sim_wire.h, wire_bytes.sh):
+ * fleet-like node names, 0..K unrelated keys written before each join, and each kill round's
+ * bytes on IF per node (and etcd's grpc sent bytes), plus a steady round's rate over 5 s.
  * Prints key=value lines (for bench scripts) and a summary line.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -48,6 +50,8 @@
 #include "kv.h"
 #include "session.h"
 #include "sim_ring.h"
+#include "sim_wire.h"
+#include "rdzv_sim.h"
 
 enum rec_type {
     REC_JOINING = 1,
@@ -75,16 +79,6 @@ struct rec {
     uint64_t claims; /* rdzv_stats: claims of `coord` so far */
 };
 
-struct opts {
-    const char *endpoints, *run_id;
-    int nodes, procs;
-    int64_t ttl_ms, timeout_ms;
-    bool kill_one, kill_coord, kill_tenth, kill_rack;
-    long max_bytes;
-    bool ring;                    /* --ring: every node in the liveness ring (sim_ring.h) */
-    int64_t ring_interval_ms;     /* --ring-interval (the agent's --liveness-interval) */
-    int64_t ring_pass_ms;         /* how often a process serves its nodes' ring sockets */
-};
 
 struct sim_node {
     int id;
@@ -225,8 +219,8 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
                        .lease_ttl_ms = o->ttl_ms},
             .lease_ttl_ms = o->ttl_ms,
         };
-        snprintf(rc.self.node_id, sizeof(rc.self.node_id), "sim-%05d", n->id);
-        snprintf(rc.self.host, sizeof(rc.self.host), "simhost-%05d", n->id);
+        sim_names(n->id, o->real_names, rc.self.node_id, sizeof(rc.self.node_id), rc.self.host,
+                  sizeof(rc.self.host));
         snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
         rc.self.nproc = 1;
         rc.self.pid = getpid();
@@ -250,6 +244,9 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
     int joined = 0;
     for (;;) {
         if (joined < count) {
+            unsigned seed = (unsigned)nodes[joined].id * 2654435761u;
+            if (sim_noise(kv, o->run_id, &seed, o->noise, &err) < 0)
+                fatal(out, nodes[joined].id, "unrelated keys", &err);
             report(out, REC_JOINING, nodes[joined].id, 0, 0);
             if (rdzv_join(nodes[joined].s, &err) < 0)
                 fatal(out, nodes[joined].id, "join", &err);
@@ -516,13 +513,6 @@ static void print_costs(const char *tag, const struct sim *sm, int n, const bool
     printf("%s_claims=%" PRIu64 "\n", tag, claims);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
-               "[--kill-one] [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] "
-               "[--timeout SEC] "
-               "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS]\n");
-}
 
 /* Send a kill command to every child and wait for their acknowledgements; the number of nodes
  * killed is in sm->killed. */
@@ -546,10 +536,24 @@ static int kill_round(struct sim *sm, const int *ctl, int procs, char cmd, int64
 }
 
 /* One kill phase: the command, then every survivor in a round of the new size. */
+/* With --rx-iface: what every node receives in a steady round (keepalive replies, mostly) over
+ * `ms`, reading the children's reports meanwhile. */
+static void wire_idle(struct sim *sm, const struct opts *o, int live, int64_t ms)
+{
+    struct sim_wire_mark w0;
+    sim_wire_begin(o->rx_iface, o->metrics_url, &w0);
+    struct phase none = {0};
+    while (read_one(sm, -1, INT64_MAX, &none, w0.t_ms + ms) == 0) {
+    }
+    sim_wire_end(o->rx_iface, o->metrics_url, &w0, "idle", live);
+}
+
 static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char cmd,
                       const char *tag, int *live, int64_t *round, bool *dead)
 {
     int before = sm->killed;
+    struct sim_wire_mark w0;
+    sim_wire_begin(o->rx_iface, o->metrics_url, &w0);
     int64_t t_kill = ea_now_ms();
     int r = kill_round(sm, ctl, o->procs, cmd, t_kill + 30000);
     if (r < 0)
@@ -565,6 +569,7 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
     }
     *round = ph.round;
     (void)dead;
+    sim_wire_end(o->rx_iface, o->metrics_url, &w0, tag, *live);
     printf("%s_killed=%d\n%s_to_commit_ms=%" PRId64 "\n%s_to_all_seen_ms=%" PRId64 "\n", tag,
            n_killed, tag, ph.commit - t_kill, tag, ph.last_seen - t_kill);
     printf("%s_to_all_ready_ms=%" PRId64 "\n", tag, ph.last_ready - t_kill);
@@ -576,74 +581,9 @@ int main(int argc, char **argv)
     struct opts o = {
         .run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000, .timeout_ms = 120000,
         .ring_interval_ms = 200, .ring_pass_ms = 10};
-    static const struct option lo[] = {
-        {"endpoints", required_argument, 0, 'e'},  {"nodes", required_argument, 0, 'n'},
-        {"procs", required_argument, 0, 'p'},      {"ttl", required_argument, 0, 't'},
-        {"kill-one", no_argument, 0, 'k'},         {"run-id", required_argument, 0, 'r'},
-        {"timeout", required_argument, 0, 'T'},    {"help", no_argument, 0, 'h'},
-        {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
-        {"kill-rack", no_argument, 0, 'R'},        {"max-bytes", required_argument, 0, 'B'},
-        {"ring", no_argument, 0, 'L'},             {"ring-interval", required_argument, 0, 'I'},
-        {"ring-pass", required_argument, 0, 'S'},  {0, 0, 0, 0}};
-    for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
-        switch (c) {
-        case 'e':
-            o.endpoints = optarg;
-            break;
-        case 'n':
-            o.nodes = atoi(optarg);
-            break;
-        case 'p':
-            o.procs = atoi(optarg);
-            break;
-        case 't':
-            o.ttl_ms = (int64_t)(atof(optarg) * 1000);
-            break;
-        case 'k':
-            o.kill_one = true;
-            break;
-        case 'c':
-            o.kill_coord = true;
-            break;
-        case 'P':
-            o.kill_tenth = true;
-            break;
-        case 'R':
-            o.kill_rack = true;
-            break;
-        case 'B':
-            o.max_bytes = atol(optarg);
-            break;
-        case 'L':
-            o.ring = true;
-            break;
-        case 'I':
-            o.ring_interval_ms = atol(optarg);
-            break;
-        case 'S':
-            o.ring_pass_ms = atol(optarg);
-            break;
-        case 'r':
-            o.run_id = optarg;
-            break;
-        case 'T':
-            o.timeout_ms = (int64_t)(atof(optarg) * 1000);
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!o.endpoints || o.nodes < 2 || o.procs < 1 || o.procs > o.nodes || o.ttl_ms < 1000 ||
-        o.ring_interval_ms < 10 || o.ring_pass_ms < 1 || o.ring_pass_ms > o.ring_interval_ms) {
-        fprintf(stderr, "rdzv-sim: need --endpoints, --nodes >= 2, 1 <= --procs <= --nodes, "
-                        "--ttl >= 1, --ring-interval >= 10, 1 <= --ring-pass <= --ring-interval\n");
-        usage(stderr);
-        return 2;
-    }
+    int pr = sim_parse_opts(argc, argv, &o);
+    if (pr >= 0)
+        return pr;
     struct rlimit nofile; /* --ring: three sockets a node (listener, two links), ~1,250 a process */
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
         nofile.rlim_cur = nofile.rlim_max;
@@ -710,6 +650,8 @@ int main(int argc, char **argv)
     /* the first round includes each node's join (listing what it watches) */
     print_costs("join", &sm, o.nodes, dead);
     int64_t round = p1.round;
+    if (o.rx_iface)
+        wire_idle(&sm, &o, live, 5000);
     struct {
         bool on;
         char cmd;

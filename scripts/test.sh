@@ -257,3 +257,9 @@ echo "== mutation checks =="
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
 ./scripts/mutate.sh --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \
   's/    return !p->ns\[0\] || strcmp(p->ns, g->ns) == 0;/    return true;/' '^test_nic_e2e$'
+./scripts/mutate.sh --target test_rdzv_ring_chunks --filter 'ring_chunks/one_cycle*' rendezvous/state.c \
+  's/idx\[end\[k\] % n\]/idx[end[k] < n ? end[k] : n - 1]/' '^test_rdzv_ring_chunks$'
+./scripts/mutate.sh --target test_rdzv_ring_chunks --filter 'ring_chunks/malformed*' rendezvous/state.c \
+  's/    if (wrap_next != wrap_prev || (wrap_next \&\& n == 1))/    if (wrap_next \&\& wrap_prev \&\& 0)/' '^test_rdzv_ring_chunks$'
+./scripts/mutate.sh --target test_rdzv_ring_chunks --filter 'ring_chunks/gather*' rendezvous/state.c \
+  's/        r = gather_check_ring(s, chunks, counts, n, err);/        r = 0 \&\& gather_check_ring(s, chunks, counts, n, err);/' '^test_rdzv_ring_chunks$'
