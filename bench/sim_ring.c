@@ -45,7 +45,9 @@ struct sim_ring_host {
     pthread_t th;
     bool started, stop;
     int64_t pass_ms;
-    int efd;
+    int efd;            /* reports wait for the loop */
+    int kick;           /* the loop changed a ring: the thread's poll starts over */
+    uint64_t gen;       /* bumped at every change of a ring's sockets by the loop */
     struct sim_ring **rings; /* NULL where a ring was closed or killed */
     size_t n, max;
     struct pollfd *fds;
@@ -84,14 +86,17 @@ int sim_ring_host_create(size_t max_rings, int64_t pass_ms, struct sim_ring_host
     h->pass_ms = pass_ms;
     h->qmax = 4096;
     h->rings = calloc(h->max, sizeof(*h->rings));
-    h->fds = calloc(h->max * RING_POLL_MAX, sizeof(*h->fds));
+    h->fds = calloc(h->max * RING_POLL_MAX + 1, sizeof(*h->fds));
     h->from = calloc(h->max + 1, sizeof(*h->from));
     h->q = calloc(h->qmax, sizeof(*h->q));
     h->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!h->rings || !h->fds || !h->from || !h->q || h->efd < 0) {
-        int e = h->efd < 0 ? -errno : -ENOMEM;
+    h->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!h->rings || !h->fds || !h->from || !h->q || h->efd < 0 || h->kick < 0) {
+        int e = h->efd < 0 || h->kick < 0 ? -errno : -ENOMEM;
         if (h->efd >= 0)
             close(h->efd);
+        if (h->kick >= 0)
+            close(h->kick);
         free(h->rings), free(h->fds), free(h->from), free(h->q), free(h);
         return ea_errorf(err, e, "ring host: %s", strerror(-e));
     }
@@ -100,26 +105,48 @@ int sim_ring_host_create(size_t max_rings, int64_t pass_ms, struct sim_ring_host
     return 0;
 }
 
-/* One pass: every ring's sockets polled without waiting, then each handles what came and what
- * is due; its reports queued for the loop. Under the lock. */
-static void host_pass(struct sim_ring_host *h)
+/* The loop changed a ring (under the lock): the thread's fd list is stale. */
+static void host_changed(struct sim_ring_host *h)
 {
-    size_t np = 0;
+    uint64_t one = 1;
+    h->gen++;
+    if (write(h->kick, &one, sizeof(one)) < 0) {
+        /* the counter is full: the thread is woken anyway */
+    }
+}
+
+/* Every ring's sockets (after the kick eventfd at h->fds[0]) and the earliest deadline. Under
+ * the lock. */
+static size_t host_fds(struct sim_ring_host *h, int64_t *ret_wake)
+{
+    size_t np = 1;
+    int64_t wake = -1;
+    h->fds[0] = (struct pollfd){.fd = h->kick, .events = POLLIN};
     for (size_t i = 0; i < h->n; i++) {
         h->from[i] = np;
-        if (h->rings[i])
-            np += ring_pollfds(h->rings[i]->ring, h->fds + np, h->max * RING_POLL_MAX - np);
+        if (!h->rings[i])
+            continue;
+        np += ring_pollfds(h->rings[i]->ring, h->fds + np, h->max * RING_POLL_MAX + 1 - np);
+        int64_t w = ring_wake_ms(h->rings[i]->ring);
+        if (w >= 0 && (wake < 0 || w < wake))
+            wake = w;
     }
     h->from[h->n] = np;
-    if (np && poll(h->fds, np, 0) < 0)
-        return;
+    *ret_wake = wake;
+    return np;
+}
+
+/* Let every ring handle what its sockets showed (nothing, when `fresh` is false: the poll timed
+ * out) and what is due; queue its reports for the loop. Under the lock. */
+static void host_serve(struct sim_ring_host *h, bool fresh)
+{
     int64_t now = ea_now_ms();
     size_t before = h->nq;
     for (size_t i = 0; i < h->n; i++) {
         struct sim_ring *g = h->rings[i];
         if (!g)
             continue;
-        ring_on_poll(g->ring, h->fds + h->from[i], h->from[i + 1] - h->from[i], now);
+        ring_on_poll(g->ring, h->fds + h->from[i], fresh ? h->from[i + 1] - h->from[i] : 0, now);
         struct ring_report x;
         while (ring_take(g->ring, &x))
             if (h->nq < h->qmax)
@@ -133,18 +160,35 @@ static void host_pass(struct sim_ring_host *h)
     }
 }
 
+/* Sleep in poll until a socket or a deadline needs the rings (idle rings, as while the nodes
+ * join, cost nothing), then serve them; at most one pass every pass_ms (a byte or a deadline
+ * waits at most that long: heartbeats are due every interval). */
 static void *host_main(void *arg)
 {
     struct sim_ring_host *h = arg;
     for (;;) {
         pthread_mutex_lock(&h->mu);
-        bool stop = h->stop;
-        if (!stop)
-            host_pass(h);
-        pthread_mutex_unlock(&h->mu);
-        if (stop)
+        if (h->stop) {
+            pthread_mutex_unlock(&h->mu);
             return NULL;
-        /* the pace of the passes (a bench's thread; the agent's ring polls its few sockets) */
+        }
+        int64_t wake;
+        size_t np = host_fds(h, &wake);
+        uint64_t gen = h->gen;
+        pthread_mutex_unlock(&h->mu);
+        int64_t left = wake < 0 ? 1000 : wake - ea_now_ms();
+        int rc = poll(h->fds, np, left < 0 ? 0 : left > 1000 ? 1000 : (int)left);
+        uint64_t c;
+        if (rc > 0 && h->fds[0].revents && read(h->kick, &c, sizeof(c)) < 0) {
+            /* drained by an earlier read */
+        }
+        pthread_mutex_lock(&h->mu);
+        if (gen != h->gen) { /* a ring changed meanwhile: look again, without waiting */
+            np = host_fds(h, &wake);
+            rc = poll(h->fds, np, 0);
+        }
+        host_serve(h, rc > 0);
+        pthread_mutex_unlock(&h->mu);
         struct timespec ts = {.tv_sec = h->pass_ms / 1000, .tv_nsec = (h->pass_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
     }
@@ -171,11 +215,13 @@ void sim_ring_host_destroy(struct sim_ring_host *h)
     if (h->started) {
         pthread_mutex_lock(&h->mu);
         h->stop = true;
+        host_changed(h);
         pthread_mutex_unlock(&h->mu);
         pthread_join(h->th, NULL);
     }
     pthread_mutex_destroy(&h->mu);
     close(h->efd);
+    close(h->kick);
     free(h->rings), free(h->fds), free(h->from), free(h->q), free(h);
 }
 
@@ -225,6 +271,7 @@ int sim_ring_open(struct sim_ring_host *h, const char *run_id, const char *node_
     pthread_mutex_lock(&h->mu);
     g->slot = h->n;
     h->rings[h->n++] = g;
+    host_changed(h);
     pthread_mutex_unlock(&h->mu);
     *ret = g;
     return 0;
@@ -235,6 +282,7 @@ static void host_remove(struct sim_ring *g)
 {
     struct sim_ring_host *h = g->h;
     h->rings[g->slot] = NULL;
+    host_changed(h);
     size_t kept = 0;
     for (size_t i = 0; i < h->nq; i++)
         if (h->q[i].g != g)
@@ -312,6 +360,7 @@ void sim_ring_follow(struct sim_ring *g, struct rdzv_session *s, int64_t now)
     }
     pthread_mutex_lock(&g->h->mu);
     ring_set(g->ring, round, prev, true, have ? &rp : NULL, now);
+    host_changed(g->h);
     pthread_mutex_unlock(&g->h->mu);
     g->round = round;
     snprintf(g->next, sizeof(g->next), "%s", next);
@@ -454,6 +503,7 @@ void sim_ring_confirm(struct sim_ring *g, struct rdzv_session *s, int64_t now)
         uint64_t id = ++g->probe_ids;
         pthread_mutex_lock(&g->h->mu);
         int r = ring_probe(g->ring, id, &rp, round, g->probe_ms, now);
+        host_changed(g->h);
         pthread_mutex_unlock(&g->h->mu);
         if (r < 0) {
             cs->rescan = true;
