@@ -74,6 +74,12 @@ struct sim_ring {
     struct sim_cases *cases;
     uint64_t probe_ids;
     struct sim_ring_stats st;
+    /* a suspicion of the coordinator this node confirms (its third member, or the watcher in a
+     * round of two), as agent_liveness.c */
+    bool coord_probing, coord_from_key, coord_todo;
+    uint64_t coord_probe;
+    int64_t coord_lease, coord_seen_round, coord_seen_rev;
+    struct rdzv_coord_suspicion coord_x;
 };
 
 int sim_ring_host_create(size_t max_rings, int64_t pass_ms, struct sim_ring_host **ret,
@@ -324,8 +330,11 @@ void sim_ring_kill(struct sim_ring *g)
     free(g);
 }
 
+static void check_coord(struct sim_ring *g, struct rdzv_session *s);
+
 void sim_ring_follow(struct sim_ring *g, struct rdzv_session *s, int64_t now)
 {
+    check_coord(g, s);
     const struct rdzv_state *st = rdzv_current(s, NULL);
     const struct rdzv_member *m = rdzv_self_member(s);
     int64_t round = st && st->status == RDZV_RUNNING && m ? st->round : 0;
@@ -378,6 +387,74 @@ static void flush_unsent(struct sim_ring *g, struct rdzv_session *s)
     g->n_unsent = kept;
 }
 
+/* Probe the coordinator a suspicion names, at its own node record, iff `coord` still names it. */
+static void confirm_coord(struct sim_ring *g, struct rdzv_session *s,
+                          const struct rdzv_coord_suspicion *x, bool from_key)
+{
+    char holder[RDZV_ID_MAX];
+    int64_t lease = 0;
+    struct rdzv_ring_peer p;
+    if (g->coord_probing || !rdzv_coord_holder(s, holder, sizeof(holder), &lease) ||
+        strcmp(holder, x->sus.node_id) != 0 || rdzv_ring_peer(s, holder, &p, NULL) < 0 ||
+        p.lease != lease)
+        return;
+    struct ring_peer rp = {0};
+    snprintf(rp.node_id, sizeof(rp.node_id), "%s", p.node_id);
+    snprintf(rp.addr, sizeof(rp.addr), "%s", p.addr);
+    rp.port = p.port;
+    uint64_t id = ++g->probe_ids;
+    pthread_mutex_lock(&g->h->mu);
+    int r = ring_probe(g->ring, id, &rp, x->sus.round, g->probe_ms, ea_now_ms());
+    host_changed(g->h);
+    pthread_mutex_unlock(&g->h->mu);
+    if (r < 0)
+        return;
+    g->coord_probing = true;
+    g->coord_from_key = from_key;
+    g->coord_probe = id;
+    g->coord_lease = lease;
+    g->coord_x = *x;
+}
+
+/* A watcher's suspicion of the coordinator: rounds/<r>/coord_suspect for a third member, or in
+ * a round of two its own probe. */
+static void suspect_coord(struct sim_ring *g, struct rdzv_session *s,
+                          const struct rdzv_suspicion *x, bool outbound)
+{
+    const struct rdzv_state *st = rdzv_current(s, NULL);
+    const struct rdzv_member *m = rdzv_self_member(s);
+    int n = st ? st->group_world_size : 0;
+    if (!m || n < 2)
+        return;
+    struct rdzv_coord_suspicion cx = {.sus = *x,
+                                      .by_rank = m->group_rank,
+                                      .coord_rank = outbound ? m->next_rank : m->prev_rank};
+    if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
+        confirm_coord(g, s, &cx, false);
+        return;
+    }
+    g->coord_x = cx;
+    g->coord_todo = rdzv_coord_suspect(s, &cx, NULL) < 0;
+}
+
+/* Another member suspects the coordinator: confirm it when this node is the one to. */
+static void check_coord(struct sim_ring *g, struct rdzv_session *s)
+{
+    if (g->coord_todo)
+        g->coord_todo = rdzv_coord_suspect(s, &g->coord_x, NULL) < 0;
+    struct rdzv_coord_suspicion cx;
+    if (rdzv_coord_suspicion(s, &cx) <= 0 ||
+        (cx.sus.round == g->coord_seen_round && cx.key_rev == g->coord_seen_rev))
+        return;
+    g->coord_seen_round = cx.sus.round;
+    g->coord_seen_rev = cx.key_rev;
+    const struct rdzv_state *st = rdzv_current(s, NULL);
+    const struct rdzv_member *m = rdzv_self_member(s);
+    if (st && m && !rdzv_is_coordinator(s) &&
+        rdzv_coord_confirmer(st->group_world_size, cx.coord_rank, cx.by_rank) == m->group_rank)
+        confirm_coord(g, s, &cx, true);
+}
+
 static void on_suspect(struct sim_ring *g, struct rdzv_session *s, const struct ring_report *x)
 {
     if (x->round != g->round || !x->round)
@@ -393,8 +470,10 @@ static void on_suspect(struct sim_ring *g, struct rdzv_session *s, const struct 
     char holder[RDZV_ID_MAX];
     int64_t lease = 0;
     if (!rdzv_is_coordinator(s) && rdzv_coord_holder(s, holder, sizeof(holder), &lease) &&
-        strcmp(holder, x->node_id) == 0)
-        return; /* the coordinator: its lease (the agent has a third member confirm it) */
+        strcmp(holder, x->node_id) == 0) {
+        suspect_coord(g, s, &sus, x->outbound);
+        return;
+    }
     const struct rdzv_state *st = rdzv_current(s, NULL);
     if (rdzv_is_coordinator(s) && st && st->group_world_size >= 3)
         return; /* the suspect's other neighbour reports it: a second vantage point */
@@ -417,6 +496,19 @@ static void publish_detect(struct rdzv_session *s, const struct rdzv_suspicion *
 
 static void on_probe(struct sim_ring *g, struct rdzv_session *s, const struct ring_report *x)
 {
+    if (g->coord_probing && x->probe_id == g->coord_probe) {
+        g->coord_probing = false;
+        if (x->alive) {
+            g->st.false_alarms++;
+            if (g->coord_from_key)
+                rdzv_coord_suspect_clear(s, &g->coord_x, NULL);
+            return;
+        }
+        publish_detect(s, &g->coord_x.sus);
+        if (rdzv_evict_coord(s, g->coord_x.sus.node_id, g->coord_lease, NULL) > 0)
+            g->st.evictions++;
+        return;
+    }
     struct sim_cases *cs = g->cases;
     for (size_t i = 0; cs && i < CASES_MAX; i++) {
         struct sim_case *k = &cs->k[i];

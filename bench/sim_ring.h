@@ -5,9 +5,9 @@
  * socket, a TCP link to its successor, heartbeats) driven by its process's poll loop instead of a
  * thread of its own; it follows each running round from its own chunk (one node record read per
  * round, its successor's), writes a suspicion when a link breaks (rendezvous/suspect.c), and as
- * coordinator confirms each with a probe of its own before it revokes the suspect's lease. A
- * suspicion of the coordinator is left to the lease here (the agent has a third member confirm
- * it). Bench only.
+ * coordinator confirms each with a probe of its own before it revokes the suspect's lease; a
+ * suspicion of the coordinator goes to a third member (rounds/<r>/coord_suspect), which probes
+ * it and revokes the lease `coord` is on. Bench only.
  */
 #ifndef EA_BENCH_SIM_RING_H
 #define EA_BENCH_SIM_RING_H
@@ -54,7 +54,8 @@ void sim_ring_close(struct sim_ring *g);
 void sim_ring_kill(struct sim_ring *g);
 
 /* Follow the session's running round (call after its events or tick): the links its chunk says
- * (the successor's node record is read outside the rings' lock). */
+ * (the successor's node record is read outside the rings' lock); and a suspicion of the
+ * coordinator this node is to confirm. */
 void sim_ring_follow(struct sim_ring *g, struct rdzv_session *s, int64_t now);
 /* Take the queued reports: for each, `handle(ctx, ring, report)` is called, which should call
  * sim_ring_report() with the node's session. */
