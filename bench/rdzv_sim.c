@@ -226,8 +226,8 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         rc.self.pid = getpid();
         if (o->ring) { /* a real listener per node: its port in its node record */
             rc.params.ring = true;
-            if (sim_ring_open(host, o->run_id, rc.self.node_id, o->ring_interval_ms, 3, n, &n->g,
-                              &err) < 0)
+            if (sim_ring_open(host, o->run_id, rc.self.node_id, o->ring_interval_ms, 3,
+                              !o->ring_no_await, n, &n->g, &err) < 0)
                 fatal(out, n->id, "ring", &err);
             rc.self.live_port = sim_ring_port(n->g);
         }

@@ -12,7 +12,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
                "[--kill-one] [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] "
                "[--timeout SEC] "
-               "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS] [--names real] "
+               "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS] [--ring-no-await] [--names real] "
                "[--noise K] [--rx-iface IF] [--metrics-url URL]\n");
 }
 
@@ -27,6 +27,7 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
         {"kill-rack", no_argument, 0, 'R'},        {"max-bytes", required_argument, 0, 'B'},
         {"ring", no_argument, 0, 'L'},             {"ring-interval", required_argument, 0, 'I'},
         {"ring-pass", required_argument, 0, 'S'},  {"names", required_argument, 0, 'N'},
+        {"ring-no-await", no_argument, 0, 'W'},
         {"noise", required_argument, 0, 'X'},      {"rx-iface", required_argument, 0, 'F'},
         {"metrics-url", required_argument, 0, 'M'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
@@ -66,6 +67,9 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'S':
             o->ring_pass_ms = atol(optarg);
+            break;
+        case 'W':
+            o->ring_no_await = true;
             break;
         case 'N':
             o->real_names = strcmp(optarg, "real") == 0;

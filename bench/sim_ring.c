@@ -63,6 +63,7 @@ struct sim_ring {
     struct ring *ring;
     char node_id[RDZV_ID_MAX];
     int64_t probe_ms;
+    bool await_prev; /* suspect a predecessor that never links (the agent does) */
     int64_t round;
     char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
     int64_t peer_retry_ms;
@@ -252,8 +253,8 @@ void sim_ring_host_reports(struct sim_ring_host *h,
 }
 
 int sim_ring_open(struct sim_ring_host *h, const char *run_id, const char *node_id,
-                  int64_t interval_ms, int misses, void *ctx, struct sim_ring **ret,
-                  struct ea_error *err)
+                  int64_t interval_ms, int misses, bool await_prev, void *ctx,
+                  struct sim_ring **ret, struct ea_error *err)
 {
     if (h->n >= h->max)
         return ea_errorf(err, -ENOSPC, "ring host: %zu rings already", h->max);
@@ -272,6 +273,7 @@ int sim_ring_open(struct sim_ring_host *h, const char *run_id, const char *node_
     }
     snprintf(g->node_id, sizeof(g->node_id), "%s", node_id);
     g->probe_ms = misses * interval_ms;
+    g->await_prev = await_prev;
     g->h = h;
     g->ctx = ctx;
     pthread_mutex_lock(&h->mu);
@@ -368,7 +370,7 @@ void sim_ring_follow(struct sim_ring *g, struct rdzv_session *s, int64_t now)
         }
     }
     pthread_mutex_lock(&g->h->mu);
-    ring_set(g->ring, round, prev, true, have ? &rp : NULL, now);
+    ring_set(g->ring, round, prev, g->await_prev, have ? &rp : NULL, now);
     host_changed(g->h);
     pthread_mutex_unlock(&g->h->mu);
     g->round = round;

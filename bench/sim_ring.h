@@ -42,10 +42,11 @@ void sim_ring_host_destroy(struct sim_ring_host *h);
 struct sim_ring;
 
 /* Open a node's ring listener on 127.0.0.1 (its port goes in the node record: live_port);
- * `ctx` is handed back with its reports (the caller's node). */
+ * `ctx` is handed back with its reports (the caller's node). With await_prev (the agent's
+ * behaviour) a predecessor that has not linked within twice the silence is suspected. */
 int sim_ring_open(struct sim_ring_host *h, const char *run_id, const char *node_id,
-                  int64_t interval_ms, int misses, void *ctx, struct sim_ring **ret,
-                  struct ea_error *err);
+                  int64_t interval_ms, int misses, bool await_prev, void *ctx,
+                  struct sim_ring **ret, struct ea_error *err);
 int sim_ring_port(const struct sim_ring *g);
 /* A clean end: a bye on both links. NULL is a no-op. */
 void sim_ring_close(struct sim_ring *g);
