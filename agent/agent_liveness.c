@@ -334,9 +334,8 @@ static void suspect_coord(struct agent *a, struct agent_ring *g, const struct rd
     if (!m || n < 2)
         return;
     /* its group rank: the ring runs in chunk order, so a neighbour's rank is the chunk's word */
-    struct rdzv_coord_suspicion cx = {.sus = *x,
-                                      .by_rank = m->group_rank,
-                                      .coord_rank = outbound ? m->next_rank : m->prev_rank};
+    struct rdzv_coord_suspicion cx = {
+        .sus = *x, .by_rank = m->group_rank, .coord_rank = outbound ? m->next_rank : m->prev_rank};
     if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
         confirm_coord(a, g, &cx, false);
         return;

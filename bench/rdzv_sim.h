@@ -12,13 +12,13 @@ struct opts {
     int64_t ttl_ms, timeout_ms;
     bool kill_one, kill_coord, kill_tenth, kill_rack;
     long max_bytes;
-    bool ring;                    /* --ring: every node in the liveness ring (sim_ring.h) */
-    int64_t ring_interval_ms;     /* --ring-interval (the agent's --liveness-interval) */
-    int64_t ring_pass_ms;         /* how often a process serves its nodes' ring sockets */
-    bool ring_no_await;           /* --ring-no-await: no suspicion of a predecessor that never
-                                     linked (a diagnosis: the agent suspects it) */
-    bool real_names;              /* --names real: `<hostname>-<pid>` (sim_wire.h) */
-    int noise;                    /* --noise K: 0..K unrelated keys written before each join */
+    bool ring;                /* --ring: every node in the liveness ring (sim_ring.h) */
+    int64_t ring_interval_ms; /* --ring-interval (the agent's --liveness-interval) */
+    int64_t ring_pass_ms;     /* how often a process serves its nodes' ring sockets */
+    bool ring_no_await;       /* --ring-no-await: no suspicion of a predecessor that never
+                                 linked (a diagnosis: the agent suspects it) */
+    bool real_names;          /* --names real: `<hostname>-<pid>` (sim_wire.h) */
+    int noise;                /* --noise K: 0..K unrelated keys written before each join */
     const char *rx_iface, *metrics_url; /* --rx-iface, --metrics-url: bytes on the wire */
 };
 

@@ -12,24 +12,34 @@ static void usage(FILE *f)
     fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
                "[--kill-one] [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] "
                "[--timeout SEC] "
-               "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS] [--ring-no-await] [--names real] "
+               "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS] [--ring-no-await] "
+               "[--names real] "
                "[--noise K] [--rx-iface IF] [--metrics-url URL]\n");
 }
 
 int sim_parse_opts(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {
-        {"endpoints", required_argument, 0, 'e'},  {"nodes", required_argument, 0, 'n'},
-        {"procs", required_argument, 0, 'p'},      {"ttl", required_argument, 0, 't'},
-        {"kill-one", no_argument, 0, 'k'},         {"run-id", required_argument, 0, 'r'},
-        {"timeout", required_argument, 0, 'T'},    {"help", no_argument, 0, 'h'},
-        {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
-        {"kill-rack", no_argument, 0, 'R'},        {"max-bytes", required_argument, 0, 'B'},
-        {"ring", no_argument, 0, 'L'},             {"ring-interval", required_argument, 0, 'I'},
-        {"ring-pass", required_argument, 0, 'S'},  {"names", required_argument, 0, 'N'},
-        {"ring-no-await", no_argument, 0, 'W'},
-        {"noise", required_argument, 0, 'X'},      {"rx-iface", required_argument, 0, 'F'},
-        {"metrics-url", required_argument, 0, 'M'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"endpoints", required_argument, 0, 'e'},
+                                       {"nodes", required_argument, 0, 'n'},
+                                       {"procs", required_argument, 0, 'p'},
+                                       {"ttl", required_argument, 0, 't'},
+                                       {"kill-one", no_argument, 0, 'k'},
+                                       {"run-id", required_argument, 0, 'r'},
+                                       {"timeout", required_argument, 0, 'T'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {"kill-coordinator", no_argument, 0, 'c'},
+                                       {"kill-tenth", no_argument, 0, 'P'},
+                                       {"kill-rack", no_argument, 0, 'R'},
+                                       {"max-bytes", required_argument, 0, 'B'},
+                                       {"ring", no_argument, 0, 'L'},
+                                       {"ring-interval", required_argument, 0, 'I'},
+                                       {"ring-pass", required_argument, 0, 'S'},
+                                       {"names", required_argument, 0, 'N'},
+                                       {"ring-no-await", no_argument, 0, 'W'},
+                                       {"noise", required_argument, 0, 'X'},
+                                       {"rx-iface", required_argument, 0, 'F'},
+                                       {"metrics-url", required_argument, 0, 'M'},
+                                       {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
         case 'e':

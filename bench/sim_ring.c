@@ -45,9 +45,9 @@ struct sim_ring_host {
     pthread_t th;
     bool started, stop;
     int64_t pass_ms;
-    int efd;            /* reports wait for the loop */
-    int kick;           /* the loop changed a ring: the thread's poll starts over */
-    uint64_t gen;       /* bumped at every change of a ring's sockets by the loop */
+    int efd;                 /* reports wait for the loop */
+    int kick;                /* the loop changed a ring: the thread's poll starts over */
+    uint64_t gen;            /* bumped at every change of a ring's sockets by the loop */
     struct sim_ring **rings; /* NULL where a ring was closed or killed */
     size_t n, max;
     struct pollfd *fds;
@@ -196,7 +196,8 @@ static void *host_main(void *arg)
         }
         host_serve(h, rc > 0);
         pthread_mutex_unlock(&h->mu);
-        struct timespec ts = {.tv_sec = h->pass_ms / 1000, .tv_nsec = (h->pass_ms % 1000) * 1000000};
+        struct timespec ts = {.tv_sec = h->pass_ms / 1000,
+                              .tv_nsec = (h->pass_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
     }
 }
@@ -232,9 +233,8 @@ void sim_ring_host_destroy(struct sim_ring_host *h)
     free(h->rings), free(h->fds), free(h->from), free(h->q), free(h);
 }
 
-void sim_ring_host_reports(struct sim_ring_host *h,
-                           void (*handle)(void *ctx, struct sim_ring *g,
-                                          const struct ring_report *x))
+void sim_ring_host_reports(struct sim_ring_host *h, void (*handle)(void *ctx, struct sim_ring *g,
+                                                                   const struct ring_report *x))
 {
     uint64_t c;
     if (read(h->efd, &c, sizeof(c)) < 0) {
@@ -428,9 +428,8 @@ static void suspect_coord(struct sim_ring *g, struct rdzv_session *s,
     int n = st ? st->group_world_size : 0;
     if (!m || n < 2)
         return;
-    struct rdzv_coord_suspicion cx = {.sus = *x,
-                                      .by_rank = m->group_rank,
-                                      .coord_rank = outbound ? m->next_rank : m->prev_rank};
+    struct rdzv_coord_suspicion cx = {
+        .sus = *x, .by_rank = m->group_rank, .coord_rank = outbound ? m->next_rank : m->prev_rank};
     if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
         confirm_coord(g, s, &cx, false);
         return;
@@ -491,8 +490,8 @@ static void publish_detect(struct rdzv_session *s, const struct rdzv_suspicion *
     snprintf(v, sizeof(v),
              "{\"fault_ms\":%lld,\"detected_ms\":%lld,\"cause\":\"node_lost\",\"node\":\"%s\","
              "\"rank\":-1}",
-             (long long)(x->fault_ms > 0 ? x->fault_ms : x->detected_ms),
-             (long long)x->detected_ms, x->node_id);
+             (long long)(x->fault_ms > 0 ? x->fault_ms : x->detected_ms), (long long)x->detected_ms,
+             x->node_id);
     rdzv_publish_round_key(s, x->round, "detect", v, NULL);
 }
 

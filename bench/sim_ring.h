@@ -60,9 +60,8 @@ void sim_ring_kill(struct sim_ring *g);
 void sim_ring_follow(struct sim_ring *g, struct rdzv_session *s, int64_t now);
 /* Take the queued reports: for each, `handle(ctx, ring, report)` is called, which should call
  * sim_ring_report() with the node's session. */
-void sim_ring_host_reports(struct sim_ring_host *h,
-                           void (*handle)(void *ctx, struct sim_ring *g,
-                                          const struct ring_report *x));
+void sim_ring_host_reports(struct sim_ring_host *h, void (*handle)(void *ctx, struct sim_ring *g,
+                                                                   const struct ring_report *x));
 /* Act on one report as the agent does: a suspicion written, a probe's verdict applied. */
 void sim_ring_report(struct sim_ring *g, struct rdzv_session *s, const struct ring_report *x);
 /* As the coordinator: probe the suspicions the store holds (after its events). */

@@ -285,8 +285,7 @@ static int chunk_layout(const struct rdzv_member *m, size_t n, int nc, size_t **
  * read its node record again). */
 static int chunk_encode(const struct rdzv_state *s, int chunk, const size_t *idx, size_t n,
                         const struct rdzv_member *ring_next, const struct rdzv_member *ring_prev,
-                        char **ret_json,
-                        struct ea_error *err)
+                        char **ret_json, struct ea_error *err)
 {
     json_t *arr = json_array();
     for (size_t j = 0; arr && j < n; j++) {
@@ -305,7 +304,7 @@ static int chunk_encode(const struct rdzv_state *s, int chunk, const size_t *idx
     json_t *root = json_pack("{s:s, s:I, s:i, s:o}", "schema", RDZV_SCHEMA, "round",
                              (json_int_t)s->round, "chunk", chunk, "m", arr);
     /* the liveness ring in chunk order: a member's neighbours inside its chunk are the entries
-     * beside it, so the chunk adds just the two links out of it: O(1) ids a chunk, not 2 a member */
+     * beside it, so the chunk adds the two links out of it: O(1) ids a chunk, not 2 a member */
     if (root && s->ring && s->n_members > 1 && n > 0 &&
         json_object_set_new(root, "ring",
                             json_pack("[s, i, I, s, i]", ring_next->node_id, ring_next->group_rank,
@@ -388,8 +387,8 @@ int rdzv_chunks_encode(const struct rdzv_state *s, char **ret_json, struct ea_er
 }
 
 /* The chunk's optional "ring": [next, its group rank, its slot, prev, its group rank] for the
- * member after its last and the one before its first (ring order = chunk order, docs/protocol.md): each
- * member's links, from the entries beside it and these two. */
+ * member after its last and the one before its first (ring order = chunk order, docs/protocol.md):
+ * each member's links, from the entries beside it and these two. */
 static int chunk_ring_parse(json_t *ring, int chunk, struct rdzv_member *m, size_t n,
                             struct ea_error *err)
 {
@@ -398,8 +397,8 @@ static int chunk_ring_parse(json_t *ring, int chunk, struct rdzv_member *m, size
     json_int_t next_slot = -1;
     json_error_t jerr;
     char out_next[RDZV_ID_MAX], out_prev[RDZV_ID_MAX];
-    if (json_unpack_ex(ring, &jerr, JSON_STRICT, "[s, i, I, s, i]", &next, &next_rank,
-                       &next_slot, &prev, &prev_rank) < 0 ||
+    if (json_unpack_ex(ring, &jerr, JSON_STRICT, "[s, i, I, s, i]", &next, &next_rank, &next_slot,
+                       &prev, &prev_rank) < 0 ||
         n == 0 || next_rank < 0 || prev_rank < 0 || next_slot < 0)
         return ea_errorf(err, -EBADMSG,
                          "assignment chunk %d: field 'ring' is not [next, rank, slot, prev, rank] "
@@ -517,8 +516,7 @@ static int gather_check_ring(const struct rdzv_state *s, struct rdzv_member *con
             bool bad = ring ? n > 1 && last &&
                                   (strcmp(last->next, c->node_id) != 0 ||
                                    strcmp(c->prev, last->node_id) != 0 ||
-                                   last->next_rank != c->group_rank ||
-                                   last->next_slot != c->slot ||
+                                   last->next_rank != c->group_rank || last->next_slot != c->slot ||
                                    c->prev_rank != last->group_rank)
                             : c->next[0] || c->prev[0];
             if (bad)

@@ -28,9 +28,16 @@ static struct rdzv_state make(size_t n, int nc, int64_t (*slot)(size_t i, int nc
         m[i].rank_base = (int)i;
         m[i].slot = slot(i, nc);
     }
-    return (struct rdzv_state){.round = 3, .status = RDZV_RUNNING, .members = m, .n_members = n,
-                               .group_world_size = (int)n, .n_chunks = nc, .world_size = (int)n,
-                               .min_nodes = 1, .max_nodes = (int)n, .ring = true};
+    return (struct rdzv_state){.round = 3,
+                               .status = RDZV_RUNNING,
+                               .members = m,
+                               .n_members = n,
+                               .group_world_size = (int)n,
+                               .n_chunks = nc,
+                               .world_size = (int)n,
+                               .min_nodes = 1,
+                               .max_nodes = (int)n,
+                               .ring = true};
 }
 
 static int64_t slot_spread(size_t i, int nc)
@@ -202,8 +209,8 @@ Test(ring_chunks, malformed_rings_and_the_older_format_are_refused)
         struct rdzv_member *m = NULL;
         size_t n = 0;
         struct ea_error err = {0};
-        cr_assert_eq(rdzv_chunk_decode(ok[i], strlen(ok[i]), &round, &chunk, &m, &n, &err), 0,
-                     "%s", err.msg);
+        cr_assert_eq(rdzv_chunk_decode(ok[i], strlen(ok[i]), &round, &chunk, &m, &n, &err), 0, "%s",
+                     err.msg);
         cr_assert_str_eq(m[0].next, "b");
         cr_assert_str_eq(m[1].prev, "a");
         cr_assert_str_eq(m[1].next, i ? "c" : "a");
@@ -227,9 +234,9 @@ Test(ring_chunks, gather_refuses_chunks_whose_rings_disagree)
     for (int k = 0; k < 2; k++) {
         int64_t round;
         int chunk;
-        cr_assert_eq(
-            rdzv_chunk_decode(json[k], strlen(json[k]), &round, &chunk, &chunks[k], &counts[k], NULL),
-            0);
+        cr_assert_eq(rdzv_chunk_decode(json[k], strlen(json[k]), &round, &chunk, &chunks[k],
+                                       &counts[k], NULL),
+                     0);
         free(json[k]);
     }
     struct ea_error err = {0};
