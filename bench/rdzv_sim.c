@@ -584,6 +584,7 @@ int main(int argc, char **argv)
     int pr = sim_parse_opts(argc, argv, &o);
     if (pr >= 0)
         return pr;
+    signal(SIGPIPE, SIG_IGN); /* a child that died (a lost lease) must not kill the report */
     struct rlimit nofile; /* --ring: three sockets a node (listener, two links), ~1,250 a process */
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
         nofile.rlim_cur = nofile.rlim_max;
