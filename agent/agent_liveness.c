@@ -49,6 +49,11 @@ struct agent_ring {
     int64_t round;
     char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
     int64_t peer_retry_ms;
+    /* the successor's node record as last read: the same while its slot is (no read a round) */
+    char peer_id[RDZV_ID_MAX];
+    int64_t peer_slot;
+    struct ring_peer peer_rp;
+    bool peer_have, peer_reach;
 
     struct rdzv_suspicion unsent[UNSENT_MAX];
     size_t n_unsent;
@@ -223,7 +228,12 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
         return;
     struct ring_peer rp = {0};
     bool have = false, reach = true;
-    if (next[0]) { /* the one node record a node reads per round: its successor's */
+    if (next[0] && m->next_slot > 0 && m->next_slot == g->peer_slot &&
+        strcmp(next, g->peer_id) == 0) { /* the incarnation of the last read: its record */
+        rp = g->peer_rp;
+        have = g->peer_have;
+        reach = g->peer_reach;
+    } else if (next[0]) { /* the one node record a node reads per round: its successor's */
         struct rdzv_ring_peer p;
         struct ea_error err = {0};
         int r = rdzv_ring_peer(a->rdzv, next, &p, &err);
@@ -236,6 +246,13 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
             snprintf(rp.addr, sizeof(rp.addr), "%s", p.addr);
             rp.port = p.port;
             have = true;
+        }
+        if (r == 0) {
+            snprintf(g->peer_id, sizeof(g->peer_id), "%s", next);
+            g->peer_slot = m->next_slot;
+            g->peer_rp = rp;
+            g->peer_have = have;
+            g->peer_reach = reach;
         } else if (r != KV_ENOTFOUND && r != -ENOPROTOOPT) {
             log_debug("liveness ring: reading node '%s': %s; trying again", next, err.msg);
             g->peer_retry_ms = now + PEER_RETRY_MS;
@@ -317,10 +334,9 @@ static void suspect_coord(struct agent *a, struct agent_ring *g, const struct rd
     int n = s ? s->group_world_size : 0;
     if (!m || n < 2)
         return;
-    struct rdzv_coord_suspicion cx = {.sus = *x,
-                                      .by_rank = m->group_rank,
-                                      .coord_rank = outbound ? (m->group_rank + 1) % n
-                                                             : (m->group_rank + n - 1) % n};
+    /* its group rank: the ring runs in chunk order, so a neighbour's rank is the chunk's word */
+    struct rdzv_coord_suspicion cx = {
+        .sus = *x, .by_rank = m->group_rank, .coord_rank = outbound ? m->next_rank : m->prev_rank};
     if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
         confirm_coord(a, g, &cx, false);
         return;

@@ -24,11 +24,18 @@
  * Usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] [--kill-one]
  *                 [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] [--timeout SEC]
  *                 [--max-bytes B] (exit 1 if a non-coordinator received more than B bytes in
- *                 a round after its join)
+ *                 a round after its join) [--ring] [--ring-interval MS] [--ring-pass MS]
+ * --ring: every node in the liveness ring as an agent with --liveness on (bench/sim_ring.h): a
+ * real listener and a real TCP link to its successor per node, heartbeats every --ring-interval
+ * (200 ms) served by each process every --ring-pass (10 ms); a killed node's sockets are closed
+ * as the kernel closes a SIGKILLed process's, and the suspicion, the coordinator's probe and the
+ * lease revoke go through rendezvous/suspect.c as in the agent.
+ * --names real, --noise K, --rx-iface IF, --metrics-url URL (bench/sim_wire.h, wire_bytes.sh):
+ * fleet-like node names, 0..K unrelated keys written before each join, and each kill round's
+ * bytes on IF per node (and etcd's grpc sent bytes), plus a steady round's rate over 5 s.
  * Prints key=value lines (for bench scripts) and a summary line.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -42,6 +49,9 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "session.h"
+#include "sim_ring.h"
+#include "sim_wire.h"
+#include "rdzv_sim.h"
 
 enum rec_type {
     REC_JOINING = 1,
@@ -51,6 +61,8 @@ enum rec_type {
     REC_FATAL,
     REC_KILLED,
     REC_READY, /* the node could start its workers: it has its assignment and the round's master */
+    REC_RING,  /* at a child's end, its nodes' ring counters: bytes = suspicions written or held,
+                  keys = evictions, claims = false alarms */
 };
 
 /* One report from a child to the parent (written atomically: < PIPE_BUF). */
@@ -67,13 +79,6 @@ struct rec {
     uint64_t claims; /* rdzv_stats: claims of `coord` so far */
 };
 
-struct opts {
-    const char *endpoints, *run_id;
-    int nodes, procs;
-    int64_t ttl_ms, timeout_ms;
-    bool kill_one, kill_coord, kill_tenth, kill_rack;
-    long max_bytes;
-};
 
 struct sim_node {
     int id;
@@ -83,6 +88,7 @@ struct sim_node {
     int64_t published_round; /* as group rank 0: the last round it published the master of */
     int64_t renewed_ms;      /* its last lease renewal (or its join) */
     bool dead;
+    struct sim_ring *g;      /* --ring: its links */
 };
 
 static void report_stats(int fd, int type, int node, int64_t round, int members,
@@ -125,6 +131,8 @@ static void fatal(int fd, int node, const char *what, const struct ea_error *err
 static void observe(struct sim_node *n, int out, int64_t ev_ms)
 {
     int64_t gen;
+    if (n->g)
+        sim_ring_follow(n->g, n->s, ea_now_ms());
     const struct rdzv_state *st = rdzv_current(n->s, &gen);
     if (!st || st->status != RDZV_RUNNING || rdzv_my_index(n->s) < 0)
         return;
@@ -170,8 +178,18 @@ static void kill_node(struct sim_node *n, int out)
 {
     n->dead = true;
     report(out, REC_KILLED, n->id, 0, 0);
+    sim_ring_kill(n->g); /* the kernel closes its sockets: its ring neighbours see EOF */
+    n->g = NULL;
     rdzv_session_destroy(n->s);
     n->s = NULL;
+}
+
+/* A ring report of one of this process's nodes (sim_ring_host_reports). */
+static void on_ring_report(void *ctx, struct sim_ring *g, const struct ring_report *x)
+{
+    struct sim_node *n = ctx;
+    if (!n->dead)
+        sim_ring_report(g, n->s, x);
 }
 
 /* The "agent" of nodes [first, first+count): join all, then serve them until told to stop. */
@@ -183,6 +201,9 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
     struct kv_config kc = {
         .backend = "etcd", .endpoints = o->endpoints, .request_timeout_ms = 5000};
     struct ea_error err = {0};
+    struct sim_ring_host *host = NULL; /* --ring: this process's rings, on a thread */
+    if (o->ring && sim_ring_host_create((size_t)count, o->ring_pass_ms, &host, &err) < 0)
+        fatal(out, first, "ring", &err);
     struct kv *kv = NULL; /* one connection for this process's sessions */
     if (kv_open(&kc, &kv, &err) < 0)
         fatal(out, first, "open", &err);
@@ -198,22 +219,34 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
                        .lease_ttl_ms = o->ttl_ms},
             .lease_ttl_ms = o->ttl_ms,
         };
-        snprintf(rc.self.node_id, sizeof(rc.self.node_id), "sim-%05d", n->id);
-        snprintf(rc.self.host, sizeof(rc.self.host), "simhost-%05d", n->id);
+        sim_names(n->id, o->real_names, rc.self.node_id, sizeof(rc.self.node_id), rc.self.host,
+                  sizeof(rc.self.host));
         snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
         rc.self.nproc = 1;
         rc.self.pid = getpid();
+        if (o->ring) { /* a real listener per node: its port in its node record */
+            rc.params.ring = true;
+            if (sim_ring_open(host, o->run_id, rc.self.node_id, o->ring_interval_ms, 3,
+                              !o->ring_no_await, n, &n->g, &err) < 0)
+                fatal(out, n->id, "ring", &err);
+            rc.self.live_port = sim_ring_port(n->g);
+        }
         if (rdzv_session_create(kv, &rc, &n->s, &err) < 0)
             fatal(out, n->id, "session", &err);
     }
     char go = 0; /* the parent measures the store first (gRPC must not be set up before fork) */
     if (read(ctl, &go, 1) != 1 || go != 'g')
         return 1;
+    if (host && sim_ring_host_start(host, &err) < 0)
+        fatal(out, first, "ring", &err);
     /* nodes join one per loop turn, so the ones already in keep renewing and reading events, as
      * separate agents would */
     int joined = 0;
     for (;;) {
         if (joined < count) {
+            unsigned seed = (unsigned)nodes[joined].id * 2654435761u;
+            if (sim_noise(kv, o->run_id, &seed, o->noise, &err) < 0)
+                fatal(out, nodes[joined].id, "unrelated keys", &err);
             report(out, REC_JOINING, nodes[joined].id, 0, 0);
             if (rdzv_join(nodes[joined].s, &err) < 0)
                 fatal(out, nodes[joined].id, "join", &err);
@@ -245,11 +278,17 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             if (w >= 0 && w < wake)
                 wake = w;
         }
-        struct pollfd pfd[2] = {{.fd = kv_event_fd(kv), .events = POLLIN},
-                                {.fd = ctl, .events = POLLIN}};
+        for (int i = 0; host && i < joined; i++) /* the coordinator's confirmations */
+            if (!nodes[i].dead && rdzv_is_coordinator(nodes[i].s))
+                sim_ring_confirm(nodes[i].g, nodes[i].s, ea_now_ms());
+        struct pollfd pfd[3] = {{.fd = kv_event_fd(kv), .events = POLLIN},
+                                {.fd = ctl, .events = POLLIN},
+                                {.fd = host ? sim_ring_host_fd(host) : -1, .events = POLLIN}};
         int64_t left = wake - ea_now_ms();
-        if (poll(pfd, 2, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
+        if (poll(pfd, 3, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
             return 1;
+        if (pfd[2].revents)
+            sim_ring_host_reports(host, on_ring_report);
         /* The store's events first, and those that arrived while the last batch was applied
          * (one commit reaches the 625 sessions' watches as 625 events, which may come in a few
          * batches) before the next ticks: a node's events do not wait for other nodes' ticks.
@@ -296,12 +335,26 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
             report(out, REC_KILLED, -1, 0, killed); /* this child is done killing */
         }
     }
+    struct rec rr = {.type = REC_RING, .node = -1, .t_ms = ea_now_ms()};
     for (int i = 0; i < count; i++) {
-        if (nodes[i].dead || i >= joined)
+        struct sim_ring_stats st = {0};
+        if (nodes[i].g)
+            sim_ring_stats_get(nodes[i].g, &st);
+        rr.bytes += st.suspicions;
+        rr.keys += st.evictions;
+        rr.claims += st.false_alarms;
+    }
+    if (o->ring && write(out, &rr, sizeof(rr)) != (ssize_t)sizeof(rr))
+        _exit(3);
+    for (int i = 0; i < count; i++) {
+        if (nodes[i].dead)
             continue;
-        rdzv_leave(nodes[i].s, NULL);
+        sim_ring_close(nodes[i].g);
+        if (i < joined)
+            rdzv_leave(nodes[i].s, NULL);
         rdzv_session_destroy(nodes[i].s);
     }
+    sim_ring_host_destroy(host);
     kv_close(kv);
     free(nodes);
     return 0;
@@ -460,13 +513,6 @@ static void print_costs(const char *tag, const struct sim *sm, int n, const bool
     printf("%s_claims=%" PRIu64 "\n", tag, claims);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
-               "[--kill-one] [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] "
-               "[--timeout SEC] "
-               "[--max-bytes B]\n");
-}
 
 /* Send a kill command to every child and wait for their acknowledgements; the number of nodes
  * killed is in sm->killed. */
@@ -490,10 +536,24 @@ static int kill_round(struct sim *sm, const int *ctl, int procs, char cmd, int64
 }
 
 /* One kill phase: the command, then every survivor in a round of the new size. */
+/* With --rx-iface: what every node receives in a steady round (keepalive replies, mostly) over
+ * `ms`, reading the children's reports meanwhile. */
+static void wire_idle(struct sim *sm, const struct opts *o, int live, int64_t ms)
+{
+    struct sim_wire_mark w0;
+    sim_wire_begin(o->rx_iface, o->metrics_url, &w0);
+    struct phase none = {0};
+    while (read_one(sm, -1, INT64_MAX, &none, w0.t_ms + ms) == 0) {
+    }
+    sim_wire_end(o->rx_iface, o->metrics_url, &w0, "idle", live);
+}
+
 static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char cmd,
                       const char *tag, int *live, int64_t *round, bool *dead)
 {
     int before = sm->killed;
+    struct sim_wire_mark w0;
+    sim_wire_begin(o->rx_iface, o->metrics_url, &w0);
     int64_t t_kill = ea_now_ms();
     int r = kill_round(sm, ctl, o->procs, cmd, t_kill + 30000);
     if (r < 0)
@@ -509,6 +569,7 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
     }
     *round = ph.round;
     (void)dead;
+    sim_wire_end(o->rx_iface, o->metrics_url, &w0, tag, *live);
     printf("%s_killed=%d\n%s_to_commit_ms=%" PRId64 "\n%s_to_all_seen_ms=%" PRId64 "\n", tag,
            n_killed, tag, ph.commit - t_kill, tag, ph.last_seen - t_kill);
     printf("%s_to_all_ready_ms=%" PRId64 "\n", tag, ph.last_ready - t_kill);
@@ -518,63 +579,16 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
 int main(int argc, char **argv)
 {
     struct opts o = {
-        .run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000, .timeout_ms = 120000};
-    static const struct option lo[] = {
-        {"endpoints", required_argument, 0, 'e'},  {"nodes", required_argument, 0, 'n'},
-        {"procs", required_argument, 0, 'p'},      {"ttl", required_argument, 0, 't'},
-        {"kill-one", no_argument, 0, 'k'},         {"run-id", required_argument, 0, 'r'},
-        {"timeout", required_argument, 0, 'T'},    {"help", no_argument, 0, 'h'},
-        {"kill-coordinator", no_argument, 0, 'c'}, {"kill-tenth", no_argument, 0, 'P'},
-        {"kill-rack", no_argument, 0, 'R'},        {"max-bytes", required_argument, 0, 'B'},
-        {0, 0, 0, 0}};
-    for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
-        switch (c) {
-        case 'e':
-            o.endpoints = optarg;
-            break;
-        case 'n':
-            o.nodes = atoi(optarg);
-            break;
-        case 'p':
-            o.procs = atoi(optarg);
-            break;
-        case 't':
-            o.ttl_ms = (int64_t)(atof(optarg) * 1000);
-            break;
-        case 'k':
-            o.kill_one = true;
-            break;
-        case 'c':
-            o.kill_coord = true;
-            break;
-        case 'P':
-            o.kill_tenth = true;
-            break;
-        case 'R':
-            o.kill_rack = true;
-            break;
-        case 'B':
-            o.max_bytes = atol(optarg);
-            break;
-        case 'r':
-            o.run_id = optarg;
-            break;
-        case 'T':
-            o.timeout_ms = (int64_t)(atof(optarg) * 1000);
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!o.endpoints || o.nodes < 2 || o.procs < 1 || o.procs > o.nodes || o.ttl_ms < 1000) {
-        fprintf(stderr, "rdzv-sim: need --endpoints, --nodes >= 2, 1 <= --procs <= --nodes, "
-                        "--ttl >= 1\n");
-        usage(stderr);
-        return 2;
+        .run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000, .timeout_ms = 120000,
+        .ring_interval_ms = 200, .ring_pass_ms = 10};
+    int pr = sim_parse_opts(argc, argv, &o);
+    if (pr >= 0)
+        return pr;
+    signal(SIGPIPE, SIG_IGN); /* a child that died (a lost lease) must not kill the report */
+    struct rlimit nofile; /* --ring: three sockets a node (listener, two links), ~1,250 a process */
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
     }
     int rep[2];
     if (pipe(rep) < 0)
@@ -637,6 +651,8 @@ int main(int argc, char **argv)
     /* the first round includes each node's join (listing what it watches) */
     print_costs("join", &sm, o.nodes, dead);
     int64_t round = p1.round;
+    if (o.rx_iface)
+        wire_idle(&sm, &o, live, 5000);
     struct {
         bool on;
         char cmd;
@@ -673,8 +689,19 @@ out:
     for (int p = 0; p < o.procs; p++)
         if (write(ctl[p], "q", 1) != 1)
             kill(pids[p], SIGKILL);
+    /* read the children's reports until they have all closed the pipe (a child blocked on a
+     * full pipe would never see the 'q'), taking each one's last: its nodes' ring counters */
+    uint64_t sus = 0, ev = 0, fa = 0;
+    for (struct rec rr; read(rep[0], &rr, sizeof(rr)) == (ssize_t)sizeof(rr);)
+        if (rr.type == REC_RING)
+            sus += rr.bytes, ev += rr.keys, fa += rr.claims;
     for (int p = 0; p < o.procs; p++)
         waitpid(pids[p], NULL, 0);
+    if (o.ring) {
+        printf("ring_suspicions=%" PRIu64 "\nring_evictions=%" PRIu64
+               "\nring_false_alarms=%" PRIu64 "\n",
+               sus, ev, fa);
+    }
     struct rusage ru;
     getrusage(RUSAGE_CHILDREN, &ru);
     printf("cpu_s=%.2f maxrss_mib_per_proc=%.1f\n",

@@ -203,9 +203,14 @@ static int decode_state(struct rdzv_session *s, const struct kv_entry *e, struct
         memcpy(s->state.members, s->adopt->members,
                s->adopt->n_members * sizeof(*s->state.members));
         s->state.n_members = s->adopt->n_members;
-        if (s->cfg.params.ring) /* as its chunks say them */
-            rdzv_members_link_ring(s->state.members, s->state.n_members);
         s->members_broken = false;
+        if (s->cfg.params.ring && /* as its chunks say them */
+            rdzv_members_link_ring(s->state.members, s->state.n_members, s->state.n_chunks) < 0) {
+            free(s->state.members); /* out of memory: read them back from the chunks */
+            s->state.members = NULL;
+            s->state.n_members = 0;
+            gather_members(s);
+        }
     } else if (s->have_state) {
         gather_members(s);
     }

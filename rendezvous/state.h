@@ -50,9 +50,13 @@ struct rdzv_member {
     int group_rank;
     int rank_base; /* global rank of its local rank 0 = sum of nproc of earlier members */
     int64_t slot;  /* create_revision of its node key: picks its assignment chunk */
-    /* the liveness ring (docs/protocol.md): the members before and after it in group-rank order
-       (wrapping); "" when the round has one member or its coordinator runs without the ring */
+    /* the liveness ring (docs/protocol.md): the members after and before it in chunk order (the
+       members of chunk k as listed, then those of the next non-empty chunk, wrapping); set by
+       rdzv_chunk_decode() from the entries beside it and the chunk's "ring"; "" when the round
+       has one member or its coordinator runs without the ring */
     char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
+    int next_rank, prev_rank; /* their group ranks (meaningful when next / prev are set) */
+    int64_t next_slot;        /* the successor's slot: its node record is the same while this is */
 };
 
 /* Members are published in chunks of about this many (assign/<k>): a node reads one chunk. */
@@ -94,7 +98,7 @@ struct rdzv_state {
                                chunks (0: unknown, a writer before it was recorded): a chunk is
                                this commit's iff written in [chunks_rev, generation) */
     struct rdzv_leader leader; /* group rank 0 of `round` (RUNNING commits; may be empty) */
-    bool ring;              /* not stored: rdzv_chunk_encode() adds each member's ring links */
+    bool ring;              /* not stored: rdzv_chunk_encode() adds each chunk's ring links */
 };
 
 /* One network interface address a node publishes for NIC discovery. */
@@ -171,17 +175,21 @@ int rdzv_chunk_count_next(int prev, size_t n_members);
 /* True when `n_chunks` is a valid chunk count for n_members (what a decoder accepts). */
 bool rdzv_chunk_count_ok(int n_chunks, size_t n_members);
 int rdzv_chunk_of(int64_t slot, int n_chunks);
-/* The liveness ring's links of members m[0..n) in rank order (what a chunk with them says):
- * each member's next and prev, wrapping. */
-void rdzv_members_link_ring(struct rdzv_member *m, size_t n);
-/* Encode chunk `chunk` of `s` (its members whose slot maps there) into *ret_json. */
+/* The liveness ring's links of members m[0..n) in rank order, in a round of n_chunks chunks (what
+ * its chunks say): each member's next and prev in chunk order, wrapping. 0 or -ENOMEM. */
+int rdzv_members_link_ring(struct rdzv_member *m, size_t n, int n_chunks);
+/* Encode chunk `chunk` of `s` (its members whose slot maps there, in rank order; with s->ring,
+ * the chunk's "ring": the ids of the members just outside it in chunk order) into *ret_json.
+ * -EINVAL for a chunk index the round does not have. */
 int rdzv_chunk_encode(const struct rdzv_state *s, int chunk, char **ret_json,
                       struct ea_error *err);
 /* Every chunk of `s` in one pass over its members (rdzv_chunk_encode for each k would scan them
  * all for each chunk: O(N^2/32) at the coordinator per commit): ret_json[k] for k < n_chunks,
  * each malloc'ed; on failure none is left allocated. */
 int rdzv_chunks_encode(const struct rdzv_state *s, char **ret_json, struct ea_error *err);
-/* Decode a chunk: its round and chunk index and its members (malloc'ed, *ret_n of them). */
+/* Decode a chunk: its round and chunk index and its members (malloc'ed, *ret_n of them), each
+ * with its ring links when the chunk has a "ring". An entry with its own links (8 fields, the
+ * group-rank ring of an older agent) is refused with a message saying so. */
 int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret_chunk,
                       struct rdzv_member **ret, size_t *ret_n, struct ea_error *err);
 /* Which commit an assignment chunk written at store revision `chunk_rev` belongs to, relative to
@@ -193,7 +201,8 @@ int rdzv_chunk_decode(const char *json, size_t len, int64_t *ret_round, int *ret
 int rdzv_chunk_commit_cmp(const struct rdzv_state *s, int64_t generation, int64_t chunk_rev);
 /* Gather the members of `s` (group_world_size of them) from decoded chunks (`chunks[k]` with
  * `counts[k]` members, k < s->n_chunks) into s->members in group-rank order, checking they
- * agree with the commit record (ranks contiguous, rank bases summing to world_size). */
+ * agree with the commit record (ranks contiguous, rank bases summing to world_size) and, with the
+ * ring, that every member's links follow the chunk order in one cycle. */
 int rdzv_state_gather(struct rdzv_state *s, struct rdzv_member *const *chunks,
                       const size_t *counts, struct ea_error *err);
 

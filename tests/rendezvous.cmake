@@ -1,6 +1,7 @@
 # Unit tests of the rendezvous protocol (pure functions: codec, plan) and the session over the
 # memory backend.
 ea_add_criterion_test(test_rdzv_state SOURCES unit/test_rdzv_state.c LIBS ea_rendezvous)
+ea_add_criterion_test(test_rdzv_ring_chunks SOURCES unit/test_rdzv_ring_chunks.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_plan SOURCES unit/test_rdzv_plan.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_session SOURCES unit/test_rdzv_session.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_guard SOURCES unit/test_rdzv_guard.c LIBS ea_rendezvous)

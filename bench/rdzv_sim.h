@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+/* rdzv-sim's options (bench/rdzv_sim.c's header says what each does); parsed in sim_opts.c. */
+#ifndef EA_BENCH_RDZV_SIM_H
+#define EA_BENCH_RDZV_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct opts {
+    const char *endpoints, *run_id;
+    int nodes, procs;
+    int64_t ttl_ms, timeout_ms;
+    bool kill_one, kill_coord, kill_tenth, kill_rack;
+    long max_bytes;
+    bool ring;                /* --ring: every node in the liveness ring (sim_ring.h) */
+    int64_t ring_interval_ms; /* --ring-interval (the agent's --liveness-interval) */
+    int64_t ring_pass_ms;     /* how often a process serves its nodes' ring sockets */
+    bool ring_no_await;       /* --ring-no-await: no suspicion of a predecessor that never
+                                 linked (a diagnosis: the agent suspects it) */
+    bool real_names;          /* --names real: `<hostname>-<pid>` (sim_wire.h) */
+    int noise;                /* --noise K: 0..K unrelated keys written before each join */
+    const char *rx_iface, *metrics_url; /* --rx-iface, --metrics-url: bytes on the wire */
+};
+
+/* Parse argv into *o (which holds the defaults): -1 to go on, else the exit code (0 after
+ * --help, 2 for a usage error, with the usage printed). */
+int sim_parse_opts(int argc, char **argv, struct opts *o);
+
+#endif
