@@ -4,8 +4,9 @@
 # "PyTorch DDP node kill -> training again": 12.3 s lease-only, target <= 4 s with the ring).
 # REPS runs of each, alternating (on, off, off, on, ...: a load change hits both), each with a
 # fresh etcd; per run: kill -> the world-3 round committed (the first survivor's "round N ...
-# started" line), kill -> the first world-3 worker started, kill -> training again (a
-# survivor's worker begins an epoch at world 3); then the medians, ranges and off/on ratios.
+# started" line), kill -> the first world-3 worker set up (its "start:" line: after import torch,
+# init_process_group and the checkpoint), kill -> training again (a survivor's worker begins an
+# epoch at world 3); then the medians, ranges and off/on ratios.
 # pytorch_kill.py has no --liveness option: the "off" runs use a wrapper binary that adds it.
 # Usage: bench/pytorch_kill_liveness.sh [REPS=3] [--keep DIR]   (BIN=path/to/elastic-agent)
 set -euo pipefail
@@ -14,7 +15,7 @@ reps=3 keep=''
 while [[ $# -gt 0 ]]; do
   case $1 in
     --keep) keep=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) [[ $1 =~ ^[0-9]+$ ]] || { echo "pytorch_kill_liveness: unknown option '$1'" >&2; exit 2; }
        reps=$1; shift ;;
   esac
@@ -54,14 +55,14 @@ row = [summ("kill -> first survivor reaction"), commit, summ("kill -> world-3 wo
        summ("kill -> world-3 training (epoch begin)")]
 print(mode, rep, load, " ".join("nan" if v is None else f"{v:.3f}" for v in row))
 EOF
-    tail -1 "$tmp/results" | awk '{printf "run %s --liveness %-3s (load %s): kill -> reaction %s s, -> world-3 round %s s, -> world-3 worker started %s s, -> training again %s s\n", $2, $1, $3, $4, $5, $6, $7}'
+    tail -1 "$tmp/results" | awk '{printf "run %s --liveness %-3s (load %s): kill -> reaction %s s, -> world-3 round %s s, -> world-3 worker set up %s s, -> training again %s s\n", $2, $1, $3, $4, $5, $6, $7}'
   done
 done
 
 python3 - "$tmp/results" <<'EOF'
 import math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-cols = ["reaction", "world-3 round committed", "world-3 worker started", "training again"]
+cols = ["reaction", "world-3 round committed", "world-3 worker set up", "training again"]
 med = {}
 print()
 for mode in ("on", "off"):
