@@ -10,7 +10,7 @@ n_runtime=${#pkgs[@]}
 if [[ "${1:-}" == "--test" || "${1:-}" == "--list-test" ]]; then
   pkgs+=(libcriterion-dev etcd-server etcd-client openssh-server openssh-client iproute2 python3
         python3-torch python3-xgboost prometheus python3-yaml man-db time shellcheck systemd curl strace
-        openssl)
+        openssl stress-ng)
   # `kubectl kustomize` for the deploy checks: the machine image may ship its own kubectl
   # package, which conflicts with Debian's kubernetes-client; use whichever is there.
   command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
