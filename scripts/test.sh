@@ -272,3 +272,11 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target test_e2e_inplace --filter 'inplace/malformed_ack*' \
   agent/warm/inplace.c 's/if (warm_parse_ack(line, len, \&gen, \&perr) < 0) {/if (0) {/' \
   '^test_e2e_inplace$'
+# a joining node's warm-up before its join: a spare that never gets ready (its fault, the ready
+# deadline) must not keep the node out; SIGTERM while warming must end it
+./scripts/mutate.sh --target test_e2e_inplace --filter 'inplace/joining_node_whose_spare_never*' \
+  agent/agent_warm.c 's/if (warm_tick(a->warm, now, \&f) > 0) { \/\* the set is gone/if (0) { \/\* the set is gone/' \
+  '^test_e2e_inplace$'
+./scripts/mutate.sh --target test_e2e_inplace --filter 'inplace/sigterm_while_warming*' \
+  agent/agent_warm.c 's/        if (a->term_signal) {$/        if (0) {/' \
+  '^test_e2e_inplace$'
