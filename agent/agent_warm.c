@@ -242,9 +242,8 @@ int agent_warm_before_join(struct agent *a)
     int n = warm_parked(a->warm);
     if (n == 0 || warm_parked_ready(a->warm) == n)
         return 0; /* none (parking suspended after a fault), or ready already */
-    int64_t start = ea_now_ms(), timeout = c->startup_timeout_ms > 0
-                                               ? c->startup_timeout_ms
-                                               : AGENT_WARM_READY_DEFAULT_MS;
+    int64_t start = ea_now_ms(), timeout = c->startup_timeout_ms > 0 ? c->startup_timeout_ms
+                                                                     : AGENT_WARM_READY_DEFAULT_MS;
     log_info("run '%s' is running: warming %d worker(s) before joining it (their set-up, until "
              "each has called elastic_agent.wait_for_assignment(); at most "
              "--worker-startup-timeout %.0f s), so that its next round does not wait for them",
@@ -266,8 +265,8 @@ int agent_warm_before_join(struct agent *a)
             log_progress_end();
             log_warn("%s; joining run '%s' anyway: its next round starts this node's workers cold",
                      f.message, c->run_id);
-            agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f.local_rank,
-                       "pid", (json_int_t)f.pid, "assigned", false, "message", f.message);
+            agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f.local_rank, "pid",
+                       (json_int_t)f.pid, "assigned", false, "message", f.message);
             while (warm_tick(a->warm, now, &f) > 0) /* the rest of the set: stopped with it */
                 ;
             return 0;

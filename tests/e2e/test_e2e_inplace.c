@@ -57,10 +57,28 @@ static const char *start_opts(struct h_agent *a, const char *run, const char *na
     char *rec = recs[n++ % 8];
     snprintf(rec, sizeof(recs[0]), "%s/%s.rec", dir, name);
     cr_assert_eq(mkdir(rec, 0755), 0);
-    const char *base[] = {"--rdzv-endpoint", eh.endpoints, "--run-id", run, "--node-id", name,
-                          "--nnodes", "2:3", "--settle", "1", "--lease-ttl", "2",
-                          "--stop-timeout", "2", "--max-restarts", "3", "--local-addr",
-                          "127.0.0.1", "--warm-workers", "--in-place", "--in-place-timeout", "1",
+    const char *base[] = {"--rdzv-endpoint",
+                          eh.endpoints,
+                          "--run-id",
+                          run,
+                          "--node-id",
+                          name,
+                          "--nnodes",
+                          "2:3",
+                          "--settle",
+                          "1",
+                          "--lease-ttl",
+                          "2",
+                          "--stop-timeout",
+                          "2",
+                          "--max-restarts",
+                          "3",
+                          "--local-addr",
+                          "127.0.0.1",
+                          "--warm-workers",
+                          "--in-place",
+                          "--in-place-timeout",
+                          "1",
                           NULL};
     const char *cmd[] = {PYTHON, IPW, rec, mode, NULL};
     h_agent_start_argv(a, dir, name, base, extra, cmd);
@@ -314,8 +332,10 @@ Test(inplace, joining_node_whose_spare_never_gets_ready_joins_cold)
     const char *extra[] = {"--worker-startup-timeout", "2", NULL};
     const char *r2 = start_opts(&a[2], "ip5", "n2", "good", extra);
     unsetenv("IPW_READY_DELAY");
-    wait_log(&a[2], "did not call elastic_agent.wait_for_assignment() (no ready line on "
-                    "ELASTIC_ASSIGN_FD) within --worker-startup-timeout 2 s of its start", 15000);
+    wait_log(&a[2],
+             "did not call elastic_agent.wait_for_assignment() (no ready line on "
+             "ELASTIC_ASSIGN_FD) within --worker-startup-timeout 2 s of its start",
+             15000);
     wait_log(&a[2], "; joining run 'ip5' anyway: its next round starts this node's workers cold",
              1000);
     wait_log(&a[2], "joined run 'ip5'", 5000);
