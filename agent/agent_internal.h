@@ -161,6 +161,12 @@ void agent_warm_on_events(struct agent *a);
 int64_t agent_warm_wake_ms(const struct agent *a);
 /* Stop every parked spare (the loop ends). */
 void agent_warm_stop(struct agent *a);
+/* Before joining a run that is running: park this node's spares and wait (signals and spares
+ * served, progress logged) until each sent its ready line, so that the round this node's join
+ * starts does not wait for their set-up. A fault or the ready deadline (--worker-startup-timeout)
+ * is logged and the node joins anyway (its workers start cold). 0: join now; 128+signal when
+ * interrupted (the spares are stopped). A no-op without --warm-workers or at a run's first start. */
+int agent_warm_before_join(struct agent *a);
 
 /* agent_preflight.c: run --preflight until it passes (0), holding the node out meanwhile; an
  * exit code when interrupted or when the check cannot be set up. */

@@ -397,6 +397,8 @@ int agent_run(const struct cfg *cfg, char **envp)
     while (code == 0) { /* again after --preflight-every-round took the node out */
         code = agent_preflight_gate(&a);
         if (code == 0)
+            code = agent_warm_before_join(&a); /* --warm-workers: its spares first */
+        if (code == 0)
             code = join(&a);
         if (code != 0)
             break;

@@ -3,6 +3,7 @@
  * when a set is parked, which spares a round takes, what a fault does; kept out of agent.c. */
 #include <inttypes.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,4 +191,108 @@ int64_t agent_warm_wake_ms(const struct agent *a)
 void agent_warm_stop(struct agent *a)
 {
     warm_stop(a->warm);
+}
+
+/* ---- warm before joining ------------------------------------------------------------------ */
+
+/* Is a round of the run running (this node would join it at its next round)? false when the
+ * run has not formed yet, is over, or the store cannot say (the join finds out). */
+static bool run_is_running(struct agent *a)
+{
+    char key[sizeof(a->prefix) + 8];
+    snprintf(key, sizeof(key), "%sstate", a->prefix);
+    struct kv_entry e = {0};
+    struct ea_error err = {0};
+    struct rdzv_state s = {0};
+    bool running = kv_get(a->kv, key, &e, &err) == 0 &&
+                   rdzv_state_decode(e.value, e.value_len, &s, &err) == 0 &&
+                   s.status == RDZV_RUNNING;
+    rdzv_state_clear(&s);
+    kv_entry_clear(&e);
+    return running;
+}
+
+/* Process exits while not joined: only spares run. */
+static void gate_exits(struct agent *a)
+{
+    struct launch_exit *ex = NULL;
+    size_t n = 0;
+    struct ea_error err = {0};
+    if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
+        log_error("launcher: %s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        agent_warm_on_exit(a, &ex[i]);
+    free(ex);
+}
+
+int agent_warm_before_join(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    if (!c->warm_workers || a->warm_off || !run_is_running(a))
+        return 0; /* a run that has not formed: nobody waits for our set-up, join at once */
+    if (!a->warm && create(a) < 0)
+        return 0;
+    struct ea_error err = {0};
+    if (warm_park(a->warm, a->group.generation, &err) < 0) {
+        log_error("--warm-workers: cannot park a warm spare: %s; joining run '%s' now, its "
+                  "first round starts this node's workers cold",
+                  err.msg, c->run_id);
+        return 0;
+    }
+    int n = warm_parked(a->warm);
+    if (n == 0 || warm_parked_ready(a->warm) == n)
+        return 0; /* none (parking suspended after a fault), or ready already */
+    int64_t start = ea_now_ms(), timeout = c->startup_timeout_ms > 0 ? c->startup_timeout_ms
+                                                                     : AGENT_WARM_READY_DEFAULT_MS;
+    log_info("run '%s' is running: warming %d worker(s) before joining it (their set-up, until "
+             "each has called elastic_agent.wait_for_assignment(); at most "
+             "--worker-startup-timeout %.0f s), so that its next round does not wait for them",
+             c->run_id, n, (double)timeout / 1000.0);
+    struct pollfd fds[3] = {{.fd = a->sigfd, .events = POLLIN},
+                            {.fd = launcher_fd(a->launcher), .events = POLLIN},
+                            {.fd = warm_fd(a->warm), .events = POLLIN}};
+    int64_t progress_at = start + 5000;
+    for (;;) {
+        int64_t now = ea_now_ms();
+        if (a->term_signal) {
+            log_progress_end();
+            log_info("interrupted while warming this node's workers: stopping them, not joining");
+            warm_stop(a->warm);
+            return 128 + a->term_signal;
+        }
+        struct warm_fault f;
+        if (warm_tick(a->warm, now, &f) > 0) { /* the set is gone (exit, bad line, too late) */
+            log_progress_end();
+            log_warn("%s; joining run '%s' anyway: its next round starts this node's workers cold",
+                     f.message, c->run_id);
+            agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f.local_rank, "pid",
+                       (json_int_t)f.pid, "assigned", false, "message", f.message);
+            while (warm_tick(a->warm, now, &f) > 0) /* the rest of the set: stopped with it */
+                ;
+            return 0;
+        }
+        int ready = warm_parked_ready(a->warm);
+        if (ready == n) {
+            log_progress_end();
+            log_info("%d of %d warm spare(s) ready after %.1f s: joining run '%s'", ready, n,
+                     (double)(now - start) / 1000.0, c->run_id);
+            return 0;
+        }
+        if (now >= progress_at) {
+            log_progress("warming this node's workers before joining run '%s': %d of %d ready "
+                         "after %.0f s",
+                         c->run_id, ready, n, (double)(now - start) / 1000.0);
+            progress_at = now + 5000;
+        }
+        int64_t wake = warm_wake_ms(a->warm);
+        wake = wake < 0 || wake > progress_at ? progress_at : wake;
+        if (poll(fds, 3, ea_timeout_until(wake)) <= 0)
+            continue;
+        if (fds[0].revents & POLLIN)
+            agent_on_signal(a);
+        if (fds[1].revents & POLLIN)
+            gate_exits(a);
+        if (fds[2].revents & POLLIN)
+            warm_on_events(a->warm);
+    }
 }

@@ -5,7 +5,8 @@
 With --scenarios (issue 32's rows, each kind in turn; default: kill with cold and warm):
   kill  the node kill below, kinds cold / warm / inplace (train_inplace.py under
         --warm-workers --in-place: the survivors re-form in the same process);
-  add   3 nodes train, a 4th is started: its agent's start -> every rank's first step at world 4
+  add   3 nodes train, a 4th is started: its agent's start (and its join: its "joined run" line;
+        with --warm-workers it joins once its spare is ready) -> every rank's first step at world 4
         (after --settle 1), and the world-4 commit -> that; kinds cold / warm / inplace;
   fail  4 nodes train, the victim's worker exits 1 when it begins epoch 3 (--fail-rank): its
         exit line -> every rank's first step of the next round (--max-restarts 3); cold / warm.
@@ -148,8 +149,11 @@ class Run:
             return self.finish("not every rank trained at world 4")
         t_commit = min(t for t, _, _ in commit)
         t_step = max(t for t, _, _ in steps)
+        joined = self.first(self.nodes[3:], r"INFO: joined run ", t_add)
+        t_join = joined[0][0] if joined else t_add
         self.result = {"add_to_step": t_step - t_add, "commit_to_step": t_step - t_commit,
-                       "add_to_commit": t_commit - t_add}
+                       "add_to_commit": t_commit - t_add, "join_to_step": t_step - t_join,
+                       "add_to_join": t_join - t_add}
         return self.finish(None)
 
     def run_fail(self):
@@ -230,7 +234,8 @@ class Run:
 
 
 MEASURES = {"kill": ("commit_to_step", "kill_to_commit", "kill_to_step"),
-            "add": ("add_to_step", "add_to_commit", "commit_to_step"),
+            "add": ("add_to_step", "join_to_step", "add_to_join", "add_to_commit",
+                    "commit_to_step"),
             "fail": ("fail_to_step", "fail_to_commit", "commit_to_step")}
 
 

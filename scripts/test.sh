@@ -300,6 +300,14 @@ mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/malformed*' rendezvo
   's/    if (wrap_next != wrap_prev || (wrap_next \&\& n == 1))/    if (wrap_next \&\& wrap_prev \&\& 0)/' '^test_rdzv_ring_chunks$'
 mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/gather*' rendezvous/state.c \
   's/        r = gather_check_ring(s, chunks, counts, n, err);/        r = 0 \&\& gather_check_ring(s, chunks, counts, n, err);/' '^test_rdzv_ring_chunks$'
+# a joining node's warm-up before its join: a spare that never gets ready (its fault, the ready
+# deadline) must not keep the node out; SIGTERM while warming must end it
+mutant --target test_e2e_inplace --filter 'inplace/joining_node_whose_spare_never*' \
+  agent/agent_warm.c 's/if (warm_tick(a->warm, now, \&f) > 0) { \/\* the set is gone/if (0) { \/\* the set is gone/' \
+  '^test_e2e_inplace$'
+mutant --target test_e2e_inplace --filter 'inplace/sigterm_while_warming*' \
+  agent/agent_warm.c 's/        if (a->term_signal) {$/        if (0) {/' \
+  '^test_e2e_inplace$'
 
 mutant_lane() { # LANE: the checks whose index is LANE modulo 2, in order; stops at the first failure
   local i

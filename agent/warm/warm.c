@@ -287,6 +287,14 @@ int warm_parked(const struct warm *w)
     return n;
 }
 
+int warm_parked_ready(const struct warm *w)
+{
+    int n = 0;
+    for (size_t i = 0; i < w->n; i++)
+        n += w->v[i]->state == SP_PARKED && w->v[i]->ready;
+    return n;
+}
+
 int warm_park(struct warm *w, int64_t floor_gen, struct ea_error *err)
 {
     if (w->suspended || warm_parked(w) > 0)

@@ -69,6 +69,8 @@ void warm_destroy(struct warm *w);
 int warm_park(struct warm *w, int64_t floor_gen, struct ea_error *err);
 /* Spares parked now (not handed over, not stopping). */
 int warm_parked(const struct warm *w);
+/* Of those, the ones whose ready line came (their set-up is done: a round takes them at once). */
+int warm_parked_ready(const struct warm *w);
 /* A round's workers started: parking is no longer suspended; held in-place workers the round
  * did not take (a local rank it does not have) are stopped. */
 void warm_round_started(struct warm *w);

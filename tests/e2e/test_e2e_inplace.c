@@ -20,6 +20,7 @@
 
 #include "etcd_harness.h"
 #include "harness.h"
+#include "kv.h"
 
 #define PYTHON "/usr/bin/python3"
 #define IPW EA_SOURCE_DIR "/tests/helpers/inplace_worker.py"
@@ -46,15 +47,17 @@ static void teardown(void)
 
 TestSuite(inplace, .init = setup, .fini = teardown, .timeout = 150);
 
-/* Node `name` of run `run`; its worker in `mode` records into <dir>/<name>.rec (returned). */
-static const char *start(struct h_agent *a, const char *run, const char *name, const char *mode)
+/* Node `name` of run `run`; its worker in `mode` records into <dir>/<name>.rec (returned);
+ * `extra` (NULL-terminated, or NULL): more options. */
+static const char *start_opts(struct h_agent *a, const char *run, const char *name,
+                              const char *mode, const char *const *extra)
 {
     static char recs[8][300];
     static int n;
     char *rec = recs[n++ % 8];
     snprintf(rec, sizeof(recs[0]), "%s/%s.rec", dir, name);
     cr_assert_eq(mkdir(rec, 0755), 0);
-    const char *args[] = {"--rdzv-endpoint",
+    const char *base[] = {"--rdzv-endpoint",
                           eh.endpoints,
                           "--run-id",
                           run,
@@ -76,14 +79,15 @@ static const char *start(struct h_agent *a, const char *run, const char *name, c
                           "--in-place",
                           "--in-place-timeout",
                           "1",
-                          "--",
-                          PYTHON,
-                          IPW,
-                          rec,
-                          mode,
                           NULL};
-    h_agent_start(a, dir, name, args);
+    const char *cmd[] = {PYTHON, IPW, rec, mode, NULL};
+    h_agent_start_argv(a, dir, name, base, extra, cmd);
     return rec;
+}
+
+static const char *start(struct h_agent *a, const char *run, const char *name, const char *mode)
+{
+    return start_opts(a, run, name, mode, NULL);
 }
 
 static void wait_log(const struct h_agent *a, const char *needle, int timeout_ms)
@@ -239,4 +243,148 @@ Test(inplace, malformed_ack_is_restarted)
     broken_reassignment("ip3", "badack", "sent a malformed line on ELASTIC_ASSIGN_FD: not JSON");
     cr_assert(h_file_contains(h_fmt("%s/n0.log", dir), "(expected {\"ack\":G} after a "
                                                        "re-assignment)"));
+}
+
+/* ---- a joining node warms its workers before it joins (--warm-workers) ---------------------- */
+
+/* The pids of <rec>/<prefix>.<pid> files (parked.<pid>, ready.<pid>). */
+static int marks(const char *rec, const char *prefix, pid_t *out, int max)
+{
+    DIR *d = opendir(rec);
+    cr_assert(d, "%s", rec);
+    int n = 0;
+    size_t len = strlen(prefix);
+    for (struct dirent *e; (e = readdir(d)) && n < max;)
+        if (strncmp(e->d_name, prefix, len) == 0 && e->d_name[len] == '.')
+            out[n++] = (pid_t)atoi(e->d_name + len + 1);
+    closedir(d);
+    return n;
+}
+
+/* A watch on node `name`'s key of run `run` (its record, written when the node joins). */
+static struct kv *watch_node_key(const char *run, const char *name, int64_t *wid)
+{
+    struct kv *kv = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(etcd_harness_open(eh.endpoints, 0, NULL, NULL, &kv, &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_watch(kv, h_fmt("/elastic/%s/nodes/%s", run, name), 0, wid, &err), 0, "%s",
+                 err.msg);
+    return kv;
+}
+
+/* Two nodes train; a third joins with a spare whose set-up takes IPW_READY_DELAY 3 s: its node
+ * key (its join) appears only after that spare's ready line, the world-3 round takes the spare. */
+Test(inplace, joining_node_writes_its_node_key_after_its_spare_is_ready)
+{
+    struct h_agent a[3];
+    const char *r0 = start(&a[0], "ip4", "n0", "good");
+    const char *r1 = start(&a[1], "ip4", "n1", "good");
+    struct rec w0 = wait_world(r0, 2, 0, 60000);
+    wait_world(r1, 2, 0, 60000);
+    int64_t wid = 0;
+    struct kv *kv = watch_node_key("ip4", "n2", &wid);
+    setenv("IPW_READY_DELAY", "3", 1); /* the agents' environment is their workers' */
+    const char *r2 = start(&a[2], "ip4", "n2", "good");
+    unsetenv("IPW_READY_DELAY");
+    int64_t t0 = h_now_ms();
+    struct kv_event *evs = NULL;
+    size_t n_evs = 0;
+    long put = etcd_harness_wait_type(kv, &evs, &n_evs, wid, KV_EVENT_PUT, 60000);
+    int64_t t_key = h_now_ms();
+    cr_assert_geq(put, 0, "n2's node key never appeared");
+    pid_t ready[8], parked[8];
+    int n_ready = marks(r2, "ready", ready, 8), n_parked = marks(r2, "parked", parked, 8);
+    cr_assert_eq(n_ready, 1,
+                 "n2's node key appeared %.1f s after its start, before its spare sent its ready "
+                 "line (%d spare(s) started): it joined first and warmed after",
+                 (double)(t_key - t0) / 1000.0, n_parked);
+    cr_assert_eq(n_parked, 1, "n2 parked %d spare(s) before its join, not 1", n_parked);
+    kv_events_free(evs, n_evs);
+    kv_close(kv);
+    wait_log(&a[2], "run 'ip4' is running: warming 1 worker(s) before joining it", 1000);
+    wait_log(&a[2], "1 of 1 warm spare(s) ready after ", 1000);
+    /* the round the join started took that very spare; the survivors stayed themselves */
+    struct rec v2 = wait_world(r2, 3, 0, 60000);
+    cr_assert_eq(v2.pid, ready[0], "n2's world-3 worker (pid %d) is not its warmed spare (pid %d)",
+                 (int)v2.pid, (int)ready[0]);
+    struct rec v0 = wait_world(r0, 3, w0.gen, 60000);
+    cr_assert_eq(v0.pid, w0.pid, "n0's worker was restarted at the node's arrival");
+    cr_assert_not(h_file_contains(a[2].log, "ERROR"), "an error on n2");
+    for (int i = 0; i < 3; i++)
+        h_agent_signal(&a[i], SIGTERM);
+    for (int i = 0; i < 3; i++)
+        h_expect_exit(&a[i], 128 + SIGTERM, 30000);
+    assert_all_gone(r0);
+    assert_all_gone(r1);
+    assert_all_gone(r2);
+}
+
+/* A joining node whose spare never sends its ready line joins all the same once
+ * --worker-startup-timeout has passed, with one clear line; its workers start cold. */
+Test(inplace, joining_node_whose_spare_never_gets_ready_joins_cold)
+{
+    struct h_agent a[3];
+    const char *r0 = start(&a[0], "ip5", "n0", "good");
+    const char *r1 = start(&a[1], "ip5", "n1", "good");
+    wait_world(r0, 2, 0, 60000);
+    wait_world(r1, 2, 0, 60000);
+    setenv("IPW_READY_DELAY", "3600", 1);
+    const char *extra[] = {"--worker-startup-timeout", "2", NULL};
+    const char *r2 = start_opts(&a[2], "ip5", "n2", "good", extra);
+    unsetenv("IPW_READY_DELAY");
+    wait_log(&a[2],
+             "did not call elastic_agent.wait_for_assignment() (no ready line on "
+             "ELASTIC_ASSIGN_FD) within --worker-startup-timeout 2 s of its start",
+             15000);
+    wait_log(&a[2], "; joining run 'ip5' anyway: its next round starts this node's workers cold",
+             1000);
+    wait_log(&a[2], "joined run 'ip5'", 5000);
+    struct rec v2 = wait_world(r2, 3, 0, 60000); /* a cold worker: no wait for the ready line */
+    pid_t parked[8];
+    int n_parked = marks(r2, "parked", parked, 8);
+    cr_assert_geq(n_parked, 1);
+    cr_assert_neq(v2.pid, parked[0], "the spare that never got ready took a rank");
+    cr_assert(h_pid_gone(parked[0], 10000), "the spare that never got ready still runs");
+    for (int i = 0; i < 3; i++)
+        h_agent_signal(&a[i], SIGTERM);
+    for (int i = 0; i < 3; i++)
+        h_expect_exit(&a[i], 128 + SIGTERM, 30000);
+    assert_all_gone(r0);
+    assert_all_gone(r1);
+    assert_all_gone(r2);
+    n_parked = marks(r2, "parked", parked, 8);
+    for (int i = 0; i < n_parked; i++)
+        cr_assert(h_pid_gone(parked[i], 10000), "spare %d still runs", (int)parked[i]);
+}
+
+/* SIGTERM while a joining node warms its workers: it exits at once, never joined, its spare
+ * (and its process group) gone. */
+Test(inplace, sigterm_while_warming_before_the_join_leaves_nothing)
+{
+    struct h_agent a[3];
+    const char *r0 = start(&a[0], "ip6", "n0", "good");
+    const char *r1 = start(&a[1], "ip6", "n1", "good");
+    wait_world(r0, 2, 0, 60000);
+    wait_world(r1, 2, 0, 60000);
+    setenv("IPW_READY_DELAY", "3600", 1);
+    const char *r2 = start(&a[2], "ip6", "n2", "good");
+    unsetenv("IPW_READY_DELAY");
+    wait_log(&a[2], "warming 1 worker(s) before joining it", 15000);
+    cr_assert_eq(h_wait_files(r2, "parked.", 1, 15000), 1);
+    pid_t parked[8];
+    cr_assert_eq(marks(r2, "parked", parked, 8), 1);
+    h_agent_signal(&a[2], SIGTERM);
+    h_expect_exit(&a[2], 128 + SIGTERM, 10000);
+    cr_assert(h_pid_gone(parked[0], 10000), "the spare %d outlived its agent", (int)parked[0]);
+    errno = 0;
+    cr_assert(kill(-parked[0], 0) < 0 && errno == ESRCH, "the spare's process group lives on");
+    wait_log(&a[2], "interrupted while warming this node's workers: stopping them, not joining",
+             1000);
+    cr_assert_not(h_file_contains(a[2].log, "joined run"), "n2 joined");
+    h_agent_signal(&a[0], SIGTERM);
+    h_agent_signal(&a[1], SIGTERM);
+    h_expect_exit(&a[0], 128 + SIGTERM, 30000);
+    h_expect_exit(&a[1], 128 + SIGTERM, 30000);
+    assert_all_gone(r0);
+    assert_all_gone(r1);
 }

@@ -11,6 +11,9 @@ SECONDS (default 3600) of its last assignment. MODE:
   good    take every re-assignment
   ignore  never call reassignment() (the agent's --in-place-timeout must stop it)
   badack  answer a re-assignment with a malformed line instead of the ack
+Parked (ELASTIC_ASSIGN_FD set), it first writes DIR/parked.<pid>, then sleeps IPW_READY_DELAY
+seconds (its environment; default 0: a slow set-up), then writes DIR/ready.<pid> and only then
+sends its ready line. It beats (elastic_agent.beat()) at every safe point.
 """
 import json
 import os
@@ -33,13 +36,23 @@ def record(d):
     os.replace(path + ".tmp", path)
 
 
+def touch(path):
+    with open(path, "w"):
+        pass
+
+
 def main():
     d, mode = sys.argv[1], sys.argv[2]
     secs = float(sys.argv[3]) if len(sys.argv) > 3 else 3600.0
+    if os.environ.get("ELASTIC_ASSIGN_FD"):
+        touch(os.path.join(d, f"parked.{os.getpid()}"))
+        time.sleep(float(os.environ.get("IPW_READY_DELAY", "0")))
+        touch(os.path.join(d, f"ready.{os.getpid()}"))  # before the ready line: causality
     elastic_agent.wait_for_assignment(inplace=True)
     record(d)
     until = time.monotonic() + secs
     while time.monotonic() < until:
+        elastic_agent.beat()
         if mode == "good":
             if elastic_agent.reassignment(timeout=0.02) is not None:
                 record(d)
