@@ -36,8 +36,8 @@ else
       "'$tmp/prefix/bin/elastic-agent' status --rdzv-endpoint $ep --run-id x 2>/dev/null; [ \$? = 3 ]"
   done
 fi
-check "install: man page" "zcat '$tmp/prefix/share/man/man1/elastic-agent.1.gz' | grep -q '^.SH OPTIONS'"
-check "install: man page covers status" "zcat '$tmp/prefix/share/man/man1/elastic-agent.1.gz' | grep -q '^.SH STATUS COMMAND'"
+check "install: man page" "zcat '$tmp/prefix/share/man/man1/elastic-agent.1.gz' | grep -c '^.SH OPTIONS' >/dev/null"
+check "install: man page covers status" "zcat '$tmp/prefix/share/man/man1/elastic-agent.1.gz' | grep -c '^.SH STATUS COMMAND' >/dev/null"
 check "install: bash completion" "bash -n '$tmp/prefix/share/bash-completion/completions/elastic-agent' && grep -q 'complete -F _elastic_agent elastic-agent' '$tmp/prefix/share/bash-completion/completions/elastic-agent'"
 
 (cd "$tmp" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >/dev/null)

@@ -39,7 +39,7 @@ check "choices of --log-level" "[ \"\$(complete_words --log-level '' | tr '\n' '
 check "choices of status --rdzv-backend" \
   "[ \"\$(complete_words status --rdzv-backend etcd | tr '\n' ' ')\" = 'etcd etcd-gateway ' ]"
 check "no option proposed as a value" "[ -z \"\$(complete_words --nproc-per-node '')\" ]"
-check "the worker command after --" "complete_words --tee -- ech | grep -qx echo"
+check "the worker command after --" "grep -qx echo <<<\"\$(complete_words --tee -- ech)\""
 
 manpage=$(zcat "$man")
 missing=""
