@@ -18,12 +18,16 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "ea_time.h"
 #include "config.h"
 #include "kv.h"
 #include "status_node.h"
 
 /* --agent: how long the node's agent has to answer /status. */
 #define NODE_TIMEOUT_MS 2000
+/* A one-shot status that catches a commit half-way waits this long for its `state`. */
+#define COMMIT_WAIT_MS 5000
+#define COMMIT_POLL_MS 20
 
 /* ---- what the view says ---------------------------------------------------------------- */
 
@@ -452,10 +456,13 @@ static int show(struct status_cmd *sc, struct ea_error *err)
     struct rdzv_run_view v;
     int r = rdzv_run_view_decode(sc->prefix, sc->keys, sc->n_keys, &v, err);
     /* a commit caught half-way (chunks written, `state` not yet): --watch shows the next view,
-     * which its `state` event brings; a one-shot read lists again (a few times: the commit
-     * record follows its chunks at once) */
-    for (int tries = 0; r == -EAGAIN && !sc->cfg->watch && tries < 50; tries++) {
+     * which its `state` event brings; a one-shot read lists again, every COMMIT_POLL_MS for up to
+     * COMMIT_WAIT_MS (the commit record follows its chunks in the coordinator's next request, but
+     * a loaded coordinator can take a while: a count of quick retries ran out on a busy machine) */
+    for (int64_t until = ea_now_ms() + COMMIT_WAIT_MS;
+         r == -EAGAIN && !sc->cfg->watch && ea_now_ms() < until;) {
         ea_error_clear(err);
+        poll(NULL, 0, COMMIT_POLL_MS);
         if ((r = resync(sc, false, err)) == 0)
             r = rdzv_run_view_decode(sc->prefix, sc->keys, sc->n_keys, &v, err);
     }

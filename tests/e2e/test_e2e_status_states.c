@@ -496,7 +496,12 @@ static char *status_agent(int port, bool json, const char *tag)
     const char *args[] = {"status",  "--state-dir", state, "--run-id", "L", "--agent",
                           h_fmt("127.0.0.1:%d", port), json ? "--json" : NULL, NULL};
     h_agent_start(&s, dir, h_fmt("status-agent-%s", tag), args);
-    cr_assert_eq(h_agent_wait(&s, 10000), 0, "status --agent (%s) failed", tag);
+    int code = h_agent_wait(&s, 10000);
+    if (code != 0) {
+        char *log = slurp(s.log);
+        char *snap = slurp(h_fmt("%s/snapshot.json", state));
+        cr_assert_fail("status --agent (%s) exited %d:\n%s\nstore:\n%s", tag, code, log, snap);
+    }
     return slurp(s.out);
 }
 
