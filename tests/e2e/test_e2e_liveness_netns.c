@@ -239,8 +239,10 @@ Test(liveness_netns, no_route_here_is_no_evidence_and_evicts_nobody)
     addr_of[3] = "10.79.1.4";
     start_in(0);
     cr_assert(h_log_wait(&a[0], "joined run", 20000), "n0 joins (and coordinates)");
-    for (int i = 1; i < N; i++)
+    for (int i = 1; i < N; i++) { /* one after another: newcomers are ranked by arrival */
         start_in(i);
+        cr_assert(h_log_wait(&a[i], "joined run", 20000), "n%d joins", i);
+    }
     addr_of[0] = addr_of[3] = NULL;
     for (int i = 0; i < N; i++)
         cr_assert(h_log_wait(&a[i], "round 1 ", 30000), "n%d runs round 1", i);
