@@ -210,8 +210,8 @@ void live_set(struct live *l, int64_t round, int members, const char *prev, bool
     pthread_mutex_lock(&l->mu);
     prev = prev ? prev : "";
     bool same = l->set_ever && l->set_round == round && l->set_members == members &&
-                strcmp(l->set_prev, prev) == 0 &&
-                l->set_await == await_prev && l->set_has_next == (next != NULL) &&
+                strcmp(l->set_prev, prev) == 0 && l->set_await == await_prev &&
+                l->set_has_next == (next != NULL) &&
                 (!next || memcmp(&l->set_next, next, sizeof(*next)) == 0);
     if (!same) {
         l->set_ever = true;

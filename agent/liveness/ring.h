@@ -108,7 +108,6 @@ void ring_set(struct ring *r, int64_t round, int members, const char *prev, bool
  * `members`: 2 x silence + RING_FANOUT_US_PER_MEMBER per member, the latter capped. */
 int64_t ring_await_ms(const struct ring *r, int members);
 
-
 /* Probe `peer` once: connect, hello, answer within timeout_ms. The result comes as a
  * RING_REPORT_PROBE report with `id`. -EBUSY when RING_PROBES_MAX are in flight. */
 int ring_probe(struct ring *r, uint64_t id, const struct ring_peer *peer, int64_t round,

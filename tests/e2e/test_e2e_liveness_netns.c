@@ -262,8 +262,7 @@ Test(liveness_netns, no_route_here_is_no_evidence_and_evicts_nobody)
     cr_assert_not(h_file_contains(a[0].log, "lost node 'n1'"),
                   "n0 suspected n1 on its own lack of a route");
     for (int i = 0; i < N; i++)
-        cr_assert_not(h_file_contains(a[i].log, "round 2 "), "n%d: a new round: somebody left",
-                      i);
+        cr_assert_not(h_file_contains(a[i].log, "round 2 "), "n%d: a new round: somebody left", i);
     FILE *f = fopen(h_fmt("%s/go", envdir), "w");
     cr_assert(f);
     fclose(f);

@@ -244,8 +244,7 @@ Test(ring, probes_tell_alive_frozen_and_dead_apart)
 Test(ring, a_big_round_s_fan_out_is_allowed_for_before_a_first_link_is_missed)
 {
     cr_assert_eq(ring_await_ms(me, 2), 2 * IV * MISSES + 2);
-    cr_assert_eq(ring_await_ms(me, 1000000), 2 * IV * MISSES + RING_AWAIT_CAP_DEFAULT_MS,
-                 "capped");
+    cr_assert_eq(ring_await_ms(me, 1000000), 2 * IV * MISSES + RING_AWAIT_CAP_DEFAULT_MS, "capped");
     ring_set(me, 3, 1000, "ghost", true, NULL, ea_now_ms()); /* 1,000 members: + 1 s */
     int64_t t0 = ea_now_ms();
     struct ring_report x;
