@@ -30,6 +30,8 @@
 #define UNSENT_MAX 8
 /* Reading the successor's node record failed: try again after this long. */
 #define PEER_RETRY_MS 500
+/* Connects that could not start here (no route): logged at most once this often. */
+#define NO_ROUTE_LOG_MS 30000
 
 enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_DONE };
 
@@ -74,6 +76,10 @@ struct agent_ring {
     bool coord_todo;                          /* coord_x still to be written */
 
     uint64_t probe_ids;
+
+    /* connects and probes that could not start here, as last logged */
+    uint64_t no_route_seen;
+    int64_t no_route_logged_ms;
 
     /* the rejoin cooldown */
     bool was_lost;
@@ -167,7 +173,8 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
                  .node_id = c->node_id,
                  .bind_addr = here,
                  .interval_ms = iv,
-                 .misses = (int)misses},
+                 .misses = (int)misses,
+                 .await_cap_ms = c->lease_ttl_ms / 2},
         .fence_ms = fence_ms > iv ? fence_ms : iv,
         .fence = fence_write,
         .fence_ctx = a,
@@ -263,7 +270,8 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
     }
     /* a predecessor that never links is suspected unless this node is on a loopback address
      * it cannot reach through (its successor in another namespace: so, likely, is it) */
-    live_set(g->live, round, prev, !g->loopback || reach, have ? &rp : NULL);
+    live_set(g->live, round, round && s ? s->group_world_size : 0, prev, !g->loopback || reach,
+             have ? &rp : NULL);
     g->round = round;
     snprintf(g->next, sizeof(g->next), "%s", next);
     snprintf(g->prev, sizeof(g->prev), "%s", prev);
@@ -452,11 +460,24 @@ static void false_alarm(struct agent *a, const struct rdzv_suspicion *x)
                x->cause);
 }
 
+/* A probe this node could not even start (no route from here): it says nothing of the suspect,
+ * so this node neither evicts nor clears on it (docs/protocol.md "The liveness ring"). */
+static void no_evidence(struct agent *a, const struct rdzv_suspicion *x, const char *cause)
+{
+    log_info("liveness ring: could not probe node '%s' from here (%s): not confirming '%s''s "
+             "suspicion (%s)",
+             x->node_id, cause, x->by, x->cause);
+}
+
 static void on_probe(struct agent *a, struct agent_ring *g, const struct ring_report *x)
 {
     struct ea_error err = {0};
     if (g->coord_probing && x->probe_id == g->coord_probe) {
         g->coord_probing = false;
+        if (x->local) { /* nothing left this node: no word on the coordinator either way */
+            no_evidence(a, &g->coord_x.sus, x->cause);
+            return;
+        }
         if (x->alive) { /* the coordinator answered this third member */
             false_alarm(a, &g->coord_x.sus);
             if (g->coord_from_key && rdzv_coord_suspect_clear(a->rdzv, &g->coord_x, &err) < 0)
@@ -475,6 +496,10 @@ static void on_probe(struct agent *a, struct agent_ring *g, const struct ring_re
         k->state = CASE_DONE;
         if (g->cases_round != x->round || !rdzv_is_coordinator(a->rdzv))
             return;
+        if (x->local) { /* the key stays: a coordinator that can reach it may confirm it */
+            no_evidence(a, &k->c.sus, x->cause);
+            return;
+        }
         if (x->alive) { /* the suspect answered the coordinator's own probe */
             false_alarm(a, &k->c.sus);
             if (rdzv_suspect_clear(a->rdzv, &k->c, &err) < 0)
@@ -603,6 +628,16 @@ void agent_liveness_step(struct agent *a, int64_t now)
     struct ring_links l;
     live_links(g->live, &l);
     a->m.liveness_links_up = (strcmp(l.out, "up") == 0) + (strcmp(l.in, "up") == 0);
+    a->m.liveness_no_route = l.local_failures;
+    if (l.local_failures > g->no_route_seen &&
+        (!g->no_route_logged_ms || now - g->no_route_logged_ms >= NO_ROUTE_LOG_MS)) {
+        log_warn("liveness ring: %" PRIu64 " ring connect(s) could not start from this node (%s): "
+                 "no route here is no evidence against a peer, so nobody is suspected for it; "
+                 "retrying",
+                 l.local_failures - g->no_route_seen, l.local_cause);
+        g->no_route_seen = l.local_failures;
+        g->no_route_logged_ms = now;
+    }
     agent_liveness_links(a, &a->m.liveness_out, &a->m.liveness_in);
 }
 

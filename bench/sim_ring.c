@@ -370,7 +370,8 @@ void sim_ring_follow(struct sim_ring *g, struct rdzv_session *s, int64_t now)
         }
     }
     pthread_mutex_lock(&g->h->mu);
-    ring_set(g->ring, round, prev, g->await_prev, have ? &rp : NULL, now);
+    ring_set(g->ring, round, round ? st->group_world_size : 0, prev, g->await_prev,
+             have ? &rp : NULL, now);
     host_changed(g->h);
     pthread_mutex_unlock(&g->h->mu);
     g->round = round;
@@ -499,6 +500,8 @@ static void on_probe(struct sim_ring *g, struct rdzv_session *s, const struct ri
 {
     if (g->coord_probing && x->probe_id == g->coord_probe) {
         g->coord_probing = false;
+        if (x->local) /* not probed: nothing left this node (as the agent: no eviction) */
+            return;
         if (x->alive) {
             g->st.false_alarms++;
             if (g->coord_from_key)
@@ -516,7 +519,7 @@ static void on_probe(struct sim_ring *g, struct rdzv_session *s, const struct ri
         if (k->state != CASE_PROBING || k->probe != x->probe_id)
             continue;
         k->state = CASE_DONE;
-        if (cs->round != x->round || !rdzv_is_coordinator(s))
+        if (cs->round != x->round || !rdzv_is_coordinator(s) || x->local)
             return;
         struct ea_error err = {0};
         if (x->alive) {

@@ -31,6 +31,7 @@ struct live {
     bool stop;
     bool set_pending, set_ever, set_await;
     int64_t set_round;
+    int set_members;
     char set_prev[RING_NAME_MAX + 1];
     struct ring_peer set_next;
     bool set_has_next;
@@ -95,7 +96,7 @@ static void *run(void *arg)
             break;
         }
         if (l->set_pending) {
-            ring_set(l->ring, l->set_round, l->set_prev, l->set_await,
+            ring_set(l->ring, l->set_round, l->set_members, l->set_prev, l->set_await,
                      l->set_has_next ? &l->set_next : NULL, now);
             l->set_pending = false;
         }
@@ -203,18 +204,20 @@ int live_fd(const struct live *l)
     return l->report_fd;
 }
 
-void live_set(struct live *l, int64_t round, const char *prev, bool await_prev,
+void live_set(struct live *l, int64_t round, int members, const char *prev, bool await_prev,
               const struct ring_peer *next)
 {
     pthread_mutex_lock(&l->mu);
     prev = prev ? prev : "";
-    bool same = l->set_ever && l->set_round == round && strcmp(l->set_prev, prev) == 0 &&
-                l->set_await == await_prev && l->set_has_next == (next != NULL) &&
+    bool same = l->set_ever && l->set_round == round && l->set_members == members &&
+                strcmp(l->set_prev, prev) == 0 && l->set_await == await_prev &&
+                l->set_has_next == (next != NULL) &&
                 (!next || memcmp(&l->set_next, next, sizeof(*next)) == 0);
     if (!same) {
         l->set_ever = true;
         l->set_await = await_prev;
         l->set_round = round;
+        l->set_members = members;
         snprintf(l->set_prev, sizeof(l->set_prev), "%s", prev);
         l->set_has_next = next != NULL;
         memset(&l->set_next, 0, sizeof(l->set_next));

@@ -42,7 +42,7 @@ int live_port(const struct live *l);
 int live_fd(const struct live *l);
 
 /* The ring of `round` (ring_set(); 0: none). Cheap when nothing changed. */
-void live_set(struct live *l, int64_t round, const char *prev, bool await_prev,
+void live_set(struct live *l, int64_t round, int members, const char *prev, bool await_prev,
               const struct ring_peer *next);
 /* Queue a probe (ring_probe()); -EBUSY when RING_PROBES_MAX are queued or in flight. */
 int live_probe(struct live *l, uint64_t id, const struct ring_peer *peer, int64_t round,

@@ -43,6 +43,7 @@ struct probe {
 struct ring {
     char run[RING_NAME_MAX + 1], self[RING_NAME_MAX + 1];
     int64_t interval, silence; /* ms: beat period; misses x interval */
+    int64_t await_cap;         /* ms: the most the fan-out adds to a first link's deadline */
     bool await_prev;
     int listen_fd, port;
 
@@ -60,11 +61,15 @@ struct ring {
     bool in_suspected;
     bool in_ever;        /* a link from prev came up in this round */
     int64_t in_deadline; /* ... else it is suspected at this time (it never connected) */
+    int64_t in_set;      /* when ring_set() set this round */
 
     struct pending pend[RING_PENDING_MAX];
     struct probe probes[RING_PROBES_MAX];
     struct ring_report reports[RING_REPORTS_MAX];
     size_t n_reports;
+
+    uint64_t local_failures; /* connects that could not start here (ring_local_error()) */
+    char local_cause[64];
 };
 
 static void report(struct ring *r, const struct ring_report *x)
@@ -142,6 +147,7 @@ int ring_create(const struct ring_params *p, struct ring **ret, struct ea_error 
     snprintf(r->self, sizeof(r->self), "%s", p->node_id);
     r->interval = p->interval_ms > 0 ? p->interval_ms : 200;
     r->silence = r->interval * (p->misses > 0 ? p->misses : 3);
+    r->await_cap = p->await_cap_ms > 0 ? p->await_cap_ms : RING_AWAIT_CAP_DEFAULT_MS;
     r->od.fd = r->in_fd = -1;
     for (size_t i = 0; i < RING_PENDING_MAX; i++)
         r->pend[i].fd = -1;
@@ -209,6 +215,13 @@ static int dial_start(struct dial *d, const struct ring_peer *p, int64_t deadlin
     int e = -errno;
     close_fd(&d->fd);
     return e;
+}
+
+/* A connect that could not start here: counted, and its cause kept for the caller's log. */
+static void local_failure(struct ring *r, int e)
+{
+    r->local_failures++;
+    snprintf(r->local_cause, sizeof(r->local_cause), "%s", strerror(e));
 }
 
 static const char *errno_cause(int e)
@@ -304,12 +317,29 @@ static void out_suspect(struct ring *r, const char *cause, int64_t now)
     r->out_backoff = r->out_backoff * 2 > 10 * r->interval ? 10 * r->interval : r->out_backoff * 2;
 }
 
+/* Retry later without suspecting anyone (the peer answered: it is alive, its round
+ * differs; or this node could not send it anything). */
+static void out_later(struct ring *r, int64_t now, int64_t after)
+{
+    close_fd(&r->od.fd);
+    r->out = OUT_WAIT;
+    r->out_retry = now + after;
+}
+
 static void out_connect(struct ring *r, int64_t now)
 {
     r->out = OUT_CONNECTING;
     int e = dial_start(&r->od, &r->next, now + r->silence);
     if (e == -EAFNOSUPPORT) { /* nothing to connect to: no ring with it */
         r->out = OUT_NONE;
+        return;
+    }
+    if (e < 0 && ring_local_error(-e)) {
+        /* no packet left this node: nothing is known of the successor; retry, backing off */
+        local_failure(r, -e);
+        out_later(r, now, r->out_backoff);
+        r->out_backoff =
+            r->out_backoff * 2 > 10 * r->interval ? 10 * r->interval : r->out_backoff * 2;
         return;
     }
     if (e < 0) {
@@ -323,14 +353,6 @@ static void out_connect(struct ring *r, int64_t now)
         else
             r->out = OUT_HELLO;
     }
-}
-
-/* Retry later without suspecting anyone (the peer answered: it is alive, its round differs). */
-static void out_later(struct ring *r, int64_t now, int64_t after)
-{
-    close_fd(&r->od.fd);
-    r->out = OUT_WAIT;
-    r->out_retry = now + after;
 }
 
 static void out_answered(struct ring *r, enum ring_status st, int64_t now)
@@ -462,7 +484,8 @@ static void in_step(struct ring *r, short revents, int64_t now)
         now >= r->in_deadline) {
         /* frozen or dead before its link came up: its other neighbour may have no link either */
         char c[64];
-        snprintf(c, sizeof(c), "never connected within %lld ms", (long long)(2 * r->silence));
+        snprintf(c, sizeof(c), "never connected within %lld ms",
+                 (long long)(r->in_deadline - r->in_set));
         in_report(r, c);
     }
     if (r->in_fd < 0)
@@ -574,12 +597,13 @@ static void accept_all(struct ring *r, int64_t now)
 
 /* ---- probes ------------------------------------------------------------------------------- */
 
-static void probe_done(struct ring *r, struct probe *p, bool alive, const char *cause)
+static void probe_done(struct ring *r, struct probe *p, bool alive, bool local, const char *cause)
 {
     struct ring_report x = {.kind = RING_REPORT_PROBE,
                             .round = p->round,
                             .probe_id = p->id,
                             .alive = alive,
+                            .local = local,
                             .heard_ms = -1};
     snprintf(x.node_id, sizeof(x.node_id), "%s", p->node);
     snprintf(x.cause, sizeof(x.cause), "%s", cause);
@@ -603,10 +627,16 @@ int ring_probe(struct ring *r, uint64_t id, const struct ring_peer *peer, int64_
     int e = dial_start(&p->d, peer, now + timeout_ms);
     if (e == 0 && p->d.connected && (e = send_hello(r, &p->d, RING_KIND_PROBE, p->node, round)) < 0)
         close_fd(&p->d.fd);
-    if (e == -EAFNOSUPPORT) /* not a numeric address: no evidence either way, so no eviction */
-        probe_done(r, p, true, "not probed: not a numeric address");
-    else if (e < 0)
-        probe_done(r, p, false, errno_cause(-e));
+    char c[64];
+    if (e == -EAFNOSUPPORT) { /* not a numeric address: no evidence either way, so no eviction */
+        probe_done(r, p, true, false, "not probed: not a numeric address");
+    } else if (e < 0 && ring_local_error(-e)) { /* nothing left this node: no evidence either */
+        local_failure(r, -e);
+        snprintf(c, sizeof(c), "not probed: %s here", strerror(-e));
+        probe_done(r, p, false, true, c);
+    } else if (e < 0) {
+        probe_done(r, p, false, false, errno_cause(-e));
+    }
     return 0;
 }
 
@@ -616,21 +646,27 @@ static void probe_step(struct ring *r, struct probe *p, short revents, int64_t n
     int a = dial_step(r, &p->d, revents, RING_KIND_PROBE, p->node, p->round, now, &st);
     char c[64];
     if (a > 0 && st == RING_OK)
-        probe_done(r, p, true, "answered");
+        probe_done(r, p, true, false, "answered");
     else if (a > 0) {
         snprintf(c, sizeof(c), "answered '%s'", ring_status_name(st));
-        probe_done(r, p, false, c);
+        probe_done(r, p, false, false, c);
     } else if (a == -ETIMEDOUT) {
         snprintf(c, sizeof(c), "no answer within %lld ms", (long long)p->timeout);
-        probe_done(r, p, false, c);
+        probe_done(r, p, false, false, c);
     } else if (a < 0) {
-        probe_done(r, p, false, a == -EPROTO ? "protocol violation" : errno_cause(-a));
+        probe_done(r, p, false, false, a == -EPROTO ? "protocol violation" : errno_cause(-a));
     }
 }
 
 /* ---- the loop's interface ----------------------------------------------------------------- */
 
-void ring_set(struct ring *r, int64_t round, const char *prev, bool await_prev,
+int64_t ring_await_ms(const struct ring *r, int members)
+{
+    int64_t spread = members > 0 ? (int64_t)members * RING_FANOUT_US_PER_MEMBER / 1000 : 0;
+    return 2 * r->silence + (spread < r->await_cap ? spread : r->await_cap);
+}
+
+void ring_set(struct ring *r, int64_t round, int members, const char *prev, bool await_prev,
               const struct ring_peer *next, int64_t now)
 {
     prev = prev ? prev : "";
@@ -645,7 +681,8 @@ void ring_set(struct ring *r, int64_t round, const char *prev, bool await_prev,
     r->out_suspected = r->in_suspected = r->in_ever = false;
     r->round = round;
     snprintf(r->prev, sizeof(r->prev), "%s", round ? prev : "");
-    r->in_deadline = now + 2 * r->silence;
+    r->in_set = now;
+    r->in_deadline = now + ring_await_ms(r, members);
     memset(&r->next, 0, sizeof(r->next));
     if (!round || !next || !next->node_id[0])
         return;
@@ -753,5 +790,7 @@ void ring_get_links(const struct ring *r, struct ring_links *ret)
     snprintf(l.prev, sizeof(l.prev), "%s", r->prev);
     l.out_heard_ms = r->out == OUT_UP ? r->out_heard : -1;
     l.in_heard_ms = r->in_fd >= 0 ? r->in_heard : -1;
+    l.local_failures = r->local_failures;
+    snprintf(l.local_cause, sizeof(l.local_cause), "%s", r->local_cause);
     *ret = l;
 }

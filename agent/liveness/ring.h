@@ -29,12 +29,23 @@
 #define RING_POLL_MAX (1 + RING_PENDING_MAX + 2 + RING_PROBES_MAX)
 /* A connection must have said hello within this long (or misses x interval, if longer). */
 #define RING_HELLO_TIMEOUT_MS 1000
+/* A predecessor that never links is suspected 2 x silence + this much per member of the round
+ * after ring_set(): a big round takes seconds to reach every node (the fan-out, measured at
+ * about 0.6-1.1 ms a node at 10,000 nodes), and one that has not seen the round yet cannot link.
+ * Capped by ring_params.await_cap_ms (docs/protocol.md "The liveness ring"). */
+#define RING_FANOUT_US_PER_MEMBER 1000
+/* The cap when ring_params.await_cap_ms is 0. */
+#define RING_AWAIT_CAP_DEFAULT_MS 5000
 
 struct ring_params {
     const char *run_id, *node_id; /* copied; printable ASCII, 1..RING_NAME_MAX bytes */
     const char *bind_addr;        /* numeric address to listen on; NULL or "": every address */
     int64_t interval_ms;          /* heartbeat period */
     int misses;                   /* a link silent for misses x interval is broken */
+    /* the fan-out allowance above 2 x silence for a first link is at most this (the agent: half
+     * the lease TTL, so the ring still sees a frozen newcomer well before its lease does);
+     * 0: RING_AWAIT_CAP_DEFAULT_MS */
+    int64_t await_cap_ms;
 };
 
 /* Where a node's ring listener is. */
@@ -58,6 +69,9 @@ struct ring_report {
     int64_t heard_ms;                /* suspect: monotonic time of its last sign of life, -1 none */
     uint64_t probe_id;               /* probe: as given to ring_probe() */
     bool alive;                      /* probe: it answered as the node named */
+    /* probe: not alive, but no evidence against the peer either: this node could not send it a
+     * packet (ring_local_error(): no route from here, no local port or fd). Never confirm on it. */
+    bool local;
 };
 
 /* The links as they are now (for metrics and status). */
@@ -67,6 +81,10 @@ struct ring_links {
     char next[RING_NAME_MAX + 1], prev[RING_NAME_MAX + 1];
     /* monotonic ms of the last heartbeat heard on each link while it is up, else -1 */
     int64_t out_heard_ms, in_heard_ms;
+    /* connects and probes this node could not even start (ring_local_error()), since created,
+     * and the last one's cause ("" none): no suspicion came of them */
+    uint64_t local_failures;
+    char local_cause[64];
 };
 
 struct ring;
@@ -78,14 +96,17 @@ void ring_destroy(struct ring *r);
 int ring_port(const struct ring *r);
 
 /*
- * The ring of `round` (0: this node is in none): accept a link from `prev` (NULL or "": from
- * nobody) and keep one to `next` (NULL: none). With `await_prev`, a predecessor that has not
- * linked within twice the silence is suspected (the caller knows whether it can reach this
- * node at all). A change closes the links of the previous round with a bye (no suspicion on
+ * The ring of `round` (0: this node is in none) of `members` nodes: accept a link from `prev`
+ * (NULL or "": from nobody) and keep one to `next` (NULL: none). With `await_prev`, a predecessor
+ * that has not linked within ring_await_ms() is suspected (the caller knows whether it can reach
+ * this node at all). A change closes the links of the previous round with a bye (no suspicion on
  * either side) and connects anew. Same arguments: no-op.
  */
-void ring_set(struct ring *r, int64_t round, const char *prev, bool await_prev,
+void ring_set(struct ring *r, int64_t round, int members, const char *prev, bool await_prev,
               const struct ring_peer *next, int64_t now);
+/* How long after ring_set() a predecessor that never linked is suspected, in a round of
+ * `members`: 2 x silence + RING_FANOUT_US_PER_MEMBER per member, the latter capped. */
+int64_t ring_await_ms(const struct ring *r, int members);
 
 /* Probe `peer` once: connect, hello, answer within timeout_ms. The result comes as a
  * RING_REPORT_PROBE report with `id`. -EBUSY when RING_PROBES_MAX are in flight. */

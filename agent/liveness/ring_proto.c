@@ -125,3 +125,14 @@ const char *ring_status_name(enum ring_status s)
     }
     return "?";
 }
+
+/* Said by socket()/connect() at once, before a packet left: no route, interface or source
+ * address here (ENETUNREACH, EHOSTUNREACH, ENETDOWN, EADDRNOTAVAIL), no local port (EADDRINUSE,
+ * EAGAIN), fd or buffer (EMFILE, ENFILE, ENOBUFS, ENOMEM), a local firewall rule (EPERM, EACCES).
+ * The same errnos later, from SO_ERROR (an ICMP error, a failed ARP), are evidence as before. */
+bool ring_local_error(int e)
+{
+    return e == ENETUNREACH || e == EHOSTUNREACH || e == ENETDOWN || e == EADDRNOTAVAIL ||
+           e == EADDRINUSE || e == EAGAIN || e == EMFILE || e == ENFILE || e == ENOBUFS ||
+           e == ENOMEM || e == EPERM || e == EACCES;
+}

@@ -10,6 +10,7 @@
 #ifndef EA_AGENT_LIVENESS_RING_PROTO_H
 #define EA_AGENT_LIVENESS_RING_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,5 +65,11 @@ int ring_answer_decode(const uint8_t *buf, size_t len, enum ring_status *ret_sta
 
 /* "ok", "not this run", ... for messages. */
 const char *ring_status_name(enum ring_status s);
+
+/* For the ring's connects (ring.c): whether a connect that failed with `e` (a positive errno)
+ * at once, before any packet left this node, says nothing about the peer: no route or address
+ * here, no local port, fd or buffer, a local firewall rule. Retried and counted, never
+ * suspected. */
+bool ring_local_error(int e);
 
 #endif

@@ -101,6 +101,10 @@ char *metrics_render(const struct metrics_snapshot *m)
     metric(f, "liveness_false_alarms_total", "counter",
            "Suspicions this node's probe found answered (nobody evicted).", "",
            (double)m->liveness_false_alarms);
+    metric(f, "liveness_no_route_total", "counter",
+           "Ring connects and probes this node could not start (no route, address or port here): "
+           "no evidence against the peer, so nobody was suspected or evicted on them.",
+           "", (double)m->liveness_no_route);
     metric(f, "liveness_links_up", "gauge", "This node's ring links that are up (0-2).", "",
            m->liveness_links_up);
     const struct metrics_link *links[2] = {&m->liveness_out, &m->liveness_in};

@@ -52,6 +52,8 @@ struct metrics_snapshot {
     uint64_t liveness_suspicions;   /* this node's links that broke (suspicions it reported) */
     uint64_t liveness_confirmed;    /* suspicions it confirmed with its own probe: lease revoked */
     uint64_t liveness_false_alarms; /* suspicions its probe found answered */
+    uint64_t liveness_no_route;     /* ring connects/probes it could not start (no route here):
+                                       no suspicion, no confirmation came of them */
     int liveness_links_up;          /* 0..2, as last seen */
     /* this node's two ring links as last seen (status: http /status); "" peer: none */
     struct metrics_link {

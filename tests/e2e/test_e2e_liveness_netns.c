@@ -43,6 +43,8 @@ static void teardown(void)
 
 TestSuite(liveness_netns, .init = setup, .fini = teardown, .timeout = 120);
 
+static const char *addr_of[N]; /* --local-addr; NULL: 10.79.0.<i+1> */
+
 static void start_in(int i)
 {
     const char *cmd = h_fmt("echo $$ > %s/pid.$ELASTIC_NODE_ID.$ELASTIC_ROUND; %s record %s && "
@@ -66,7 +68,7 @@ static void start_in(int i)
                           "--state-dir",
                           state,
                           "--local-addr",
-                          h_fmt("10.79.0.%d", i + 1),
+                          addr_of[i] ? addr_of[i] : h_fmt("10.79.0.%d", i + 1),
                           "--nic-discovery",
                           "off",
                           "--",
@@ -202,6 +204,69 @@ Test(liveness_netns, a_cut_off_coordinator_evicts_nobody_and_is_evicted)
     cr_assert(f);
     fclose(f);
     for (int i = 1; i < N; i++) {
+        pid_t pid = a[i].pid;
+        h_expect_exit(&a[i], 0, 30000);
+        netns_forget(pid);
+    }
+}
+
+/*
+ * A node that has no route to its peers (issue 31, chaos episode 18: agents in namespaces that
+ * reach the store through a relay and have no default route): its connects fail at once with
+ * ENETUNREACH, which says nothing of the peer. Two LANs: n0 (the coordinator) only on the second,
+ * n2 only on the first, n1 and n3 on both; n0 and n3 publish their address on the second, n1 and
+ * n2 on the first. So n0 can open no link (to n1), n1 suspects n0, which never linked, and the
+ * third member that confirms a suspicion of the coordinator, n2, has no route to n0 either; n2
+ * cannot link to n3, n3 suspects n2, and the coordinator n0 has no route to n2. Before the fix n0
+ * suspected n1 ("unreachable"), n2 revoked the healthy coordinator's lease, and a coordinator n0
+ * would revoke n2's. Mutations: ring.c's local-error checks in out_connect (n0 suspects n1) and
+ * ring_probe, agent_liveness.c's on a third member's (n2 evicts n0) and a coordinator's probe.
+ */
+Test(liveness_netns, no_route_here_is_no_evidence_and_evicts_nobody)
+{
+    char br0[NETNS_NAME_MAX] = "br0", br1[NETNS_NAME_MAX] = "br1";
+    netns_ns_create("sw", sw);
+    netns_bridge_in(sw, br0);
+    netns_bridge_in(sw, br1);
+    for (int i = 0; i < N; i++) {
+        netns_ns_create(h_fmt("h%d", i), ns[i]);
+        if (i != 0)
+            netns_veth_bridge_in(ns[i], "eth0", h_fmt("10.79.0.%d/24", i + 1), sw, br0);
+        if (i != 2)
+            netns_veth_bridge_in(ns[i], "eth1", h_fmt("10.79.1.%d/24", i + 1), sw, br1);
+    }
+    addr_of[0] = "10.79.1.1"; /* its peers reach it there: those on the second LAN */
+    addr_of[3] = "10.79.1.4";
+    start_in(0);
+    cr_assert(h_log_wait(&a[0], "joined run", 20000), "n0 joins (and coordinates)");
+    for (int i = 1; i < N; i++) { /* one after another: newcomers are ranked by arrival */
+        start_in(i);
+        cr_assert(h_log_wait(&a[i], "joined run", 20000), "n%d joins", i);
+    }
+    addr_of[0] = addr_of[3] = NULL;
+    for (int i = 0; i < N; i++)
+        cr_assert(h_log_wait(&a[i], "round 1 ", 30000), "n%d runs round 1", i);
+    cr_assert_eq(h_wait_files(envdir, "pid.", N, 10000), N);
+    /* n1 suspects n0 (it never linked); n2 confirms, and cannot send n0 a packet */
+    bool seen = h_log_wait(&a[2], "could not probe node 'n0' from here", 15000);
+    if (!seen)
+        for (int i = 0; i < N; i++)
+            h_show_log(&a[i]);
+    cr_assert(seen, "n2 did not report its probe of n0 as no evidence");
+    /* n3 suspects n2 (it never linked); the coordinator cannot send n2 a packet */
+    cr_assert(h_log_wait(&a[0], "could not probe node 'n2' from here", 15000),
+              "n0 did not report its probe of n2 as no evidence");
+    cr_assert(h_log_wait(&a[0], "could not start from this node", 5000),
+              "n0 logs that it has no route (once)");
+    cr_assert_eq(evictions(), 0, "a node with no route evicted a healthy one");
+    cr_assert_not(h_file_contains(a[0].log, "lost node 'n1'"),
+                  "n0 suspected n1 on its own lack of a route");
+    for (int i = 0; i < N; i++)
+        cr_assert_not(h_file_contains(a[i].log, "round 2 "), "n%d: a new round: somebody left", i);
+    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
+    cr_assert(f);
+    fclose(f);
+    for (int i = 0; i < N; i++) {
         pid_t pid = a[i].pid;
         h_expect_exit(&a[i], 0, 30000);
         netns_forget(pid);

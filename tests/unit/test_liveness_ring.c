@@ -84,7 +84,7 @@ static void start_child(void)
         if (write(pfd[1], &port, sizeof(port)) != sizeof(port))
             _exit(1);
         struct ring_peer next = peer("me", port_me);
-        ring_set(c, 1, "me", true, &next, ea_now_ms());
+        ring_set(c, 1, 2, "me", true, &next, ea_now_ms());
         sigset_t term;
         sigemptyset(&term);
         sigaddset(&term, SIGTERM);
@@ -103,7 +103,7 @@ static void start_child(void)
     cr_assert_eq(read(pfd[0], &child_port, sizeof(child_port)), (ssize_t)sizeof(child_port));
     close(pfd[0]);
     struct ring_peer next = peer("child", child_port);
-    ring_set(me, 1, "child", true, &next, ea_now_ms());
+    ring_set(me, 1, 2, "child", true, &next, ea_now_ms());
 }
 
 static bool links_up(void)
@@ -176,7 +176,7 @@ Test(ring, a_frozen_peer_goes_silent_and_is_suspected)
  * either, so the one waiting for it reports it. Mutation: no deadline for the first link. */
 Test(ring, a_predecessor_that_never_connects_is_suspected)
 {
-    ring_set(me, 3, "ghost", true, NULL, ea_now_ms());
+    ring_set(me, 3, 2, "ghost", true, NULL, ea_now_ms());
     int64_t t0 = ea_now_ms();
     struct ring_report x;
     cr_assert(pump(me, 3000, &x), "nobody reported the predecessor that never came");
@@ -236,6 +236,95 @@ Test(ring, probes_tell_alive_frozen_and_dead_apart)
     while (x.kind != RING_REPORT_PROBE || x.probe_id != 10);
     cr_assert_not(x.alive);
     cr_assert(strstr(x.cause, "refused"), "%s", x.cause);
+}
+
+/* A big round reaches its nodes over seconds (its fan-out): a predecessor that has not seen the
+ * round yet cannot link, so the first link's deadline grows with the round (issue 31, rdzv-sim
+ * at 10,000 nodes: thousands of false suspicions). Mutation: ring_await_ms without the spread. */
+Test(ring, a_big_round_s_fan_out_is_allowed_for_before_a_first_link_is_missed)
+{
+    cr_assert_eq(ring_await_ms(me, 2), 2 * IV * MISSES + 2);
+    cr_assert_eq(ring_await_ms(me, 1000000), 2 * IV * MISSES + RING_AWAIT_CAP_DEFAULT_MS, "capped");
+    ring_set(me, 3, 1000, "ghost", true, NULL, ea_now_ms()); /* 1,000 members: + 1 s */
+    int64_t t0 = ea_now_ms();
+    struct ring_report x;
+    cr_assert_not(pump(me, 1000, &x),
+                  "a predecessor of a round of 1,000 suspected %lld ms after the round (%s)",
+                  (long long)(ea_now_ms() - t0), x.cause);
+    cr_assert(pump(me, 2000, &x), "a predecessor that never links is still suspected");
+    cr_assert_str_eq(x.node_id, "ghost");
+    cr_assert(strstr(x.cause, "never connected within 1300 ms"), "%s", x.cause);
+    cr_assert_geq(ea_now_ms() - t0, 2 * IV * MISSES + 1000 - 10);
+}
+
+/* The cap: a ring made with one of its own. */
+Test(ring, the_fan_out_allowance_is_capped)
+{
+    struct ring_params p = {.run_id = "run",
+                            .node_id = "capped",
+                            .bind_addr = "127.0.0.1",
+                            .interval_ms = IV,
+                            .misses = MISSES,
+                            .await_cap_ms = 200};
+    struct ring *r = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(ring_create(&p, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(ring_await_ms(r, 150), 2 * IV * MISSES + 150);
+    cr_assert_eq(ring_await_ms(r, 10000), 2 * IV * MISSES + 200);
+    ring_destroy(r);
+}
+
+/* A connect that fails at once because this node has no route (TCP to the broadcast address:
+ * ENETUNREACH from connect(), before any packet) is no evidence against the peer: the link is
+ * retried and counted, nobody is suspected; a probe so failed says "local", and the agent does
+ * not confirm on it (issue 31, chaos episode 18). Mutations: ring.c's local-error checks. */
+Test(ring, no_route_here_is_no_evidence_against_the_peer)
+{
+    struct ring_peer far = peer("far", 9);
+    snprintf(far.addr, sizeof(far.addr), "255.255.255.255");
+    ring_set(me, 4, 3, "", false, &far, ea_now_ms());
+    struct ring_report x;
+    cr_assert_not(pump(me, 1000, &x), "suspected on this node's own lack of a route: %s", x.cause);
+    struct ring_links l;
+    ring_get_links(me, &l);
+    cr_assert_str_eq(l.out, "retrying");
+    cr_assert_geq(l.local_failures, 3, "retried (with a backoff) and counted: %llu",
+                  (unsigned long long)l.local_failures);
+    cr_assert_leq(l.local_failures, 12, "backing off: %llu", (unsigned long long)l.local_failures);
+    cr_assert(l.local_cause[0], "the cause is kept for the log");
+
+    cr_assert_eq(ring_probe(me, 11, &far, 4, 300, ea_now_ms()), 0);
+    cr_assert(pump(me, 2000, &x));
+    cr_assert_eq(x.kind, RING_REPORT_PROBE);
+    cr_assert_eq(x.probe_id, 11);
+    cr_assert_not(x.alive);
+    cr_assert(x.local, "a probe that could not leave this node is marked local: %s", x.cause);
+    cr_assert(strstr(x.cause, "not probed"), "%s", x.cause);
+
+    /* a dead peer's refusal is evidence, as before */
+    int port = ring_port(me);
+    struct ring *gone = make("gone");
+    int gone_port = ring_port(gone);
+    ring_destroy(gone);
+    struct ring_peer dead = peer("gone", gone_port);
+    cr_assert_neq(gone_port, port);
+    cr_assert_eq(ring_probe(me, 12, &dead, 4, 300, ea_now_ms()), 0);
+    cr_assert(pump(me, 2000, &x));
+    cr_assert_eq(x.probe_id, 12);
+    cr_assert_not(x.alive);
+    cr_assert_not(x.local, "a refused connect is evidence: %s", x.cause);
+}
+
+/* Which errnos are this node's own: only what connect() says at once about this side. */
+Test(ring_proto, local_errors_are_this_side_only)
+{
+    cr_assert(ring_local_error(ENETUNREACH));
+    cr_assert(ring_local_error(EHOSTUNREACH));
+    cr_assert(ring_local_error(EADDRNOTAVAIL));
+    cr_assert(ring_local_error(EMFILE));
+    cr_assert_not(ring_local_error(ECONNREFUSED), "the peer's kernel refused: evidence");
+    cr_assert_not(ring_local_error(ETIMEDOUT), "no answer: evidence");
+    cr_assert_not(ring_local_error(ECONNRESET));
 }
 
 /* ---- hellos from anyone ------------------------------------------------------------------ */
@@ -298,7 +387,7 @@ static int hello(enum ring_kind kind, const char *run, const char *from, const c
 Test(ring, hellos_are_checked_field_by_field)
 {
     struct ring_peer nobody = peer("x", 1); /* never reached: no listener on port 1 */
-    ring_set(me, 5, "pred", true, &nobody, ea_now_ms());
+    ring_set(me, 5, 2, "pred", true, &nobody, ea_now_ms());
     /* Mutation: the run check removed (ring.c judge()) -> another run's hello is accepted. */
     cr_assert_eq(hello(RING_KIND_LINK, "other-run", "pred", "me", 5), RING_BAD_RUN);
     cr_assert_eq(hello(RING_KIND_PROBE, "other-run", "pred", "me", 5), RING_BAD_RUN);
@@ -323,7 +412,7 @@ Test(ring, hellos_are_checked_field_by_field)
 
 Test(ring, garbage_and_silence_are_closed_without_an_answer)
 {
-    ring_set(me, 1, "pred", true, NULL, ea_now_ms());
+    ring_set(me, 1, 2, "pred", true, NULL, ea_now_ms());
     const char http[] = "GET / HTTP/1.0\r\n\r\n";
     cr_assert_eq(exchange(http, sizeof(http) - 1, NULL, NULL), -1, "garbage gets no answer");
     /* a valid hello followed by bytes before the answer: not our protocol */
@@ -349,7 +438,7 @@ Test(ring, garbage_and_silence_are_closed_without_an_answer)
 
 Test(ring, a_flood_of_silent_connections_does_not_block_a_probe)
 {
-    ring_set(me, 1, "", true, NULL, ea_now_ms());
+    ring_set(me, 1, 2, "", true, NULL, ea_now_ms());
     int fds[RING_PENDING_MAX + 8];
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
         fds[i] = raw_connect(ring_port(me));

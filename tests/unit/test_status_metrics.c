@@ -195,6 +195,7 @@ Test(metrics, liveness_links_and_counters)
     m.liveness_suspicions = 2;
     m.liveness_confirmed = 1;
     m.liveness_false_alarms = 1;
+    m.liveness_no_route = 7;
     m.liveness_links_up = 1;
     snprintf(m.liveness_out.peer, sizeof(m.liveness_out.peer), "n2");
     snprintf(m.liveness_out.state, sizeof(m.liveness_out.state), "up");
@@ -208,6 +209,7 @@ Test(metrics, liveness_links_and_counters)
         "elastic_agent_liveness_suspicions_total 2\n",
         "elastic_agent_liveness_confirmed_total 1\n",
         "elastic_agent_liveness_false_alarms_total 1\n",
+        "elastic_agent_liveness_no_route_total 7\n",
         "elastic_agent_liveness_links_up 1\n",
         "# TYPE elastic_agent_liveness_heartbeat_age_seconds gauge\n"
         "elastic_agent_liveness_heartbeat_age_seconds{link=\"successor\"} 0.125\n",
