@@ -11,22 +11,28 @@
  *   rack                 the coordinator and group ranks 1-7 killed at once (claims of `coord`
  *                        counted: at most --max-claims)
  *   fifth                20% of the live nodes killed at once (drawn with --seed)
- *   partition            a follower SIGSTOPped (it neither answers its clients nor its peers) and
- *                        one node killed: the round must move on through the other two members
- *                        while it is stopped; SIGCONT once every live node converged
+ *   partition            a follower SIGSTOPped — it answers neither its clients nor its peers, its
+ *                        connections stay open (a partition as its clients and peers see it; not
+ *                        a network cut: the member's own clock and timers stop too) — and one node
+ *                        killed: the next round must reach every live node through the other two
+ *                        members while it is stopped; SIGCONT once it has, and the round stays
+ * After each store fault (the first three) one node leaves gracefully: a commit must still reach
+ * every node through the restarted cluster. A killed node is SIGKILLed as an agent would be: no
+ * leave, its lease expires after the TTL.
  *
- * Checked after every fault (each violation is a line naming the fault and the invariant; the
+ * Checked after every fault (each violation is a line "VIOLATION after FAULT: INVARIANT: ..."; the
  * exit status is 1 if there was any):
  *   ranks      every live node in one round (one generation), world size = live nodes, group
- *              ranks unique and 0..n-1 — within a deadline (3 TTL + 30 s after the fault)
+ *              ranks unique and 0..n-1 — within 3 TTL + 30 s of the fault
  *   round      a store fault (no node died) keeps the round: the same generation as before
  *   rate       the store's request rate per live node (grpc_server_msg_received_total summed over
- *              the three members, divided by live nodes) is back to its steady level (measured
- *              after the first commit) within --settle s of the fault's end (a node kill ends
- *              when every survivor has the new round): the rate over [end + settle, end +
- *              settle + 3 s] is at most steady x --rate-factor + --rate-slack
+ *              the members, divided by the live nodes) is back to its steady level (measured
+ *              after the first commit) --settle s after the fault's end (a store fault ends when
+ *              the members are healthy again, a node kill when every survivor has the new round,
+ *              the partition at SIGCONT): over two lease renewal periods (2/3 TTL) from then, at
+ *              most steady x --rate-factor + --rate-slack
  *   leases     no live node lost its lease (the killed ones' expire, they are not counted)
- *   claims     rack: at most --max-claims claims of `coord`
+ *   claims     rack: at most --max-claims claims of `coord` by the survivors
  *
  * Usage: fleet-faults [--nodes N] [--procs P] [--ttl SEC] [--seed S] [--faults LIST]
  *                     [--settle SEC] [--rate-factor F] [--rate-slack R] [--max-claims C] [--keep]
@@ -667,12 +673,6 @@ out:
         if (d.pids[p] > 0)
             waitpid(d.pids[p], NULL, 0);
     kv_close(d.kv);
-    struct rusage ru;
-    getrusage(RUSAGE_CHILDREN, &ru);
-    printf("hosts_cpu_s=%.2f maxrss_mib_per_proc=%.1f\n",
-           (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-               (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
-           (double)ru.ru_maxrss / 1024);
     if (d.o.keep) { /* the members go, their data and logs stay */
         for (int i = 0; i < MEMBERS; i++)
             etcd_harness_kill(&d.h, i);
@@ -680,6 +680,12 @@ out:
     } else {
         etcd_harness_stop(&d.h);
     }
+    struct rusage ru; /* the hosts and the etcd members (reaped by now) */
+    getrusage(RUSAGE_CHILDREN, &ru);
+    printf("cpu_s=%.2f maxrss_mib_per_proc=%.1f\n",
+           (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+               (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+           (double)ru.ru_maxrss / 1024);
     printf("violations=%d\n", d.violations);
     if (d.violations)
         fprintf(stderr, "fleet-faults: FAILED: %d violation(s), listed above\n", d.violations);
