@@ -257,3 +257,9 @@ echo "== mutation checks =="
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
 ./scripts/mutate.sh --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \
   's/    return !p->ns\[0\] || strcmp(p->ns, g->ns) == 0;/    return true;/' '^test_nic_e2e$'
+# issue 30: the fleet under compaction + a member restart (bench/fleet_faults.c, 100 simulated
+# nodes on 3 members) with the chunk watch re-aimed at its compacted revision: the re-sync loop,
+# ~30 requests/s per node against a steady 0.3
+./scripts/mutate.sh --target fleet-faults --timeout 300 rendezvous/session.c \
+  's/s->chunk_aim_rev = (e.mod_revision > s->listed_rev ? e.mod_revision : s->listed_rev) + 1;/s->chunk_aim_rev = e.mod_revision + 1;/' \
+  '^fleet_faults_compaction$'
