@@ -263,3 +263,14 @@ echo "== mutation checks =="
 ./scripts/mutate.sh --target fleet-faults --timeout 300 rendezvous/session.c \
   's/s->chunk_aim_rev = (e.mod_revision > s->listed_rev ? e.mod_revision : s->listed_rev) + 1;/s->chunk_aim_rev = e.mod_revision + 1;/' \
   '^fleet_faults_compaction$'
+# issue 30: a lease renewal on a silent member (SIGSTOP) given the whole timeout: it ends where
+# the session gives the lease up (fleet-faults' partition lost 15 of 2,000 leases); and the
+# keepalive stream kept on a member after a request there went unanswered
+./scripts/mutate.sh --target test_etcd_ka_silent --filter 'etcd_ka_silent/a_silent_member*' \
+  backends/etcd_watch.c \
+  's/        int64_t until = tried < e->neps ? now + (deadline - now) \/ 2 : deadline;/        int64_t until = tried < e->neps ? now + (deadline - now) \/ 1 : deadline;/' \
+  '^test_etcd_ka_silent$'
+./scripts/mutate.sh --target test_etcd_ka_silent --filter 'etcd_ka_silent/the_renewal_follows*' \
+  backends/etcd_watch.c \
+  's/        if (old \&\& etcd_stream_endpoint(old) != e->current) {/        if (0) {/' \
+  '^test_etcd_ka_silent$'
