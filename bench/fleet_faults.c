@@ -83,7 +83,7 @@ struct drv {
     bool *dead;
     int live, joined, acks, acked_kills, lease_losses;
     long msg_prev[MEMBERS];
-    int stopped; /* the SIGSTOPped member, -1: none */
+    int stopped;   /* the SIGSTOPped member, -1: none */
     double steady; /* requests/s per node */
     int violations;
     uint64_t rng;
@@ -331,8 +331,8 @@ static int finish(struct drv *d, struct fault_ctx *f, int64_t t_end)
     printf("%-20s killed %4d live %5d gen %-8" PRId64 " converged %6" PRId64
            " ms | req/s/node steady %.2f, first window after %.2f, at +%" PRId64
            " s %.2f (bound %.2f) | claims %" PRIu64 " | leases lost %d\n",
-           f->name, f->killed, d->live, f->c.gen, f->converged_at - f->t_injected, d->steady,
-           after, d->o.settle_ms / 1000, final, bound, claims, lost);
+           f->name, f->killed, d->live, f->c.gen, f->converged_at - f->t_injected, d->steady, after,
+           d->o.settle_ms / 1000, final, bound, claims, lost);
     printf("%s_killed=%d\n%s_converge_ms=%" PRId64 "\n%s_rate_after=%.3f\n%s_rate_final=%.3f\n"
            "%s_claims=%" PRIu64 "\n%s_leases_lost=%d\n",
            f->name, f->killed, f->name, f->converged_at - f->t_injected, f->name, after, f->name,
@@ -368,8 +368,7 @@ static int compact(struct drv *d, const char *fault)
 {
     struct kv_list l = {0};
     struct ea_error err = {0};
-    if (kv_list(d->kv, PREFIX "state", &l, &err) < 0 ||
-        etcd_compact(d->kv, l.revision, &err) < 0) {
+    if (kv_list(d->kv, PREFIX "state", &l, &err) < 0 || etcd_compact(d->kv, l.revision, &err) < 0) {
         fprintf(stderr, "fleet-faults: %s: compaction: %s\n", fault, err.msg);
         kv_list_clear(&l);
         return -1;
@@ -527,8 +526,8 @@ static int spawn_hosts(struct drv *d)
         return -errno;
     fcntl(rep[1], F_SETPIPE_SZ, 1 << 20); /* room for the records of a commit at 10,000 */
     static struct ff_host_opts ho;
-    ho = (struct ff_host_opts){.endpoints = d->h.endpoints, .prefix = PREFIX,
-                               .nodes = d->o.nodes, .ttl_ms = d->o.ttl_ms};
+    ho = (struct ff_host_opts){
+        .endpoints = d->h.endpoints, .prefix = PREFIX, .nodes = d->o.nodes, .ttl_ms = d->o.ttl_ms};
     pid_t parent = getpid();
     for (int p = 0, first = 0; p < d->o.procs; p++) {
         int count = d->o.nodes / d->o.procs + (p < d->o.nodes % d->o.procs);
@@ -566,27 +565,56 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {
-        {"nodes", required_argument, 0, 'n'},      {"procs", required_argument, 0, 'p'},
-        {"ttl", required_argument, 0, 't'},        {"seed", required_argument, 0, 's'},
-        {"faults", required_argument, 0, 'f'},     {"settle", required_argument, 0, 'S'},
-        {"rate-factor", required_argument, 0, 'F'}, {"rate-slack", required_argument, 0, 'R'},
-        {"max-claims", required_argument, 0, 'C'}, {"keep", no_argument, 0, 'k'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    static const struct option lo[] = {{"nodes", required_argument, 0, 'n'},
+                                       {"procs", required_argument, 0, 'p'},
+                                       {"ttl", required_argument, 0, 't'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"faults", required_argument, 0, 'f'},
+                                       {"settle", required_argument, 0, 'S'},
+                                       {"rate-factor", required_argument, 0, 'F'},
+                                       {"rate-slack", required_argument, 0, 'R'},
+                                       {"max-claims", required_argument, 0, 'C'},
+                                       {"keep", no_argument, 0, 'k'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
-        case 'n': o->nodes = atoi(optarg); break;
-        case 'p': o->procs = atoi(optarg); break;
-        case 't': o->ttl_ms = (int64_t)(atof(optarg) * 1000); break;
-        case 's': o->seed = strtoull(optarg, NULL, 10); break;
-        case 'f': o->faults = optarg; break;
-        case 'S': o->settle_ms = (int64_t)(atof(optarg) * 1000); break;
-        case 'F': o->rate_factor = atof(optarg); break;
-        case 'R': o->rate_slack = atof(optarg); break;
-        case 'C': o->max_claims = atoi(optarg); break;
-        case 'k': o->keep = true; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        case 'n':
+            o->nodes = atoi(optarg);
+            break;
+        case 'p':
+            o->procs = atoi(optarg);
+            break;
+        case 't':
+            o->ttl_ms = (int64_t)(atof(optarg) * 1000);
+            break;
+        case 's':
+            o->seed = strtoull(optarg, NULL, 10);
+            break;
+        case 'f':
+            o->faults = optarg;
+            break;
+        case 'S':
+            o->settle_ms = (int64_t)(atof(optarg) * 1000);
+            break;
+        case 'F':
+            o->rate_factor = atof(optarg);
+            break;
+        case 'R':
+            o->rate_slack = atof(optarg);
+            break;
+        case 'C':
+            o->max_claims = atoi(optarg);
+            break;
+        case 'k':
+            o->keep = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
         }
     }
     if (o->nodes < 16 || o->procs < 1 || o->procs > o->nodes || o->ttl_ms < 2000 ||
@@ -602,8 +630,14 @@ static int parse(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
     static struct drv d = {.stopped = -1};
-    d.o = (struct opts){.nodes = 200, .procs = 4, .ttl_ms = 10000, .seed = 1, .settle_ms = 10000,
-                        .rate_factor = 2, .rate_slack = 0.5, .max_claims = 3,
+    d.o = (struct opts){.nodes = 200,
+                        .procs = 4,
+                        .ttl_ms = 10000,
+                        .seed = 1,
+                        .settle_ms = 10000,
+                        .rate_factor = 2,
+                        .rate_slack = 0.5,
+                        .max_claims = 3,
                         .faults = "compact_restart,compact_restart_all,leader_kill,rack,fifth,"
                                   "partition"};
     if (parse(argc, argv, &d.o) < 0)

@@ -46,8 +46,8 @@ static void send_rec(struct host *h, const struct ff_rec *r)
 
 static void send_simple(struct host *h, int type, int node, int members)
 {
-    struct ff_rec r = {.type = type, .node = node, .world = members, .rank = -1,
-                       .t_ms = ea_now_ms()};
+    struct ff_rec r = {
+        .type = type, .node = node, .world = members, .rank = -1, .t_ms = ea_now_ms()};
     send_rec(h, &r);
 }
 

@@ -15,12 +15,12 @@
 #include <stdint.h>
 
 enum ff_rec_type {
-    FF_JOINED = 1,  /* the node's first join is done */
-    FF_VIEW,        /* the node's view changed: generation, round, group rank, world size */
-    FF_LEASE_LOST,  /* rdzv_keepalive said KV_ENOLEASE: the node joins again */
-    FF_KILLED,      /* the node was killed on command (no leave: its lease expires) */
-    FF_ACK,         /* a command is done (members: nodes it killed) */
-    FF_FATAL,       /* the host cannot go on */
+    FF_JOINED = 1, /* the node's first join is done */
+    FF_VIEW,       /* the node's view changed: generation, round, group rank, world size */
+    FF_LEASE_LOST, /* rdzv_keepalive said KV_ENOLEASE: the node joins again */
+    FF_KILLED,     /* the node was killed on command (no leave: its lease expires) */
+    FF_ACK,        /* a command is done (members: nodes it killed) */
+    FF_FATAL,      /* the host cannot go on */
 };
 
 struct ff_rec {
@@ -32,14 +32,14 @@ struct ff_rec {
     int world;     /* group world size of the round */
     int coord;     /* the node holds `coord` */
     uint64_t claims, resyncs, requests; /* rdzv_stats / rdzv_resync_count, since creation */
-    int64_t t_ms; /* CLOCK_MONOTONIC */
+    int64_t t_ms;                       /* CLOCK_MONOTONIC */
 };
 
 /* Commands (driver -> host). */
-#define FF_CMD_GO 'g'   /* start joining */
-#define FF_CMD_QUIT 'q' /* leave gracefully and exit */
-#define FF_CMD_RACK 'r' /* kill the coordinator and group ranks 1-7 of this host's nodes */
-#define FF_CMD_KILL 'x' /* + uint32 count + count uint32 node ids: kill those (if hosted here) */
+#define FF_CMD_GO 'g'    /* start joining */
+#define FF_CMD_QUIT 'q'  /* leave gracefully and exit */
+#define FF_CMD_RACK 'r'  /* kill the coordinator and group ranks 1-7 of this host's nodes */
+#define FF_CMD_KILL 'x'  /* + uint32 count + count uint32 node ids: kill those (if hosted here) */
 #define FF_CMD_LEAVE 'l' /* the same payload: those leave gracefully (rdzv_leave), then die */
 
 struct ff_host_opts {
