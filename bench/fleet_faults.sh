@@ -39,11 +39,13 @@ for n in "${sizes[@]}"; do
   echo "## N=$n: $build/fleet-faults ${args[*]} (exit $rc, wall $(($(date +%s) - start)) s)"
   echo "first commit $(v first_commit_ms) ms after the go; steady $(v steady_rate_per_node) requests/s per node; $(grep -h '^cpu_s=' "$tmp/out" | sed 's/cpu_s=/CPU of hosts + etcd: /; s/ maxrss_mib_per_proc=/ s, max RSS per process /; s/$/ MiB/')"
   grep -v -e '=' -e '^#' "$tmp/out" || true
-  grep -h 'VIOLATION\|FAILED\|lease lost' "$tmp/err" | head -20 || true
+  grep -h 'VIOLATION' "$tmp/err" || true
+  lost=$(grep -c 'lease lost:' "$tmp/err" || true)
+  ((lost == 0)) || echo "$lost lease losses reported by the nodes, e.g.: $(grep -m1 'lease lost:' "$tmp/err")"
   if ((rc)); then
     status=1
     echo "(stderr tail)"
-    grep -v 'apply events\|: tick: \|keepalive: \|further store errors' "$tmp/err" | tail -5
+    grep -v 'apply events\|: tick: \|keepalive: \|further store errors\|lease lost:\|VIOLATION' "$tmp/err" | tail -5
   fi
 done
 exit $status
