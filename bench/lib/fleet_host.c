@@ -54,9 +54,9 @@ static void send_simple(struct host *h, int type, int node, int members)
 static void complain(struct host *h, int node, const char *what, const struct ea_error *err)
 {
     h->errors++;
-    if (h->complaints++ < 5)
+    if (h->complaints++ < 2)
         fprintf(stderr, "fleet-faults: node %d: %s: %s%s\n", node, what, err->msg,
-                h->complaints == 5 ? " (further store errors of this process not shown)" : "");
+                h->complaints == 2 ? " (further store errors of this process not shown)" : "");
 }
 
 /* Report the node's view if it changed; as group rank 0, publish the round's master (what an
