@@ -20,3 +20,22 @@ if(TARGET ea_etcd_harness)
            --binary $<TARGET_FILE:chaos-run> --episodes 20 --seed 1)
   set_tests_properties(chaos_short PROPERTIES TIMEOUT 600 LABELS chaos)
 endif()
+
+# A fleet under routine faults (issue 30): simulated nodes (real rendezvous sessions, several per
+# process) on a 3-member etcd cluster through compaction + member restarts, a leader kill, a rack
+# (the coordinator and group ranks 1-7), 20% of the nodes and a partitioned member; ranks,
+# convergence, the request rate per node and the leases checked after each (bench/fleet_faults.c,
+# bench/fleet_faults.sh for 2,000 and more).
+if(TARGET ea_etcd_harness)
+  add_executable(fleet-faults ${PROJECT_SOURCE_DIR}/bench/fleet_faults.c
+                 ${PROJECT_SOURCE_DIR}/bench/lib/fleet_host.c)
+  target_include_directories(fleet-faults PRIVATE ${PROJECT_SOURCE_DIR}/bench/lib)
+  target_link_libraries(fleet-faults PRIVATE ea_etcd_harness ea_rendezvous)
+  set_target_properties(fleet-faults PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
+  add_test(NAME fleet_faults COMMAND fleet-faults --nodes 200 --procs 4 --ttl 10)
+  set_tests_properties(fleet_faults PROPERTIES TIMEOUT 900 LABELS chaos)
+  # the compaction fault alone (the re-sync loop of issue 30; scripts/test.sh's mutation check)
+  add_test(NAME fleet_faults_compaction COMMAND fleet-faults --nodes 100 --procs 2 --ttl 10
+           --faults compact_restart)
+  set_tests_properties(fleet_faults_compaction PROPERTIES TIMEOUT 300 LABELS "chaos;etcd")
+endif()

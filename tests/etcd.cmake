@@ -40,3 +40,7 @@ add_dependencies(test_rdzv_fleet rdzv-sim)
 # Issue 30: idle nodes stay quiet after etcd compacted its history and restarted.
 ea_add_criterion_test(test_rdzv_compaction SOURCES etcd/test_rdzv_compaction.c
                       LIBS ea_etcd_harness ea_rendezvous TIMEOUT 90 LABELS etcd)
+
+# Issue 30: a lease renewal when the keepalive stream's member answers nothing (SIGSTOP).
+ea_add_criterion_test(test_etcd_ka_silent SOURCES etcd/test_etcd_ka_silent.c
+                      LIBS ea_etcd_harness TIMEOUT 120 LABELS etcd)

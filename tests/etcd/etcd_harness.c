@@ -505,6 +505,19 @@ int etcd_harness_restart(struct etcd_harness *h, int i)
     return rc;
 }
 
+int etcd_harness_restart_all(struct etcd_harness *h)
+{
+    unsigned all = (1u << h->n) - 1;
+    for (int i = 0; i < h->n; i++)
+        etcd_harness_kill(h, i);
+    for (int i = 0; i < h->n; i++) {
+        int rc = start_member(h, i, "existing");
+        if (rc)
+            return rc;
+    }
+    return wait_members(h, all, START_TIMEOUT_MS);
+}
+
 int etcd_harness_wait_healthy(struct etcd_harness *h, int i, int timeout_ms)
 {
     if (i < 0 || i >= h->n)

@@ -75,6 +75,10 @@ int etcd_harness_kill(struct etcd_harness *h, int i);
 /* Start member i again on its data dir and ports; wait until healthy (deadline 20 s). */
 int etcd_harness_restart(struct etcd_harness *h, int i);
 
+/* Kill every member, then start them all again at once (one by one, the first could not find a
+ * quorum to be healthy with); wait until all are healthy (deadline 20 s). */
+int etcd_harness_restart_all(struct etcd_harness *h);
+
 /* Poll member i's /health until it says true or `timeout_ms` passes: 0 or -ETIMEDOUT. */
 int etcd_harness_wait_healthy(struct etcd_harness *h, int i, int timeout_ms);
 
