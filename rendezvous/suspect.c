@@ -204,7 +204,7 @@ static int queue_push(char ***v, size_t *n, size_t *cap, char *key, const char *
         *v = p;
         *cap = c;
     }
-    if (!key && !(key = strdup(copy)))
+    if (!key && (!copy || !(key = strdup(copy))))
         return -ENOMEM;
     (*v)[(*n)++] = key;
     return 0;
