@@ -199,6 +199,36 @@ bool h_file_contains(const char *path, const char *needle)
     return found;
 }
 
+char *h_slurp(const char *path, size_t *ret_len)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "cannot read %s", path);
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t len = getdelim(&buf, &cap, '\0', f);
+    fclose(f);
+    if (len < 0) {
+        free(buf);
+        buf = strdup("");
+        len = 0;
+    }
+    if (ret_len)
+        *ret_len = (size_t)len;
+    return buf;
+}
+
+int h_count_in(const char *path, const char *needle)
+{
+    if (access(path, F_OK) != 0)
+        return 0;
+    char *t = h_slurp(path, NULL);
+    int n = 0;
+    for (const char *p = t; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(t);
+    return n;
+}
+
 /* Wait until check() holds, re-checking on every inotify event on `watch` (file or dir). */
 static bool wait_inotify(const char *watch, uint32_t mask, bool (*check)(const void *),
                          const void *arg, int timeout_ms)
@@ -238,6 +268,19 @@ bool h_log_wait(const struct h_agent *a, const char *needle, int timeout_ms)
 {
     struct log_arg l = {a->log, needle};
     return wait_inotify(a->log, IN_MODIFY, log_check, &l, timeout_ms);
+}
+
+void h_wait_in(const struct h_agent *a, bool out, const char *needle, int timeout_ms)
+{
+    struct h_agent view = *a;
+    if (out)
+        snprintf(view.log, sizeof(view.log), "%s", a->out);
+    bool ok = h_log_wait(&view, needle, timeout_ms);
+    if (!ok) {
+        h_show_log(a);
+        h_show_log(&view);
+    }
+    cr_assert(ok, "'%s' not in %s within %d ms", needle, view.log, timeout_ms);
 }
 
 int h_count_files(const char *dir, const char *prefix)

@@ -53,6 +53,13 @@ void h_agent_freeze(struct h_agent *a);
 /* True once the agent's log contains `needle`; waits up to timeout_ms for it (inotify). */
 bool h_log_wait(const struct h_agent *a, const char *needle, int timeout_ms);
 bool h_file_contains(const char *path, const char *needle);
+/* The whole file at `path`, NUL-terminated ("" when empty; free it), its length in *ret_len (may
+ * be NULL); a failed assertion when it cannot be opened. */
+char *h_slurp(const char *path, size_t *ret_len);
+/* How many times `needle` stands in the file at `path` (0 when there is no such file). */
+int h_count_in(const char *path, const char *needle);
+/* Wait until a's log (with `out`: its stdout) holds `needle`; else show both and fail. */
+void h_wait_in(const struct h_agent *a, bool out, const char *needle, int timeout_ms);
 
 /* Number of regular files in dir whose name starts with prefix. */
 int h_count_files(const char *dir, const char *prefix);

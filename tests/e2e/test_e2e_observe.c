@@ -81,25 +81,10 @@ static int status_run(struct h_agent *s, const char *name, const char *const *ex
     return h_agent_wait(s, 10000);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "cannot read %s", path);
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t len = getdelim(&buf, &cap, '\0', f);
-    fclose(f);
-    if (len < 0) {
-        free(buf);
-        return strdup("");
-    }
-    return buf;
-}
-
 /* Occurrences of `needle` in the file at `path`. */
 static int count_lines(const char *path, const char *needle)
 {
-    char *t = slurp(path);
+    char *t = h_slurp(path, NULL);
     int n = 0;
     for (const char *p = t; (p = strstr(p, needle)); p += strlen(needle))
         n++;
@@ -143,7 +128,7 @@ Test(observe, status_of_a_live_run_json_table_and_missing_run)
     json_decref(j);
 
     cr_assert_eq(status_run(&s, "status-text", NULL), 0);
-    char *text = slurp(s.out);
+    char *text = h_slurp(s.out, NULL);
     cr_assert(strstr(text, "status        running\n"), "%s", text);
     cr_assert(strstr(text, "round         1 (generation "), "%s", text);
     cr_assert(strstr(text, "GROUP  NODE  HOST"), "%s", text);
@@ -539,7 +524,7 @@ static void assert_every_thread_blocks(pid_t pid)
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
-        char *st = slurp(h_fmt("/proc/%d/task/%s/status", (int)pid, e->d_name));
+        char *st = h_slurp(h_fmt("/proc/%d/task/%s/status", (int)pid, e->d_name), NULL);
         const char *blk = strstr(st, "SigBlk:");
         cr_assert(blk);
         unsigned long long mask = strtoull(blk + 7, NULL, 16);
@@ -554,7 +539,7 @@ static void assert_every_thread_blocks(pid_t pid)
 static int port_of(const struct h_agent *a)
 {
     cr_assert(h_log_wait(a, "/metrics on http://", 10000), "no HTTP endpoint logged");
-    char *log = slurp(a->log);
+    char *log = h_slurp(a->log, NULL);
     const char *p = strstr(log, "/metrics on http://127.0.0.1:");
     cr_assert(p);
     int port = atoi(p + strlen("/metrics on http://127.0.0.1:"));
@@ -633,7 +618,7 @@ Test(observe, metrics_pass_promtool)
     free(body);
     const char *out = h_fmt("%s/promtool.out", dir);
     int rc = system(h_fmt("promtool check metrics < '%s' > '%s' 2>&1", path, out));
-    char *said = slurp(out);
+    char *said = h_slurp(out, NULL);
     cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "promtool check metrics: %s", said);
     free(said);
     release_workers();
@@ -792,7 +777,7 @@ Test(observe, failure_table_shows_the_tail_of_the_failed_ranks_stderr)
         start(&a, h_fmt("tail%d", with_logdir), extra, cmd);
         h_expect_exit(&a, 1, 20000);
         cr_assert(h_file_contains(a.log, "sh FAILED"), "no failure table");
-        char *log = slurp(a.log);
+        char *log = h_slurp(a.log, NULL);
         const char *table = strstr(log, "Root Cause");
         cr_assert(table);
         cr_assert(strstr(table, "  rank      : 1 (local_rank: 1)\n"), "%s", table);
@@ -851,7 +836,7 @@ Test(observe, http_on_ipv6_loopback)
     const char *extra[] = {"--standalone", "--http", "[::1]:0", NULL};
     start(&a, "solo", extra, waiting_cmd());
     cr_assert(h_log_wait(&a, "/metrics on http://[::1]:", 10000), "no IPv6 endpoint logged");
-    char *log = slurp(a.log);
+    char *log = h_slurp(a.log, NULL);
     int port = atoi(strstr(log, "http://[::1]:") + strlen("http://[::1]:"));
     free(log);
     cr_assert(port > 0 && port < 65536);

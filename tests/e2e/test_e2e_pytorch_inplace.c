@@ -99,51 +99,10 @@ static void start(struct h_agent *a, const char *name)
     h_agent_start(a, dir, name, args);
 }
 
-static void wait_in(const struct h_agent *a, bool out, const char *needle, int timeout_ms)
-{
-    struct h_agent view = *a;
-    if (out)
-        snprintf(view.log, sizeof(view.log), "%s", a->out);
-    bool ok = h_log_wait(&view, needle, timeout_ms);
-    if (!ok) {
-        h_show_log(a);
-        h_show_log(&view);
-    }
-    cr_assert(ok, "'%s' not in %s within %d ms", needle, view.log, timeout_ms);
-}
-
-/* The whole file, NUL-terminated (free it). */
-static char *slurp(const char *path, size_t *ret_len)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "%s", path);
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t len = getdelim(&buf, &cap, '\0', f);
-    fclose(f);
-    if (len < 0) {
-        buf = calloc(1, 1);
-        len = 0;
-    }
-    if (ret_len)
-        *ret_len = (size_t)len;
-    return buf;
-}
-
-static int count(const char *path, const char *needle)
-{
-    char *s = slurp(path, NULL);
-    int n = 0;
-    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    free(s);
-    return n;
-}
-
 /* The pid in the first "<what> (pid P)" of the agent's stdout after `from`, or -1. */
 static int pid_after(const struct h_agent *a, const char *what)
 {
-    char *out = slurp(a->out, NULL);
+    char *out = h_slurp(a->out, NULL);
     const char *p = strstr(out, what);
     int pid = p ? atoi(p + strlen(what)) : -1;
     free(out);
@@ -153,8 +112,8 @@ static int pid_after(const struct h_agent *a, const char *what)
 /* Every coverage line in `path` says each sample was trained once; how many there are. */
 static int exact_epochs(const char *path)
 {
-    int all = count(path, "] epoch "), cov = count(path, " coverage min ");
-    int exact = count(path, " coverage min 1 max 1 samples 4096");
+    int all = h_count_in(path, "] epoch "), cov = h_count_in(path, " coverage min ");
+    int exact = h_count_in(path, " coverage min 1 max 1 samples 4096");
     cr_assert_eq(cov, exact, "%s: %d of %d epochs not trained exactly once", path, cov - exact,
                  cov);
     (void)all;
@@ -171,7 +130,7 @@ Test(pytorch_inplace, node_added_and_lost_survivors_reform_in_place_and_resume_e
     start(&a[0], "n0");
     start(&a[1], "n1");
     for (int i = 0; i < 2; i++)
-        wait_in(&a[i], true, "/2] first step: ", 120000);
+        h_wait_in(&a[i], true, "/2] first step: ", 120000);
     int pid[3];
     for (int i = 0; i < 2; i++) {
         pid[i] = pid_after(&a[i], "/2] start: warm (pid ");
@@ -180,19 +139,19 @@ Test(pytorch_inplace, node_added_and_lost_survivors_reform_in_place_and_resume_e
     /* a node added: both workers re-form to world 3, the same processes */
     start(&a[2], "n2");
     for (int i = 0; i < 2; i++)
-        wait_in(&a[i], true, h_fmt(", world 2 -> 3 (pid %d)", pid[i]), 120000);
-    wait_in(&a[2], true, "/3] first step: ", 60000);
+        h_wait_in(&a[i], true, h_fmt(", world 2 -> 3 (pid %d)", pid[i]), 120000);
+    h_wait_in(&a[2], true, "/3] first step: ", 60000);
     pid[2] = pid_after(&a[2], "/3] start: ");
     for (int i = 0; i < 2; i++)
-        wait_in(&a[i], false, "local worker(s) re-assigned in place", 1000);
+        h_wait_in(&a[i], false, "local worker(s) re-assigned in place", 1000);
     /* a node lost mid-epoch: n1 (SIGKILL); n0 and n2 re-form to world 2, the same processes */
-    wait_in(&a[0], true, "/3] epoch ", 60000);
+    h_wait_in(&a[0], true, "/3] epoch ", 60000);
     h_agent_signal(&a[1], SIGKILL);
     int64_t t_kill = h_now_ms();
     cr_assert_eq(h_agent_wait(&a[1], 5000), 128 + SIGKILL);
-    wait_in(&a[0], true, h_fmt(", world 3 -> 2 (pid %d)", pid[0]), 60000);
+    h_wait_in(&a[0], true, h_fmt(", world 3 -> 2 (pid %d)", pid[0]), 60000);
     int n2pid = pid_after(&a[2], "/3] start: warm (pid ");
-    wait_in(&a[2], true, ", world 3 -> 2 (pid ", 60000);
+    h_wait_in(&a[2], true, ", world 3 -> 2 (pid ", 60000);
     int64_t reformed = h_now_ms() - t_kill;
     cr_assert(n2pid < 0 || h_file_contains(a[2].out, h_fmt(", world 3 -> 2 (pid %d)", n2pid)),
               "n2's worker was restarted");
@@ -203,8 +162,8 @@ Test(pytorch_inplace, node_added_and_lost_survivors_reform_in_place_and_resume_e
         cr_assert(h_file_contains(a[i].log, ", 0 restart(s))"));
         cr_assert_not(h_file_contains(a[i].out, "start: cold"), "n%d started a worker cold", i);
     }
-    cr_assert_eq(count(a[0].out, "] start: "), 1, "n0's worker was started again");
-    cr_assert_eq(count(a[2].out, "] start: "), 1, "n2's worker was started again");
+    cr_assert_eq(h_count_in(a[0].out, "] start: "), 1, "n0's worker was started again");
+    cr_assert_eq(h_count_in(a[2].out, "] start: "), 1, "n2's worker was started again");
     /* exact: every epoch of the run trained each sample once, across both changes */
     cr_assert_geq(exact_epochs(a[0].out), EPOCHS, "n0 saw fewer than %d epochs end", EPOCHS);
     exact_epochs(a[2].out);

@@ -73,47 +73,6 @@ static void start(struct h_agent *a, const char *name)
     h_agent_start(a, dir, name, args);
 }
 
-static void wait_in(const struct h_agent *a, bool out, const char *needle, int timeout_ms)
-{
-    struct h_agent view = *a;
-    if (out)
-        snprintf(view.log, sizeof(view.log), "%s", a->out);
-    bool ok = h_log_wait(&view, needle, timeout_ms);
-    if (!ok) {
-        h_show_log(a);
-        h_show_log(&view);
-    }
-    cr_assert(ok, "'%s' not in %s within %d ms", needle, view.log, timeout_ms);
-}
-
-/* The whole file, NUL-terminated (free it). */
-static char *slurp(const char *path, size_t *ret_len)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "%s", path);
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t len = getdelim(&buf, &cap, '\0', f);
-    fclose(f);
-    if (len < 0) {
-        buf = calloc(1, 1);
-        len = 0;
-    }
-    if (ret_len)
-        *ret_len = (size_t)len;
-    return buf;
-}
-
-static int count(const char *path, const char *needle)
-{
-    char *s = slurp(path, NULL);
-    int n = 0;
-    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    free(s);
-    return n;
-}
-
 /* Wait until the agent's stdout holds `needle` at least n times (inotify on the file). */
 static void wait_count(const struct h_agent *a, const char *needle, int n, int timeout_ms)
 {
@@ -122,7 +81,7 @@ static void wait_count(const struct h_agent *a, const char *needle, int n, int t
     cr_assert_geq(inotify_add_watch(fd, a->out, IN_MODIFY), 0);
     int64_t deadline = h_now_ms() + timeout_ms;
     int have;
-    while ((have = count(a->out, needle)) < n) {
+    while ((have = h_count_in(a->out, needle)) < n) {
         int64_t left = deadline - h_now_ms();
         cr_assert_gt(left, 0, "%s: '%s' %d times, wanted %d", a->out, needle, have, n);
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -145,10 +104,10 @@ Test(pytorch_warm, node_killed_survivors_restart_on_parked_spares_and_resume)
     for (int i = 0; i < 3; i++)
         start(&a[i], h_fmt("n%d", i));
     for (int i = 0; i < 3; i++)
-        wait_in(&a[i], false, "round 1 (", 60000);
+        h_wait_in(&a[i], false, "round 1 (", 60000);
     /* round 1 trains; every node then has its round-1 worker's and its spare's parked line */
     for (int i = 0; i < 3; i++)
-        wait_in(&a[i], true, "/3] epoch 1 begin", 120000);
+        h_wait_in(&a[i], true, "/3] epoch 1 begin", 120000);
     for (int i = 0; i < 3; i++)
         wait_count(&a[i], "] parked: set up in ", 2, 120000);
     /* the victim: a node whose worker is not rank 0, once epoch 2 is saved and 3 begun */
@@ -162,11 +121,11 @@ Test(pytorch_warm, node_killed_survivors_restart_on_parked_spares_and_resume)
         if (h_file_contains(a[i].out, "[train rank 0/3]"))
             rank0 = i;
     cr_assert_geq(rank0, 0, "no node runs rank 0");
-    wait_in(&a[rank0], true, "[train rank 0/3] checkpoint epoch 2 saved", 120000);
-    wait_in(&a[victim], true, "/3] epoch 3 begin", 60000);
+    h_wait_in(&a[rank0], true, "[train rank 0/3] checkpoint epoch 2 saved", 120000);
+    h_wait_in(&a[victim], true, "/3] epoch 3 begin", 60000);
     size_t at_kill[3];
     for (int i = 0; i < 3; i++)
-        free(slurp(a[i].out, &at_kill[i]));
+        free(h_slurp(a[i].out, &at_kill[i]));
     h_agent_signal(&a[victim], SIGKILL);
     int64_t t_kill = h_now_ms();
     cr_assert_eq(h_agent_wait(&a[victim], 5000), 128 + SIGKILL);
@@ -180,9 +139,9 @@ Test(pytorch_warm, node_killed_survivors_restart_on_parked_spares_and_resume)
     for (int i = 0; i < 3; i++) {
         if (i == victim)
             continue;
-        wait_in(&a[i], false, " of world 2,", 30000);
-        wait_in(&a[i], true, "/2] start: ", 60000);
-        char *out = slurp(a[i].out, NULL);
+        h_wait_in(&a[i], false, " of world 2,", 30000);
+        h_wait_in(&a[i], true, "/2] start: ", 60000);
+        char *out = h_slurp(a[i].out, NULL);
         const char *st = strstr(out, "/2] start: ");
         const char *warm = strstr(st, ", warm (pid ");
         const char *eol = strchr(st, '\n');
@@ -203,7 +162,7 @@ Test(pytorch_warm, node_killed_survivors_restart_on_parked_spares_and_resume)
     int64_t restarted = h_now_ms() - t_kill;
     for (int i = 0; i < 3; i++)
         if (i != victim)
-            wait_in(&a[i], true, "/2] first step: ", 60000);
+            h_wait_in(&a[i], true, "/2] first step: ", 60000);
     int64_t stepping = h_now_ms() - t_kill;
 
     /* the run finishes at world 2: exit 0, nothing charged, the last epoch saved */

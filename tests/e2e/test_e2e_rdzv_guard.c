@@ -149,21 +149,6 @@ static const char *etcdctl(const char *const args[])
     return out;
 }
 
-static int count_in(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    int k = 0;
-    for (const char *p = buf; (p = strstr(p, needle)); p++)
-        k++;
-    return k;
-}
-
 static void finish_run(void)
 {
     FILE *f = fopen(h_fmt("%s/go", envdir), "w");
@@ -205,12 +190,12 @@ Test(e2e_rdzv_guard, forged_master_of_the_next_round_is_never_used)
     /* group rank 0 refused it (and overwrote it); nobody logged it twice */
     const char *refused = "refusing key '" P "rounds/2/master'";
     int k = rank0[1] - '0';
-    cr_assert_eq(count_in(agents[k].log, refused), 1, "group rank 0 (%s) did not log '%s' once",
+    cr_assert_eq(h_count_in(agents[k].log, refused), 1, "group rank 0 (%s) did not log '%s' once",
                  rank0, refused);
     cr_assert(h_file_contains(
         agents[k].log, h_fmt("'%s' is not an address in node '%s''s record", fake_ip, rank0)));
     for (int i = 0; i < 3; i++)
-        cr_assert_leq(count_in(agents[i].log, refused), 1, "n%d logged it twice", i);
+        cr_assert_leq(h_count_in(agents[i].log, refused), 1, "n%d logged it twice", i);
     finish_run();
 }
 

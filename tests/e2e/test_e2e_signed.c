@@ -53,17 +53,6 @@ static int run(const char *const *argv, const char *out)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "%s", path);
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static int64_t wall_ms(void)
 {
     struct timespec t;
@@ -76,7 +65,7 @@ static void fingerprint(const char *pub, char *buf)
     const char *argv[] = {"ssh-keygen", "-l", "-f", pub, NULL};
     const char *out = h_fmt("%s/fp.out", dir);
     cr_assert_eq(run(argv, out), 0);
-    char *line = slurp(out);
+    char *line = h_slurp(out, NULL);
     cr_assert_eq(sscanf(line, "%*d %63s", buf), 1);
     free(line);
 }
@@ -94,7 +83,7 @@ static void setup(void)
     fingerprint(h_fmt("%s/alice.pub", dir), fp_alice);
     fingerprint(h_fmt("%s/mallory.pub", dir), fp_mallory);
     /* the daemons' allowed signers: alice, for our namespace */
-    char *pub = slurp(h_fmt("%s/alice.pub", dir));
+    char *pub = h_slurp(h_fmt("%s/alice.pub", dir), NULL);
     FILE *f = fopen(h_fmt("%s/allowed_signers", dir), "w");
     cr_assert(f);
     fprintf(f, "# who may submit runs to this pool\nalice@example.com namespaces=\"%s\" %s",
@@ -228,7 +217,7 @@ static void sign_spec(struct runspec *s, const char *key)
     const char *argv[] = {"ssh-keygen", "-Y", "sign", "-f", h_fmt("%s/%s", dir, key), "-n",
                           SPECSIG_NAMESPACE, file, NULL};
     cr_assert_eq(run(argv, NULL), 0, "ssh-keygen -Y sign");
-    s->signature = slurp(h_fmt("%s.sig", file));
+    s->signature = h_slurp(h_fmt("%s.sig", file), NULL);
 }
 
 /* What a store writer does: put `json` as queue/<id> and point `next` at it. */
@@ -368,7 +357,7 @@ Test(signed, signed_run_completes_through_two_daemons)
                             h_fmt("%s/allowed_signers", dir), "--rdzv-endpoint", eh.endpoints,
                             NULL};
     cr_assert_eq(cmd(verify, vout, sizeof(vout)), 0);
-    char *vj = slurp(vout);
+    char *vj = h_slurp(vout, NULL);
     cr_assert(strstr(vj, "\"principal\":\"alice@example.com\"") &&
                   strstr(vj, "\"verified\":true"),
               "%s", vj);
@@ -469,7 +458,7 @@ Test(signed, key_removed_from_the_file_is_refused)
     struct h_agent d[2];
     serve_two(d);
     cr_assert_eq(submit_signed("before", NULL), 0); /* alice is allowed */
-    char *pub = slurp(h_fmt("%s/mallory.pub", dir));
+    char *pub = h_slurp(h_fmt("%s/mallory.pub", dir), NULL);
     const char *tmp = h_fmt("%s/allowed_signers.new", dir);
     FILE *f = fopen(tmp, "w");
     cr_assert(f);

@@ -51,21 +51,6 @@ static void start(struct h_agent *a, const char *run, const char *name, const ch
     h_agent_start_argv(a, dir, name, base, extra, cmd);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "cannot read %s", path);
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t len = getdelim(&buf, &cap, '\0', f);
-    fclose(f);
-    if (len < 0) {
-        free(buf);
-        return strdup("");
-    }
-    return buf;
-}
-
 /* ---- normalising ----------------------------------------------------------------------- */
 
 /* Replace every match of the extended regex `re` in *s by `with`, where \1..\9 stand for the
@@ -116,7 +101,7 @@ static void subst(char **s, const char *re, const char *with)
  * (column widths follow the host name's length). */
 static char *norm_text(const char *path)
 {
-    char *t = slurp(path);
+    char *t = h_slurp(path, NULL);
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
     if (host[0]) {
@@ -230,17 +215,6 @@ static void expect_status(const char *run, const char *tag, const char *golden_t
     free(json);
 }
 
-/* Occurrences of `needle` in `path`. */
-static int count_in(const char *path, const char *needle)
-{
-    char *t = slurp(path);
-    int n = 0;
-    for (const char *p = t; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    free(t);
-    return n;
-}
-
 /* Wait (inotify on the existing file `path`) until it holds `count` copies of `needle`. */
 static bool file_wait(const char *path, const char *needle, int count, int timeout_ms)
 {
@@ -249,7 +223,7 @@ static bool file_wait(const char *path, const char *needle, int count, int timeo
     cr_assert_geq(inotify_add_watch(fd, path, IN_MODIFY), 0, "cannot watch %s", path);
     int64_t deadline = h_now_ms() + timeout_ms;
     bool ok;
-    while (!(ok = count_in(path, needle) >= count) && h_now_ms() < deadline) {
+    while (!(ok = h_count_in(path, needle) >= count) && h_now_ms() < deadline) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, (int)(deadline - h_now_ms())) == 1) {
             char buf[4096];
@@ -265,7 +239,7 @@ static bool file_wait(const char *path, const char *needle, int count, int timeo
 static pid_t ready_pid(const char *path, int k)
 {
     cr_assert(file_wait(path, "ready ", k, 20000), "no ready line #%d in %s", k, path);
-    char *t = slurp(path);
+    char *t = h_slurp(path, NULL);
     const char *p = t;
     for (int i = 1; i < k; i++)
         p = strstr(p, "ready ") + 6;
@@ -481,7 +455,7 @@ static int count_in_text(const char *t, const char *needle)
 static int http_port_of(const struct h_agent *a)
 {
     cr_assert(h_log_wait(a, "/metrics on http://127.0.0.1:", 10000), "no --http port logged");
-    char *t = slurp(a->log);
+    char *t = h_slurp(a->log, NULL);
     const char *p = strstr(t, "/metrics on http://127.0.0.1:");
     int port = atoi(p + strlen("/metrics on http://127.0.0.1:"));
     free(t);
@@ -498,11 +472,11 @@ static char *status_agent(int port, bool json, const char *tag)
     h_agent_start(&s, dir, h_fmt("status-agent-%s", tag), args);
     int code = h_agent_wait(&s, 10000);
     if (code != 0) {
-        char *log = slurp(s.log);
-        char *snap = slurp(h_fmt("%s/snapshot.json", state));
+        char *log = h_slurp(s.log, NULL);
+        char *snap = h_slurp(h_fmt("%s/snapshot.json", state), NULL);
         cr_assert_fail("status --agent (%s) exited %d:\n%s\nstore:\n%s", tag, code, log, snap);
     }
-    return slurp(s.out);
+    return h_slurp(s.out, NULL);
 }
 
 /* The JSON's "agent" object (new reference). */
