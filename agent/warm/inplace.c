@@ -80,18 +80,14 @@ int warm_inplace_reassign(struct warm *w, struct spare *s, const struct warm_tak
         warm_stop_spare(w, s);
         return ea_errorf(err, r, "cannot encode the assignment: %s", strerror(-r));
     }
-    if (s->fd < 0) {
-        free(line);
-        warm_stop_spare(w, s);
-        return ea_errorf(err, -EPIPE,
-                         "the in-place worker (pid %ld) closed ELASTIC_ASSIGN_FD; "
-                         "it is stopped",
-                         (long)s->pid);
+    if (s->fd >= 0) { /* the line is the spare's to send now */
+        s->out = line;
+        s->out_len = len;
+        s->out_off = 0;
+        line = NULL;
     }
-    s->out = line;
-    s->out_len = len;
-    s->out_off = 0;
-    if (warm_flush_out(w, s) < 0) {
+    if (s->fd < 0 || warm_flush_out(w, s) < 0) {
+        free(line);
         warm_stop_spare(w, s);
         return ea_errorf(err, -EPIPE,
                          "the in-place worker (pid %ld) closed ELASTIC_ASSIGN_FD; "
