@@ -294,11 +294,11 @@ mutant --target test_e2e_status_states --filter 'status_states/agent_shows*' \
   agent/observe/http.c 's/    if (strcmp(url, "\/status") == 0) {/    if (0) {/' '^test_e2e_status_states$'
 mutant --target test_rdzv_bigfleet --filter 'bigfleet/a_coordinator_lost_while*' \
   rendezvous/plan.c 's/    if (turn < RDZV_SUCCESSORS)$/    if (0)/' '^test_rdzv_bigfleet$'
-mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/one_cycle*' rendezvous/state.c \
+mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/one_cycle*' rendezvous/chunk.c \
   's/idx\[end\[k\] % n\]/idx[end[k] < n ? end[k] : n - 1]/' '^test_rdzv_ring_chunks$'
-mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/malformed*' rendezvous/state.c \
+mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/malformed*' rendezvous/chunk.c \
   's/    if (wrap_next != wrap_prev || (wrap_next \&\& n == 1))/    if (wrap_next \&\& wrap_prev \&\& 0)/' '^test_rdzv_ring_chunks$'
-mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/gather*' rendezvous/state.c \
+mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/gather*' rendezvous/chunk.c \
   's/        r = gather_check_ring(s, chunks, counts, n, err);/        r = 0 \&\& gather_check_ring(s, chunks, counts, n, err);/' '^test_rdzv_ring_chunks$'
 # a joining node's warm-up before its join: a spare that never gets ready (its fault, the ready
 # deadline) must not keep the node out; SIGTERM while warming must end it
