@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_time.h"
 #include "ssh_fixture.h"
 
 #define REC EA_HELPERS_DIR "/ea-ssh-recorder"
@@ -320,7 +322,11 @@ static void stop_ends_everything(bool sh)
                      : agent_guard ? "elastic-agent"
                                    : "elastic-agent-g",
                      "the middleman");
-    /* the worker leads its own process group */
+    /* the worker leads its own process group: at once under the exec-guard; in sh mode once its
+     * `setsid` has run (the remote reports the pid when it forks, and its kill reaches the pid
+     * itself until then), so wait for that, with a deadline */
+    for (int64_t until = ea_now_ms() + 5000; getpgid(w1) != w1 && ea_now_ms() < until;)
+        poll(NULL, 0, 5);
     cr_assert_eq(getpgid(w1), w1);
     /* ignore-term must have installed its handler before SIGTERM: wait for its "ready", so
      * only the escalation to SIGKILL after the grace can end it.
