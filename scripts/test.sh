@@ -217,9 +217,9 @@ mutant --target test_warm --filter 'warm_proto/c_helper_refuses_a_generation*' \
 mutant --target ea-testworker python/elastic_agent/assign.py \
   's/    if gen <= last:  # the generation check/    if False:/' '^test_python_elastic_agent$'
 mutant --target test_warm --filter 'warm/line_past_the_bound_is_a_fault' \
-  agent/warm/warm.c 's/if (s->len < sizeof(s->line))/if (1)/' '^test_warm$'
+  agent/warm/warm.c 's/        if (s->len == sizeof(s->line)) {/        if (0) {/' '^test_warm$'
 mutant --target test_e2e_warm --filter 'warm/malformed_line*' agent/warm/warm.c \
-  's/if (warm_parse_ready(s->line, len, \&pid, \&perr) < 0) {/if (warm_parse_ready(s->line, len, \&pid, \&perr) < 0 \&\& 0) {/' \
+  's/if (warm_parse_ready(line, len, \&pid, \&inplace, \&perr) < 0) {/if (warm_parse_ready(line, len, \&pid, \&inplace, \&perr) < 0 \&\& 0) {/' \
   '^test_e2e_warm$'
 mutant --target test_warm --filter 'warm/spare_without_a_ready_line*' \
   agent/warm/warm.c 's/|| now < s->deadline_ms)/|| 1)/' '^test_warm$'
