@@ -229,6 +229,26 @@ int h_count_in(const char *path, const char *needle)
     return n;
 }
 
+void h_require_torch(void)
+{
+    const char *cmd = "/usr/bin/python3 -c 'import torch, torch.distributed as d; "
+                      "assert d.is_available() and d.is_gloo_available(), \"no gloo\"; "
+                      "print(torch.__version__)' 2>&1";
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "cannot run /usr/bin/python3: %s", strerror(errno));
+    char out[4096];
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    cr_assert(st == 0,
+              "PyTorch with gloo is not importable by /usr/bin/python3 (Debian package "
+              "python3-torch; scripts/install-deps.sh --test installs it). The test needs it and "
+              "does not skip. Python said:\n%s",
+              out);
+    out[strcspn(out, "\n")] = '\0';
+    cr_log_info("torch %s", out);
+}
+
 /* Wait until check() holds, re-checking on every inotify event on `watch` (file or dir). */
 static bool wait_inotify(const char *watch, uint32_t mask, bool (*check)(const void *),
                          const void *arg, int timeout_ms)

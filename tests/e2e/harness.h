@@ -58,6 +58,9 @@ bool h_file_contains(const char *path, const char *needle);
 char *h_slurp(const char *path, size_t *ret_len);
 /* How many times `needle` stands in the file at `path` (0 when there is no such file). */
 int h_count_in(const char *path, const char *needle);
+/* Fail (never skip) unless /usr/bin/python3 imports torch with gloo (Debian's python3-torch,
+ * which scripts/install-deps.sh --test installs); logs the torch version. */
+void h_require_torch(void);
 /* Wait until a's log (with `out`: its stdout) holds `needle`; else show both and fail. */
 void h_wait_in(const struct h_agent *a, bool out, const char *needle, int timeout_ms);
 

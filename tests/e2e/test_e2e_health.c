@@ -106,13 +106,6 @@ Test(health, no_heartbeat_file_when_off)
     h_expect_exit(&a, 0, 20000);
 }
 
-static void require_torch(void)
-{
-    int st = system(PYTHON " -c 'import torch.distributed as d; assert d.is_gloo_available()'");
-    cr_assert(st == 0, "PyTorch with gloo is not importable by " PYTHON " (python3-torch; "
-                       "scripts/install-deps.sh --test installs it): the test does not skip");
-}
-
 /* Which of the two agents logged `needle`; NULL if neither. */
 static struct h_agent *who_logged(struct h_agent *a, const char *needle)
 {
@@ -125,7 +118,7 @@ static struct h_agent *who_logged(struct h_agent *a, const char *needle)
 /* mutation: agent.c's check_hang() not called → nothing restarts within 6 s of the hang */
 Test(health, pytorch_rank_that_stops_beating_is_restarted_within_6_s, .timeout = 240)
 {
-    require_torch();
+    h_require_torch();
     char ckpt[400], events[400];
     snprintf(ckpt, sizeof(ckpt), "%s/ckpt", dir);
     snprintf(events, sizeof(events), "%s/events.jsonl", dir);

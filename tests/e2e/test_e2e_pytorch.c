@@ -72,27 +72,6 @@ static void teardown(void)
 
 TestSuite(pytorch, .init = setup, .fini = teardown, .timeout = 300);
 
-/* Fail (never skip) unless /usr/bin/python3 imports torch with gloo. */
-static void require_torch(void)
-{
-    const char *cmd = PYTHON " -c 'import torch, torch.distributed as d; "
-                             "assert d.is_available() and d.is_gloo_available(), \"no gloo\"; "
-                             "print(torch.__version__)' 2>&1";
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "cannot run %s: %s", PYTHON, strerror(errno));
-    char out[4096];
-    size_t n = fread(out, 1, sizeof(out) - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    cr_assert(st == 0,
-              "PyTorch is not importable by " PYTHON " (Debian package python3-torch; "
-              "scripts/install-deps.sh --test installs it). The test needs it and does not skip. "
-              "Python said:\n%s",
-              out);
-    out[strcspn(out, "\n")] = '\0';
-    cr_log_info("torch %s", out);
-}
-
 static struct h_agent *start(const char *name)
 {
     cr_assert_lt(n_started, 5);
@@ -305,7 +284,7 @@ static int read_rounds(struct round_log *out, int max)
 
 Test(pytorch, ddp_kill_rank0_node_resume_from_checkpoint_then_scale_back_to_4)
 {
-    require_torch();
+    h_require_torch();
     cr_assert_eq(etcd_harness_start(&eh, 1), 0, "cannot start etcd");
     setenv("OMP_NUM_THREADS", "1", 1);     /* 4 workers share 2 cores */
     setenv("GLOO_SOCKET_IFNAME", "lo", 1); /* loopback only */

@@ -51,14 +51,6 @@ static void teardown(void)
 
 TestSuite(pytorch_inplace, .init = setup, .fini = teardown, .timeout = 300);
 
-static void require_torch(void)
-{
-    int st = system(PYTHON " -c 'import torch.distributed as d; assert d.is_gloo_available()'");
-    cr_assert(st == 0, "PyTorch with gloo is not importable by " PYTHON " (Debian package "
-                       "python3-torch; scripts/install-deps.sh --test installs it). The test "
-                       "needs it and does not skip.");
-}
-
 static void start(struct h_agent *a, const char *name)
 {
     const char *args[64] = {"--rdzv-endpoint",
@@ -122,7 +114,7 @@ static int exact_epochs(const char *path)
 
 Test(pytorch_inplace, node_added_and_lost_survivors_reform_in_place_and_resume_exactly)
 {
-    require_torch();
+    h_require_torch();
     cr_assert_eq(etcd_harness_start(&eh, 1), 0, "cannot start etcd");
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("GLOO_SOCKET_IFNAME", "lo", 1);

@@ -54,14 +54,6 @@ static void teardown(void)
 
 TestSuite(pytorch_warm, .init = setup, .fini = teardown, .timeout = 300);
 
-static void require_torch(void)
-{
-    int st = system(PYTHON " -c 'import torch.distributed as d; assert d.is_gloo_available()'");
-    cr_assert(st == 0, "PyTorch with gloo is not importable by " PYTHON " (Debian package "
-                       "python3-torch; scripts/install-deps.sh --test installs it). The test "
-                       "needs it and does not skip.");
-}
-
 static void start(struct h_agent *a, const char *name)
 {
     const char *args[64] = {"--rdzv-endpoint", eh.endpoints, "--run-id", RUN, "--node-id", name,
@@ -96,7 +88,7 @@ static void wait_count(const struct h_agent *a, const char *needle, int n, int t
 
 Test(pytorch_warm, node_killed_survivors_restart_on_parked_spares_and_resume)
 {
-    require_torch();
+    h_require_torch();
     cr_assert_eq(etcd_harness_start(&eh, 1), 0, "cannot start etcd");
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("GLOO_SOCKET_IFNAME", "lo", 1);
