@@ -32,6 +32,8 @@
 #define PEER_RETRY_MS 500
 /* Connects that could not start here (no route): logged at most once this often. */
 #define NO_ROUTE_LOG_MS 30000
+/* The longest a node that keeps losing its lease soon after rejoining waits before rejoining. */
+#define REJOIN_COOLDOWN_CAP_MS (300 * 1000)
 
 enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_DONE };
 
@@ -81,8 +83,9 @@ struct agent_ring {
     uint64_t no_route_seen;
     int64_t no_route_logged_ms;
 
-    /* the rejoin cooldown */
+    /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining */
     bool was_lost;
+    int strikes;
     int64_t rejoined_ms, cooldown_until_ms;
 };
 
@@ -205,7 +208,7 @@ void agent_liveness_close(struct agent *a)
     if (!a->ring)
         return;
     http_set_links(a->http, NULL, NULL); /* the HTTP thread asks the ring no more */
-    live_destroy(a->ring->live); /* a bye on both links: the neighbours suspect nobody */
+    live_destroy(a->ring->live);         /* a bye on both links: the neighbours suspect nobody */
     free(a->ring);
     a->ring = NULL;
 }
@@ -607,12 +610,20 @@ void agent_liveness_step(struct agent *a, int64_t now)
     if (a->lease_lost && !g->was_lost) {
         g->was_lost = true;
         /* lost again soon after rejoining (a flaky node): wait, so it cannot cause a round every
-         * few seconds; the pace is then what the lease alone would give */
-        if (g->rejoined_ms > 0 && now - g->rejoined_ms < g->cooldown_ms) {
-            g->cooldown_until_ms = now + g->cooldown_ms;
-            log_warn("lost the lease again %.1f s after rejoining: waiting %.1f s before "
-                     "rejoining",
-                     (double)(now - g->rejoined_ms) / 1000.0, (double)g->cooldown_ms / 1000.0);
+         * few seconds; one TTL at first (the pace the lease alone would give), doubled for each
+         * further loss that soon (up to REJOIN_COOLDOWN_CAP_MS), so a node whose link keeps
+         * failing costs the run ever fewer rounds. "Soon" is within the last wait's length. */
+        int64_t window = ea_backoff_ms(g->cooldown_ms, g->strikes, REJOIN_COOLDOWN_CAP_MS);
+        if (g->rejoined_ms > 0 && now - g->rejoined_ms < window) {
+            g->strikes++;
+            int64_t wait = ea_backoff_ms(g->cooldown_ms, g->strikes, REJOIN_COOLDOWN_CAP_MS);
+            g->cooldown_until_ms = now + wait;
+            log_warn("lost the lease again %.1f s after rejoining (loss %d in a row): waiting "
+                     "%.1f s before rejoining",
+                     (double)(now - g->rejoined_ms) / 1000.0, g->strikes + 1,
+                     (double)wait / 1000.0);
+        } else {
+            g->strikes = 0;
         }
     } else if (!a->lease_lost && g->was_lost) {
         g->was_lost = false;

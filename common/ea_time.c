@@ -32,3 +32,12 @@ int ea_timeout_until(int64_t deadline_ms)
         return INT32_MAX;
     return (int)left;
 }
+
+int64_t ea_backoff_ms(int64_t base_ms, int strikes, int64_t cap_ms)
+{
+    int64_t cap = base_ms > cap_ms ? base_ms : cap_ms;
+    int64_t d = base_ms;
+    for (int i = 1; i < strikes && d < cap; i++)
+        d *= 2;
+    return d < cap ? d : cap;
+}

@@ -251,13 +251,18 @@ mutant --target test_liveness_ring --filter 'ring/a_flood*' agent/liveness/ring.
 mutant --target test_liveness_ring --filter 'ring_proto/hello_round_trips*' \
   agent/liveness/ring_proto.c 's/ || lr > RING_NAME_MAX || lf > RING_NAME_MAX || lt > RING_NAME_MAX)/)/' \
   '^test_liveness_ring$'
-# (The check that a suspicion of the coordinator needs a third member's probe, agent_liveness.c
-# rdzv_coord_confirmer, was taken out: test_e2e_liveness_netns killed it in one run and not in
-# the next — the link-cut race decides whether the watcher alone would have been wrong.)
-# (Likewise the check that the coordinator never confirms its own suspicion alone: its test cuts
-# the coordinator's link by taking its interface down, and since "no route here is no evidence"
-# the cut coordinator's probes fail locally and confirm nothing with or without that line, so
-# the mutant survives. It needs a cut that drops packets past the interface; noted.)
+# A suspicion of the coordinator needs a third member's probe, and the coordinator never confirms
+# its own suspicion alone: one cut link (packets dropped at the switch, so probes time out rather
+# than fail locally) between the coordinator and its predecessor; either mutant evicts somebody.
+mutant --target test_e2e_liveness_netns --filter 'liveness_netns/one_cut*' agent/agent_liveness.c \
+  's/if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {/if (1) { \/* mutant: the watcher alone *\//' \
+  '^test_e2e_liveness_netns$'
+mutant --target test_e2e_liveness_netns --filter 'liveness_netns/one_cut*' agent/agent_liveness.c \
+  's/if (rdzv_is_coordinator(a->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, a->cfg->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
+  '^test_e2e_liveness_netns$'
+mutant --target test_e2e_liveness --filter 'liveness/evicted_again*' --timeout 200 \
+  agent/agent_liveness.c 's/            g->strikes++;/            (void)0; \/* mutant: strikes not counted *\//' \
+  '^test_e2e_liveness$'
 mutant --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
 mutant --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \

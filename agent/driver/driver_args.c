@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "driver.h"
+#include "ea_time.h"
 
 /* Options the children must not see from the user: the driver's own, and those it sets. All
  * take a value. */
@@ -127,9 +128,5 @@ bool driver_bounds_given(int argc, char **argv, char *const *command, char **env
 
 int64_t driver_cooldown_ms(int64_t base_ms, int failures)
 {
-    int64_t cap = base_ms > DRIVER_COOLDOWN_CAP_MS ? base_ms : DRIVER_COOLDOWN_CAP_MS;
-    int64_t d = base_ms;
-    for (int i = 1; i < failures && d < cap; i++)
-        d *= 2;
-    return d < cap ? d : cap;
+    return ea_backoff_ms(base_ms, failures, DRIVER_COOLDOWN_CAP_MS);
 }

@@ -248,7 +248,7 @@ Test(liveness, a_forged_suspicion_of_a_live_node_costs_no_round)
 }
 
 /* Mutation: the cooldown off (agent_liveness.c agent_liveness_may_rejoin always true) -> the
- * node evicted a second time rejoins at once. */
+ * node evicted a second time rejoins at once; the strikes not counted -> no doubled wait. */
 Test(liveness, evicted_again_soon_after_rejoining_waits_a_cooldown)
 {
     start_all();
@@ -269,5 +269,19 @@ Test(liveness, evicted_again_soon_after_rejoining_waits_a_cooldown)
                 (long long)back);
     cr_assert_geq(back, 9000, "n3 rejoined before its cooldown (one lease TTL, 10 s)");
     cr_assert_eq(count_in_logs("its lease is revoked"), 2, "two evictions, no more");
-    release_and_expect_success(-1);
+    /* and a third time soon after: the wait doubles (a link that keeps failing costs ever fewer
+     * rounds). Mutation: the strikes not counted (agent_liveness.c) -> 10 s again. */
+    for (int i = 0; i < N; i++)
+        cr_assert(h_log_wait(&a[i], "round 5 ", 20000), "n%d runs round 5 (with n3)", i);
+    h_agent_freeze(&a[3]);
+    wait_survivors(3, 6, h_now_ms(), STOP_BOUND_MS);
+    h_agent_signal(&a[3], SIGCONT);
+    bool doubled = h_log_wait(&a[3], "(loss 3 in a row): waiting 20.0 s", 10000);
+    if (!doubled)
+        h_show_log(&a[3]);
+    cr_assert(doubled, "n3's third eviction in a row did not double its wait");
+    h_agent_signal(&a[3], SIGTERM); /* it would be back in 20 s: not needed here */
+    h_expect_exit(&a[3], 143, 10000);
+    cr_assert_eq(count_in_logs("its lease is revoked"), 3, "three evictions, no more");
+    release_and_expect_success(3);
 }

@@ -26,6 +26,12 @@ static char namespaces[NETNS_MAX][NETNS_NAME_MAX];
 static size_t n_namespaces;
 static char root_links[NETNS_MAX][NETNS_NAME_MAX]; /* root-side veths and bridges */
 static size_t n_root_links;
+/* Switch ports made by netns_veth_bridge_in(): which namespace/interface each one serves. */
+static struct {
+    char ns[NETNS_NAME_MAX], ifname[NETNS_NAME_MAX], bridge_ns[NETNS_NAME_MAX],
+        port[NETNS_NAME_MAX];
+} ports[NETNS_MAX];
+static size_t n_ports;
 static pid_t spawned[NETNS_MAX];
 static size_t n_spawned;
 static unsigned serial;
@@ -338,6 +344,22 @@ void netns_veth_bridge_in(const char *ns, const char *ifname, const char *cidr,
     const char *enslave[] = {"link", "set", outer, "master", bridge, NULL};
     ip_must(bridge_ns, enslave);
     netns_link_set(bridge_ns, outer, true);
+    cr_assert_lt(n_ports, (size_t)NETNS_MAX, "netns: too many switch ports");
+    snprintf(ports[n_ports].ns, NETNS_NAME_MAX, "%s", ns);
+    snprintf(ports[n_ports].ifname, NETNS_NAME_MAX, "%s", ifname);
+    snprintf(ports[n_ports].bridge_ns, NETNS_NAME_MAX, "%s", bridge_ns);
+    snprintf(ports[n_ports].port, NETNS_NAME_MAX, "%s", outer);
+    n_ports++;
+}
+
+void netns_port_set(const char *ns, const char *ifname, bool up)
+{
+    for (size_t i = n_ports; i-- > 0;)
+        if (strcmp(ports[i].ns, ns) == 0 && strcmp(ports[i].ifname, ifname) == 0) {
+            netns_link_set(ports[i].bridge_ns, ports[i].port, up);
+            return;
+        }
+    cr_assert_fail("netns: no switch port for %s in %s", ifname, ns);
 }
 
 void netns_veth_pair(const char *ns_a, const char *if_a, const char *cidr_a, const char *ns_b,
@@ -456,4 +478,5 @@ void netns_cleanup(void)
         ip_quiet(NULL, del);
     }
     n_root_links = 0;
+    n_ports = 0;
 }

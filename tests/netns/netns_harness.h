@@ -31,8 +31,9 @@
 bool netns_available(char *why, size_t why_size);
 
 /* Skip the calling criterion test (cr_skip_test, reason printed on stderr) unless
- * netns_available(); in CI (ea_test_in_ci(): $CI set) fail it instead. Call first in each test (or in the suite init). Also reaps what earlier
- * test processes that were killed (criterion timeout, SIGKILL) left behind: see below. */
+ * netns_available(); in CI (ea_test_in_ci(): $CI set) fail it instead. Call first in each test (or
+ * in the suite init). Also reaps what earlier test processes that were killed (criterion timeout,
+ * SIGKILL) left behind: see below. */
 void netns_require(void);
 
 /* Delete namespaces "ea<pid-hex>_*" and root bridges "b<pid-hex>_<n>" whose creating process
@@ -67,6 +68,12 @@ void netns_bridge_in(const char *ns, const char *name);
  * `bridge` inside namespace `bridge_ns` (up). */
 void netns_veth_bridge_in(const char *ns, const char *ifname, const char *cidr,
                           const char *bridge_ns, const char *bridge);
+
+/* Cut (up=false) or restore the switch port that `ifname` in `ns` (made by
+ * netns_veth_bridge_in) is plugged into: a cable pulled at the switch. The host's own interface
+ * stays up with its routes, so what it sends is silently lost (its connects time out; it sees no
+ * ENETDOWN), and so is what is sent to it. */
+void netns_port_set(const char *ns, const char *ifname, bool up);
 
 /* A veth pair directly between two namespaces: if_a in ns_a, if_b in ns_b, cidrs when not NULL. */
 void netns_veth_pair(const char *ns_a, const char *if_a, const char *cidr_a, const char *ns_b,
