@@ -17,7 +17,8 @@
 # revoke), so a killed node is seen by its neighbours, not by its lease.
 # Usage: bench/scale_sim.sh [N...]   (default: 100 1000 2000 5000 10000); env TTL (s, default
 #        10), PROCS (default 16), BUILD (default build), OLD_BUILD, OLD_MAX (default 1000),
-#        CSV (default bench/plots/scale.csv), RING (default 1)
+#        CSV (default bench/plots/scale.csv), RING (default 1), RING_ARGS (more rdzv-sim ring
+#        options, e.g. "--ring-interval 1000")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -27,6 +28,7 @@ old=${OLD_BUILD:-}
 old_max=${OLD_MAX:-1000}
 csv=${CSV:-bench/plots/scale.csv}
 ring=${RING:-1}
+read -r -a ring_args <<<"${RING_ARGS:-}"
 sizes=("$@")
 ((${#sizes[@]})) || sizes=(100 1000 2000 5000 10000)
 [[ -x $build/rdzv-sim ]] || ./scripts/build.sh "$build"
@@ -52,7 +54,7 @@ fi
 run() { # protocol binary n
   local proto=$1 bin=$2 n=$3 out flags=(--kill-one) c0 c1
   [[ $proto == v2 ]] && flags=(--kill-one --kill-coordinator --kill-rack --kill-tenth)
-  [[ $proto == v2 && $ring == 1 ]] && flags+=(--ring)
+  [[ $proto == v2 && $ring == 1 ]] && flags+=(--ring "${ring_args[@]}")
   etcd_start "$tmp" --quota-backend-bytes 8589934592 || { echo "etcd did not start" >&2; exit 1; }
   c0=$(cpu_of "$etcd_pid")
   if ! out=$("$bin" --endpoints "$endpoint" --nodes "$n" --procs "$procs" --ttl "$ttl" \
