@@ -34,13 +34,16 @@ ctest_run() { # DIR ARGS...: ctest; the tests that failed, then passed on a retr
   return "$rc"
 }
 retry=(--repeat until-pass:2)
+# The tests that may take a second try run two at a time (most of their time is spent waiting on
+# processes, etcd and deadlines); the chaos suite and the safety assertions run one at a time.
+par=(-j2)
 echo "== tests under ASan+UBSan =="
-ctest_run build-asan -LE 'chaos|safety' "${retry[@]}"
+ctest_run build-asan -LE 'chaos|safety' "${retry[@]}" "${par[@]}"
 ctest_run build-asan -L 'chaos|safety'
 echo "== fuzzing: every target 60 s, all at once =="
 ./scripts/fuzz.sh 60
 echo "== end-to-end tests on the release build =="
-ctest_run build -L e2e -LE 'chaos|safety' "${retry[@]}"
+ctest_run build -L e2e -LE 'chaos|safety' "${retry[@]}" "${par[@]}"
 ctest_run build -L e2e -L safety
 # Mutation checks: each product line below, broken on purpose, must turn its tests red
 # (scripts/mutate.sh; a release build of only the tests' targets). `mutant ARGS` lists a check

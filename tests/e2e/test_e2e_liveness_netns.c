@@ -123,6 +123,53 @@ static int64_t wait_others(int skip, int round, int64_t t0)
     return h_now_ms() - t0;
 }
 
+/* Two LANs on one switch: host i is on the first (10.79.0.<i+1>) when bit i of on0 is set, on
+ * the second (10.79.1.<i+1>) when bit i of on1 is. */
+static void two_lans(unsigned on0, unsigned on1)
+{
+    char br0[NETNS_NAME_MAX] = "br0", br1[NETNS_NAME_MAX] = "br1";
+    netns_ns_create("sw", sw);
+    netns_bridge_in(sw, br0);
+    netns_bridge_in(sw, br1);
+    for (int i = 0; i < N; i++) {
+        netns_ns_create(h_fmt("h%d", i), ns[i]);
+        if (on0 & (1u << i))
+            netns_veth_bridge_in(ns[i], "eth0", h_fmt("10.79.0.%d/24", i + 1), sw, br0);
+        if (on1 & (1u << i))
+            netns_veth_bridge_in(ns[i], "eth1", h_fmt("10.79.1.%d/24", i + 1), sw, br1);
+    }
+}
+
+/* Start n0 to n3 one after another (newcomers are ranked by arrival: the ring is n0, n1, n2, n3;
+ * n0 coordinates), with the addresses in addr_of, then forget those; all in round 1. */
+static void start_one_by_one(void)
+{
+    for (int i = 0; i < N; i++) {
+        start_in(i);
+        cr_assert(h_log_wait(&a[i], "joined run", 20000), "n%d joins", i);
+    }
+    for (int i = 0; i < N; i++)
+        addr_of[i] = NULL;
+    for (int i = 0; i < N; i++)
+        cr_assert(h_log_wait(&a[i], "round 1 ", 30000), "n%d runs round 1", i);
+    cr_assert_eq(h_wait_files(envdir, "pid.", N, 10000), N);
+}
+
+/* Let the workers finish: every agent but `skip` (-1: none) ends its run with 0. */
+static void release_all(int skip)
+{
+    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
+    cr_assert(f);
+    fclose(f);
+    for (int i = 0; i < N; i++) {
+        if (i == skip)
+            continue;
+        pid_t pid = a[i].pid;
+        h_expect_exit(&a[i], 0, 30000);
+        netns_forget(pid);
+    }
+}
+
 static int evictions(void)
 {
     int revoked = 0;
@@ -175,14 +222,7 @@ Test(liveness_netns, a_cut_link_next_round_within_seconds)
                   "the cut node evicted somebody");
     cr_assert_eq(revoked, 1, "only the cut node was evicted");
     netns_port_set(ns[3], "eth0", true);
-    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
-    cr_assert(f);
-    fclose(f);
-    for (int i = 0; i < 3; i++) {
-        pid_t pid = a[i].pid;
-        h_expect_exit(&a[i], 0, 30000);
-        netns_forget(pid);
-    }
+    release_all(3);
 }
 
 /* The coordinator cut off (it still reaches the store, like the file store here): it must not
@@ -203,14 +243,7 @@ Test(liveness_netns, a_cut_off_coordinator_evicts_nobody_and_is_evicted)
                   "the cut-off coordinator evicted a node it could not reach");
     cr_assert_eq(evictions(), 1, "only the coordinator was evicted");
     netns_port_set(ns[0], "eth0", true);
-    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
-    cr_assert(f);
-    fclose(f);
-    for (int i = 1; i < N; i++) {
-        pid_t pid = a[i].pid;
-        h_expect_exit(&a[i], 0, 30000);
-        netns_forget(pid);
-    }
+    release_all(0);
 }
 
 /*
@@ -227,27 +260,9 @@ Test(liveness_netns, a_cut_off_coordinator_evicts_nobody_and_is_evicted)
  */
 Test(liveness_netns, one_cut_link_to_the_coordinator_evicts_nobody)
 {
-    char br0[NETNS_NAME_MAX] = "br0", br1[NETNS_NAME_MAX] = "br1";
-    netns_ns_create("sw", sw);
-    netns_bridge_in(sw, br0);
-    netns_bridge_in(sw, br1);
-    for (int i = 0; i < N; i++) {
-        netns_ns_create(h_fmt("h%d", i), ns[i]);
-        netns_veth_bridge_in(ns[i], "eth0", h_fmt("10.79.0.%d/24", i + 1), sw, br0);
-        if (i != 2)
-            netns_veth_bridge_in(ns[i], "eth1", h_fmt("10.79.1.%d/24", i + 1), sw, br1);
-    }
+    two_lans(0xf, 0xf & ~(1u << 2));
     addr_of[0] = "10.79.1.1";
-    start_in(0);
-    cr_assert(h_log_wait(&a[0], "joined run", 20000), "n0 joins (and coordinates)");
-    for (int i = 1; i < N; i++) { /* one after another: the ring is n0, n1, n2, n3 */
-        start_in(i);
-        cr_assert(h_log_wait(&a[i], "joined run", 20000), "n%d joins", i);
-    }
-    addr_of[0] = NULL;
-    for (int i = 0; i < N; i++)
-        cr_assert(h_log_wait(&a[i], "round 1 ", 30000), "n%d runs round 1", i);
-    cr_assert_eq(h_wait_files(envdir, "pid.", N, 10000), N);
+    start_one_by_one();
     netns_port_set(ns[3], "eth1", false);
     bool waits = h_log_wait(&a[0], "waiting for the other neighbour of 'n3'", 10000);
     bool answered = h_log_wait(&a[1], "node 'n0' answered a probe", 10000);
@@ -263,14 +278,7 @@ Test(liveness_netns, one_cut_link_to_the_coordinator_evicts_nobody)
     for (int i = 0; i < N; i++)
         cr_assert_not(h_file_contains(a[i].log, "round 2 "), "n%d: a new round", i);
     netns_port_set(ns[3], "eth1", true);
-    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
-    cr_assert(f);
-    fclose(f);
-    for (int i = 0; i < N; i++) {
-        pid_t pid = a[i].pid;
-        h_expect_exit(&a[i], 0, 30000);
-        netns_forget(pid);
-    }
+    release_all(-1);
 }
 
 /*
@@ -287,29 +295,10 @@ Test(liveness_netns, one_cut_link_to_the_coordinator_evicts_nobody)
  */
 Test(liveness_netns, no_route_here_is_no_evidence_and_evicts_nobody)
 {
-    char br0[NETNS_NAME_MAX] = "br0", br1[NETNS_NAME_MAX] = "br1";
-    netns_ns_create("sw", sw);
-    netns_bridge_in(sw, br0);
-    netns_bridge_in(sw, br1);
-    for (int i = 0; i < N; i++) {
-        netns_ns_create(h_fmt("h%d", i), ns[i]);
-        if (i != 0)
-            netns_veth_bridge_in(ns[i], "eth0", h_fmt("10.79.0.%d/24", i + 1), sw, br0);
-        if (i != 2)
-            netns_veth_bridge_in(ns[i], "eth1", h_fmt("10.79.1.%d/24", i + 1), sw, br1);
-    }
+    two_lans(0xf & ~1u, 0xf & ~(1u << 2));
     addr_of[0] = "10.79.1.1"; /* its peers reach it there: those on the second LAN */
     addr_of[3] = "10.79.1.4";
-    start_in(0);
-    cr_assert(h_log_wait(&a[0], "joined run", 20000), "n0 joins (and coordinates)");
-    for (int i = 1; i < N; i++) { /* one after another: newcomers are ranked by arrival */
-        start_in(i);
-        cr_assert(h_log_wait(&a[i], "joined run", 20000), "n%d joins", i);
-    }
-    addr_of[0] = addr_of[3] = NULL;
-    for (int i = 0; i < N; i++)
-        cr_assert(h_log_wait(&a[i], "round 1 ", 30000), "n%d runs round 1", i);
-    cr_assert_eq(h_wait_files(envdir, "pid.", N, 10000), N);
+    start_one_by_one();
     /* n1 suspects n0 (it never linked); n2 confirms, and cannot send n0 a packet */
     bool seen = h_log_wait(&a[2], "could not probe node 'n0' from here", 15000);
     if (!seen)
@@ -326,12 +315,5 @@ Test(liveness_netns, no_route_here_is_no_evidence_and_evicts_nobody)
                   "n0 suspected n1 on its own lack of a route");
     for (int i = 0; i < N; i++)
         cr_assert_not(h_file_contains(a[i].log, "round 2 "), "n%d: a new round: somebody left", i);
-    FILE *f = fopen(h_fmt("%s/go", envdir), "w");
-    cr_assert(f);
-    fclose(f);
-    for (int i = 0; i < N; i++) {
-        pid_t pid = a[i].pid;
-        h_expect_exit(&a[i], 0, 30000);
-        netns_forget(pid);
-    }
+    release_all(-1);
 }
