@@ -266,6 +266,19 @@ mutant --target test_e2e_liveness_netns --filter 'liveness_netns/one_cut*' agent
 mutant --target test_e2e_liveness --filter 'liveness/evicted_again*' --timeout 200 \
   agent/agent_liveness.c 's/            g->strikes++;/            (void)0; \/* mutant: strikes not counted *\//' \
   '^test_e2e_liveness$'
+# A new round keeps a ring link only to the same neighbour, and does keep it.
+mutant --target test_liveness_ring --filter 'ring/a_new_round_with_the_same*' agent/liveness/ring.c \
+  's/    bool keep_out = round \&\& nid\[0\] \&\& same_next \&\& r->out == OUT_UP;/    bool keep_out = false;/' \
+  '^test_liveness_ring$'
+mutant --target test_liveness_ring --filter 'ring/a_new_round_with_the_same*' agent/liveness/ring.c \
+  's/    bool keep_in = round \&\& prev\[0\] \&\& strcmp(prev, r->prev) == 0 \&\& r->in_fd >= 0 \&\& r->in_ever;/    bool keep_in = false;/' \
+  '^test_liveness_ring$'
+mutant --target test_liveness_ring --filter 'ring/a_new_round_with_another*' agent/liveness/ring.c \
+  's/bool keep_out = round \&\& nid\[0\] \&\& same_next \&\& /bool keep_out = round \&\& nid[0] \&\& /' \
+  '^test_liveness_ring$'
+mutant --target test_liveness_ring --filter 'ring/a_new_round_with_another*' agent/liveness/ring.c \
+  's/bool keep_in = round \&\& prev\[0\] \&\& strcmp(prev, r->prev) == 0 \&\& /bool keep_in = round \&\& prev[0] \&\& /' \
+  '^test_liveness_ring$'
 mutant --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
 mutant --target test_nic_e2e --filter 'nic/host_order_restart*' agent/agent_liveness.c \

@@ -99,45 +99,6 @@ static void bye(int *fd)
     close_fd(fd);
 }
 
-static int listen_on(const char *addr, int *ret_port)
-{
-    struct sockaddr_storage ss = {0};
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    socklen_t len = sizeof(*a6);
-    int fd;
-    if (addr && addr[0] && inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        len = sizeof(*a4);
-    } else if (addr && addr[0] && inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-    } else {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_addr = in6addr_any;
-    }
-    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 && ss.ss_family == AF_INET6 && !(addr && addr[0])) { /* no IPv6 here */
-        memset(&ss, 0, sizeof(ss));
-        a4->sin_family = AF_INET;
-        a4->sin_addr.s_addr = htonl(INADDR_ANY);
-        len = sizeof(*a4);
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    }
-    if (fd < 0)
-        return -errno;
-    int off = 0;
-    if (ss.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0 ||
-        getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    *ret_port = ntohs(ss.ss_family == AF_INET6 ? a6->sin6_port : a4->sin_port);
-    return fd;
-}
-
 int ring_create(const struct ring_params *p, struct ring **ret, struct ea_error *err)
 {
     struct ring *r = calloc(1, sizeof(*r));
@@ -153,7 +114,7 @@ int ring_create(const struct ring_params *p, struct ring **ret, struct ea_error 
         r->pend[i].fd = -1;
     for (size_t i = 0; i < RING_PROBES_MAX; i++)
         r->probes[i].d.fd = -1;
-    r->listen_fd = listen_on(p->bind_addr, &r->port);
+    r->listen_fd = ring_listen(p->bind_addr, &r->port);
     if (r->listen_fd < 0) {
         int e = r->listen_fd;
         free(r);
@@ -672,17 +633,28 @@ void ring_set(struct ring *r, int64_t round, int members, const char *prev, bool
     prev = prev ? prev : "";
     const char *nid = next ? next->node_id : "";
     r->await_prev = await_prev;
-    if (round == r->round && strcmp(prev, r->prev) == 0 && strcmp(nid, r->next.node_id) == 0 &&
-        (!next || (strcmp(next->addr, r->next.addr) == 0 && next->port == r->next.port)))
+    bool same_next =
+        strcmp(nid, r->next.node_id) == 0 &&
+        (!next || (strcmp(next->addr, r->next.addr) == 0 && next->port == r->next.port));
+    if (round == r->round && strcmp(prev, r->prev) == 0 && same_next)
+        return;
+    /* A new round with the same neighbour keeps a link that is up (its peer is the same agent: a
+     * restarted one would have broken it): no reconnect, no hello, no gap in the beats. */
+    bool keep_in = round && prev[0] && strcmp(prev, r->prev) == 0 && r->in_fd >= 0 && r->in_ever;
+    bool keep_out = round && nid[0] && same_next && r->out == OUT_UP;
+    r->round = round;
+    if (!keep_in) {
+        bye(&r->in_fd);
+        r->in_suspected = r->in_ever = false;
+        snprintf(r->prev, sizeof(r->prev), "%s", round ? prev : "");
+        r->in_set = now;
+        r->in_deadline = now + ring_await_ms(r, members);
+    }
+    if (keep_out)
         return;
     bye(&r->od.fd);
-    bye(&r->in_fd);
     r->out = OUT_NONE;
-    r->out_suspected = r->in_suspected = r->in_ever = false;
-    r->round = round;
-    snprintf(r->prev, sizeof(r->prev), "%s", round ? prev : "");
-    r->in_set = now;
-    r->in_deadline = now + ring_await_ms(r, members);
+    r->out_suspected = false;
     memset(&r->next, 0, sizeof(r->next));
     if (!round || !next || !next->node_id[0])
         return;

@@ -2,9 +2,13 @@
 /* ring_proto: the liveness ring's hello and answer, big-endian, every field checked. */
 #include "ring_proto.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static bool name_ok(const char *s, size_t len)
 {
@@ -135,4 +139,43 @@ bool ring_local_error(int e)
     return e == ENETUNREACH || e == EHOSTUNREACH || e == ENETDOWN || e == EADDRNOTAVAIL ||
            e == EADDRINUSE || e == EAGAIN || e == EMFILE || e == ENFILE || e == ENOBUFS ||
            e == ENOMEM || e == EPERM || e == EACCES;
+}
+
+int ring_listen(const char *addr, int *ret_port)
+{
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    socklen_t len = sizeof(*a6);
+    int fd;
+    if (addr && addr[0] && inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        len = sizeof(*a4);
+    } else if (addr && addr[0] && inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+    } else {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_addr = in6addr_any;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 && ss.ss_family == AF_INET6 && !(addr && addr[0])) { /* no IPv6 here */
+        memset(&ss, 0, sizeof(ss));
+        a4->sin_family = AF_INET;
+        a4->sin_addr.s_addr = htonl(INADDR_ANY);
+        len = sizeof(*a4);
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    }
+    if (fd < 0)
+        return -errno;
+    int off = 0;
+    if (ss.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    *ret_port = ntohs(ss.ss_family == AF_INET6 ? a6->sin6_port : a4->sin_port);
+    return fd;
 }

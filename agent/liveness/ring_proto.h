@@ -72,4 +72,9 @@ const char *ring_status_name(enum ring_status s);
  * suspected. */
 bool ring_local_error(int e);
 
+/* A listening TCP socket (non-blocking, close-on-exec) on addr (numeric; NULL or "" = every
+ * address, IPv6 and IPv4 where the host has IPv6), port chosen by the kernel: its fd and the port
+ * in *ret_port, or -errno. */
+int ring_listen(const char *addr, int *ret_port);
+
 #endif

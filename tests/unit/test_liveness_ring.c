@@ -172,6 +172,44 @@ Test(ring, a_frozen_peer_goes_silent_and_is_suspected)
     cr_assert_geq(x.heard_ms, t0 - 3 * IV, "the last sign of life is just before the freeze");
 }
 
+/* A new round with the same neighbours keeps both links (no bye, no reconnect, no hello: the peer
+ * has not seen the round yet and would answer "later"), and a death is then reported in the new
+ * round. Mutation: the links reopened at every round (ring.c ring_set keep_in/keep_out). */
+Test(ring, a_new_round_with_the_same_neighbours_keeps_the_links)
+{
+    start_child();
+    wait_links_up();
+    struct ring_peer next = peer("child", child_port);
+    ring_set(me, 2, 2, "child", true, &next, ea_now_ms()); /* the child stays in round 1 */
+    cr_assert(links_up(), "a link of round 1 was closed when round 2 kept the same neighbour");
+    struct ring_report x;
+    cr_assert_not(pump(me, IV * MISSES * 2, &x), "a report about a peer that stayed: %s", x.cause);
+    cr_assert(links_up(), "the kept links went down");
+    kill(child, SIGKILL);
+    cr_assert(pump(me, 2000, &x), "no suspicion after the peer was killed");
+    cr_assert_eq(x.kind, RING_REPORT_SUSPECT);
+    cr_assert_str_eq(x.node_id, "child");
+    cr_assert_eq(x.round, 2, "reported in the round that runs");
+}
+
+/* ... but only the same neighbours: a new predecessor or successor gets a link of its own, and the
+ * old one is closed. Mutations: ring.c ring_set keeping a link whatever its peer. */
+Test(ring, a_new_round_with_another_neighbour_does_not_keep_its_link)
+{
+    start_child();
+    wait_links_up();
+    struct ring_peer next = peer("child", child_port);
+    ring_set(me, 2, 3, "ghost", true, &next, ea_now_ms()); /* another predecessor */
+    struct ring_links l;
+    ring_get_links(me, &l);
+    cr_assert_str_eq(l.out, "up", "the successor stayed: its link is kept");
+    cr_assert_str_neq(l.in, "up", "the link from the old predecessor was kept");
+    struct ring_peer other = peer("other", child_port); /* another successor, same address */
+    ring_set(me, 3, 3, "ghost", true, &other, ea_now_ms());
+    ring_get_links(me, &l);
+    cr_assert_str_neq(l.out, "up", "the link to the old successor was kept for the new one");
+}
+
 /* A peer frozen or killed before its link came up: its other neighbour may have no link to it
  * either, so the one waiting for it reports it. Mutation: no deadline for the first link. */
 Test(ring, a_predecessor_that_never_connects_is_suspected)
