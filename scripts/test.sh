@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
 ./scripts/build.sh build -DEA_TESTS=ON
 ./scripts/build.sh build-asan -DEA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DEA_TESTS=ON
-echo "== static analysis =="
+echo "== static analysis == (${SECONDS} s in)"
 ./scripts/lint.sh
-echo "== the demo (README command 1) with the test packages hidden =="
+echo "== the demo (README command 1) with the test packages hidden == (${SECONDS} s in)"
 tests/demo/check_demo.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -17,7 +17,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # take a second try; each one that needed it is listed at the end of the run (flakes to chase).
 retried=$(mktemp)
 summary() {
-  echo "== tests that passed only on their second try (flaky: chase them down) =="
+  echo "== tests that passed only on their second try (flaky: chase them down) == (${SECONDS} s in)"
   if [[ -s $retried ]]; then cat "$retried"; else echo "none"; fi
   rm -f "$retried"
 }
@@ -37,12 +37,12 @@ retry=(--repeat until-pass:2)
 # The tests that may take a second try run two at a time (most of their time is spent waiting on
 # processes, etcd and deadlines); the chaos suite and the safety assertions run one at a time.
 par=(-j2)
-echo "== tests under ASan+UBSan =="
+echo "== tests under ASan+UBSan == (${SECONDS} s in)"
 ctest_run build-asan -LE 'chaos|safety' "${retry[@]}" "${par[@]}"
 ctest_run build-asan -L 'chaos|safety'
-echo "== fuzzing: every target 60 s, all at once =="
+echo "== fuzzing: every target 60 s, all at once == (${SECONDS} s in)"
 ./scripts/fuzz.sh 60
-echo "== end-to-end tests on the release build =="
+echo "== end-to-end tests on the release build == (${SECONDS} s in)"
 ctest_run build -L e2e -LE 'chaos|safety' "${retry[@]}" "${par[@]}"
 ctest_run build -L e2e -L safety
 # Mutation checks: each product line below, broken on purpose, must turn its tests red
@@ -52,7 +52,7 @@ ctest_run build -L e2e -L safety
 # mutant's tests fail more, never pass, so running two at once cannot hide a survivor.
 mutants=()
 mutant() { mutants+=("$(printf '%q ' "$@")"); }
-echo "== mutation checks =="
+echo "== mutation checks == (${SECONDS} s in)"
 mutant --target test_rdzv_session --target test_e2e_elastic_file \
   --filter '@(session/graceful_leave*|elastic/sigterm_leaves*)' rendezvous/session_ops.c \
   '/^int rdzv_leave(/,/^{/s/^{$/{ return 0; \/* mutant: leave is a no-op *\//' \
