@@ -18,8 +18,8 @@ int64_t ea_wall_ms(void);
  * deadline_ms < 0 (no deadline), suitable as a poll() timeout. */
 int ea_timeout_until(int64_t deadline_ms);
 
-/* A backoff: base_ms after the first of `strikes` (>= 1) consecutive failures, doubled for each
- * further one, up to cap_ms (or base_ms, when that is longer). Pure; never overflows. */
+/* A backoff: base_ms after the first of `strikes` consecutive failures (0 or 1: base_ms), doubled
+ * for each further one, up to cap_ms (or base_ms, when that is longer). Pure; never overflows. */
 int64_t ea_backoff_ms(int64_t base_ms, int strikes, int64_t cap_ms);
 
 #endif
