@@ -20,4 +20,11 @@ extern const struct kv_ops kv_etcd_ops;
  */
 int etcd_compact(struct kv *kv, int64_t revision, struct ea_error *err);
 
+/*
+ * The index (in the configured endpoint list) of the member the lease keepalive stream is on,
+ * or -1 when none is open or `kv` is not an etcd handle. For tests that stop one member and
+ * must first know the keepalive is on it.
+ */
+int etcd_keepalive_endpoint(struct kv *kv);
+
 #endif

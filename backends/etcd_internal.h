@@ -192,6 +192,11 @@ int etcd_event_fd(struct kv *kv);
 int etcd_read_events(struct kv *kv, struct kv_event **ret_events, size_t *ret_n,
                      struct ea_error *err);
 int etcd_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, struct ea_error *err);
+/* The end of one keepalive attempt on one member, at `now`, of a renewal that must be done by
+ * `deadline`, when `tried` members (this one included) of `neps` have been tried: half the time
+ * left while another member remains, all of it for the last. A pure function (unit-tested
+ * without a clock: tests/unit/test_etcd_attempt.c). */
+int64_t etcd_attempt_until(int64_t now, int64_t deadline, size_t tried, size_t neps);
 /* Free the watcher table (close path, I/O thread already stopped). */
 void etcd_watch_release(struct etcd *e);
 

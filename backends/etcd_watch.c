@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ea_time.h"
+#include "etcd.h"
 
 /* The next request goes to the member after `ep`, unless another thread moved on already.
  * e->lock held. */
@@ -517,6 +518,17 @@ static int ka_once(struct etcd *e, int64_t lease, int64_t deadline, int64_t *ret
     return rc;
 }
 
+int64_t etcd_attempt_until(int64_t now, int64_t deadline, size_t tried, size_t neps)
+{
+    if (now >= deadline)
+        return deadline;
+    /* One member gets half the time left, unless it is the last to try: a silent member
+     * must leave time for the next one. With the agent's timeout (a third of the TTL), a
+     * renewal due at a third of the TTL that waited all of it on a silent member ended at
+     * two thirds, where the session gives the lease up (issue 30, bench/fleet_faults.c). */
+    return tried < neps ? now + (deadline - now) / 2 : deadline;
+}
+
 int etcd_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, struct ea_error *err)
 {
     struct etcd *e = (struct etcd *)kv;
@@ -542,12 +554,7 @@ int etcd_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, stru
         }
         size_t ep = e->ka_stream ? etcd_stream_endpoint(e->ka_stream) : e->current;
         pthread_mutex_unlock(&e->lock);
-        /* One member gets half the time left, unless it is the last to try: a silent member
-         * must leave time for the next one. With the agent's timeout (a third of the TTL), a
-         * renewal due at a third of the TTL that waited all of it on a silent member ended at
-         * two thirds, where the session gives the lease up (issue 30, bench/fleet_faults.c). */
-        int64_t now = ea_now_ms();
-        int64_t until = tried < e->neps ? now + (deadline - now) / 2 : deadline;
+        int64_t until = etcd_attempt_until(ea_now_ms(), deadline, tried, e->neps);
         rc = etcd_auth_ensure(e, ep, until, err);
         if (rc == 0) {
             pthread_mutex_lock(&e->lock);
@@ -567,4 +574,15 @@ int etcd_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, stru
     if (ret_ttl_ms)
         *ret_ttl_ms = ttl_s * 1000;
     return 0;
+}
+
+int etcd_keepalive_endpoint(struct kv *kv)
+{
+    if (!kv || kv->ops != &kv_etcd_ops)
+        return -1;
+    struct etcd *e = (struct etcd *)kv;
+    pthread_mutex_lock(&e->lock);
+    int ep = e->ka_stream ? (int)etcd_stream_endpoint(e->ka_stream) : -1;
+    pthread_mutex_unlock(&e->lock);
+    return ep;
 }

@@ -44,3 +44,10 @@ ea_add_criterion_test(test_rdzv_compaction SOURCES etcd/test_rdzv_compaction.c
 # Issue 30: a lease renewal when the keepalive stream's member answers nothing (SIGSTOP).
 ea_add_criterion_test(test_etcd_ka_silent SOURCES etcd/test_etcd_ka_silent.c
                       LIBS ea_etcd_harness TIMEOUT 120 LABELS etcd)
+
+# The keepalive's split of its time between members, without a clock or an etcd (a unit test of
+# the backend's internal etcd_attempt_until: its mutation check's verdict does not depend on load).
+ea_add_criterion_test(test_etcd_attempt SOURCES unit/test_etcd_attempt.c LIBS ea_kv_etcd
+                      TIMEOUT 30)
+target_include_directories(test_etcd_attempt PRIVATE
+                           $<TARGET_PROPERTY:ea_kv_etcd,INCLUDE_DIRECTORIES>)

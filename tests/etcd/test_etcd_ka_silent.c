@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ea_time.h"
+#include "etcd.h"
 #include "etcd_harness.h"
 
 #define TIMEOUT_MS 3000
@@ -53,6 +54,12 @@ static int setup(int64_t *lease)
     cr_assert_eq(etcd_harness_open(eps, TIMEOUT_MS, NULL, NULL, &kv, &err), 0, "%s", err.msg);
     cr_assert_eq(kv_lease_grant(kv, 30000, lease, &err), 0, "%s", err.msg);
     cr_assert_eq(kv_lease_keepalive(kv, *lease, NULL, &err), 0, "%s", err.msg);
+    /* The test's premise, checked rather than assumed: a setup request that went unanswered in
+     * time (a loaded machine) moves the handle on, and a keepalive stream on another member
+     * would let a mutant of the split or of the follow pass. */
+    cr_assert_eq(etcd_keepalive_endpoint(kv), 0,
+                 "the keepalive stream is on the first endpoint (%s) before it is stopped",
+                 h.m[f].name);
     return f;
 }
 
