@@ -366,6 +366,12 @@ mutant --target test_etcd_ka_silent --filter 'etcd_ka_silent/the_renewal_follows
   backends/etcd_watch.c \
   's/        if (old \&\& etcd_stream_endpoint(old) != e->current) {/        if (0) {/' \
   '^test_etcd_ka_silent$'
+# More checks, one file per topic (each file calls `mutant` as above).
+for f in scripts/mutants.d/*.sh; do
+  [[ -e $f ]] || continue
+  # shellcheck source=/dev/null
+  source "$f"
+done
 
 mutant_lane() { # LANE: the checks whose index is LANE modulo 2, in order; stops at the first failure
   local i
