@@ -30,6 +30,11 @@
 #include "tracker.h"
 #include "warm.h"
 
+/* Store retries, the join's and every later request's (ea_retry_next): 200 ms doubling to 5 s,
+ * each wait spread over half to one and a half times the delay. */
+#define AGENT_RETRY_BASE_MS 200
+#define AGENT_RETRY_CAP_MS 5000
+
 struct agent {
     const struct cfg *cfg;
     char **envp;        /* this agent's environment: --preflight's */

@@ -144,7 +144,7 @@ static void wait_or_signal(struct agent *a, int64_t ms)
 
 static int join(struct agent *a)
 {
-    int64_t start = ea_now_ms(), delay = 100;
+    int64_t start = ea_now_ms(), delay = 0;
     for (;;) {
         struct ea_error err = {0};
         int r = rdzv_join(a->rdzv, &err);
@@ -159,14 +159,19 @@ static int join(struct agent *a)
                       (double)(ea_now_ms() - start) / 1000.0, err.msg);
             return AGENT_EXIT_STORE;
         }
-        int64_t left = start + a->cfg->join_timeout_ms - ea_now_ms();
-        int64_t wait = delay < left ? delay : left; /* never past --join-timeout */
+        /* the same jittered schedule as every later store request (agent_store.c): agents
+         * that start together against a down store must not retry in lockstep */
+        int64_t now = ea_now_ms(), wait;
+        delay = ea_retry_next(delay, AGENT_RETRY_BASE_MS, AGENT_RETRY_CAP_MS, ea_retry_seed(now),
+                              &wait);
+        int64_t left = start + a->cfg->join_timeout_ms - now;
+        if (wait > left)
+            wait = left; /* never past --join-timeout */
         log_warn("cannot reach the store yet: %s; retrying in %.1f s", err.msg,
                  (double)wait / 1000.0);
         wait_or_signal(a, wait);
         if (a->term_signal)
             return 128 + a->term_signal;
-        delay = delay * 2 > 5000 ? 5000 : delay * 2;
     }
 }
 

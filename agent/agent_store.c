@@ -47,11 +47,10 @@ void agent_store_problem(struct agent *a, int code, const struct ea_error *err)
     }
     /* back off, doubling to 5 s, with jitter: when the store is overloaded, a thousand agents
      * retrying in lockstep would keep it so */
-    int64_t d = a->retry_delay_ms ? a->retry_delay_ms * 2 : 200;
-    a->retry_delay_ms = d < 5000 ? d : 5000;
-    uint64_t x = ((uint64_t)now ^ ((uint64_t)getpid() << 20)) * 6364136223846793005u;
-    a->retry_at_ms =
-        now + a->retry_delay_ms / 2 + (int64_t)((x >> 33) % (uint64_t)a->retry_delay_ms);
+    int64_t wait;
+    a->retry_delay_ms = ea_retry_next(a->retry_delay_ms, AGENT_RETRY_BASE_MS, AGENT_RETRY_CAP_MS,
+                                      ea_retry_seed(now), &wait);
+    a->retry_at_ms = now + wait;
 }
 
 void agent_store_ok(struct agent *a)

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 static int64_t clock_ms(clockid_t id)
 {
@@ -40,4 +41,23 @@ int64_t ea_backoff_ms(int64_t base_ms, int strikes, int64_t cap_ms)
     for (int i = 1; i < strikes && d < cap; i++)
         d *= 2;
     return d < cap ? d : cap;
+}
+
+int64_t ea_retry_next(int64_t prev_ms, int64_t base_ms, int64_t cap_ms, uint64_t seed,
+                      int64_t *ret_wait_ms)
+{
+    if (base_ms < 1)
+        base_ms = 1;
+    int64_t d = prev_ms > 0 ? (prev_ms > cap_ms / 2 ? cap_ms : prev_ms * 2) : base_ms;
+    if (d > cap_ms)
+        d = cap_ms > base_ms ? cap_ms : base_ms;
+    uint64_t x = seed * 6364136223846793005u + 1442695040888963407u;
+    if (ret_wait_ms)
+        *ret_wait_ms = d / 2 + (int64_t)((x >> 33) % (uint64_t)d);
+    return d;
+}
+
+uint64_t ea_retry_seed(int64_t now_ms)
+{
+    return (uint64_t)now_ms ^ ((uint64_t)getpid() << 20);
 }

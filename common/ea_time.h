@@ -22,4 +22,15 @@ int ea_timeout_until(int64_t deadline_ms);
  * for each further one, up to cap_ms (or base_ms, when that is longer). Pure; never overflows. */
 int64_t ea_backoff_ms(int64_t base_ms, int strikes, int64_t cap_ms);
 
+/* The retry after a failed store request (the join, and every request after it: one schedule for
+ * the agent). `prev_ms` is the delay of the previous retry (0: this is the first); the delay
+ * doubles from base_ms up to cap_ms and is returned; *ret_wait_ms is the wait before the retry,
+ * spread by `seed` over [delay/2, delay*3/2) so that a thousand agents that lost the store at
+ * once do not retry in lockstep. Pure: the caller brings the seed (ea_retry_seed). */
+int64_t ea_retry_next(int64_t prev_ms, int64_t base_ms, int64_t cap_ms, uint64_t seed,
+                      int64_t *ret_wait_ms);
+
+/* A seed for ea_retry_next that differs between processes and between calls. */
+uint64_t ea_retry_seed(int64_t now_ms);
+
 #endif

@@ -8,3 +8,5 @@ ea_add_criterion_test(test_report SOURCES unit/test_report.c LIBS ea_agent)
 ea_add_criterion_test(test_warm SOURCES unit/test_warm.c unit/test_launch_support.c
                       LIBS ea_agent PkgConfig::JANSSON TIMEOUT 60)
 target_include_directories(test_warm PRIVATE ${PROJECT_SOURCE_DIR}/include)
+# common/ea_time's schedules (backoff, the jittered store retry), decided without a clock.
+ea_add_criterion_test(test_ea_time SOURCES unit/test_ea_time.c LIBS ea_common TIMEOUT 30)

@@ -639,6 +639,10 @@ static int closed_port(void)
     return ntohs(a.sin_port);
 }
 
+/* Deterministic on a loaded machine or under valgrind: how many attempts fit in the
+ * --join-timeout depends on how long each takes there, so the test asserts what the agent
+ * decides — it retries until the timeout, with waits that never go past it — not a count or a
+ * wall-clock bound (the schedule itself: tests/unit/test_ea_time.c). */
 Test(e2e_etcd, unreachable_store_retries_until_join_timeout_then_exits_3)
 {
     int p1 = closed_port(), p2 = closed_port();
@@ -648,21 +652,34 @@ Test(e2e_etcd, unreachable_store_retries_until_join_timeout_then_exits_3)
     static struct h_agent a;
     int64_t t0 = h_now_ms();
     start(&a, "lonely", "e2e-unreach", eps, extra, cmd);
-    h_expect_exit(&a, 3, 15000);
+    h_expect_exit(&a, 3, 60000);
     int64_t took = h_now_ms() - t0;
     cr_log_info("unreachable store: exit 3 after %lld ms (--join-timeout 2)", (long long)took);
     cr_assert_geq(took, 2000, "gave up before --join-timeout");
-    cr_assert_lt(took, 2000 + 5500, "more than one backoff step past --join-timeout");
     cr_assert(h_file_contains(a.log, h_fmt("127.0.0.1:%d", p1)), "first endpoint not named");
     cr_assert(h_file_contains(a.log, h_fmt("127.0.0.1:%d", p2)), "second endpoint not named");
     cr_assert(h_file_contains(a.log, "--join-timeout"));
-    /* progress: several retry lines before giving up */
+    /* progress: retry lines before giving up, whose waits add up to no more than the timeout */
     int retries = 0;
+    double waited = 0, unreachable = -1;
     char line[2048];
     FILE *f = fopen(a.log, "r");
-    while (f && fgets(line, sizeof(line), f))
-        retries += strstr(line, "retrying") != NULL;
+    while (f && fgets(line, sizeof(line), f)) {
+        const char *r = strstr(line, "retrying in ");
+        double w;
+        if (r && sscanf(r, "retrying in %lf s", &w) == 1) {
+            retries++;
+            waited += w;
+        }
+        if ((r = strstr(line, "store unreachable for ")))
+            sscanf(r, "store unreachable for %lf s", &unreachable);
+    }
     if (f)
         fclose(f);
-    cr_assert_geq(retries, 3, "%d retry lines", retries);
+    /* no retry count: under valgrind the first attempt alone may outlast the timeout (then the
+     * agent rightly gives up without a retry line); an agent that does not retry gives up
+     * before the timeout, which the agent's own measure below catches */
+    cr_log_info("%d retry lines, %.1f s of waits", retries, waited);
+    cr_assert_leq(waited, 2.0 + 0.05 * retries, "waits of %.1f s past --join-timeout 2", waited);
+    cr_assert_geq(unreachable, 2.0, "gave up after %.1f s, before --join-timeout", unreachable);
 }
