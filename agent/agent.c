@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent_internal.h"
+#include "ea_loop.h"
 #include "ea_time.h"
 #include "log.h"
 #include "preflight.h"
@@ -463,29 +464,6 @@ static void check_waiting(struct agent *a, int64_t now)
     }
 }
 
-static int64_t earliest(int64_t a, int64_t b)
-{
-    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
-}
-
-static int64_t next_wake(const struct agent *a)
-{
-    int64_t t = rdzv_wake_ms(a->rdzv);
-    t = earliest(t, a->retry_at_ms);
-    t = earliest(t, nic_wake_ms(a->nic));
-    if (a->tracker)
-        t = earliest(t, tracker_wake_ms(a->tracker));
-    t = earliest(t, agent_health_wake_ms(a));
-    t = earliest(t, agent_warm_wake_ms(a));
-    t = earliest(t, pf_wake_ms(a->pf));
-    t = earliest(t, agent_liveness_wake_ms(a));
-    if (a->waiting_since_ms >= 0) {
-        t = earliest(t, a->progress_at_ms);
-        t = earliest(t, a->waiting_since_ms + a->cfg->join_timeout_ms);
-    }
-    return t;
-}
-
 /* Derive run-level events, and hand the HTTP thread a fresh snapshot. */
 void agent_publish(struct agent *a)
 {
@@ -619,71 +597,160 @@ static void housekeeping(struct agent *a, int64_t now)
         agent_store_ok(a);
 }
 
-void agent_loop(struct agent *a)
+/* ---- the loop: what runs before each poll, and what each fd wakes ------------------------- */
+
+/* Each step below is a pass's work in order, with the deadline it waits for (ea_loop.h). */
+#define STEP_NOW(fn) static void step_##fn(void *c, int64_t now) { fn((struct agent *)c, now); }
+#define STEP(fn) static void step_##fn(void *c, int64_t now) { (void)now; fn((struct agent *)c); }
+#define WAKE(fn) static int64_t wake_##fn(void *c) { return fn((const struct agent *)c); }
+STEP_NOW(agent_liveness_step)
+STEP_NOW(housekeeping)
+STEP_NOW(fence_refresh)
+STEP_NOW(check_warm)
+STEP_NOW(check_hang)
+STEP(agent_publish)
+STEP(agent_warm_tick)
+STEP(reconcile)
+STEP_NOW(check_waiting)
+STEP(agent_retire_tracker)
+WAKE(agent_liveness_wake_ms)
+WAKE(agent_warm_wake_ms)
+WAKE(agent_health_wake_ms)
+
+static void step_preflight(void *c, int64_t now)
 {
-    enum { FIXED = 7 };
-    struct pollfd fds[FIXED + NIC_POLL_MAX + TRACKER_POLL_MAX] = {
-        {.fd = a->sigfd, .events = POLLIN},
-        {.fd = kv_event_fd(a->kv), .events = POLLIN},
-        {.fd = launcher_fd(a->launcher), .events = POLLIN},
-        {.fd = a->preempt.fd, .events = POLLIN}, /* -1 (ignored) without --preemption-file */
-        {.fd = -1, .events = POLLIN},            /* heartbeats' inotify, while first beats due */
-        {.fd = -1, .events = POLLIN},            /* warm spares' sockets (--warm-workers) */
-        {.fd = agent_liveness_fd(a), .events = POLLIN}, /* the liveness ring's reports, or -1 */
-    };
-    while (!a->exiting) {
-        int64_t now = ea_now_ms();
-        agent_liveness_step(a, now);
-        housekeeping(a, now);
-        fence_refresh(a, now);
-        check_warm(a, now); /* first: a spare that never took its rank cannot beat either */
-        check_hang(a, now);
-        pf_tick(a->pf, now);
-        agent_publish(a); /* before acting, so a round's events precede its workers' */
-        if (a->exiting)
-            break;
-        agent_warm_tick(a); /* spares parked before the first round too */
-        reconcile(a);
-        agent_warm_tick(a); /* after a round took the parked spares: the next set */
-        if (a->exiting)
-            break;
-        check_waiting(a, now);
-        if (a->exiting)
-            break;
-        agent_publish(a);
-        int timeout = ea_timeout_until(next_wake(a));
-        fds[4].fd = hb_fd(a->hb);
-        fds[5].fd = agent_warm_fd(a);
-        size_t n_nic = nic_pollfds(a->nic, fds + FIXED, NIC_POLL_MAX); /* listener, probes */
-        agent_retire_tracker(a);
-        struct pollfd *tfds = fds + FIXED + n_nic;
-        size_t n_trk = a->tracker ? tracker_pollfds(a->tracker, tfds, TRACKER_POLL_MAX) : 0;
-        int n = poll(fds, FIXED + n_nic + n_trk, timeout);
-        if (n < 0 && errno != EINTR) {
-            log_error("poll: %s", strerror(errno));
-            exit_with(a, AGENT_EXIT_RDZV);
-            break;
-        }
-        if (n >= 0 && a->tracker) /* also on a timeout: its deadlines */
-            tracker_on_poll(a->tracker, tfds, n_trk, ea_now_ms());
-        if (n <= 0)
-            continue;
-        nic_on_poll(a->nic, fds + FIXED, n_nic);
-        if (fds[6].revents & POLLIN)
-            agent_liveness_on_reports(a);
-        if (fds[4].revents & POLLIN)
-            hb_on_events(a->hb, ea_now_ms());
-        if (fds[5].revents & POLLIN)
-            agent_warm_on_events(a);
-        if (fds[0].revents & POLLIN)
-            agent_on_signal(a);
-        if ((fds[3].revents & POLLIN) && preempt_check(&a->preempt))
-            on_preemption(a);
-        if (fds[2].revents & POLLIN)
-            agent_on_worker_exits(a);
-        if (fds[1].revents & POLLIN)
-            on_store_events(a);
-    }
-    agent_warm_stop(a); /* leaving or exiting: no spare waits for a round that will not come */
+    pf_tick(((struct agent *)c)->pf, now);
 }
 
+static int64_t wake_preflight(void *c)
+{
+    return pf_wake_ms(((const struct agent *)c)->pf);
+}
+
+static int64_t wake_store(void *c) /* the session's timers, a store retry */
+{
+    const struct agent *a = c;
+    int64_t t = rdzv_wake_ms(a->rdzv), r = a->retry_at_ms;
+    return t < 0 ? r : r < 0 ? t : t < r ? t : r;
+}
+
+static int64_t wake_waiting(void *c) /* the progress line, --join-timeout */
+{
+    const struct agent *a = c;
+    if (a->waiting_since_ms < 0)
+        return -1;
+    int64_t t = a->waiting_since_ms + a->cfg->join_timeout_ms;
+    return a->progress_at_ms >= 0 && a->progress_at_ms < t ? a->progress_at_ms : t;
+}
+
+static int64_t wake_nic(void *c)
+{
+    return nic_wake_ms(((const struct agent *)c)->nic);
+}
+
+static int64_t wake_tracker(void *c)
+{
+    const struct agent *a = c;
+    return a->tracker ? tracker_wake_ms(a->tracker) : -1;
+}
+
+static const struct ea_loop_step agent_steps[] = {
+    {"liveness", step_agent_liveness_step, wake_agent_liveness_wake_ms, false},
+    {"store", step_housekeeping, wake_store, false}, /* lease, rejoin, reports, the session */
+    {"fence", step_fence_refresh, NULL, false},
+    /* a spare that never took its rank cannot beat either: before the hang check */
+    {"warm-check", step_check_warm, wake_agent_warm_wake_ms, false},
+    {"hang", step_check_hang, wake_agent_health_wake_ms, false},
+    {"preflight", step_preflight, wake_preflight, false},
+    {"publish", step_agent_publish, NULL, true}, /* before acting: a round's events first */
+    {"warm-park", step_agent_warm_tick, NULL, false}, /* spares parked before the first round */
+    {"reconcile", step_reconcile, NULL, false},
+    {"warm-refill", step_agent_warm_tick, NULL, true}, /* after a round took the parked spares */
+    {"waiting", step_check_waiting, wake_waiting, true},
+    {"publish-again", step_agent_publish, NULL, false},
+    {"nic", NULL, wake_nic, false},
+    {"tracker", step_agent_retire_tracker, wake_tracker, false},
+};
+
+/* One fd of the agent's, ready for reading. */
+#define SOURCE_FD(name, get, on)                                                                \
+    static size_t fd_##name(void *c, struct pollfd *fds, size_t max)                           \
+    {                                                                                          \
+        (void)max;                                                                             \
+        fds[0] = (struct pollfd){.fd = get, .events = POLLIN};                                 \
+        return 1;                                                                              \
+    }                                                                                          \
+    static void on_##name(void *c, const struct pollfd *fds, size_t n, int64_t now)            \
+    {                                                                                          \
+        (void)now;                                                                             \
+        struct agent *a = c;                                                                   \
+        if (n && (fds[0].revents & POLLIN))                                                    \
+            on;                                                                                \
+    }
+SOURCE_FD(liveness, agent_liveness_fd(c), agent_liveness_on_reports(a))
+SOURCE_FD(heartbeat, hb_fd(((struct agent *)c)->hb), hb_on_events(a->hb, ea_now_ms()))
+SOURCE_FD(warm, agent_warm_fd(c), agent_warm_on_events(a))
+SOURCE_FD(signal, ((struct agent *)c)->sigfd, agent_on_signal(a))
+SOURCE_FD(preempt, ((struct agent *)c)->preempt.fd, if (preempt_check(&a->preempt)) on_preemption(a))
+SOURCE_FD(workers, launcher_fd(((struct agent *)c)->launcher), agent_on_worker_exits(a))
+SOURCE_FD(store, kv_event_fd(((struct agent *)c)->kv), on_store_events(a))
+
+static size_t fds_tracker(void *c, struct pollfd *fds, size_t max)
+{
+    const struct agent *a = c;
+    return a->tracker ? tracker_pollfds(a->tracker, fds, max) : 0;
+}
+
+static void on_tracker(void *c, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct agent *a = c;
+    if (a->tracker) /* also on a timeout: its deadlines */
+        tracker_on_poll(a->tracker, fds, n, now);
+}
+
+static size_t fds_nic(void *c, struct pollfd *fds, size_t max)
+{
+    return nic_pollfds(((struct agent *)c)->nic, fds, max); /* listener, probes */
+}
+
+static void on_nic(void *c, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)now;
+    nic_on_poll(((struct agent *)c)->nic, fds, n);
+}
+
+/* Served in this order after each poll. */
+static const struct ea_loop_source agent_sources[] = {
+    {"tracker", TRACKER_POLL_MAX, fds_tracker, on_tracker, true},
+    {"nic", NIC_POLL_MAX, fds_nic, on_nic, false},
+    {"liveness", 1, fd_liveness, on_liveness, false}, /* the ring's reports, or -1 */
+    {"heartbeat", 1, fd_heartbeat, on_heartbeat, false}, /* inotify, while first beats due */
+    {"warm", 1, fd_warm, on_warm, false},                /* spares' sockets (--warm-workers) */
+    {"signal", 1, fd_signal, on_signal, false},
+    {"preempt", 1, fd_preempt, on_preempt, false}, /* -1 without --preemption-file */
+    {"workers", 1, fd_workers, on_workers, false},
+    {"store", 1, fd_store, on_store, false},
+};
+
+static bool agent_done(void *c)
+{
+    return ((const struct agent *)c)->exiting;
+}
+
+void agent_loop(struct agent *a)
+{
+    struct ea_loop *l = ea_loop_create(NULL, agent_done, a);
+    int r = l ? 0 : -ENOMEM;
+    for (size_t i = 0; r == 0 && i < sizeof(agent_steps) / sizeof(agent_steps[0]); i++)
+        r = ea_loop_add_step(l, &agent_steps[i], a);
+    for (size_t i = 0; r == 0 && i < sizeof(agent_sources) / sizeof(agent_sources[0]); i++)
+        r = ea_loop_add_source(l, &agent_sources[i], a);
+    if (r == 0)
+        r = ea_loop_run(l);
+    if (r < 0) {
+        log_error("event loop: %s", strerror(-r));
+        exit_with(a, AGENT_EXIT_RDZV);
+    }
+    ea_loop_destroy(l);
+    agent_warm_stop(a); /* leaving or exiting: no spare waits for a round that will not come */
+}

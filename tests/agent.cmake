@@ -10,3 +10,5 @@ ea_add_criterion_test(test_warm SOURCES unit/test_warm.c unit/test_launch_suppor
 target_include_directories(test_warm PRIVATE ${PROJECT_SOURCE_DIR}/include)
 # common/ea_time's schedules (backoff, the jittered store retry), decided without a clock.
 ea_add_criterion_test(test_ea_time SOURCES unit/test_ea_time.c LIBS ea_common TIMEOUT 30)
+# common/ea_loop: the registration loop on a fake clock.
+ea_add_criterion_test(test_ea_loop SOURCES unit/test_ea_loop.c LIBS ea_common TIMEOUT 30)
