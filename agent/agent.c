@@ -599,10 +599,26 @@ static void housekeeping(struct agent *a, int64_t now)
 
 /* ---- the loop: what runs before each poll, and what each fd wakes ------------------------- */
 
-/* Each step below is a pass's work in order, with the deadline it waits for (ea_loop.h). */
-#define STEP_NOW(fn) static void step_##fn(void *c, int64_t now) { fn((struct agent *)c, now); }
-#define STEP(fn) static void step_##fn(void *c, int64_t now) { (void)now; fn((struct agent *)c); }
-#define WAKE(fn) static int64_t wake_##fn(void *c) { return fn((const struct agent *)c); }
+/* AP_RUNNING's steps: a pass's work in order, each with the deadline it waits for (ea_loop.h). */
+#define RUNNING(c) (((const struct agent *)(c))->stage.id == AP_RUNNING)
+#define STEP_NOW(fn)                                                                           \
+    static void step_##fn(void *c, int64_t now)                                                \
+    {                                                                                          \
+        if (RUNNING(c))                                                                        \
+            fn((struct agent *)c, now);                                                        \
+    }
+#define STEP(fn)                                                                               \
+    static void step_##fn(void *c, int64_t now)                                                \
+    {                                                                                          \
+        (void)now;                                                                             \
+        if (RUNNING(c))                                                                        \
+            fn((struct agent *)c);                                                             \
+    }
+#define WAKE(fn)                                                                               \
+    static int64_t wake_##fn(void *c)                                                          \
+    {                                                                                          \
+        return RUNNING(c) ? fn((const struct agent *)c) : -1;                                  \
+    }
 STEP_NOW(agent_liveness_step)
 STEP_NOW(housekeeping)
 STEP_NOW(fence_refresh)
@@ -617,66 +633,113 @@ WAKE(agent_liveness_wake_ms)
 WAKE(agent_warm_wake_ms)
 WAKE(agent_health_wake_ms)
 
-static void step_preflight(void *c, int64_t now)
+static void preflight_tick(struct agent *a, int64_t now)
 {
-    pf_tick(((struct agent *)c)->pf, now);
+    pf_tick(a->pf, now);
+}
+STEP_NOW(preflight_tick)
+
+static int64_t preflight_wake(const struct agent *a)
+{
+    return pf_wake_ms(a->pf);
+}
+WAKE(preflight_wake)
+
+static int64_t earliest(int64_t x, int64_t y)
+{
+    return x < 0 ? y : y < 0 ? x : x < y ? x : y;
 }
 
-static int64_t wake_preflight(void *c)
+static int64_t store_wake(const struct agent *a) /* the session's timers, a store retry */
 {
-    return pf_wake_ms(((const struct agent *)c)->pf);
+    return earliest(rdzv_wake_ms(a->rdzv), a->retry_at_ms);
 }
+WAKE(store_wake)
 
-static int64_t wake_store(void *c) /* the session's timers, a store retry */
+static int64_t waiting_wake(const struct agent *a) /* the progress line, --join-timeout */
 {
-    const struct agent *a = c;
-    int64_t t = rdzv_wake_ms(a->rdzv), r = a->retry_at_ms;
-    return t < 0 ? r : r < 0 ? t : t < r ? t : r;
-}
-
-static int64_t wake_waiting(void *c) /* the progress line, --join-timeout */
-{
-    const struct agent *a = c;
     if (a->waiting_since_ms < 0)
         return -1;
-    int64_t t = a->waiting_since_ms + a->cfg->join_timeout_ms;
-    return a->progress_at_ms >= 0 && a->progress_at_ms < t ? a->progress_at_ms : t;
+    return earliest(a->progress_at_ms, a->waiting_since_ms + a->cfg->join_timeout_ms);
 }
+WAKE(waiting_wake)
 
-static int64_t wake_nic(void *c)
+static int64_t nic_wake(const struct agent *a)
 {
-    return nic_wake_ms(((const struct agent *)c)->nic);
+    return nic_wake_ms(a->nic);
 }
+WAKE(nic_wake)
 
-static int64_t wake_tracker(void *c)
+static int64_t tracker_wake(const struct agent *a)
+{
+    return a->tracker ? tracker_wake_ms(a->tracker) : -1;
+}
+WAKE(tracker_wake)
+
+/* The phases before and after AP_RUNNING: each acts only in its own phase. */
+#define PHASE_STEP(phase, fn)                                                                  \
+    static void phase_##fn(void *c, int64_t now)                                               \
+    {                                                                                          \
+        struct agent *a = c;                                                                   \
+        if (a->stage.id == (phase) && !a->stage.over)                                          \
+            fn(a, now);                                                                        \
+    }
+#define PHASE_WAKE(phase, fn)                                                                  \
+    static int64_t phase_wake_##fn(void *c)                                                    \
+    {                                                                                          \
+        const struct agent *a = c;                                                             \
+        return a->stage.id == (phase) && !a->stage.over ? fn(a) : -1;                          \
+    }
+PHASE_STEP(AP_PREFLIGHT, agent_preflight_step)
+PHASE_WAKE(AP_PREFLIGHT, agent_preflight_wake_ms)
+PHASE_STEP(AP_WARMING, agent_warming_step)
+PHASE_WAKE(AP_WARMING, agent_warming_wake_ms)
+PHASE_STEP(AP_JOINING, agent_joining_step)
+PHASE_STEP(AP_DRAINING, agent_draining_step)
+
+static int64_t stage_deadline(const struct agent *a)
+{
+    return a->stage.deadline;
+}
+PHASE_WAKE(AP_JOINING, stage_deadline)
+
+static int64_t draining_wake(void *c)
 {
     const struct agent *a = c;
-    return a->tracker ? tracker_wake_ms(a->tracker) : -1;
+    return a->stage.id == AP_DRAINING ? a->stage.deadline : -1;
 }
 
 static const struct ea_loop_step agent_steps[] = {
+    {"preflight-gate", phase_agent_preflight_step, phase_wake_agent_preflight_wake_ms, true},
+    {"warming", phase_agent_warming_step, phase_wake_agent_warming_wake_ms, true},
+    {"joining", phase_agent_joining_step, phase_wake_stage_deadline, true},
+    {"draining", phase_agent_draining_step, draining_wake, true},
+    /* AP_RUNNING */
     {"liveness", step_agent_liveness_step, wake_agent_liveness_wake_ms, false},
-    {"store", step_housekeeping, wake_store, false}, /* lease, rejoin, reports, the session */
+    {"store", step_housekeeping, wake_store_wake, false}, /* lease, rejoin, reports, session */
     {"fence", step_fence_refresh, NULL, false},
     /* a spare that never took its rank cannot beat either: before the hang check */
     {"warm-check", step_check_warm, wake_agent_warm_wake_ms, false},
     {"hang", step_check_hang, wake_agent_health_wake_ms, false},
-    {"preflight", step_preflight, wake_preflight, false},
+    {"preflight", step_preflight_tick, wake_preflight_wake, false},
     {"publish", step_agent_publish, NULL, true}, /* before acting: a round's events first */
     {"warm-park", step_agent_warm_tick, NULL, false}, /* spares parked before the first round */
     {"reconcile", step_reconcile, NULL, false},
     {"warm-refill", step_agent_warm_tick, NULL, true}, /* after a round took the parked spares */
-    {"waiting", step_check_waiting, wake_waiting, true},
+    {"waiting", step_check_waiting, wake_waiting_wake, true},
     {"publish-again", step_agent_publish, NULL, false},
-    {"nic", NULL, wake_nic, false},
-    {"tracker", step_agent_retire_tracker, wake_tracker, false},
+    {"nic", NULL, wake_nic_wake, false},
+    {"tracker", step_agent_retire_tracker, wake_tracker_wake, false},
 };
 
-/* One fd of the agent's, ready for reading. */
-#define SOURCE_FD(name, get, on)                                                                \
+/* One fd of the agent's, ready for reading, polled in the phases `when` says. */
+#define SOURCE_FD(name, when, get, on)                                                         \
     static size_t fd_##name(void *c, struct pollfd *fds, size_t max)                           \
     {                                                                                          \
         (void)max;                                                                             \
+        const struct agent *a = c;                                                             \
+        if (!(when))                                                                           \
+            return 0;                                                                          \
         fds[0] = (struct pollfd){.fd = get, .events = POLLIN};                                 \
         return 1;                                                                              \
     }                                                                                          \
@@ -687,30 +750,32 @@ static const struct ea_loop_step agent_steps[] = {
         if (n && (fds[0].revents & POLLIN))                                                    \
             on;                                                                                \
     }
-SOURCE_FD(liveness, agent_liveness_fd(c), agent_liveness_on_reports(a))
-SOURCE_FD(heartbeat, hb_fd(((struct agent *)c)->hb), hb_on_events(a->hb, ea_now_ms()))
-SOURCE_FD(warm, agent_warm_fd(c), agent_warm_on_events(a))
-SOURCE_FD(signal, ((struct agent *)c)->sigfd, agent_on_signal(a))
-SOURCE_FD(preempt, ((struct agent *)c)->preempt.fd, if (preempt_check(&a->preempt)) on_preemption(a))
-SOURCE_FD(workers, launcher_fd(((struct agent *)c)->launcher), agent_on_worker_exits(a))
-SOURCE_FD(store, kv_event_fd(((struct agent *)c)->kv), on_store_events(a))
+#define IN_RUN (a->stage.id == AP_RUNNING)
+SOURCE_FD(liveness, IN_RUN, agent_liveness_fd(a), agent_liveness_on_reports(a))
+SOURCE_FD(heartbeat, IN_RUN, hb_fd(a->hb), hb_on_events(a->hb, ea_now_ms()))
+SOURCE_FD(warm, IN_RUN || a->stage.id == AP_WARMING, agent_warm_fd(a), agent_warm_on_events(a))
+/* the first signal ends the phase (a graceful leave), a second one kills the workers */
+SOURCE_FD(signal, true, a->sigfd, agent_on_signal(a))
+SOURCE_FD(preempt, IN_RUN, a->preempt.fd, if (preempt_check(&a->preempt)) on_preemption(a))
+SOURCE_FD(store, IN_RUN, kv_event_fd(a->kv), on_store_events(a))
 
 static size_t fds_tracker(void *c, struct pollfd *fds, size_t max)
 {
     const struct agent *a = c;
-    return a->tracker ? tracker_pollfds(a->tracker, fds, max) : 0;
+    return IN_RUN && a->tracker ? tracker_pollfds(a->tracker, fds, max) : 0;
 }
 
 static void on_tracker(void *c, const struct pollfd *fds, size_t n, int64_t now)
 {
     struct agent *a = c;
-    if (a->tracker) /* also on a timeout: its deadlines */
+    if (IN_RUN && a->tracker) /* also on a timeout: its deadlines */
         tracker_on_poll(a->tracker, fds, n, now);
 }
 
 static size_t fds_nic(void *c, struct pollfd *fds, size_t max)
 {
-    return nic_pollfds(((struct agent *)c)->nic, fds, max); /* listener, probes */
+    const struct agent *a = c;
+    return IN_RUN ? nic_pollfds(a->nic, fds, max) : 0; /* listener, probes */
 }
 
 static void on_nic(void *c, const struct pollfd *fds, size_t n, int64_t now)
@@ -718,6 +783,27 @@ static void on_nic(void *c, const struct pollfd *fds, size_t n, int64_t now)
     (void)now;
     nic_on_poll(((struct agent *)c)->nic, fds, n);
 }
+
+/* Process exits: whose they are depends on the phase (the check, spares, the workers). */
+static void on_process_exits(struct agent *a)
+{
+    switch (a->stage.id) {
+    case AP_PREFLIGHT:
+        agent_preflight_on_exits(a);
+        break;
+    case AP_WARMING:
+        agent_warming_on_exits(a);
+        break;
+    case AP_RUNNING:
+    case AP_DRAINING:
+        agent_on_worker_exits(a);
+        break;
+    default:
+        break;
+    }
+}
+
+SOURCE_FD(workers, a->stage.id != AP_JOINING, launcher_fd(a->launcher), on_process_exits(a))
 
 /* Served in this order after each poll. */
 static const struct ea_loop_source agent_sources[] = {
@@ -732,25 +818,25 @@ static const struct ea_loop_source agent_sources[] = {
     {"store", 1, fd_store, on_store, false},
 };
 
-static bool agent_done(void *c)
+/* A pass ends early once its phase is over (or the run is being left): agent_setup.c moves on. */
+static bool pass_done(void *c)
 {
-    return ((const struct agent *)c)->exiting;
+    const struct agent *a = c;
+    return a->stage.over || a->stage.id == AP_DONE || (a->stage.id == AP_RUNNING && a->exiting);
 }
 
-void agent_loop(struct agent *a)
+int agent_loop_create(struct agent *a)
 {
-    struct ea_loop *l = ea_loop_create(NULL, agent_done, a);
+    struct ea_loop *l = ea_loop_create(NULL, pass_done, a);
     int r = l ? 0 : -ENOMEM;
     for (size_t i = 0; r == 0 && i < sizeof(agent_steps) / sizeof(agent_steps[0]); i++)
         r = ea_loop_add_step(l, &agent_steps[i], a);
     for (size_t i = 0; r == 0 && i < sizeof(agent_sources) / sizeof(agent_sources[0]); i++)
         r = ea_loop_add_source(l, &agent_sources[i], a);
-    if (r == 0)
-        r = ea_loop_run(l);
     if (r < 0) {
-        log_error("event loop: %s", strerror(-r));
-        exit_with(a, AGENT_EXIT_RDZV);
+        ea_loop_destroy(l);
+        return r;
     }
-    ea_loop_destroy(l);
-    agent_warm_stop(a); /* leaving or exiting: no spare waits for a round that will not come */
+    a->loop = l;
+    return 0;
 }

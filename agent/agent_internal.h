@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "ea_loop.h"
 #include "events.h"
 #include "group.h"
 #include "heartbeat.h"
@@ -35,8 +36,30 @@
 #define AGENT_RETRY_BASE_MS 200
 #define AGENT_RETRY_CAP_MS 5000
 
+/* What the one loop is doing: a node goes through these in order (agent_setup.c moves it on), and
+ * each phase's steps act only in their phase. */
+enum agent_phase {
+    AP_PREFLIGHT, /* --preflight before joining, held out while it fails (agent_preflight.c) */
+    AP_WARMING,   /* --warm-workers: this node's spares get ready before it joins (agent_warm.c) */
+    AP_JOINING,   /* the join, retried with backoff until --join-timeout (agent_setup.c) */
+    AP_RUNNING,   /* in the run: the lifecycle's steps (agent.c) */
+    AP_DRAINING,  /* leaving: the workers stopped, their exits collected until the stop timeout */
+    AP_DONE,
+};
+
+struct agent_stage {
+    enum agent_phase id;
+    bool over;  /* the phase has ended (agent_phase_over): the loop moves on after this pass */
+    void *data; /* the phase's own state, owned by it (freed when it ends) */
+    int64_t deadline; /* AP_JOINING: the next attempt; AP_DRAINING: the stop's end */
+    int64_t delay;    /* AP_JOINING: the retry delay (ea_retry_next) */
+    int64_t since;    /* when the phase began */
+};
+
 struct agent {
     const struct cfg *cfg;
+    struct ea_loop *loop;     /* the one event loop (agent.c registers its steps and sources) */
+    struct agent_stage stage; /* where the node is in it */
     char **envp;        /* this agent's environment: --preflight's */
     char **worker_envp; /* the workers' base: envp plus --worker-env-fd's entries (those win);
                            NULL: envp */
@@ -102,8 +125,14 @@ struct agent {
     bool warm_off;     /* could not be set up: every worker starts cold */
 };
 
-/* Run the event loop until a->exiting (agent.c). */
-void agent_loop(struct agent *a);
+/* Create a->loop with every step and source of the agent (agent.c): 0 or -ENOMEM. */
+int agent_loop_create(struct agent *a);
+/* The current phase has ended with exit code `code` (0: go on to the next phase). */
+void agent_phase_over(struct agent *a, int code);
+/* Phases of the loop outside AP_RUNNING, each: enter (returns after agent_phase_over when there
+ * is nothing to wait for), a step run every pass, its next deadline, and the launcher's exits. */
+void agent_joining_step(struct agent *a, int64_t now);
+void agent_draining_step(struct agent *a, int64_t now);
 /* agent_signal.c: drain the signal fd: the first SIGTERM/SIGINT/... starts a graceful leave. */
 void agent_on_signal(struct agent *a);
 /* Account for every worker exit the launcher reports. */
@@ -166,16 +195,24 @@ void agent_warm_on_events(struct agent *a);
 int64_t agent_warm_wake_ms(const struct agent *a);
 /* Stop every parked spare (the loop ends). */
 void agent_warm_stop(struct agent *a);
-/* Before joining a run that is running: park this node's spares and wait (signals and spares
- * served, progress logged) until each sent its ready line, so that the round this node's join
- * starts does not wait for their set-up. A fault or the ready deadline (--worker-startup-timeout)
- * is logged and the node joins anyway (its workers start cold). 0: join now; 128+signal when
- * interrupted (the spares are stopped). A no-op without --warm-workers or at a run's first start. */
-int agent_warm_before_join(struct agent *a);
+/* AP_WARMING: before joining a run that is running, park this node's spares and wait (signals
+ * and spares served, progress logged) until each sent its ready line, so that the round this
+ * node's join starts does not wait for their set-up. A fault or the ready deadline
+ * (--worker-startup-timeout) is logged and the node joins anyway (its workers start cold). Ends
+ * with 0 (join now) or 128+signal when interrupted (the spares are stopped). Over at once
+ * without --warm-workers or at a run's first start. */
+void agent_warming_enter(struct agent *a);
+void agent_warming_step(struct agent *a, int64_t now);
+int64_t agent_warming_wake_ms(const struct agent *a);
+void agent_warming_on_exits(struct agent *a);
 
-/* agent_preflight.c: run --preflight until it passes (0), holding the node out meanwhile; an
- * exit code when interrupted or when the check cannot be set up. */
-int agent_preflight_gate(struct agent *a);
+/* agent_preflight.c, AP_PREFLIGHT: run --preflight until it passes (0), holding the node out
+ * meanwhile; ends with an exit code when interrupted or when the check cannot be set up. Over at
+ * once without --preflight. */
+void agent_preflight_enter(struct agent *a);
+void agent_preflight_step(struct agent *a, int64_t now);
+int64_t agent_preflight_wake_ms(const struct agent *a);
+void agent_preflight_on_exits(struct agent *a);
 /* --preflight-every-round: may the workers of generation `gen` start here? Runs the check once
  * per round (not again for the first round after the gate); false while it runs; a failure
  * ends the loop with a->pf_out (agent_run leaves, holds the node out and rejoins). */

@@ -4,7 +4,6 @@
  * cooldown. The check itself is health/preflight.c. */
 #include <inttypes.h>
 #include <jansson.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,80 +66,113 @@ static void held_clear(struct agent *a, struct held *h)
     h->lease = 0;
 }
 
-/* Run the loop until `until` (monotonic), or with until < 0 until the check has finished.
- * 0, or 128+signal when interrupted. */
-static int wait_until(struct agent *a, int64_t until, struct held *h)
+/* AP_PREFLIGHT's state: the held key, and whether the check runs or the node waits out the
+ * cooldown after a failure. */
+struct gate {
+    struct held h;
+    bool cooling;  /* failed: waiting until `until` to check again */
+    int64_t until; /* monotonic */
+};
+
+static void gate_end(struct agent *a, int code)
 {
-    struct pollfd fds[2] = {{.fd = a->sigfd, .events = POLLIN},
-                            {.fd = launcher_fd(a->launcher), .events = POLLIN}};
-    for (;;) {
-        int64_t now = ea_now_ms();
-        if (a->term_signal)
-            return 128 + a->term_signal;
-        if (until >= 0 ? now >= until : pf_state(a->pf) != PF_RUNNING)
-            return 0;
-        pf_tick(a->pf, now);
-        held_keepalive(a, h, now);
-        int64_t wake = earliest(earliest(until, pf_wake_ms(a->pf)), h->lease ? h->renew_at : -1);
-        if (poll(fds, 2, ea_timeout_until(wake)) <= 0)
-            continue;
-        if (fds[0].revents & POLLIN)
-            agent_on_signal(a);
-        if (fds[1].revents & POLLIN) {
-            struct launch_exit *ex = NULL;
-            size_t n = 0;
-            struct ea_error err = {0};
-            if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
-                log_error("launcher: %s", err.msg);
-            for (size_t i = 0; i < n; i++)
-                pf_on_exit(a->pf, &ex[i]);
-            free(ex);
-        }
-    }
+    struct gate *g = a->stage.data;
+    held_clear(a, &g->h);
+    free(g);
+    a->stage.data = NULL;
+    agent_phase_over(a, code);
 }
 
-int agent_preflight_gate(struct agent *a)
+void agent_preflight_enter(struct agent *a)
 {
     const struct cfg *c = a->cfg;
-    if (!c->preflight)
-        return 0;
+    if (!c->preflight) {
+        agent_phase_over(a, 0);
+        return;
+    }
     struct ea_error err = {0};
     if (!a->pf && pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->workdir, a->envp,
                             &a->pf, &err) < 0) {
         log_error("%s", err.msg);
-        return AGENT_EXIT_RDZV;
+        agent_phase_over(a, AGENT_EXIT_RDZV);
+        return;
     }
-    struct held h = {.renew_at = -1};
-    snprintf(h.key, sizeof(h.key), "%sheld/%s", a->prefix, c->node_id);
-    for (;;) {
-        pf_start(a->pf, ea_now_ms());
-        int code = wait_until(a, -1, &h);
-        if (code) {
-            held_clear(a, &h);
-            return code;
-        }
-        if (pf_state(a->pf) == PF_PASSED) {
-            held_clear(a, &h);
-            log_info("preflight check passed (%.1f s)", (double)pf_duration_ms(a->pf) / 1000.0);
-            a->pf_fresh = true;
-            events_emit(a->events, "preflight", 0, 0, "{s:b, s:f}", "ok", 1, "seconds",
-                        (double)pf_duration_ms(a->pf) / 1000.0);
-            return 0;
-        }
-        if (!h.since_wall)
-            h.since_wall = ea_wall_ms();
-        held_put(a, &h, pf_reason(a->pf)); /* first: whoever reads the log finds it in status */
-        log_error("preflight check '%s' failed: %s; this node stays out of run '%s', checking "
-                  "again in %.0f s",
-                  c->preflight, pf_reason(a->pf), c->run_id,
-                  (double)c->preflight_cooldown_ms / 1000.0);
-        events_emit(a->events, "preflight", 0, 0, "{s:b, s:f, s:s}", "ok", 0, "seconds",
-                    (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
-        if ((code = wait_until(a, ea_now_ms() + c->preflight_cooldown_ms, &h))) {
-            held_clear(a, &h);
-            return code;
-        }
+    struct gate *g = calloc(1, sizeof(*g));
+    if (!g) {
+        log_error("preflight: out of memory");
+        agent_phase_over(a, AGENT_EXIT_RDZV);
+        return;
     }
+    g->h.renew_at = -1;
+    snprintf(g->h.key, sizeof(g->h.key), "%sheld/%s", a->prefix, c->node_id);
+    a->stage.data = g;
+    pf_start(a->pf, ea_now_ms());
+}
+
+/* The check has finished: passed (the phase is over), or failed (held out for the cooldown). */
+static void gate_judge(struct agent *a, struct gate *g, int64_t now)
+{
+    const struct cfg *c = a->cfg;
+    if (pf_state(a->pf) == PF_PASSED) {
+        log_info("preflight check passed (%.1f s)", (double)pf_duration_ms(a->pf) / 1000.0);
+        a->pf_fresh = true;
+        events_emit(a->events, "preflight", 0, 0, "{s:b, s:f}", "ok", 1, "seconds",
+                    (double)pf_duration_ms(a->pf) / 1000.0);
+        gate_end(a, 0);
+        return;
+    }
+    if (!g->h.since_wall)
+        g->h.since_wall = ea_wall_ms();
+    held_put(a, &g->h, pf_reason(a->pf)); /* first: whoever reads the log finds it in status */
+    log_error("preflight check '%s' failed: %s; this node stays out of run '%s', checking "
+              "again in %.0f s",
+              c->preflight, pf_reason(a->pf), c->run_id,
+              (double)c->preflight_cooldown_ms / 1000.0);
+    events_emit(a->events, "preflight", 0, 0, "{s:b, s:f, s:s}", "ok", 0, "seconds",
+                (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
+    g->cooling = true;
+    g->until = now + c->preflight_cooldown_ms;
+}
+
+void agent_preflight_step(struct agent *a, int64_t now)
+{
+    struct gate *g = a->stage.data;
+    if (a->term_signal) {
+        gate_end(a, 128 + a->term_signal);
+        return;
+    }
+    if (g->cooling && now >= g->until) {
+        g->cooling = false;
+        pf_start(a->pf, now);
+    }
+    if (!g->cooling && pf_state(a->pf) != PF_RUNNING) {
+        gate_judge(a, g, now);
+        if (a->stage.over)
+            return;
+    }
+    pf_tick(a->pf, now);
+    held_keepalive(a, &g->h, now);
+}
+
+int64_t agent_preflight_wake_ms(const struct agent *a)
+{
+    const struct gate *g = a->stage.data;
+    if (!g)
+        return -1;
+    return earliest(earliest(g->cooling ? g->until : -1, pf_wake_ms(a->pf)),
+                    g->h.lease ? g->h.renew_at : -1);
+}
+
+void agent_preflight_on_exits(struct agent *a)
+{
+    struct launch_exit *ex = NULL;
+    size_t n = 0;
+    struct ea_error err = {0};
+    if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
+        log_error("launcher: %s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        pf_on_exit(a->pf, &ex[i]);
+    free(ex);
 }
 
 bool agent_preflight_round(struct agent *a, int64_t gen)

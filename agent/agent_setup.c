@@ -5,7 +5,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,59 +133,58 @@ static int setup_signals(struct agent *a)
     return a->sigfd < 0 ? -errno : 0;
 }
 
-/* Wait up to `ms` for a signal (used between join retries). */
-static void wait_or_signal(struct agent *a, int64_t ms)
+void agent_phase_over(struct agent *a, int code)
 {
-    struct pollfd p = {.fd = a->sigfd, .events = POLLIN};
-    if (poll(&p, 1, (int)ms) > 0)
-        agent_on_signal(a);
+    a->stage.over = true;
+    a->exit_code = code;
 }
 
-static int join(struct agent *a)
+/* AP_JOINING: one attempt when its time has come; a failure the store may recover from is
+ * retried on the jittered schedule every store request uses, never past --join-timeout. */
+void agent_joining_step(struct agent *a, int64_t now)
 {
-    int64_t start = ea_now_ms(), delay = 0;
-    for (;;) {
-        struct ea_error err = {0};
-        int r = rdzv_join(a->rdzv, &err);
-        if (r == 0)
-            return 0;
-        if (r == -EBADMSG || r == KV_ECORRUPT || r == KV_EINVAL || r == KV_EAUTH) {
-            log_error("cannot join run '%s': %s", a->cfg->run_id, err.msg);
-            return r == KV_EINVAL || r == KV_EAUTH ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
-        }
-        if (ea_now_ms() - start >= a->cfg->join_timeout_ms) {
-            log_error("store unreachable for %.1f s (--join-timeout): %s",
-                      (double)(ea_now_ms() - start) / 1000.0, err.msg);
-            return AGENT_EXIT_STORE;
-        }
-        /* the same jittered schedule as every later store request (agent_store.c): agents
-         * that start together against a down store must not retry in lockstep */
-        int64_t now = ea_now_ms(), wait;
-        delay = ea_retry_next(delay, AGENT_RETRY_BASE_MS, AGENT_RETRY_CAP_MS, ea_retry_seed(now),
-                              &wait);
-        int64_t left = start + a->cfg->join_timeout_ms - now;
-        if (wait > left)
-            wait = left; /* never past --join-timeout */
-        log_warn("cannot reach the store yet: %s; retrying in %.1f s", err.msg,
-                 (double)wait / 1000.0);
-        wait_or_signal(a, wait);
-        if (a->term_signal)
-            return 128 + a->term_signal;
-    }
-}
-
-/* Stop whatever still runs (an exit while workers were alive), bounded by the stop timeout. */
-static void drain_workers(struct agent *a)
-{
-    if (a->group.live == 0)
+    if (a->term_signal) {
+        agent_phase_over(a, 128 + a->term_signal);
         return;
-    group_stop(&a->group);
-    a->state = LC_STOPPING;
-    int64_t deadline = ea_now_ms() + a->cfg->stop_timeout_ms + 2000;
-    struct pollfd p = {.fd = launcher_fd(a->launcher), .events = POLLIN};
-    while (a->group.live > 0 && ea_now_ms() < deadline)
-        if (poll(&p, 1, ea_timeout_until(deadline)) > 0)
-            agent_on_worker_exits(a);
+    }
+    if (now < a->stage.deadline)
+        return;
+    struct ea_error err = {0};
+    int r = rdzv_join(a->rdzv, &err);
+    if (r == 0) {
+        agent_phase_over(a, 0);
+        return;
+    }
+    if (r == -EBADMSG || r == KV_ECORRUPT || r == KV_EINVAL || r == KV_EAUTH) {
+        log_error("cannot join run '%s': %s", a->cfg->run_id, err.msg);
+        agent_phase_over(a, r == KV_EINVAL || r == KV_EAUTH ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV);
+        return;
+    }
+    now = ea_now_ms(); /* after the attempt */
+    if (now - a->stage.since >= a->cfg->join_timeout_ms) {
+        log_error("store unreachable for %.1f s (--join-timeout): %s",
+                  (double)(now - a->stage.since) / 1000.0, err.msg);
+        agent_phase_over(a, AGENT_EXIT_STORE);
+        return;
+    }
+    /* the same jittered schedule as every later store request (agent_store.c): agents that
+     * start together against a down store must not retry in lockstep */
+    int64_t wait;
+    a->stage.delay = ea_retry_next(a->stage.delay, AGENT_RETRY_BASE_MS, AGENT_RETRY_CAP_MS,
+                                   ea_retry_seed(now), &wait);
+    int64_t left = a->stage.since + a->cfg->join_timeout_ms - now;
+    if (wait > left)
+        wait = left; /* never past --join-timeout */
+    log_warn("cannot reach the store yet: %s; retrying in %.1f s", err.msg, (double)wait / 1000.0);
+    a->stage.deadline = now + wait;
+}
+
+/* AP_DRAINING: whatever still runs was stopped on entry; collect the exits until none is left
+ * or the stop timeout (and a margin) has passed. */
+void agent_draining_step(struct agent *a, int64_t now)
+{
+    if (a->group.live == 0 || now >= a->stage.deadline)
+        agent_phase_over(a, a->exit_code);
 }
 
 static int open_all(struct agent *a)
@@ -291,10 +289,7 @@ static void teardown(struct agent *a)
 {
     log_progress_end();
     a->exiting = true;
-    if (a->rdzv)
-        agent_publish(a); /* /healthz says so while the workers drain */
-    if (a->launcher)
-        drain_workers(a);
+    ea_loop_destroy(a->loop);
     agent_liveness_close(a); /* a bye on its links before leaving: nobody suspects it */
     if (a->rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
         struct ea_error err = {0};
@@ -322,6 +317,93 @@ static void teardown(struct agent *a)
     preempt_close(&a->preempt);
     free(a->worker_envp);
     free(a->worker_env_buf);
+}
+
+/* Enter phase `id`; one with nothing to wait for is over at once (agent_phase_over). */
+static void enter(struct agent *a, enum agent_phase id)
+{
+    const struct cfg *c = a->cfg;
+    int64_t now = ea_now_ms();
+    a->stage = (struct agent_stage){.id = id, .since = now, .deadline = -1};
+    switch (id) {
+    case AP_PREFLIGHT:
+        agent_preflight_enter(a);
+        break;
+    case AP_WARMING:
+        agent_warming_enter(a); /* --warm-workers: its spares first */
+        break;
+    case AP_JOINING:
+        a->stage.deadline = now; /* the first attempt at once */
+        break;
+    case AP_RUNNING:
+        a->joined = true;
+        a->rdzv_since_ms = now;
+        agent_emit(a, "joined", "{s:s, s:i, s:i, s:i, s:s}", "backend", c->backend, "nproc",
+                   c->nproc_per_node, "min", c->min_nodes, "max", c->max_nodes, "host", a->host);
+        log_info("joined run '%s' (%s backend) as node '%s' with %d worker slot(s); "
+                 "min %d, max %d",
+                 c->run_id, c->backend, c->node_id, c->nproc_per_node, c->min_nodes,
+                 c->max_nodes);
+        break;
+    case AP_DRAINING:
+        log_progress_end();
+        a->exiting = true;
+        agent_publish(a); /* /healthz says so while the workers drain */
+        if (a->group.live == 0) {
+            agent_phase_over(a, a->exit_code);
+            break;
+        }
+        group_stop(&a->group);
+        a->state = LC_STOPPING;
+        a->stage.deadline = now + c->stop_timeout_ms + 2000;
+        break;
+    case AP_DONE:
+        break;
+    }
+}
+
+/* The phase that follows the one that just ended (a->exit_code says how it ended). */
+static enum agent_phase next_phase(struct agent *a)
+{
+    switch (a->stage.id) {
+    case AP_PREFLIGHT:
+        return a->exit_code ? AP_DRAINING : AP_WARMING;
+    case AP_WARMING:
+        return a->exit_code ? AP_DRAINING : AP_JOINING;
+    case AP_JOINING:
+        return a->exit_code ? AP_DRAINING : AP_RUNNING;
+    case AP_RUNNING:
+        agent_warm_stop(a); /* no spare waits for a round that will not come */
+        if (!a->pf_out)
+            return AP_DRAINING;
+        struct ea_error err = {0}; /* out until the check passes: the others go on without us */
+        if (rdzv_leave(a->rdzv, &err) < 0)
+            log_warn("leaving the run: %s", err.msg);
+        agent_emit(a, "left", "{s:s}", "reason", "preflight");
+        a->pf_out = a->exiting = a->joined = false;
+        a->state = LC_IDLE;
+        a->exit_code = 0;
+        return AP_PREFLIGHT; /* again after --preflight-every-round took the node out */
+    default:
+        return AP_DONE;
+    }
+}
+
+/* The one loop, through every phase: preflight, warming, joining, running, draining. */
+static void run(struct agent *a)
+{
+    while (a->stage.id != AP_DONE) {
+        int r = ea_loop_run_once(a->loop);
+        if (r < 0 && a->stage.id != AP_DRAINING) {
+            log_error("poll: %s", strerror(-r));
+            a->exit_code = AGENT_EXIT_RDZV;
+            enter(a, AP_DRAINING);
+        } else if (r < 0) {
+            break;
+        } else if (r > 0) {
+            enter(a, next_phase(a));
+        }
+    }
 }
 
 int agent_run(const struct cfg *cfg, char **envp)
@@ -399,34 +481,14 @@ int agent_run(const struct cfg *cfg, char **envp)
         log_info("preemption notice '%s' already present: not joining", a.preempt.path);
         code = 128 + SIGTERM;
     }
-    while (code == 0) { /* again after --preflight-every-round took the node out */
-        code = agent_preflight_gate(&a);
-        if (code == 0)
-            code = agent_warm_before_join(&a); /* --warm-workers: its spares first */
-        if (code == 0)
-            code = join(&a);
-        if (code != 0)
-            break;
-        a.joined = true;
-        a.rdzv_since_ms = ea_now_ms();
-        agent_emit(&a, "joined", "{s:s, s:i, s:i, s:i, s:s}", "backend", cfg->backend,
-                   "nproc", cfg->nproc_per_node, "min", cfg->min_nodes, "max", cfg->max_nodes,
-                   "host", a.host);
-        log_info("joined run '%s' (%s backend) as node '%s' with %d worker slot(s); "
-                 "min %d, max %d",
-                 cfg->run_id, cfg->backend, cfg->node_id, cfg->nproc_per_node, cfg->min_nodes,
-                 cfg->max_nodes);
-        agent_loop(&a);
+    if (code == 0 && agent_loop_create(&a) < 0) {
+        log_error("cannot create the event loop: out of memory");
+        code = AGENT_EXIT_RDZV;
+    }
+    if (code == 0) {
+        enter(&a, AP_PREFLIGHT);
+        run(&a);
         code = a.exit_code;
-        if (!a.pf_out)
-            break;
-        struct ea_error lerr = {0}; /* out until the check passes: the others go on without us */
-        if (rdzv_leave(a.rdzv, &lerr) < 0)
-            log_warn("leaving the run: %s", lerr.msg);
-        agent_emit(&a, "left", "{s:s}", "reason", "preflight");
-        a.pf_out = a.exiting = a.joined = false;
-        a.state = LC_IDLE;
-        code = 0;
     }
     a.exit_code = code;
     teardown(&a);

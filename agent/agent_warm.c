@@ -3,7 +3,6 @@
  * when a set is parked, which spares a round takes, what a fault does; kept out of agent.c. */
 #include <inttypes.h>
 #include <jansson.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,74 +224,106 @@ static void gate_exits(struct agent *a)
     free(ex);
 }
 
-int agent_warm_before_join(struct agent *a)
+/* AP_WARMING's state. */
+struct warming {
+    int n;               /* spares parked */
+    int64_t start;       /* monotonic */
+    int64_t progress_at; /* the next progress line */
+};
+
+static void warming_end(struct agent *a, int code)
+{
+    log_progress_end();
+    free(a->stage.data);
+    a->stage.data = NULL;
+    agent_phase_over(a, code);
+}
+
+void agent_warming_enter(struct agent *a)
 {
     const struct cfg *c = a->cfg;
-    if (!c->warm_workers || a->warm_off || !run_is_running(a))
-        return 0; /* a run that has not formed: nobody waits for our set-up, join at once */
-    if (!a->warm && create(a) < 0)
-        return 0;
+    if (!c->warm_workers || a->warm_off || !run_is_running(a)) {
+        agent_phase_over(a, 0); /* a run that has not formed: nobody waits for us, join now */
+        return;
+    }
+    if (!a->warm && create(a) < 0) {
+        agent_phase_over(a, 0);
+        return;
+    }
     struct ea_error err = {0};
     if (warm_park(a->warm, a->group.generation, &err) < 0) {
         log_error("--warm-workers: cannot park a warm spare: %s; joining run '%s' now, its "
                   "first round starts this node's workers cold",
                   err.msg, c->run_id);
-        return 0;
+        agent_phase_over(a, 0);
+        return;
     }
     int n = warm_parked(a->warm);
-    if (n == 0 || warm_parked_ready(a->warm) == n)
-        return 0; /* none (parking suspended after a fault), or ready already */
-    int64_t start = ea_now_ms(), timeout = c->startup_timeout_ms > 0 ? c->startup_timeout_ms
-                                                                     : AGENT_WARM_READY_DEFAULT_MS;
+    struct warming *w = NULL;
+    if (n == 0 || warm_parked_ready(a->warm) == n || !(w = calloc(1, sizeof(*w)))) {
+        agent_phase_over(a, 0); /* none (parking suspended after a fault), or ready already */
+        return;
+    }
+    int64_t timeout = c->startup_timeout_ms > 0 ? c->startup_timeout_ms
+                                                : AGENT_WARM_READY_DEFAULT_MS;
+    *w = (struct warming){.n = n, .start = ea_now_ms()};
+    w->progress_at = w->start + 5000;
+    a->stage.data = w;
     log_info("run '%s' is running: warming %d worker(s) before joining it (their set-up, until "
              "each has called elastic_agent.wait_for_assignment(); at most "
              "--worker-startup-timeout %.0f s), so that its next round does not wait for them",
              c->run_id, n, (double)timeout / 1000.0);
-    struct pollfd fds[3] = {{.fd = a->sigfd, .events = POLLIN},
-                            {.fd = launcher_fd(a->launcher), .events = POLLIN},
-                            {.fd = warm_fd(a->warm), .events = POLLIN}};
-    int64_t progress_at = start + 5000;
-    for (;;) {
-        int64_t now = ea_now_ms();
-        if (a->term_signal) {
-            log_progress_end();
-            log_info("interrupted while warming this node's workers: stopping them, not joining");
-            warm_stop(a->warm);
-            return 128 + a->term_signal;
-        }
-        struct warm_fault f;
-        if (warm_tick(a->warm, now, &f) > 0) { /* the set is gone (exit, bad line, too late) */
-            log_progress_end();
-            log_warn("%s; joining run '%s' anyway: its next round starts this node's workers cold",
-                     f.message, c->run_id);
-            agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f.local_rank, "pid",
-                       (json_int_t)f.pid, "assigned", false, "message", f.message);
-            while (warm_tick(a->warm, now, &f) > 0) /* the rest of the set: stopped with it */
-                ;
-            return 0;
-        }
-        int ready = warm_parked_ready(a->warm);
-        if (ready == n) {
-            log_progress_end();
-            log_info("%d of %d warm spare(s) ready after %.1f s: joining run '%s'", ready, n,
-                     (double)(now - start) / 1000.0, c->run_id);
-            return 0;
-        }
-        if (now >= progress_at) {
-            log_progress("warming this node's workers before joining run '%s': %d of %d ready "
-                         "after %.0f s",
-                         c->run_id, ready, n, (double)(now - start) / 1000.0);
-            progress_at = now + 5000;
-        }
-        int64_t wake = warm_wake_ms(a->warm);
-        wake = wake < 0 || wake > progress_at ? progress_at : wake;
-        if (poll(fds, 3, ea_timeout_until(wake)) <= 0)
-            continue;
-        if (fds[0].revents & POLLIN)
-            agent_on_signal(a);
-        if (fds[1].revents & POLLIN)
-            gate_exits(a);
-        if (fds[2].revents & POLLIN)
-            warm_on_events(a->warm);
+}
+
+void agent_warming_step(struct agent *a, int64_t now)
+{
+    const struct cfg *c = a->cfg;
+    struct warming *w = a->stage.data;
+    if (a->term_signal) {
+        log_progress_end();
+        log_info("interrupted while warming this node's workers: stopping them, not joining");
+        warm_stop(a->warm);
+        warming_end(a, 128 + a->term_signal);
+        return;
     }
+    struct warm_fault f;
+    if (warm_tick(a->warm, now, &f) > 0) { /* the set is gone (exit, bad line, too late) */
+        log_progress_end();
+        log_warn("%s; joining run '%s' anyway: its next round starts this node's workers cold",
+                 f.message, c->run_id);
+        agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f.local_rank, "pid",
+                   (json_int_t)f.pid, "assigned", false, "message", f.message);
+        while (warm_tick(a->warm, now, &f) > 0) /* the rest of the set: stopped with it */
+            ;
+        warming_end(a, 0);
+        return;
+    }
+    int ready = warm_parked_ready(a->warm);
+    if (ready == w->n) {
+        log_progress_end();
+        log_info("%d of %d warm spare(s) ready after %.1f s: joining run '%s'", ready, w->n,
+                 (double)(now - w->start) / 1000.0, c->run_id);
+        warming_end(a, 0);
+        return;
+    }
+    if (now >= w->progress_at) {
+        log_progress("warming this node's workers before joining run '%s': %d of %d ready "
+                     "after %.0f s",
+                     c->run_id, ready, w->n, (double)(now - w->start) / 1000.0);
+        w->progress_at = now + 5000;
+    }
+}
+
+int64_t agent_warming_wake_ms(const struct agent *a)
+{
+    const struct warming *w = a->stage.data;
+    if (!w)
+        return -1;
+    int64_t wake = warm_wake_ms(a->warm);
+    return wake < 0 || wake > w->progress_at ? w->progress_at : wake;
+}
+
+void agent_warming_on_exits(struct agent *a)
+{
+    gate_exits(a);
 }
