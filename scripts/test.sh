@@ -327,7 +327,7 @@ mutant --target test_e2e_inplace --filter 'inplace/joining_node_whose_spare_neve
   agent/agent_warm.c 's/if (warm_tick(a->warm, now, \&f) > 0) { \/\* the set is gone/if (0) { \/\* the set is gone/' \
   '^test_e2e_inplace$'
 mutant --target test_e2e_inplace --filter 'inplace/sigterm_while_warming*' \
-  agent/agent_warm.c 's/        if (a->term_signal) {$/        if (0) {/' \
+  agent/agent_warm.c 's/^    if (a->term_signal) {$/    if (0) {/' \
   '^test_e2e_inplace$'
 # issue 31, false suspicions: a connect or probe that could not leave this node (no route here)
 # is no evidence (chaos episode 18), and a first link's deadline allows for a big round's fan-out
