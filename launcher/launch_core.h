@@ -3,9 +3,10 @@
  * launcher/launch_core: what every launcher does the same way — the process record (pid, label,
  * state, exit, stop deadline, stderr tail), stop with grace (SIGTERM to the group now, SIGKILL
  * when the grace has passed), exit collection for dispatch(), release. An implementation (local,
- * ssh, fake) only spawns, signals and reaps, through a small const ops table. The core reads no
- * clock: every time is an argument (`now_ms`, monotonic), so a test decides it. Not a public
- * interface (launcher.h is); never logs.
+ * ssh, fake) only spawns, signals and reaps, through a small const ops table. The core's
+ * decisions read no clock: every time is an argument (`now_ms`, monotonic), so a test decides it;
+ * only the launcher-op wrappers (launch_core_op_*) ask ops->now. Not a public interface
+ * (launcher.h is; tests may look inside); never logs.
  */
 #ifndef EA_LAUNCHER_LAUNCH_CORE_H
 #define EA_LAUNCHER_LAUNCH_CORE_H
@@ -45,7 +46,7 @@ struct launch_core_ops {
 /* The process record, shared by every launcher. */
 struct launch_proc {
     struct launch_core *core;
-    void *impl;     /* the implementation's part (owned: freed by ops->free) */
+    void *impl;     /* the implementation's part (impl_size bytes; freed by the core) */
     pid_t pid;      /* what launch_pid() reports: the worker, 0 until known */
     char label[64]; /* the "[<label>]:" tag of tee'd output */
     int64_t kill_at; /* monotonic ms of the pending SIGKILL, -1 = none */
@@ -133,6 +134,5 @@ pid_t launch_core_op_pid(const struct launch_proc *p);
     .signal = launch_core_op_signal,                                                           \
     .stop = launch_core_op_stop, .fd = launch_core_op_fd, .dispatch = launch_core_op_dispatch, \
     .pid = launch_core_op_pid, .release = launch_core_release
-
 
 #endif
