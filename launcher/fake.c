@@ -104,7 +104,6 @@ static const struct launch_core_ops fake_core_ops;
 
 /* ---- launcher ops ------------------------------------------------------------------------- */
 
-
 static int fake_create(const struct launcher_config *cfg, struct launcher **ret,
                        struct ea_error *err)
 {
@@ -135,8 +134,7 @@ static int copy_argv(struct fproc *x, const char *const *argv)
     return 0;
 }
 
-static int fake_spawn(struct launch_proc *p, const struct launch_spec *spec,
-                      struct ea_error *err)
+static int fake_spawn(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
 {
     struct fake *f = (struct fake *)p->core;
     if (f->fail_next < 0) {

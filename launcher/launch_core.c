@@ -73,8 +73,8 @@ void launch_core_fini(struct launch_core *c)
     c->fd = c->tfd = -1;
 }
 
-static int proc_new(struct launch_core *c, const struct launch_spec *spec,
-                    struct launch_proc **ret, struct ea_error *err)
+static int proc_new(struct launch_core *c, const struct launch_spec *spec, struct launch_proc **ret,
+                    struct ea_error *err)
 {
     size_t impl_size = c->ops->impl_size;
     if (!spec->argv || !spec->argv[0])
@@ -322,4 +322,3 @@ pid_t launch_core_op_pid(const struct launch_proc *p)
 {
     return p->pid;
 }
-

@@ -46,9 +46,9 @@ struct launch_core_ops {
 /* The process record, shared by every launcher. */
 struct launch_proc {
     struct launch_core *core;
-    void *impl;     /* the implementation's part (impl_size bytes; freed by the core) */
-    pid_t pid;      /* what launch_pid() reports: the worker, 0 until known */
-    char label[64]; /* the "[<label>]:" tag of tee'd output */
+    void *impl;      /* the implementation's part (impl_size bytes; freed by the core) */
+    pid_t pid;       /* what launch_pid() reports: the worker, 0 until known */
+    char label[64];  /* the "[<label>]:" tag of tee'd output */
     int64_t kill_at; /* monotonic ms of the pending SIGKILL, -1 = none */
     bool stopping, exited, reported;
     bool released; /* released while running: freed quietly once it has exited */
@@ -129,10 +129,9 @@ int launch_core_op_fd(struct launcher *l);
 int launch_core_op_dispatch(struct launcher *l, struct launch_exit **ret_exits, size_t *ret_n,
                             struct ea_error *err);
 pid_t launch_core_op_pid(const struct launch_proc *p);
-#define LAUNCH_CORE_OPS                                                                       \
-    .start = launch_core_op_start, .destroy = launch_core_op_destroy,                          \
-    .signal = launch_core_op_signal,                                                           \
-    .stop = launch_core_op_stop, .fd = launch_core_op_fd, .dispatch = launch_core_op_dispatch, \
-    .pid = launch_core_op_pid, .release = launch_core_release
+#define LAUNCH_CORE_OPS                                                                            \
+    .start = launch_core_op_start, .destroy = launch_core_op_destroy,                              \
+    .signal = launch_core_op_signal, .stop = launch_core_op_stop, .fd = launch_core_op_fd,         \
+    .dispatch = launch_core_op_dispatch, .pid = launch_core_op_pid, .release = launch_core_release
 
 #endif
