@@ -7,6 +7,7 @@
 #include <string.h>
 
 extern const struct launcher_ops launch_local_ops;
+extern const struct launcher_ops launch_fake_ops;
 #ifdef EA_HAVE_SSH_LAUNCHER
 extern const struct launcher_ops launch_ssh_ops;
 #endif
@@ -16,6 +17,7 @@ const struct launcher_ops *const launcher_impls[] = {
 #ifdef EA_HAVE_SSH_LAUNCHER
     &launch_ssh_ops,
 #endif
+    &launch_fake_ops, /* tests only (fake.h); the agent's --launcher does not accept it */
     NULL,
 };
 

@@ -2,8 +2,9 @@
 /*
  * launcher: starts, signals and stops worker processes and reports their exits to the agent's
  * event loop through one pollable fd (DESIGN.md §6). Implementations: local (fork/exec through the
- * exec-guard middleman) and ssh. Knows nothing about rendezvous or ranks beyond the label it is
- * given; never logs (errors carry text in struct ea_error).
+ * exec-guard middleman), ssh and fake (tests); they share one core (launch_core.h). Knows nothing
+ * about rendezvous or ranks beyond the label it is given; never logs (errors carry text in struct
+ * ea_error).
  */
 #ifndef EA_LAUNCHER_LAUNCHER_H
 #define EA_LAUNCHER_LAUNCHER_H
@@ -18,7 +19,7 @@ struct launch_proc;
 
 /* Settings that hold for every process a launcher starts. Only read during create(). */
 struct launcher_config {
-    const char *name;       /* "local", "ssh" */
+    const char *name;       /* "local", "ssh" ("fake": tests only, see fake.h) */
     const char *guard_path; /* executable with the hidden `exec-guard` subcommand (normally
                                /proc/self/exe of elastic-agent); NULL = the running binary */
     /* ssh only (ignored by local) */

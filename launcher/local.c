@@ -22,13 +22,12 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ea_time.h"
-#include "launcher.h"
+#include "launch_core.h"
 #include "output.h"
 #include "proc.h"
 
@@ -44,55 +43,41 @@ struct lstream {
     int file_fd; /* the log file, or -1 */
     int out_fd;  /* the agent's STDOUT_FILENO or STDERR_FILENO */
     bool tee;    /* prefixed lines to out_fd; else raw to out_fd only when there is no file */
-    char *tail;  /* the last tail_cap bytes (NUL-terminated), or NULL: launch_exit.stderr_tail */
-    size_t tail_cap, tail_len;
+    bool err;    /* stderr: kept in the record's tail (launch_exit.stderr_tail) */
     size_t len;
     char buf[LOCAL_LINE_MAX];
 };
 
-struct launch_proc {
-    struct local *l;
-    pid_t pid;  /* the exec-guard: the child we reap */
-    pid_t wpid; /* the worker, leader of the process group we signal */
-    int pidfd;  /* of the guard; -1 without pidfd_open (SIGCHLD then suffices) */
-    char label[64];
+/* The local part of a record (launch_proc.impl); launch_proc.pid is the worker, leader of the
+ * process group we signal. */
+struct lproc {
+    pid_t gpid;             /* the exec-guard: the child we reap */
+    int pidfd;              /* of the guard; -1 without pidfd_open (SIGCHLD then suffices) */
     struct lstream *out[2]; /* pumped streams (tee, stderr tail): stdout, stderr */
-    int64_t kill_at;        /* monotonic ms of the pending SIGKILL, -1 = none */
-    bool stopping, exited, reported;
-    bool released; /* released while running: reaped and freed quietly by dispatch/destroy */
-    int status;    /* wait status of the guard, once exited */
-    int64_t end_ms;
 };
 
 struct local {
-    struct launcher base;
+    struct launch_core core; /* first: a struct launcher * is a struct local * */
     char *guard;
     bool table; /* proc_table_open() succeeded */
-    int epfd, sigfd, tfd;
+    int sigfd;
     int fence_fd;          /* memfd shared read-only with every guard: one int64_t deadline */
     int64_t *fence;        /* its mapping (MAP_FAILED-safe: NULL when not mapped) */
     char fence_fd_arg[16]; /* "--fence-fd" value */
     char fence_grace_arg[24];
-    struct launch_proc **v;
-    size_t n, cap;
 };
 
 extern const struct launcher_ops launch_local_ops;
 
 /* ---- output ----------------------------------------------------------------------------- */
 
-static void tail_add(struct lstream *s, const char *data, size_t n)
-{
-    launch_tail_keep(s->tail, s->tail_cap, &s->tail_len, data, n);
-}
-
 /* One line (with its '\n', unless it is a cut or the unterminated end): raw to the file, with
  * the "[label]:" prefix to the agent's stream (tee). Without tee, any chunk of bytes: raw to the
  * file, else to the agent's stream. */
 static void emit_line(struct lstream *s, char *line, size_t n)
 {
-    if (s->tail)
-        tail_add(s, line, n);
+    if (s->err)
+        launch_core_tail(s->p, line, n);
     struct iovec f = {.iov_base = line, .iov_len = n};
     if (s->file_fd >= 0)
         launch_write_all(s->file_fd, &f, 1);
@@ -132,7 +117,7 @@ static void stream_close(struct local *l, struct lstream *s)
 {
     if (s->fd >= 0) {
         emit_lines(s, true);
-        epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+        epoll_ctl(l->core.fd, EPOLL_CTL_DEL, s->fd, NULL);
         close(s->fd);
         s->fd = -1;
     }
@@ -170,7 +155,6 @@ static void stream_free(struct lstream *s)
         close(s->fd);
     if (s->file_fd >= 0)
         close(s->file_fd);
-    free(s->tail);
     free(s);
 }
 
@@ -190,21 +174,16 @@ static int output_setup(struct launch_proc *p, const struct launch_spec *spec, i
                         int *ret_child_fd, struct ea_error *err)
 {
     const char *path = k ? spec->stderr_path : spec->stdout_path;
-    size_t tail = k && spec->stderr_tail ? spec->stderr_tail : 0;
-    if (!spec->tee && !tail) {
+    if (!spec->tee && !(k && spec->stderr_tail)) {
         *ret_child_fd = -1;
         return path ? open_log(path, spec->argv[0], ret_child_fd, err) : 0;
     }
     struct lstream *s = malloc(sizeof(*s));
     if (!s)
         return ea_errorf(err, -ENOMEM, "out of memory");
-    *s = (struct lstream){.p = p, .fd = -1, .file_fd = -1, .out_fd = k ? 2 : 1, .tee = spec->tee};
-    p->out[k] = s;
-    if (tail) {
-        s->tail_cap = tail < LAUNCH_TAIL_MAX ? tail : LAUNCH_TAIL_MAX;
-        if (!(s->tail = calloc(1, s->tail_cap + 1)))
-            return ea_errorf(err, -ENOMEM, "out of memory");
-    }
+    *s = (struct lstream){
+        .p = p, .fd = -1, .file_fd = -1, .out_fd = k ? 2 : 1, .tee = spec->tee, .err = k == 1};
+    ((struct lproc *)p->impl)->out[k] = s;
     int r = path ? open_log(path, spec->argv[0], &s->file_fd, err) : 0;
     if (r < 0)
         return r;
@@ -219,163 +198,104 @@ static int output_setup(struct launch_proc *p, const struct launch_spec *spec, i
 
 /* ---- processes -------------------------------------------------------------------------- */
 
+static struct lproc *lp(const struct launch_proc *p)
+{
+    return p->impl;
+}
+
 static void lp_free(struct launch_proc *p)
 {
     for (int k = 0; k < 2; k++)
-        stream_free(p->out[k]);
-    if (p->pidfd >= 0)
-        close(p->pidfd);
-    free(p);
-}
-
-static void lp_unlink(struct local *l, struct launch_proc *p)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (l->v[i] == p) {
-            memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof(*l->v));
-            l->n--;
-            break;
-        }
-    lp_free(p);
+        stream_free(lp(p)->out[k]);
+    if (lp(p)->pidfd >= 0)
+        close(lp(p)->pidfd);
 }
 
 /* The guard has been reaped: take the rest of its output, let go of its fds. */
 static void lp_finish(struct local *l, struct launch_proc *p, int status, int64_t end_ms)
 {
+    struct lproc *x = lp(p);
     for (int k = 0; k < 2; k++)
-        if (p->out[k]) {
-            stream_pump(l, p->out[k]);
-            stream_close(l, p->out[k]);
+        if (x->out[k]) {
+            stream_pump(l, x->out[k]);
+            stream_close(l, x->out[k]);
         }
-    if (p->pidfd >= 0) {
-        epoll_ctl(l->epfd, EPOLL_CTL_DEL, p->pidfd, NULL);
-        close(p->pidfd);
-        p->pidfd = -1;
+    if (x->pidfd >= 0) {
+        epoll_ctl(l->core.fd, EPOLL_CTL_DEL, x->pidfd, NULL);
+        close(x->pidfd);
+        x->pidfd = -1;
     }
-    proc_table_remove(p->pid);
-    p->exited = true;
-    p->status = status;
-    p->end_ms = end_ms;
+    proc_table_remove(x->gpid);
+    launch_core_exit_status(p, status, end_ms);
 }
 
 /* Signal the worker's group, unless its guard has already exited: the guard holds the worker's
  * zombie (so the group id cannot be reused) until just before it exits, and a guard that exited
  * but is not reaped yet no longer vouches for that id. */
-static int group_kill(const struct launch_proc *p, int sig)
+static int group_kill(struct launch_proc *p, int sig)
 {
     siginfo_t si;
     memset(&si, 0, sizeof(si));
     if (p->exited ||
-        (waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid))
+        (waitid(P_PID, (id_t)lp(p)->gpid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid))
         return -ESRCH;
-    return kill(-p->wpid, sig) < 0 ? -errno : 0;
+    return kill(-p->pid, sig) < 0 ? -errno : 0;
 }
 
-static void arm_timer(struct local *l)
+/* Pump ready output, reap, and finish the processes whose guard has been reaped. */
+static void local_reap(struct launch_core *c)
 {
-    int64_t next = -1;
-    for (size_t i = 0; i < l->n; i++) {
-        const struct launch_proc *p = l->v[i];
-        if (!p->exited && p->kill_at >= 0 && (next < 0 || p->kill_at < next))
-            next = p->kill_at;
-    }
-    struct itimerspec its = {0};
-    if (next >= 0) {
-        its.it_value.tv_sec = next / 1000;
-        its.it_value.tv_nsec = (long)(next % 1000) * 1000000L;
-    }
-    timerfd_settime(l->tfd, next >= 0 ? TFD_TIMER_ABSTIME : 0, &its, NULL);
-}
-
-/* Everything dispatch() does except handing out exits: pump ready output, send due SIGKILLs,
- * reap, and finish the processes whose guard has been reaped. */
-static void collect(struct local *l)
-{
+    struct local *l = (struct local *)c;
     struct epoll_event ev[64];
-    int n = epoll_wait(l->epfd, ev, 64, 0);
+    int n = epoll_wait(c->fd, ev, 64, 0);
     for (int i = 0; i < n; i++)
         if (ev[i].data.ptr)
             stream_pump(l, ev[i].data.ptr);
-    uint64_t ticks;
-    while (read(l->tfd, &ticks, sizeof(ticks)) > 0)
-        ;
-    int64_t now = ea_now_ms();
-    for (size_t i = 0; i < l->n; i++) {
-        struct launch_proc *p = l->v[i];
-        if (!p->exited && p->kill_at >= 0 && now >= p->kill_at) {
-            group_kill(p, SIGKILL);
-            p->kill_at = -1;
-        }
-    }
     proc_reap();
-    for (size_t i = 0; i < l->n; i++) {
-        struct launch_proc *p = l->v[i];
+    for (size_t i = 0; i < c->n; i++) {
+        struct launch_proc *p = c->v[i];
         int st;
         int64_t end;
-        if (!p->exited && proc_exit_status(p->pid, &st, &end) == 1)
+        if (!p->exited && proc_exit_status(lp(p)->gpid, &st, &end) == 1)
             lp_finish(l, p, st, end);
     }
-    arm_timer(l);
 }
 
-static size_t live_count(const struct local *l)
+static void local_destroy(struct launch_core *c)
 {
-    size_t live = 0;
-    for (size_t i = 0; i < l->n; i++)
-        live += !l->v[i]->exited;
-    return live;
-}
-
-/* ---- ops -------------------------------------------------------------------------------- */
-
-static void local_destroy(struct launcher *base)
-{
-    struct local *l = (struct local *)base;
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->n; i++)
-        group_kill(l->v[i], SIGKILL);
+    struct local *l = (struct local *)c;
+    launch_core_signal_all(c, SIGKILL);
     /* each guard now removes what is left of its worker's tree, then exits */
     int64_t deadline = ea_now_ms() + LOCAL_DESTROY_WAIT_MS;
-    while (l->epfd >= 0 && live_count(l) > 0 && ea_timeout_until(deadline) > 0) {
-        struct pollfd pfd = {.fd = l->epfd, .events = POLLIN};
+    while (c->fd >= 0 && launch_core_live(c) > 0 && ea_timeout_until(deadline) > 0) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         poll(&pfd, 1, ea_timeout_until(deadline));
-        collect(l);
+        launch_core_poll(c, ea_now_ms());
     }
-    for (size_t i = 0; i < l->n; i++) {
-        struct launch_proc *p = l->v[i];
+    for (size_t i = 0; i < c->n; i++) {
+        struct launch_proc *p = c->v[i];
         if (p->exited)
             continue;
         group_kill(p, SIGKILL);
-        kill(p->pid, SIGKILL); /* a guard that did not finish in time */
-        while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+        kill(lp(p)->gpid, SIGKILL); /* a guard that did not finish in time */
+        while (waitpid(lp(p)->gpid, NULL, 0) < 0 && errno == EINTR)
             ;
-        proc_table_remove(p->pid);
+        proc_table_remove(lp(p)->gpid);
     }
     if (l->table)
         proc_reap(); /* zombies of orphans re-parented to us */
-    for (size_t i = 0; i < l->n; i++)
-        lp_free(l->v[i]);
-    free(l->v);
-    if (l->tfd >= 0)
-        close(l->tfd);
+    launch_core_fini(c);
     if (l->fence)
         munmap(l->fence, sizeof(*l->fence));
     if (l->fence_fd >= 0)
         close(l->fence_fd);
-    if (l->epfd >= 0)
-        close(l->epfd);
     if (l->table)
         proc_table_close();
     free(l->guard);
     free(l);
 }
 
-static int epoll_add(int epfd, int fd, void *ptr)
-{
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ptr};
-    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
-}
+/* ---- ops -------------------------------------------------------------------------------- */
 
 /*
  * The default middleman: the small libc-only elastic-agent-guard next to the running binary (build
@@ -449,69 +369,26 @@ static void local_fence(struct launcher *base, int64_t valid_until_ms)
         __atomic_store_n(l->fence, valid_until_ms > 0 ? valid_until_ms : 0, __ATOMIC_RELEASE);
 }
 
-static int local_create(const struct launcher_config *cfg, struct launcher **ret,
-                        struct ea_error *err)
-{
-    struct local *l = calloc(1, sizeof(*l));
-    if (!l)
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    l->base.ops = &launch_local_ops;
-    l->epfd = l->sigfd = l->tfd = l->fence_fd = -1;
-    int r = resolve_guard(cfg->guard_path, &l->guard, err);
-    if (r < 0 || (r = fence_setup(l, cfg->fence_grace_ms, err)) < 0 || (r = proc_set_subreaper(err)) < 0 || (r = proc_table_open(&l->sigfd, err)) < 0)
-        goto error;
-    l->table = true;
-    l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (l->epfd < 0 || l->tfd < 0 || (r = epoll_add(l->epfd, l->sigfd, NULL)) < 0 ||
-        (r = epoll_add(l->epfd, l->tfd, NULL)) < 0) {
-        r = ea_errorf(err, r < 0 ? r : -errno, "cannot set up the launcher's fds: %s",
-                      strerror(r < 0 ? -r : errno));
-        goto error;
-    }
-    *ret = &l->base;
-    return 0;
-error:
-    local_destroy(&l->base);
-    return r;
-}
-
 /* After a successful spawn, something failed: kill the worker's tree and reap the guard. */
 static void abandon(struct launch_proc *p)
 {
     group_kill(p, SIGKILL);
-    while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+    while (waitpid(lp(p)->gpid, NULL, 0) < 0 && errno == EINTR)
         ;
 }
 
-static int local_start(struct launcher *base, const struct launch_spec *spec,
-                       struct launch_proc **ret, struct ea_error *err)
+static int local_spawn(struct launch_proc *p, const struct launch_spec *spec,
+                       struct ea_error *err)
 {
-    struct local *l = (struct local *)base;
-    if (!spec->argv || !spec->argv[0])
-        return ea_errorf(err, -EINVAL, "no program to start");
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        struct launch_proc **v = realloc(l->v, cap * sizeof(*v));
-        if (!v)
-            return ea_errorf(err, -ENOMEM, "out of memory");
-        l->v = v;
-        l->cap = cap;
-    }
+    struct local *l = (struct local *)p->core;
+    struct lproc *x = lp(p);
+    x->pidfd = -1;
     size_t argc = 0;
     while (spec->argv[argc])
         argc++;
     const char **gargv = calloc(argc + 12, sizeof(*gargv));
-    struct launch_proc *p = calloc(1, sizeof(*p));
-    if (!gargv || !p) {
-        free(gargv);
-        free(p);
+    if (!gargv)
         return ea_errorf(err, -ENOMEM, "out of memory");
-    }
-    p->l = l;
-    p->pidfd = -1;
-    p->kill_at = -1;
-    snprintf(p->label, sizeof(p->label), "%s", spec->label ? spec->label : "");
     const char *head[] = {l->guard,        "exec-guard",      "--report-fd",       "3",
                           "--fence-fd",    l->fence_fd_arg,   "--fence-grace-ms", l->fence_grace_arg};
     _Static_assert(LOCAL_REPORT_FD == 3, "the guard's argv says 3");
@@ -521,7 +398,6 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
     bool pass = spec->pass_fd >= 3;
     if (pass && (spec->pass_fd == LOCAL_REPORT_FD || spec->pass_fd == l->fence_fd)) {
         free(gargv);
-        free(p);
         return ea_errorf(err, -EINVAL, "fd %d cannot be passed: the guard uses it",
                          spec->pass_fd);
     }
@@ -552,134 +428,57 @@ static int local_start(struct launcher *base, const struct launch_spec *spec,
             .keep_fd = l->fence_fd,
             .keep_fd2 = pass ? spec->pass_fd : -1,
         };
-        r = proc_spawn(&o, &p->pid, &p->wpid, err);
+        r = proc_spawn(&o, &x->gpid, &p->pid, err);
     }
     for (int k = 0; k < 2; k++)
         if (child_fd[k] >= 0)
             close(child_fd[k]);
     free(gargv);
-    if (r < 0) {
-        lp_free(p);
+    if (r < 0)
         return r;
-    }
-    if ((r = proc_table_add(p->pid)) < 0) {
+    if ((r = proc_table_add(x->gpid)) < 0) {
         abandon(p);
-        lp_free(p);
         return ea_errorf(err, r, "out of memory");
     }
-    p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0); /* CLOEXEC by definition */
-    if (p->pidfd >= 0)
-        r = epoll_add(l->epfd, p->pidfd, NULL);
+    x->pidfd = (int)syscall(SYS_pidfd_open, x->gpid, 0); /* CLOEXEC by definition */
+    if (x->pidfd >= 0)
+        r = launch_core_watch(&l->core, x->pidfd, NULL);
     for (int k = 0; k < 2 && r >= 0; k++)
-        if (p->out[k])
-            r = epoll_add(l->epfd, p->out[k]->fd, p->out[k]);
+        if (x->out[k])
+            r = launch_core_watch(&l->core, x->out[k]->fd, x->out[k]);
     if (r < 0) {
         abandon(p);
-        proc_table_remove(p->pid);
-        lp_free(p);
+        proc_table_remove(x->gpid);
         return ea_errorf(err, r, "cannot watch '%s': %s", spec->argv[0], strerror(-r));
     }
-    if (!spec->label)
-        snprintf(p->label, sizeof(p->label), "%d", (int)p->wpid);
-    l->v[l->n++] = p;
-    *ret = p;
     return 0;
 }
 
-static int local_signal(struct launch_proc *p, int sig)
-{
-    return group_kill(p, sig);
-}
+static const struct launch_core_ops local_core_ops = {
+    .impl_size = sizeof(struct lproc), .spawn = local_spawn, .signal = group_kill,
+    .reap = local_reap, .destroy = local_destroy, .free = lp_free};
 
-static int local_stop(struct launch_proc *p, int64_t grace_ms)
+static int local_create(const struct launcher_config *cfg, struct launcher **ret,
+                        struct ea_error *err)
 {
-    if (p->exited)
-        return 0;
-    int64_t at = ea_now_ms() + (grace_ms > 0 ? grace_ms : 0);
-    if (!p->stopping) {
-        p->stopping = true;
-        p->kill_at = at;
-        group_kill(p, SIGTERM); /* ESRCH: the worker is gone, the guard is finishing */
-    } else if (p->kill_at >= 0 && at < p->kill_at) {
-        p->kill_at = at; /* a second stop may only shorten the grace */
-    }
-    arm_timer(p->l);
+    struct local *l = calloc(1, sizeof(*l));
+    if (!l)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    launch_core_init(&l->core, &launch_local_ops, &local_core_ops);
+    l->sigfd = l->fence_fd = -1;
+    int r = resolve_guard(cfg->guard_path, &l->guard, err);
+    if (r < 0 || (r = fence_setup(l, cfg->fence_grace_ms, err)) < 0 || (r = proc_set_subreaper(err)) < 0 || (r = proc_table_open(&l->sigfd, err)) < 0)
+        goto error;
+    l->table = true;
+    if ((r = launch_core_open(&l->core, l->sigfd, err)) < 0)
+        goto error;
+    *ret = &l->core.base;
     return 0;
-}
-
-static int local_fd(struct launcher *base)
-{
-    return ((struct local *)base)->epfd;
-}
-
-static int local_dispatch(struct launcher *base, struct launch_exit **ret_exits, size_t *ret_n,
-                          struct ea_error *err)
-{
-    struct local *l = (struct local *)base;
-    collect(l);
-    size_t n = 0;
-    for (size_t i = l->n; i-- > 0;) {
-        if (l->v[i]->released && l->v[i]->exited)
-            lp_unlink(l, l->v[i]);
-        else
-            n += l->v[i]->exited && !l->v[i]->reported;
-    }
-    struct launch_exit *ex = NULL;
-    if (n && !(ex = calloc(n, sizeof(*ex))))
-        return ea_errorf(err, -ENOMEM, "out of memory"); /* the exits stay for the next call */
-    size_t k = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        struct launch_proc *p = l->v[i];
-        if (!p->exited || p->reported || p->released)
-            continue;
-        p->reported = true;
-        ex[k++] = (struct launch_exit){
-            .proc = p,
-            .exit_code = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1,
-            .term_signal = WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0,
-            .end_ms = p->end_ms,
-            .stderr_tail = p->out[1] ? p->out[1]->tail : NULL,
-        };
-    }
-    *ret_exits = ex;
-    *ret_n = n;
-    return 0;
-}
-
-static pid_t local_pid(const struct launch_proc *p)
-{
-    return p->wpid;
-}
-
-static void local_relabel(struct launch_proc *p, const char *label)
-{
-    snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
-}
-
-static void local_release(struct launch_proc *p)
-{
-    if (!p)
-        return;
-    if (!p->exited) {
-        /* misuse: kill it; it stays in the list, unreported, until its guard is reaped */
-        group_kill(p, SIGKILL);
-        p->released = true;
-        return;
-    }
-    lp_unlink(p->l, p);
+error:
+    local_destroy(&l->core);
+    return r;
 }
 
 const struct launcher_ops launch_local_ops = {
-    .name = "local",
-    .create = local_create,
-    .destroy = local_destroy,
-    .start = local_start,
-    .signal = local_signal,
-    .stop = local_stop,
-    .fd = local_fd,
-    .dispatch = local_dispatch,
-    .pid = local_pid,
-    .release = local_release,
-    .fence = local_fence,
-    .relabel = local_relabel,
-};
+    .name = "local", .create = local_create, .fence = local_fence, .relabel = launch_core_relabel,
+    LAUNCH_CORE_OPS};

@@ -18,19 +18,18 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ea_time.h"
-#include "launcher.h"
+#include "launch_core.h"
 #include "output.h"
 #include "proc.h"
 #include "ssh_internal.h"
@@ -45,57 +44,52 @@ struct sstream {
     int file_fd; /* the log file, or -1 */
     int out_fd;  /* the agent's STDOUT_FILENO or STDERR_FILENO */
     bool tee;
-    char *tail; /* the last tail_cap bytes (NUL-terminated), or NULL */
-    size_t tail_cap, tail_len;
 };
 
-struct launch_proc {
-    struct sshl *l;
+/* The ssh part of a record (launch_proc.impl); launch_proc.pid is the remote worker (leader of
+ * its process group there), 0 until started. */
+struct sproc {
     unsigned slot;
-    pid_t wpid; /* the remote worker (leader of its process group there), 0 until started */
-    char label[64];
     struct sstream out[2];
-    int64_t kill_at; /* monotonic ms of the pending SIGKILL, -1 = none */
-    bool started, failed, stopping, exited, reported, released;
+    bool started, failed;
     char fail_what[16];
     int fail_errno;
-    int exit_code, term_signal;
-    int64_t end_ms;
 };
 
 struct sshl {
-    struct launcher base;
+    struct launch_core core; /* first: a struct launcher * is a struct sshl * */
     struct ssh_target t;
     char **opts; /* owned copies behind t */
     bool table;
-    int sigfd, epfd, tfd, evfd;
+    int sigfd, evfd;
     struct ssh_conn conn;
     bool connected;
     int64_t fence_until, fence_sent; /* launcher_fence(): the deadline, and the one sent */
     int64_t fence_grace_ms;
     unsigned next_slot;
     char cwd[PATH_MAX];
-    struct launch_proc **v;
-    size_t n, cap;
 };
 
 extern const struct launcher_ops launch_ssh_ops;
 
 /* ---- output ------------------------------------------------------------------------------- */
 
-static void tail_add(struct sstream *s, const char *data, size_t n)
+static struct sproc *sp(const struct launch_proc *p)
 {
-    launch_tail_keep(s->tail, s->tail_cap, &s->tail_len, data, n);
+    return p->impl;
 }
+
 
 /* One record of a slot's stream: raw to the file (or to the agent's stream without file and
  * tee), "[label]:"-prefixed to the agent's stream with tee. */
 static void emit(struct launch_proc *p, int k, char *data, size_t n, bool nl)
 {
-    struct sstream *s = &p->out[k];
-    tail_add(s, data, n);
-    if (nl)
-        tail_add(s, "\n", 1);
+    struct sstream *s = &sp(p)->out[k];
+    if (k) {
+        launch_core_tail(p, data, n);
+        if (nl)
+            launch_core_tail(p, "\n", 1);
+    }
     struct iovec raw[2] = {{.iov_base = data, .iov_len = n}, {.iov_base = "\n", .iov_len = nl}};
     if (s->file_fd >= 0)
         launch_write_all(s->file_fd, raw, 2);
@@ -115,30 +109,16 @@ static void emit(struct launch_proc *p, int k, char *data, size_t n, bool nl)
 
 static void sp_free(struct launch_proc *p)
 {
-    for (int k = 0; k < 2; k++) {
-        if (p->out[k].file_fd >= 0)
-            close(p->out[k].file_fd);
-        free(p->out[k].tail);
-    }
-    free(p);
-}
-
-static void sp_unlink(struct sshl *l, struct launch_proc *p)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (l->v[i] == p) {
-            memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof(*l->v));
-            l->n--;
-            break;
-        }
-    sp_free(p);
+    for (int k = 0; k < 2; k++)
+        if (sp(p)->out[k].file_fd >= 0)
+            close(sp(p)->out[k].file_fd);
 }
 
 static struct launch_proc *find_slot(struct sshl *l, unsigned long slot)
 {
-    for (size_t i = 0; i < l->n; i++)
-        if (l->v[i]->slot == slot)
-            return l->v[i];
+    for (size_t i = 0; i < l->core.n; i++)
+        if (sp(l->core.v[i])->slot == slot)
+            return l->core.v[i];
     return NULL;
 }
 
@@ -154,12 +134,8 @@ static void raise_event(struct sshl *l)
  * noticed by stop()) must still wake the event loop. */
 static void sp_exit(struct launch_proc *p, int code, int sig)
 {
-    raise_event(p->l);
-    p->exited = true;
-    p->exit_code = code;
-    p->term_signal = sig;
-    p->end_ms = ea_now_ms();
-    p->kill_at = -1;
+    raise_event((struct sshl *)p->core);
+    launch_core_exit(p, code, sig, ea_now_ms());
 }
 
 /* A line from the helper. */
@@ -183,15 +159,15 @@ static void on_line(struct sshl *l, char *line, size_t len)
     if (!p || *end != ' ')
         return;
     if (c == 'P') {
-        p->wpid = (pid_t)strtol(end + 1, NULL, 10);
-        p->started = true;
+        p->pid = (pid_t)strtol(end + 1, NULL, 10);
+        sp(p)->started = true;
     } else if (c == 'F') {
         char what[16] = "";
         int e = 0;
         sscanf(end + 1, "%15s %d", what, &e);
-        snprintf(p->fail_what, sizeof(p->fail_what), "%s", what);
-        p->fail_errno = e > 0 ? e : EIO;
-        p->failed = true;
+        snprintf(sp(p)->fail_what, sizeof(sp(p)->fail_what), "%s", what);
+        sp(p)->fail_errno = e > 0 ? e : EIO;
+        sp(p)->failed = true;
     } else if (!p->exited) {
         int st = (int)strtol(end + 1, NULL, 10);
         /* the shell's convention: 128+N is death by signal N */
@@ -214,16 +190,17 @@ static void conn_lost(struct sshl *l)
              "elastic-agent: lost the ssh connection to host '%s' (ssh %s %d)%s%s\n", l->t.host,
              WIFEXITED(st) ? "exited with" : "killed by signal",
              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), said[0] ? ": " : "", said);
-    for (size_t i = 0; i < l->n; i++) {
-        struct launch_proc *p = l->v[i];
+    for (size_t i = 0; i < l->core.n; i++) {
+        struct launch_proc *p = l->core.v[i];
+        struct sproc *x = sp(p);
         if (p->exited)
             continue;
-        if (!p->started && !p->failed) {
-            p->failed = true;
-            snprintf(p->fail_what, sizeof(p->fail_what), "conn");
-            p->fail_errno = EPIPE;
+        if (!x->started && !x->failed) {
+            x->failed = true;
+            snprintf(x->fail_what, sizeof(x->fail_what), "conn");
+            x->fail_errno = EPIPE;
         }
-        tail_add(&p->out[1], msg, strlen(msg));
+        launch_core_tail(p, msg, strlen(msg));
         sp_exit(p, 255, 0);
     }
 }
@@ -272,73 +249,37 @@ static void ssh_fence(struct launcher *base, int64_t valid_until_ms)
 
 static int send_signal(struct launch_proc *p, int sig)
 {
-    if (p->exited || !p->started || !p->l->connected)
+    struct sshl *l = (struct sshl *)p->core;
+    if (p->exited || !sp(p)->started || !l->connected)
         return -ESRCH;
     char line[64];
-    int n = snprintf(line, sizeof(line), "_ea_k %u %d\n", p->slot, sig);
-    return send_line(p->l, line, (size_t)n) < 0 ? -ESRCH : 0;
+    int n = snprintf(line, sizeof(line), "_ea_k %u %d\n", sp(p)->slot, sig);
+    return send_line(l, line, (size_t)n) < 0 ? -ESRCH : 0;
 }
 
-static void arm_timer(struct sshl *l)
+static void ssh_reap(struct launch_core *c)
 {
-    int64_t next = -1;
-    for (size_t i = 0; i < l->n; i++) {
-        const struct launch_proc *p = l->v[i];
-        if (!p->exited && p->kill_at >= 0 && (next < 0 || p->kill_at < next))
-            next = p->kill_at;
-    }
-    struct itimerspec its = {0};
-    if (next >= 0) {
-        its.it_value.tv_sec = next / 1000;
-        its.it_value.tv_nsec = (long)(next % 1000) * 1000000L;
-    }
-    timerfd_settime(l->tfd, next >= 0 ? TFD_TIMER_ABSTIME : 0, &its, NULL);
-}
-
-static void collect(struct sshl *l)
-{
+    struct sshl *l = (struct sshl *)c;
     uint64_t ticks;
-    while (read(l->tfd, &ticks, sizeof(ticks)) > 0)
-        ;
     while (read(l->evfd, &ticks, sizeof(ticks)) > 0)
         ;
     pump(l);
     proc_reap(); /* a lost connection's client, when pump did not see it */
-    int64_t now = ea_now_ms();
-    for (size_t i = 0; i < l->n; i++) {
-        struct launch_proc *p = l->v[i];
-        if (!p->exited && p->kill_at >= 0 && now >= p->kill_at) {
-            p->kill_at = -1;
-            send_signal(p, SIGKILL);
-        }
-    }
-    arm_timer(l);
 }
 
-/* ---- ops ---------------------------------------------------------------------------------- */
-
-static void ssh_destroy(struct launcher *base)
+static void ssh_destroy(struct launch_core *c)
 {
-    struct sshl *l = (struct sshl *)base;
-    if (!l)
-        return;
+    struct sshl *l = (struct sshl *)c;
     if (l->connected) {
-        for (size_t i = 0; i < l->n; i++)
-            send_signal(l->v[i], SIGKILL);
+        launch_core_signal_all(&l->core, SIGKILL);
         /* EOF on its stdin: the helper kills what is left and exits, then ssh does */
         ssh_conn_close(&l->conn, SSH_CLOSE_WAIT_MS);
     }
     if (l->table)
         proc_reap();
-    for (size_t i = 0; i < l->n; i++)
-        sp_free(l->v[i]);
-    free(l->v);
-    if (l->tfd >= 0)
-        close(l->tfd);
+    launch_core_fini(&l->core);
     if (l->evfd >= 0)
         close(l->evfd);
-    if (l->epfd >= 0)
-        close(l->epfd);
     if (l->table)
         proc_table_close();
     for (size_t i = 0; l->opts && l->opts[i]; i++)
@@ -351,11 +292,112 @@ static void ssh_destroy(struct launcher *base)
     free(l);
 }
 
-static int epoll_add(int epfd, int fd)
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+static int connect_host(struct sshl *l, struct ea_error *err)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-    return fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
+    int r = ssh_conn_open(&l->conn, &l->t, SSH_CONNECT_TIMEOUT_MS, err);
+    if (r < 0)
+        return r;
+    if ((r = launch_core_watch(&l->core, l->conn.out_fd, NULL)) < 0 ||
+        (r = launch_core_watch(&l->core, l->conn.err_fd, NULL)) < 0 ||
+        (r = launch_core_watch(&l->core, l->conn.pidfd, NULL)) < 0) {
+        ssh_conn_close(&l->conn, 0);
+        return ea_errorf(err, r, "cannot watch the ssh connection: %s", strerror(-r));
+    }
+    l->connected = true;
+    l->fence_sent = 0;
+    send_fence(l); /* a new helper: it knows nothing of the fence yet */
+    return l->connected ? 0 : ea_errorf(err, -EPIPE, "lost the ssh connection to '%s'", l->t.host);
 }
+
+static int open_outputs(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
+{
+    for (int k = 0; k < 2; k++) {
+        struct sstream *s = &sp(p)->out[k];
+        const char *path = k ? spec->stderr_path : spec->stdout_path;
+        if (path && (s->file_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0)
+            return ea_errorf(err, -errno, "cannot open '%s' for the output of '%s': %s", path,
+                             spec->argv[0], strerror(errno));
+    }
+    return 0;
+}
+
+/* Wait for the helper's P or F about p (other slots' records are handled meanwhile). */
+static int await_answer(struct sshl *l, struct launch_proc *p)
+{
+    int64_t deadline = ea_now_ms() + SSH_START_TIMEOUT_MS;
+    while (l->connected && !sp(p)->started && !sp(p)->failed && !p->exited) {
+        int left = ea_timeout_until(deadline);
+        if (left <= 0)
+            return -ETIMEDOUT;
+        struct pollfd f[3] = {{.fd = l->conn.out_fd, .events = POLLIN},
+                              {.fd = l->conn.err_fd, .events = POLLIN},
+                              {.fd = l->conn.pidfd, .events = POLLIN}};
+        poll(f, 3, left);
+        pump(l);
+    }
+    return 0;
+}
+
+static int start_error(struct sshl *l, struct launch_proc *p, const struct launch_spec *spec,
+                       const char *cwd, struct ea_error *err)
+{
+    const char *prog = spec->argv[0];
+    int e = sp(p)->fail_errno;
+    if (strcmp(sp(p)->fail_what, "exec") == 0)
+        return ea_errorf(err, -e, "cannot run '%s' on host '%s': %s", prog, l->t.host, strerror(e));
+    if (strcmp(sp(p)->fail_what, "chdir") == 0)
+        return ea_errorf(err, -e, "cannot change to directory '%s' on host '%s' for '%s': %s", cwd,
+                         l->t.host, prog, strerror(e));
+    if (strcmp(sp(p)->fail_what, "conn") == 0 || !l->connected) {
+        char said[600];
+        ssh_conn_stderr(&l->conn, said, sizeof(said));
+        return ea_errorf(err, -EPIPE,
+                         "lost the ssh connection to host '%s' while starting '%s'%s%s", l->t.host,
+                         prog, said[0] ? ": " : "", said);
+    }
+    return ea_errorf(err, -e, "cannot start '%s' on host '%s': set-up failed: %s", prog, l->t.host,
+                     strerror(e));
+}
+
+static int ssh_spawn(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
+{
+    struct sshl *l = (struct sshl *)p->core;
+    struct sproc *x = sp(p);
+    for (int k = 0; k < 2; k++)
+        x->out[k] = (struct sstream){.file_fd = -1, .out_fd = k ? 2 : 1, .tee = spec->tee};
+    if (spec->pass_fd >= 3)
+        return ea_errorf(err, -EOPNOTSUPP, "the ssh launcher cannot pass an fd to a remote "
+                                           "process");
+    x->slot = ++l->next_slot;
+    int r = open_outputs(p, spec, err);
+    if (r == 0 && !l->connected)
+        r = connect_host(l, err);
+    if (r < 0)
+        return r;
+    const char *cwd = spec->cwd ? spec->cwd : l->cwd;
+    struct ssh_buf line = {0};
+    const char *const empty[] = {NULL};
+    if (ssh_start_line(&line, x->slot, cwd, spec->cwd != NULL, spec->envp ? spec->envp : empty,
+                       spec->argv) < 0) {
+        ssh_buf_free(&line);
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    }
+    r = send_line(l, line.p, line.len);
+    ssh_buf_free(&line);
+    if (r == 0 && await_answer(l, p) < 0) {
+        /* no answer in time: it may still start; end it quietly when it does */
+        launch_core_drop(p, ea_now_ms());
+        return ea_errorf(err, -ETIMEDOUT, "host '%s' did not confirm the start of '%s' in time",
+                         l->t.host, spec->argv[0]);
+    }
+    return x->started ? 0 : start_error(l, p, spec, cwd, err);
+}
+
+static const struct launch_core_ops ssh_core_ops = {
+    .impl_size = sizeof(struct sproc), .spawn = ssh_spawn, .signal = send_signal,
+    .reap = ssh_reap, .destroy = ssh_destroy, .free = sp_free};
 
 static int dup_str(const char *s, const char **ret)
 {
@@ -373,8 +415,8 @@ static int ssh_create(const struct launcher_config *cfg, struct launcher **ret,
     struct sshl *l = calloc(1, sizeof(*l));
     if (!l)
         return ea_errorf(err, -ENOMEM, "out of memory");
-    l->base.ops = &launch_ssh_ops;
-    l->sigfd = l->epfd = l->tfd = l->evfd = -1;
+    launch_core_init(&l->core, &launch_ssh_ops, &ssh_core_ops);
+    l->sigfd = l->evfd = -1;
     l->t.port = cfg->port;
     l->t.parallel = cfg->conn_parallel;
     l->fence_grace_ms = cfg->fence_grace_ms;
@@ -396,246 +438,22 @@ static int ssh_create(const struct launcher_config *cfg, struct launcher **ret,
     if ((r = proc_table_open(&l->sigfd, err)) < 0)
         goto error;
     l->table = true;
-    l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if ((r = launch_core_open(&l->core, l->sigfd, err)) < 0)
+        goto error;
     l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (l->epfd < 0 || l->tfd < 0 || l->evfd < 0 || (r = epoll_add(l->epfd, l->sigfd)) < 0 ||
-        (r = epoll_add(l->epfd, l->tfd)) < 0 || (r = epoll_add(l->epfd, l->evfd)) < 0) {
+    if (l->evfd < 0 || (r = launch_core_watch(&l->core, l->evfd, NULL)) < 0) {
         r = ea_errorf(err, r < 0 ? r : -errno, "cannot set up the launcher's fds: %s",
                       strerror(r < 0 ? -r : errno));
         goto error;
     }
-    *ret = &l->base;
+    *ret = &l->core.base;
     return 0;
 nomem:
     r = ea_errorf(err, -ENOMEM, "out of memory");
 error:
-    ssh_destroy(&l->base);
+    ssh_destroy(&l->core);
     return r;
 }
 
-static int connect_host(struct sshl *l, struct ea_error *err)
-{
-    int r = ssh_conn_open(&l->conn, &l->t, SSH_CONNECT_TIMEOUT_MS, err);
-    if (r < 0)
-        return r;
-    if ((r = epoll_add(l->epfd, l->conn.out_fd)) < 0 ||
-        (r = epoll_add(l->epfd, l->conn.err_fd)) < 0 ||
-        (r = epoll_add(l->epfd, l->conn.pidfd)) < 0) {
-        ssh_conn_close(&l->conn, 0);
-        return ea_errorf(err, r, "cannot watch the ssh connection: %s", strerror(-r));
-    }
-    l->connected = true;
-    l->fence_sent = 0;
-    send_fence(l); /* a new helper: it knows nothing of the fence yet */
-    return l->connected ? 0 : ea_errorf(err, -EPIPE, "lost the ssh connection to '%s'", l->t.host);
-}
-
-static int open_outputs(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
-{
-    for (int k = 0; k < 2; k++) {
-        struct sstream *s = &p->out[k];
-        const char *path = k ? spec->stderr_path : spec->stdout_path;
-        size_t tail = k ? spec->stderr_tail : 0;
-        if (tail) {
-            s->tail_cap = tail < LAUNCH_TAIL_MAX ? tail : LAUNCH_TAIL_MAX;
-            if (!(s->tail = calloc(1, s->tail_cap + 1)))
-                return ea_errorf(err, -ENOMEM, "out of memory");
-        }
-        if (path && (s->file_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0)
-            return ea_errorf(err, -errno, "cannot open '%s' for the output of '%s': %s", path,
-                             spec->argv[0], strerror(errno));
-    }
-    return 0;
-}
-
-/* Wait for the helper's P or F about p (other slots' records are handled meanwhile). */
-static int await_answer(struct sshl *l, struct launch_proc *p)
-{
-    int64_t deadline = ea_now_ms() + SSH_START_TIMEOUT_MS;
-    while (l->connected && !p->started && !p->failed && !p->exited) {
-        int left = ea_timeout_until(deadline);
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd f[3] = {{.fd = l->conn.out_fd, .events = POLLIN},
-                              {.fd = l->conn.err_fd, .events = POLLIN},
-                              {.fd = l->conn.pidfd, .events = POLLIN}};
-        poll(f, 3, left);
-        pump(l);
-    }
-    return 0;
-}
-
-static int start_error(struct sshl *l, struct launch_proc *p, const struct launch_spec *spec,
-                       const char *cwd, struct ea_error *err)
-{
-    const char *prog = spec->argv[0];
-    int e = p->fail_errno;
-    if (strcmp(p->fail_what, "exec") == 0)
-        return ea_errorf(err, -e, "cannot run '%s' on host '%s': %s", prog, l->t.host, strerror(e));
-    if (strcmp(p->fail_what, "chdir") == 0)
-        return ea_errorf(err, -e, "cannot change to directory '%s' on host '%s' for '%s': %s", cwd,
-                         l->t.host, prog, strerror(e));
-    if (strcmp(p->fail_what, "conn") == 0 || !l->connected) {
-        char said[600];
-        ssh_conn_stderr(&l->conn, said, sizeof(said));
-        return ea_errorf(err, -EPIPE,
-                         "lost the ssh connection to host '%s' while starting '%s'%s%s", l->t.host,
-                         prog, said[0] ? ": " : "", said);
-    }
-    return ea_errorf(err, -e, "cannot start '%s' on host '%s': set-up failed: %s", prog, l->t.host,
-                     strerror(e));
-}
-
-static int ssh_start(struct launcher *base, const struct launch_spec *spec,
-                     struct launch_proc **ret, struct ea_error *err)
-{
-    struct sshl *l = (struct sshl *)base;
-    if (!spec->argv || !spec->argv[0])
-        return ea_errorf(err, -EINVAL, "no program to start");
-    if (spec->pass_fd >= 3)
-        return ea_errorf(err, -EOPNOTSUPP, "the ssh launcher cannot pass an fd to a remote "
-                                           "process");
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        struct launch_proc **v = realloc(l->v, cap * sizeof(*v));
-        if (!v)
-            return ea_errorf(err, -ENOMEM, "out of memory");
-        l->v = v;
-        l->cap = cap;
-    }
-    struct launch_proc *p = calloc(1, sizeof(*p));
-    if (!p)
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    *p = (struct launch_proc){.l = l, .kill_at = -1, .slot = ++l->next_slot};
-    for (int k = 0; k < 2; k++)
-        p->out[k] = (struct sstream){.file_fd = -1, .out_fd = k ? 2 : 1, .tee = spec->tee};
-    snprintf(p->label, sizeof(p->label), "%s", spec->label ? spec->label : "");
-    int r = open_outputs(p, spec, err);
-    if (r == 0 && !l->connected)
-        r = connect_host(l, err);
-    if (r < 0) {
-        sp_free(p);
-        return r;
-    }
-    const char *cwd = spec->cwd ? spec->cwd : l->cwd;
-    struct ssh_buf line = {0};
-    const char *const empty[] = {NULL};
-    if (ssh_start_line(&line, p->slot, cwd, spec->cwd != NULL, spec->envp ? spec->envp : empty,
-                       spec->argv) < 0) {
-        ssh_buf_free(&line);
-        sp_free(p);
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    }
-    l->v[l->n++] = p;
-    r = send_line(l, line.p, line.len);
-    ssh_buf_free(&line);
-    if (r == 0 && await_answer(l, p) < 0) {
-        /* no answer in time: it may still start; end it quietly when it does */
-        p->released = true;
-        p->kill_at = ea_now_ms();
-        arm_timer(l);
-        return ea_errorf(err, -ETIMEDOUT, "host '%s' did not confirm the start of '%s' in time",
-                         l->t.host, spec->argv[0]);
-    }
-    if (!p->started) {
-        r = start_error(l, p, spec, cwd, err);
-        sp_unlink(l, p);
-        return r;
-    }
-    if (!spec->label)
-        snprintf(p->label, sizeof(p->label), "%d", (int)p->wpid);
-    *ret = p;
-    return 0;
-}
-
-static int ssh_signal(struct launch_proc *p, int sig)
-{
-    return send_signal(p, sig);
-}
-
-static int ssh_stop(struct launch_proc *p, int64_t grace_ms)
-{
-    if (p->exited)
-        return 0;
-    int64_t at = ea_now_ms() + (grace_ms > 0 ? grace_ms : 0);
-    if (!p->stopping) {
-        p->stopping = true;
-        p->kill_at = at;
-        send_signal(p, SIGTERM);
-    } else if (p->kill_at >= 0 && at < p->kill_at) {
-        p->kill_at = at;
-    }
-    arm_timer(p->l);
-    return 0;
-}
-
-static int ssh_fd(struct launcher *base)
-{
-    return ((struct sshl *)base)->epfd;
-}
-
-static int ssh_dispatch(struct launcher *base, struct launch_exit **ret_exits, size_t *ret_n,
-                        struct ea_error *err)
-{
-    struct sshl *l = (struct sshl *)base;
-    collect(l);
-    size_t n = 0;
-    for (size_t i = l->n; i-- > 0;) {
-        if (l->v[i]->released && l->v[i]->exited)
-            sp_unlink(l, l->v[i]);
-        else
-            n += l->v[i]->exited && !l->v[i]->reported;
-    }
-    struct launch_exit *ex = NULL;
-    if (n && !(ex = calloc(n, sizeof(*ex))))
-        return ea_errorf(err, -ENOMEM, "out of memory");
-    size_t k = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        struct launch_proc *p = l->v[i];
-        if (!p->exited || p->reported || p->released)
-            continue;
-        p->reported = true;
-        ex[k++] = (struct launch_exit){
-            .proc = p,
-            .exit_code = p->exit_code,
-            .term_signal = p->term_signal,
-            .end_ms = p->end_ms,
-            .stderr_tail = p->out[1].tail,
-        };
-    }
-    *ret_exits = ex;
-    *ret_n = n;
-    return 0;
-}
-
-static pid_t ssh_pid(const struct launch_proc *p)
-{
-    return p->wpid;
-}
-
-static void ssh_release(struct launch_proc *p)
-{
-    if (!p)
-        return;
-    if (!p->exited) {
-        send_signal(p, SIGKILL);
-        p->released = true;
-        return;
-    }
-    sp_unlink(p->l, p);
-}
-
 const struct launcher_ops launch_ssh_ops = {
-    .name = "ssh",
-    .create = ssh_create,
-    .destroy = ssh_destroy,
-    .start = ssh_start,
-    .signal = ssh_signal,
-    .stop = ssh_stop,
-    .fd = ssh_fd,
-    .dispatch = ssh_dispatch,
-    .pid = ssh_pid,
-    .release = ssh_release,
-    .fence = ssh_fence,
-};
+    .name = "ssh", .create = ssh_create, .fence = ssh_fence, LAUNCH_CORE_OPS};

@@ -6,3 +6,10 @@ foreach(t proc guard launcher_local)
     LIBS ea_launcher
     TIMEOUT 60)
 endforeach()
+# The fake launcher and, through it, the core every launcher shares (stop with grace, exit
+# collection, release): no processes, a fake clock, so its verdicts do not depend on load.
+ea_add_criterion_test(test_launcher_fake
+  SOURCES unit/test_launcher_fake.c
+  LIBS ea_launcher
+  TIMEOUT 30
+  SAFETY "fake/@(stop_*|a_second_stop*|release_*)")

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * launcher/fake: the "fake" launcher, a stand-in for tests (flux-core's testexec). start() records
+ * the request and hands out a fake pid; nothing runs and no clock is read: the test decides when
+ * a "worker" exits and with which status, and what time it is. Stop with grace, exit collection
+ * and release are the core's (launch_core.c), the same as local and ssh. Not for production: the
+ * agent's --launcher does not accept "fake".
+ */
+#ifndef EA_LAUNCHER_FAKE_H
+#define EA_LAUNCHER_FAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "launcher.h"
+
+#define LAUNCH_FAKE_SIGNALS_MAX 16 /* signals recorded per process; later ones are counted only */
+
+/* The fake's clock (monotonic ms; 0 at create()): stop() deadlines and end_ms use it. Setting it
+ * raises the launcher's fd, so that a loop calls dispatch() and sends the SIGKILLs now due. */
+void launch_fake_set_now(struct launcher *l, int64_t now_ms);
+
+/* The worker behind `p` ends with exit_code (0..255, term_signal 0) or by term_signal
+ * (exit_code -1): reported by the next dispatch() with end_ms = the fake clock. -ESRCH when it
+ * has already ended. A SIGKILL (from stop's grace, release or signal) ends it by itself. */
+int launch_fake_exit(struct launcher *l, struct launch_proc *p, int exit_code, int term_signal);
+
+/* The next start() fails with `code` (a negative errno) and the message exec failures carry;
+ * 0 = succeed again. */
+void launch_fake_fail_next(struct launcher *l, int code);
+
+/* Append `data` to p's stderr (kept in its tail when the spec asked for one). */
+void launch_fake_stderr(struct launch_proc *p, const char *data);
+
+/* How many starts succeeded so far, and the argv (NULL-terminated copy; owned by the record)
+ * and label of a process. */
+size_t launch_fake_started(const struct launcher *l);
+const char *const *launch_fake_argv(const struct launch_proc *p);
+const char *launch_fake_label(const struct launch_proc *p);
+
+/* The signals sent to p's group so far, in order (at most LAUNCH_FAKE_SIGNALS_MAX in sigs;
+ * the return value counts them all). */
+size_t launch_fake_signals(const struct launch_proc *p, const int **ret_sigs);
+
+/* The last fence() deadline (0 = none). */
+int64_t launch_fake_fence(const struct launcher *l);
+
+#endif
