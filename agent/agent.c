@@ -827,8 +827,10 @@ static bool pass_done(void *c)
 
 int agent_loop_create(struct agent *a)
 {
-    struct ea_loop *l = ea_loop_create(NULL, pass_done, a);
+    struct ea_loop *l = ea_loop_create(a->hooks->clock, pass_done, a);
     int r = l ? 0 : -ENOMEM;
+    if (r == 0 && a->hooks->step) /* a test's script, first of all */
+        r = ea_loop_add_step(l, a->hooks->step, a->hooks->step_ctx);
     for (size_t i = 0; r == 0 && i < sizeof(agent_steps) / sizeof(agent_steps[0]); i++)
         r = ea_loop_add_step(l, &agent_steps[i], a);
     for (size_t i = 0; r == 0 && i < sizeof(agent_sources) / sizeof(agent_sources[0]); i++)

@@ -58,6 +58,7 @@ struct agent_stage {
 
 struct agent {
     const struct cfg *cfg;
+    const struct agent_hooks *hooks; /* tests: clock, launcher, a step of theirs (agent.h) */
     struct ea_loop *loop;     /* the one event loop (agent.c registers its steps and sources) */
     struct agent_stage stage; /* where the node is in it */
     char **envp;        /* this agent's environment: --preflight's */

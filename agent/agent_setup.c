@@ -251,12 +251,16 @@ static int open_all(struct agent *a)
         return AGENT_EXIT_USAGE;
     }
     lc.fence_grace_ms = c->stop_timeout_ms;
+    if (a->hooks->launcher)
+        lc.name = a->hooks->launcher;
     if (launcher_create(&lc, &a->launcher, &err) < 0) {
         log_error("cannot create the %s launcher: %s", lc.name, err.msg);
         return strcmp(lc.name, "ssh") == 0 ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
     }
     if (strcmp(lc.name, "ssh") == 0)
         log_info("workers run on host '%s' (%s) over ssh", c->host, a->addr);
+    if (a->hooks->ret_launcher)
+        *a->hooks->ret_launcher = a->launcher;
     if (hb_create(c->heartbeat_timeout_ms, c->startup_timeout_ms, &a->hb, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_RDZV;
@@ -408,7 +412,13 @@ static void run(struct agent *a)
 
 int agent_run(const struct cfg *cfg, char **envp)
 {
-    struct agent a = {.cfg = cfg, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
+    return agent_run_hooked(cfg, envp, NULL);
+}
+
+int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hooks *hooks)
+{
+    static const struct agent_hooks none = {0};
+    struct agent a = {.cfg = cfg, .hooks = hooks ? hooks : &none, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
                       .waiting_since_ms = -1,
                       .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
                       .last_generation_logged = -1, .parent = getppid()};

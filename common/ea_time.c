@@ -12,9 +12,18 @@ static int64_t clock_ms(clockid_t id)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int64_t (*override_now)(void *ctx);
+static void *override_ctx;
+
+void ea_time_override(int64_t (*now)(void *ctx), void *ctx)
+{
+    override_now = now;
+    override_ctx = ctx;
+}
+
 int64_t ea_now_ms(void)
 {
-    return clock_ms(CLOCK_MONOTONIC);
+    return override_now ? override_now(override_ctx) : clock_ms(CLOCK_MONOTONIC);
 }
 
 int64_t ea_wall_ms(void)

@@ -8,8 +8,14 @@
 
 #include <stdint.h>
 
-/* Milliseconds on CLOCK_MONOTONIC. */
+/* Milliseconds on CLOCK_MONOTONIC (or the test's clock: ea_time_override). */
 int64_t ea_now_ms(void);
+
+/* Tests only: ea_now_ms() returns now(ctx) instead of CLOCK_MONOTONIC (now NULL: the real clock
+ * again). One process-wide seam, so that everything that reads the time — the loop, the
+ * session's timers, the lease's renewal — follows a fake clock the test drives (ea_loop.h's
+ * ea_fake_clock) and a decision that waits on a deadline is tested without waiting for it. */
+void ea_time_override(int64_t (*now)(void *ctx), void *ctx);
 
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME), for records humans read. */
 int64_t ea_wall_ms(void);

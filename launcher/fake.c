@@ -222,3 +222,19 @@ int64_t launch_fake_fence(const struct launcher *l)
 {
     return ((const struct fake *)l)->fence;
 }
+
+struct launch_proc *launch_fake_proc(struct launcher *l, size_t i)
+{
+    struct launch_core *c = (struct launch_core *)l;
+    return i < c->n ? c->v[i] : NULL;
+}
+
+bool launch_fake_ended(const struct launch_proc *p)
+{
+    return p->exited || fp(p)->ending;
+}
+
+int64_t launch_fake_next_kill(const struct launcher *l)
+{
+    return launch_core_next_kill((const struct launch_core *)l);
+}

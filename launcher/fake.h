@@ -9,6 +9,7 @@
 #ifndef EA_LAUNCHER_FAKE_H
 #define EA_LAUNCHER_FAKE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,5 +45,14 @@ size_t launch_fake_signals(const struct launch_proc *p, const int **ret_sigs);
 
 /* The last fence() deadline (0 = none). */
 int64_t launch_fake_fence(const struct launcher *l);
+
+/* The i-th process record not yet freed, in start order (NULL past the end): a test's script
+ * finds the workers the agent started. */
+struct launch_proc *launch_fake_proc(struct launcher *l, size_t i);
+/* Whether p has ended (exited, or ended by the test or a SIGKILL, not yet reported). */
+bool launch_fake_ended(const struct launch_proc *p);
+/* When the earliest pending SIGKILL of a stop's grace is due on the fake clock, -1: none (a
+ * script's step wakes the loop then, and sets the clock: launch_fake_set_now). */
+int64_t launch_fake_next_kill(const struct launcher *l);
 
 #endif

@@ -12,3 +12,7 @@ target_include_directories(test_warm PRIVATE ${PROJECT_SOURCE_DIR}/include)
 ea_add_criterion_test(test_ea_time SOURCES unit/test_ea_time.c LIBS ea_common TIMEOUT 30)
 # common/ea_loop: the registration loop on a fake clock.
 ea_add_criterion_test(test_ea_loop SOURCES unit/test_ea_loop.c LIBS ea_common TIMEOUT 30)
+# The agent's decisions (a worker failure, the restart budget, the stop's grace, SIGTERM) on a
+# fake clock with the fake launcher: the whole agent in-process, in milliseconds (issue 37).
+ea_add_criterion_test(test_agent_decisions SOURCES unit/test_agent_decisions.c
+                      LIBS ea_agent TIMEOUT 60)
