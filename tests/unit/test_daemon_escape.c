@@ -58,14 +58,14 @@ static struct pool pool(void)
     return p;
 }
 
-/* A queue entry whose key is the hostile value: not a spec, so every walk of the queue reports
- * it (the finding's vector). */
-static void put_evil_queue_key(void)
+/* A queue entry whose key is `name`: not a spec, so every walk of the queue reports it (the
+ * finding's vector). */
+static void put_queue_key(const char *name)
 {
     struct pool p = pool();
     char key[POOL_KEY_MAX];
     pool_queue_prefix(&p, key, sizeof(key));
-    strncat(key, EVIL, sizeof(key) - strlen(key) - 1);
+    strncat(key, name, sizeof(key) - strlen(key) - 1);
     put(key, "not a spec");
 }
 
@@ -119,12 +119,14 @@ static int run(int (*main_fn)(int, char **, char **), const char *const *args, c
     return code;
 }
 
-/* status --pool: the queue key (a skipped spec), a daemon's node and host, a refusal's reason,
- * principal and author. Mutation checked: the escape of the skipped-spec line, of a daemon's
- * line. */
+/* status --pool: queue keys (skipped specs: one valid UTF-8, which its JSON holds as it is, one
+ * not, which it holds escaped), a daemon's node and host, a refusal's reason, principal and
+ * author. Mutation checked: the escape of the skipped-spec line; the listing of a key that is
+ * not UTF-8. */
 Test(daemon_escape, status_pool)
 {
-    put_evil_queue_key();
+    put_queue_key(EVIL);
+    put_queue_key("y" EVIL_UTF8);
     struct pool p = pool();
     char key[POOL_KEY_MAX];
     struct daemon_record d = {.pid = 42, .since_ms = 1};
@@ -150,6 +152,8 @@ Test(daemon_escape, status_pool)
     assert_terminal_safe(err, "status --pool (stderr)");
     cr_expect(strstr(out, "\nskipped spec '/elastic/~pools/default/queue/" EVIL_ESC "': "), "%s",
               out);
+    cr_expect(strstr(out, "\nskipped spec '/elastic/~pools/default/queue/y" EVIL_UTF8_ESC "': "),
+              "%s", out);
     cr_expect(strstr(out, "\n" EVIL_UTF8_ESC " " EVIL_UTF8_ESC " 42 "), "%s", out);
     cr_expect(strstr(out, "\nr9                       " EVIL_UTF8_ESC
                           "; key SHA256:abc of " EVIL_UTF8_ESC " (by " EVIL_UTF8_ESC ")\n"),
@@ -160,7 +164,7 @@ Test(daemon_escape, status_pool)
  * shown escaped. Mutation checked: the escape of that warning. */
 Test(daemon_escape, submit)
 {
-    put_evil_queue_key();
+    put_queue_key(EVIL);
     char *out, *err;
     const char *argv[] = {"submit", "--run-id", "r1", "--", "true", NULL};
     cr_assert_eq(run(submit_main, argv, &out, &err), 0, "%s", err);
