@@ -138,8 +138,8 @@ static bool parse_conv(const char **pp, struct conv *c, va_list *ap)
     while (*p && strchr("hljztL", *p) && nl < 2)
         c->length[nl++] = *p++;
     c->type = *p;
-    if (!*p || !strchr("diuoxXcspeEfFgGaA", *p))
-        return false;
+    if (!*p || !strchr("diuoxXcspeEfFgGaA", *p) || (strchr("cs", *p) && nl))
+        return false; /* nor wide characters or strings (%lc, %ls) */
     *pp = p + 1;
     return true;
 }

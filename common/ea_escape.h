@@ -38,7 +38,7 @@ size_t ea_utf8_len(const unsigned char *p, size_t left);
  * is printed as it is; every %s and %c argument goes through ea_escape (a %s precision cuts the
  * raw string first, a width pads the escaped one). Supports the flags, width and precision
  * (also `*`), the length modifiers hh h l ll j z t L and the conversions d i u o x X c s p
- * e E f F g G a A; anything else (%n) ends the output there with -EINVAL. 0, or -EIO when
+ * e E f F g G a A; anything else (%n, %ls) ends the output there with -EINVAL. 0, or -EIO when
  * `out` failed.
  */
 int ea_fprintf(FILE *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
