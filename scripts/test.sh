@@ -129,14 +129,14 @@ mutant --target test_http --filter 'http/one_address*' agent/observe/http.c \
   '/MHD_OPTION_PER_IP_CONNECTION_LIMIT/d' '^test_http$'
 mutant --target test_log --target test_e2e_log_hardening \
   --filter '@(log/a_value*|log_hardening/an_error*)' agent/observe/log.c \
-  's/^\(\s*\)log_escape(line + n, size - (size_t)n, raw, false);/\1snprintf(line + n, size - (size_t)n, "%s", raw);/' \
+  's/^\(\s*\)ea_escape(line + n, size - (size_t)n, raw, EA_ESCAPE_KEEP_TAB);/\1snprintf(line + n, size - (size_t)n, "%s", raw);/' \
   '^(test_log|test_e2e_log_hardening)$'
 mutant --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
   's/^#define WORKDIR_FILE_MODE 0600/#define WORKDIR_FILE_MODE 0644/' '^test_e2e_log_hardening$'
 mutant --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \
   's/^#define WORKDIR_MODE 0700/#define WORKDIR_MODE 0755/' '^test_e2e_log_hardening$'
 mutant --target test_report --filter 'report/failure_table_escapes*' \
-  agent/observe/report.c 's/log_escape(esc, sizeof(esc), line, false);/snprintf(esc, sizeof(esc), "%s", line);/' \
+  agent/observe/report.c '/(int)len, p);/s/ea_fprintf/fprintf/' \
   '^test_report$'
 # signed submissions (issue 29): a daemon never runs a spec whose signature does not verify, that
 # has expired or that was signed for another pool, nor one its last check before spawning refuses

@@ -2,6 +2,10 @@
 # The node daemon (issue 23): the run spec's codec and validation (unit), and serve / submit /
 # cancel / status --pool end to end against a real etcd.
 ea_add_criterion_test(test_runspec SOURCES unit/test_runspec.c LIBS ea_daemon)
+# issue 38: status --pool, submit and cancel show a store writer's control characters escaped
+# (in-process, against a file store)
+ea_add_criterion_test(test_daemon_escape SOURCES unit/test_daemon_escape.c LIBS ea_daemon
+                      LABELS safety)
 # safety: a run never takes more daemons than its --max, and shows full at it
 ea_add_criterion_test(test_e2e_daemon SOURCES e2e/test_e2e_daemon.c
                       LIBS ea_e2e_harness ea_etcd_harness PkgConfig::JANSSON TIMEOUT 300

@@ -31,6 +31,10 @@ set_tests_properties(test_tty PROPERTIES TIMEOUT 120 LABELS e2e)
 # issue 29: control characters in text log lines are escaped; the --http server's per-address
 # connection limit; worker logs 0600 in 0700 directories, and an error file cannot forge a line
 ea_add_criterion_test(test_log SOURCES unit/test_log.c LIBS ea_agent PkgConfig::JANSSON)
+# issue 38: the one escaper of foreign strings (store values, a peer's answer) and its printf;
+# each command's test of it is beside the command's others (test_status, test_status_node,
+# test_report, test_daemon_escape)
+ea_add_criterion_test(test_escape SOURCES unit/test_escape.c LIBS ea_common LABELS safety)
 ea_add_criterion_test(test_http SOURCES unit/test_http.c LIBS ea_agent)
 if(TARGET ea_e2e_harness)
   ea_add_criterion_test(test_e2e_log_hardening SOURCES e2e/test_e2e_log_hardening.c

@@ -11,6 +11,7 @@
 
 #include "agent.h"
 #include "daemon_internal.h"
+#include "ea_escape.h"
 
 char *daemon_record_encode(const struct daemon_record *d)
 {
@@ -253,8 +254,8 @@ int daemon_open_store(const char *cmd, const struct cfg *c, struct kv **ret)
     struct kv_config kc = cfg_kv_config(c, 0);
     int r = kv_open(&kc, ret, &err);
     if (r < 0) {
-        fprintf(stderr, "elastic-agent %s: cannot open the %s store: %s\n", cmd, c->backend,
-                err.msg);
+        ea_fprintf(stderr, "elastic-agent %s: cannot open the %s store: %s\n", cmd, c->backend,
+                   err.msg);
         return r == KV_EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_STORE;
     }
     return 0;

@@ -12,6 +12,7 @@
 #include "agent.h"
 #include "daemon.h"
 #include "daemon_internal.h"
+#include "ea_escape.h"
 #include "ea_time.h"
 #include "pool.h"
 #include "signers.h"
@@ -101,6 +102,19 @@ static json_t *signer_of(const struct pool *p, const struct runspec *s,
     return o;
 }
 
+/* An entry the listing skips. A key or message that is not UTF-8 (a store writer's; JSON cannot
+ * hold it) goes in escaped to ASCII (ea_escape) rather than vanish from the list. */
+static json_t *skipped(const char *key, const char *why)
+{
+    json_t *o = json_pack("{s:s, s:s}", "key", key, "error", why);
+    if (o)
+        return o;
+    char k[EA_ESCAPED_SIZE(POOL_KEY_MAX)], w[EA_ESCAPED_SIZE(EA_ERROR_MSG_MAX)];
+    ea_escape(k, sizeof(k), key, EA_ESCAPE_ASCII);
+    ea_escape(w, sizeof(w), why, EA_ESCAPE_ASCII);
+    return json_pack("{s:s, s:s}", "key", k, "error", w);
+}
+
 /* The pool as one JSON object (also what the text form prints from). */
 static int collect(struct pool *p, const struct signers *signers, json_t **ret,
                    struct ea_error *err)
@@ -142,8 +156,7 @@ static int collect(struct pool *p, const struct signers *signers, json_t **ret,
         struct ea_error derr = {0};
         if (runspec_decode(ql.entries[i].value, ql.entries[i].value_len, &s, &derr) < 0) {
             json_array_append_new(json_object_get(o, "skipped"),
-                                  json_pack("{s:s, s:s}", "key", ql.entries[i].key, "error",
-                                            derr.msg));
+                                  skipped(ql.entries[i].key, derr.msg));
             continue;
         }
         char status[32] = "?", nodes_pre[POOL_KEY_MAX];
@@ -183,8 +196,7 @@ static int collect(struct pool *p, const struct signers *signers, json_t **ret,
                                             principal, "fingerprint", fp, "by", by, "at_ms", at));
         else
             json_array_append_new(json_object_get(o, "skipped"),
-                                  json_pack("{s:s, s:s}", "key", rl.entries[i].key, "error",
-                                            "not a refusal record of ours"));
+                                  skipped(rl.entries[i].key, "not a refusal record of ours"));
         json_decref(e);
     }
     kv_list_clear(&dl);
@@ -219,28 +231,31 @@ static void print_text(json_t *o)
     json_t *v;
     size_t i;
     const char *next = json_string_value(json_object_get(o, "next"));
-    printf("pool '%s' under '%s'; next: %s\n", json_string_value(json_object_get(o, "pool")),
-           json_string_value(json_object_get(o, "prefix")), next && next[0] ? next : "-");
+    ea_fprintf(stdout, "pool '%s' under '%s'; next: %s\n",
+               json_string_value(json_object_get(o, "pool")),
+               json_string_value(json_object_get(o, "prefix")), next && next[0] ? next : "-");
     json_t *unsigned_ok = json_object_get(o, "allow_unsigned");
     if (json_array_size(unsigned_ok)) {
-        printf("warning: %zu daemon(s) run unsigned specs (--allow-unsigned):",
-               json_array_size(unsigned_ok));
+        ea_fprintf(stdout, "warning: %zu daemon(s) run unsigned specs (--allow-unsigned):",
+                   json_array_size(unsigned_ok));
         json_array_foreach(unsigned_ok, i, v)
-            printf("%s %s", i ? "," : "", json_string_value(v));
-        printf(": anyone who can write to the store can run commands on them\n");
+            ea_fprintf(stdout, "%s %s", i ? "," : "", json_string_value(v));
+        ea_fprintf(stdout, ": anyone who can write to the store can run commands on them\n");
     }
-    printf("\nDAEMONS (%zu)\n%-24s %-20s %-8s %-8s %s\n",
-           json_array_size(json_object_get(o, "daemons")), "NODE", "HOST", "PID", "STATE", "RUN");
+    ea_fprintf(stdout, "\nDAEMONS (%zu)\n%-24s %-20s %-8s %-8s %s\n",
+               json_array_size(json_object_get(o, "daemons")), "NODE", "HOST", "PID", "STATE",
+               "RUN");
     json_array_foreach(json_object_get(o, "daemons"), i, v) {
         const char *run = json_string_value(json_object_get(v, "run"));
-        printf("%-24s %-20s %-8lld %-8s %s\n", json_string_value(json_object_get(v, "node")),
-               json_string_value(json_object_get(v, "host")),
-               (long long)json_integer_value(json_object_get(v, "pid")),
-               json_string_value(json_object_get(v, "state")), run && run[0] ? run : "-");
+        ea_fprintf(stdout, "%-24s %-20s %-8lld %-8s %s\n",
+                   json_string_value(json_object_get(v, "node")),
+                   json_string_value(json_object_get(v, "host")),
+                   (long long)json_integer_value(json_object_get(v, "pid")),
+                   json_string_value(json_object_get(v, "state")), run && run[0] ? run : "-");
     }
-    printf("\nRUNS (%zu, oldest first)\n%-24s %-10s %-4s %-4s %-21s %-16s %s\n",
-           json_array_size(json_object_get(o, "runs")), "RUN", "STATUS", "MIN", "MAX",
-           "SUBMITTED", "NODES", "SIGNER");
+    ea_fprintf(stdout, "\nRUNS (%zu, oldest first)\n%-24s %-10s %-4s %-4s %-21s %-16s %s\n",
+               json_array_size(json_object_get(o, "runs")), "RUN", "STATUS", "MIN", "MAX",
+               "SUBMITTED", "NODES", "SIGNER");
     json_array_foreach(json_object_get(o, "runs"), i, v) {
         char at[32], nodes[1024] = "", who[800];
         when(json_integer_value(json_object_get(v, "submitted_ms")), at, sizeof(at));
@@ -251,28 +266,33 @@ static void print_text(json_t *o)
             if (len < sizeof(nodes))
                 len += (size_t)snprintf(nodes + len, sizeof(nodes) - len, "%s%s", k ? "," : "",
                                         json_string_value(n));
-        printf("%-24s %-10s %-4d %-4d %-21s %-16s %s\n",
-               json_string_value(json_object_get(v, "run")),
-               json_string_value(json_object_get(v, "status")),
-               (int)json_integer_value(json_object_get(v, "min")),
-               (int)json_integer_value(json_object_get(v, "max")), at, nodes[0] ? nodes : "-",
-               who);
+        ea_fprintf(stdout, "%-24s %-10s %-4d %-4d %-21s %-16s %s\n",
+                   json_string_value(json_object_get(v, "run")),
+                   json_string_value(json_object_get(v, "status")),
+                   (int)json_integer_value(json_object_get(v, "min")),
+                   (int)json_integer_value(json_object_get(v, "max")), at, nodes[0] ? nodes : "-",
+                   who);
     }
     json_t *refused = json_object_get(o, "refused");
     if (json_array_size(refused))
-        printf("\nREFUSED (%zu, never run; `cancel ID` forgets one)\n", json_array_size(refused));
+        ea_fprintf(stdout, "\nREFUSED (%zu, never run; `cancel ID` forgets one)\n",
+                   json_array_size(refused));
     json_array_foreach(refused, i, v) {
         const char *fp = json_string_value(json_object_get(v, "fingerprint"));
         const char *principal = json_string_value(json_object_get(v, "principal"));
         const char *reason = json_string_value(json_object_get(v, "reason"));
         bool named = !fp[0] || strstr(reason, fp);
-        printf("%-24s %s%s%s%s%s (by %s)\n", json_string_value(json_object_get(v, "run")),
-               reason, named ? "" : "; key ", named ? "" : fp, principal[0] ? " of " : "",
-               principal, json_string_value(json_object_get(v, "by")));
+        ea_fprintf(stdout, "%-24s %s%s%s%s%s (by %s)\n",
+                   json_string_value(json_object_get(v, "run")), reason, named ? "" : "; key ",
+                   named ? "" : fp, principal[0] ? " of " : "", principal,
+                   json_string_value(json_object_get(v, "by")));
     }
     json_array_foreach(json_object_get(o, "skipped"), i, v)
-        printf("\nskipped spec '%s': %s\n", json_string_value(json_object_get(v, "key")),
-               json_string_value(json_object_get(v, "error")));
+    {
+        ea_fprintf(stdout, "\nskipped spec '%s': %s\n",
+                   json_string_value(json_object_get(v, "key")),
+                   json_string_value(json_object_get(v, "error")));
+    }
 }
 
 int pool_status_main(int argc, char **argv, char **envp)
@@ -294,17 +314,17 @@ int pool_status_main(int argc, char **argv, char **envp)
         goto out;
     }
     if (n_rest) {
-        fprintf(stderr, "elastic-agent status: '%s' is not an option of status --pool\n",
-                rest[0]);
+        ea_fprintf(stderr, "elastic-agent status: '%s' is not an option of status --pool\n",
+                   rest[0]);
         goto out;
     }
     if (strcmp(store.backend, "memory") == 0) {
-        fprintf(stderr, "elastic-agent status: the memory backend holds no pool\n");
+        ea_fprintf(stderr, "elastic-agent status: the memory backend holds no pool\n");
         goto out;
     }
     struct ea_error err = {0};
     if (a.signers_path && signers_load(a.signers_path, &signers, &err) < 0) {
-        fprintf(stderr, "elastic-agent status: --allowed-signers: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent status: --allowed-signers: %s\n", err.msg);
         goto out;
     }
     if ((code = daemon_open_store("status", &store, &kv)) != 0)
@@ -312,12 +332,12 @@ int pool_status_main(int argc, char **argv, char **envp)
     struct pool p;
     json_t *o = NULL;
     if (pool_init(&p, kv, store.prefix, a.pool, &err) < 0) {
-        fprintf(stderr, "elastic-agent status: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent status: %s\n", err.msg);
         code = AGENT_EXIT_USAGE;
         goto out;
     }
     if (collect(&p, signers, &o, &err) < 0) {
-        fprintf(stderr, "elastic-agent status: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent status: %s\n", err.msg);
         code = AGENT_EXIT_STORE;
         goto out;
     }

@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "daemon_internal.h"
 #include "daemon_sign.h"
+#include "ea_escape.h"
 #include "ea_time.h"
 #include "pool.h"
 #include "state.h"
@@ -110,8 +111,8 @@ static void report_bad(void *ctx, const char *key, int64_t rev, const char *why)
 {
     (void)ctx;
     (void)rev;
-    fprintf(stderr, "elastic-agent submit: warning: skipping run spec '%s': %s (never run)\n",
-            key, why);
+    ea_fprintf(stderr, "elastic-agent submit: warning: skipping run spec '%s': %s (never run)\n",
+               key, why);
 }
 
 static char **dup_strv(char *const *v, size_t n)
@@ -156,7 +157,7 @@ static int wait_run(struct pool *pool, const char *id)
             }
             kv_list_clear(&l);
             if (r < 0) {
-                fprintf(stderr, "elastic-agent submit: following run '%s': %s\n", id, err.msg);
+                ea_fprintf(stderr, "elastic-agent submit: following run '%s': %s\n", id, err.msg);
                 code = AGENT_EXIT_STORE;
             }
             continue;
@@ -219,7 +220,7 @@ int submit_main(int argc, char **argv, char **envp)
         goto out;
     }
     if (!a.run_id) {
-        fprintf(stderr, "elastic-agent submit: --run-id ID is required (see submit --help)\n");
+        ea_fprintf(stderr, "elastic-agent submit: --run-id ID is required (see submit --help)\n");
         goto out;
     }
     /* the run's options (each with its value), then "--" (or the command) and the command */
@@ -242,12 +243,12 @@ int submit_main(int argc, char **argv, char **envp)
     struct ea_error err = {0};
     int64_t valid_ms = SPECSIG_VALID_DEFAULT_MS;
     if (a.valid_for && daemon_parse_validity(a.valid_for, &valid_ms, &err) < 0) {
-        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         goto out;
     }
     struct pool p;
     if (pool_init(&p, NULL, store.prefix, a.pool, &err) < 0) {
-        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         goto out;
     }
     snprintf(s.run_id, sizeof(s.run_id), "%s", a.run_id);
@@ -260,14 +261,14 @@ int submit_main(int argc, char **argv, char **envp)
     s.expires_ms = s.submitted_ms + valid_ms;
     if (!(s.args = dup_strv(rest, s.n_args)) || !(s.command = dup_strv(rest + cmd, s.n_command)) ||
         !(s.env = dup_strv(a.env, a.n_env))) {
-        fprintf(stderr, "elastic-agent submit: out of memory\n");
+        ea_fprintf(stderr, "elastic-agent submit: out of memory\n");
         goto out;
     }
     char *no_env[] = {NULL}; /* the submitter's ELASTIC_* variables are not the run's */
     struct cfg rc;
     char **rargv = NULL;
     if (runspec_validate(&s, NULL, 0, no_env, &rc, &rargv, &err) < 0) {
-        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         goto out;
     }
     s.min_nodes = rc.min_nodes;
@@ -279,14 +280,14 @@ int submit_main(int argc, char **argv, char **envp)
     if (runspec_encode(&s, &json, &err) < 0 ||
         runspec_decode(json, strlen(json), &back, &err) < 0) {
         free(json);
-        fprintf(stderr, "elastic-agent submit: --run-id '%s': %s\n", a.run_id, err.msg);
+        ea_fprintf(stderr, "elastic-agent submit: --run-id '%s': %s\n", a.run_id, err.msg);
         goto out;
     }
     free(json);
     runspec_clear(&back);
     char fp[SSHSIG_FP_MAX] = "";
     if (a.sign_with && daemon_sign(envp, a.sign_with, &s, fp, &err) < 0) {
-        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         goto out;
     }
     if ((code = daemon_open_store("submit", &store, &kv)) != 0)
@@ -297,7 +298,7 @@ int submit_main(int argc, char **argv, char **envp)
     if (r == 0)
         r = pool_advance(&p, NULL, 0, &hooks, NULL, &err);
     if (r < 0) {
-        fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent submit: %s\n", err.msg);
         code = r == -EEXIST ? AGENT_EXIT_USAGE : r == KV_EAUTH ? AGENT_EXIT_USAGE
                                                                 : AGENT_EXIT_STORE;
         goto out;
@@ -306,15 +307,19 @@ int submit_main(int argc, char **argv, char **envp)
     time_t t = (time_t)(s.expires_ms / 1000);
     struct tm tm;
     strftime(until, sizeof(until), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-    printf("submitted run '%s' to pool '%s' (min %d, max %d), %s%s, valid until %s\n", s.run_id,
-           p.name, s.min_nodes, s.max_nodes, fp[0] ? "signed with key " : "unsigned", fp, until);
+    ea_fprintf(stdout, "submitted run '%s' to pool '%s' (min %d, max %d), %s%s, valid until %s\n",
+               s.run_id, p.name, s.min_nodes, s.max_nodes, fp[0] ? "signed with key " : "unsigned",
+               fp, until);
     fflush(stdout);
     code = 0;
     if (a.wait) {
         code = wait_run(&p, s.run_id);
-        printf("run '%s' %s (exit %d)\n", s.run_id,
-               code == 0 ? "succeeded" : code == 1 ? "failed" : code == 4 ? "closed" : "not followed",
-               code);
+        ea_fprintf(stdout, "run '%s' %s (exit %d)\n", s.run_id,
+                   code == 0   ? "succeeded"
+                   : code == 1 ? "failed"
+                   : code == 4 ? "closed"
+                               : "not followed",
+                   code);
     }
 out:
     kv_close(kv);
@@ -358,11 +363,11 @@ int cancel_main(int argc, char **argv, char **envp)
         goto out;
     }
     if (n_rest > 0) {
-        fprintf(stderr, "elastic-agent cancel: unexpected '%s' (see cancel --help)\n", rest[0]);
+        ea_fprintf(stderr, "elastic-agent cancel: unexpected '%s' (see cancel --help)\n", rest[0]);
         goto out;
     }
     if (!a.run_id) {
-        fprintf(stderr, "elastic-agent cancel: which run? elastic-agent cancel ID\n");
+        ea_fprintf(stderr, "elastic-agent cancel: which run? elastic-agent cancel ID\n");
         goto out;
     }
     if ((code = daemon_open_store("cancel", &store, &kv)) != 0)
@@ -370,18 +375,18 @@ int cancel_main(int argc, char **argv, char **envp)
     struct pool p;
     struct ea_error err = {0};
     if (pool_init(&p, kv, store.prefix, a.pool, &err) < 0) {
-        fprintf(stderr, "elastic-agent cancel: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent cancel: %s\n", err.msg);
         code = AGENT_EXIT_USAGE;
         goto out;
     }
     int r = pool_close_run(&p, a.run_id, &err);
     if (r < 0) {
-        fprintf(stderr, "elastic-agent cancel: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent cancel: %s\n", err.msg);
         code = r == -ENOENT ? AGENT_EXIT_RDZV : r == -EBADMSG ? AGENT_EXIT_RDZV
                                                              : AGENT_EXIT_STORE;
         goto out;
     }
-    printf("run '%s' closed\n", a.run_id);
+    ea_fprintf(stdout, "run '%s' closed\n", a.run_id);
     code = 0;
 out:
     kv_close(kv);

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "ea_escape.h"
+
 char *hview_held_json(const char *node, const char *reason, long long since_ms)
 {
     json_t *o = json_pack("{s:s, s:s, s:I}", "node", node, "reason", reason, "since_ms",
@@ -88,12 +90,12 @@ void hview_print_text(FILE *out, const struct hview *v)
     if (v->have_recovery) {
         char text[160];
         ph_format(&v->recovery, text, sizeof(text));
-        fprintf(out, "\nlast recovery: %s (round %lld, %s)\n", text, (long long)v->recovery.round,
-                v->recovery.cause);
+        ea_fprintf(out, "\nlast recovery: %s (round %lld, %s)\n", text,
+                   (long long)v->recovery.round, v->recovery.cause);
     }
     if (v->n_held == 0)
         return;
-    fprintf(out, "\nheld out by --preflight:\n");
+    ea_fprintf(out, "\nheld out by --preflight:\n");
     for (size_t i = 0; i < v->n_held; i++) {
         char when[32] = "?";
         time_t t = (time_t)(v->held[i].since_ms / 1000);
@@ -102,7 +104,7 @@ void hview_print_text(FILE *out, const struct hview *v)
             strftime(when, sizeof(when), "%m-%d %H:%M:%SZ", &tm);
         /* the reason's first line here; every line is in --json */
         const char *r = v->held[i].reason;
-        fprintf(out, "  %s (since %s): %.*s\n", v->held[i].node, when, (int)strcspn(r, "\n"), r);
+        ea_fprintf(out, "  %s (since %s): %.*s\n", v->held[i].node, when, (int)strcspn(r, "\n"), r);
     }
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "log.h"
+#include "ea_escape.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -17,55 +18,13 @@ static char run_id[128] = "";
 static int64_t cur_round, cur_generation;
 static char progress[1024]; /* the updating line shown on a terminal, "" when none */
 
-/* Append "\xNN" for byte c to esc at *k. */
-static void hex_escape(char *esc, size_t *k, unsigned char c)
-{
-    static const char hex[] = "0123456789abcdef";
-    esc[(*k)++] = '\\';
-    esc[(*k)++] = 'x';
-    esc[(*k)++] = hex[c >> 4];
-    esc[(*k)++] = hex[c & 15];
-}
-
-size_t log_escape(char *dst, size_t size, const char *src, bool ascii)
-{
-    size_t n = 0;
-    if (!size)
-        return 0;
-    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
-        char esc[8];
-        size_t k = 0;
-        if (*p == '\t' && !ascii) {
-            esc[k++] = '\t'; /* a tab forges nothing: worker output (XGBoost's) keeps its own */
-        } else if (*p == '\n' || *p == '\r' || *p == '\t') {
-            esc[k++] = '\\';
-            esc[k++] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
-        } else if (!ascii && p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
-            /* a C1 control in UTF-8 (U+0080-U+009F; U+009B is a CSI on some terminals) */
-            hex_escape(esc, &k, p[0]);
-            hex_escape(esc, &k, p[1]);
-            p++;
-        } else if (*p < 0x20 || *p == 0x7f || (ascii && *p > 0x7e)) {
-            hex_escape(esc, &k, *p); /* C0 controls (ESC...), DEL; with `ascii` all of 8 bits */
-        } else {
-            esc[k++] = (char)*p;
-        }
-        if (n + k >= size)
-            break; /* cut before an escape that does not fit */
-        memcpy(dst + n, esc, k);
-        n += k;
-    }
-    dst[n] = '\0';
-    return n;
-}
-
 void log_init(const char *level, const char *t)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
     for (int i = 0; i < 4; i++)
         if (level && strcmp(level, names[i]) == 0)
             threshold = (enum log_level)i;
-    log_escape(tag, sizeof(tag), t ? t : "", false);
+    ea_escape(tag, sizeof(tag), t ? t : "", 0);
 }
 
 void log_set_json(const char *id)
@@ -102,7 +61,7 @@ static void print_json(enum log_level level, const char *msg)
     /* jansson refuses a string that is not UTF-8: such a message is logged escaped, not lost */
     json_t *probe = json_string(msg);
     if (!probe) {
-        log_escape(ascii, sizeof(ascii), msg, true);
+        ea_escape(ascii, sizeof(ascii), msg, EA_ESCAPE_ASCII);
         msg = ascii;
     }
     json_decref(probe);
@@ -130,7 +89,7 @@ static void format_text(char *line, size_t size, enum log_level level, const cha
          * or an escape sequence must not make a line of its own, nor rewrite the terminal */
         char raw[2048];
         vsnprintf(raw, sizeof(raw), fmt, ap);
-        log_escape(line + n, size - (size_t)n, raw, false);
+        ea_escape(line + n, size - (size_t)n, raw, EA_ESCAPE_KEEP_TAB);
     }
 }
 

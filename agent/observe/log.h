@@ -36,11 +36,8 @@ bool log_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The progress is over: erase the updating line (a no-op when there is none). */
 void log_progress_end(void);
 
-/* Copy `src` into dst (NUL-terminated, cut before an escape that does not fit)
- * with every control character escaped: \n \r \t, and \xNN for the other C0 controls (ESC...),
- * DEL and the C1 controls; with `ascii`, every byte above 0x7e too. The length written. Text log
- * lines pass through it, so a value in a message cannot start a line or drive the terminal. */
-size_t log_escape(char *dst, size_t size, const char *src, bool ascii);
+/* Text log lines pass through ea_escape (common/ea_escape.h): a value in a message cannot start
+ * a line or drive the terminal. */
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* report: torch error files in, first-failure table out. */
 #include "report.h"
-#include "log.h"
+#include "ea_escape.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -79,14 +79,12 @@ void report_print_failure(FILE *out, const char *entry, const struct rdzv_failur
         strftime(when, sizeof(when), "%Y-%m-%d_%H:%M:%S", &tm);
     const char *bar = "============================================================";
     const char *sec = "------------------------------------------------------------";
-    fprintf(out, "%s\n%s FAILED\n%s\nRoot Cause (first observed failure):\n[0]:\n", bar, entry,
-            sec);
+    ea_fprintf(out, "%s\n%s FAILED\n%s\nRoot Cause (first observed failure):\n[0]:\n", bar, entry,
+               sec);
     /* host, node id and message come from the store or a worker's error file: a control
-     * character in them must not forge lines or drive the terminal (log_escape) */
-    char host[4 * sizeof(f->host)], node[4 * sizeof(f->node_id)];
-    log_escape(host, sizeof(host), f->host, false);
-    log_escape(node, sizeof(node), f->node_id, false);
-    fprintf(out, "  time      : %s\n  host      : %s\n  node      : %s\n", when, host, node);
+     * character in them must not forge lines or drive the terminal (ea_fprintf escapes them) */
+    ea_fprintf(out, "  time      : %s\n  host      : %s\n  node      : %s\n", when, f->host,
+               f->node_id);
     fprintf(out, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
     if (f->signal > 0)
         fprintf(out, "  exitcode  : %d (pid: %lld)\n", -f->signal, (long long)f->pid);
@@ -97,11 +95,7 @@ void report_print_failure(FILE *out, const char *entry, const struct rdzv_failur
     const char *p = f->message;
     for (;;) {
         size_t len = strcspn(p, "\n");
-        char line[sizeof(f->message)], esc[4 * sizeof(f->message)];
-        memcpy(line, p, len);
-        line[len] = '\0';
-        log_escape(esc, sizeof(esc), line, false);
-        fputs(esc, out);
+        ea_fprintf(out, "%.*s", (int)len, p);
         if (!p[len] || !p[len + 1])
             break;
         fputs("\n    ", out);
@@ -109,26 +103,6 @@ void report_print_failure(FILE *out, const char *entry, const struct rdzv_failur
     }
     fprintf(out, "\n%s\n", bar);
     fflush(out);
-}
-
-/* Length of the valid UTF-8 sequence at p (at most `left` bytes), 0 when invalid. */
-static size_t utf8_len(const unsigned char *p, size_t left)
-{
-    size_t n = p[0] < 0x80             ? 1
-               : (p[0] & 0xE0) == 0xC0 ? 2
-               : (p[0] & 0xF0) == 0xE0 ? 3
-               : (p[0] & 0xF8) == 0xF0 ? 4
-                                       : 0;
-    if (n == 0 || n > left || (n == 2 && p[0] < 0xC2) || p[0] > 0xF4)
-        return 0;
-    /* no overlong forms, UTF-16 surrogates or code points past U+10FFFF (jansson refuses them) */
-    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) ||
-        (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] > 0x8F))
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    return n;
 }
 
 void report_append_stderr_tail(char *buf, size_t size, const char *tail, size_t tail_cap)
@@ -161,7 +135,7 @@ void report_append_stderr_tail(char *buf, size_t size, const char *tail, size_t 
      * bar); anything else becomes '?' */
     size_t line_start = n;
     for (const unsigned char *p = (const unsigned char *)start; p < (const unsigned char *)end;) {
-        size_t k = utf8_len(p, (size_t)((const unsigned char *)end - p));
+        size_t k = ea_utf8_len(p, (size_t)((const unsigned char *)end - p));
         if (n + (k ? k : 1) + 1 > size)
             break;
         if (p[0] == '\r') {

@@ -18,8 +18,9 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "ea_time.h"
 #include "config.h"
+#include "ea_escape.h"
+#include "ea_time.h"
 #include "kv.h"
 #include "status_node.h"
 
@@ -161,14 +162,14 @@ static void print_members(FILE *out, const struct rdzv_run_view *v)
         since_text(v, m, since, sizeof(since));
         ws = width(since, ws);
     }
-    fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %-*s  %s\n", "GROUP", wn, "NODE", wh, "HOST", wr,
-            "RANKS", ws, "SINCE", "STATE");
+    ea_fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %-*s  %s\n", "GROUP", wn, "NODE", wh, "HOST", wr,
+               "RANKS", ws, "SINCE", "STATE");
     for (size_t i = 0; i < s->n_members; i++) {
         const struct rdzv_member *m = &s->members[i];
         snprintf(ranks, sizeof(ranks), "%d-%d", m->rank_base, m->rank_base + m->nproc - 1);
         since_text(v, m, since, sizeof(since));
-        fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %-*s  %s\n", m->group_rank, wn, m->node_id, wh,
-                m->host, wr, ranks, ws, since, member_state(v, m));
+        ea_fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %-*s  %s\n", m->group_rank, wn, m->node_id, wh,
+                   m->host, wr, ranks, ws, since, member_state(v, m));
     }
 }
 
@@ -187,22 +188,23 @@ static void print_failure(FILE *out, const struct rdzv_run_view *v)
         snprintf(how, sizeof(how), "exit code %d", f->exit_code);
     /* failures/<r> holds the first failure *of round r*; the run's first is the lowest r */
     int64_t first_round = v->failures[0].round;
-    fprintf(out, "\n%s (round %" PRId64 ", %zu recorded",
-            failure_ended_run(v, vf) ? "failure that ended the run" : "last failure", vf->round,
-            v->n_failures);
+    ea_fprintf(out, "\n%s (round %" PRId64 ", %zu recorded",
+               failure_ended_run(v, vf) ? "failure that ended the run" : "last failure", vf->round,
+               v->n_failures);
     if (first_round != vf->round)
-        fprintf(out, ", the first in round %" PRId64, first_round);
+        ea_fprintf(out, ", the first in round %" PRId64, first_round);
     fputs("):\n", out);
-    fprintf(out, "  rank %d (local rank %d) on node '%s', host '%s', pid %" PRId64 ": %s at %s\n",
-            f->rank, f->local_rank, f->node_id, f->host, f->pid, how, when);
+    ea_fprintf(out,
+               "  rank %d (local rank %d) on node '%s', host '%s', pid %" PRId64 ": %s at %s\n",
+               f->rank, f->local_rank, f->node_id, f->host, f->pid, how, when);
     const char *p = f->message;
     for (int line = 0; *p && line < 12; line++) {
         size_t len = strcspn(p, "\n");
-        fprintf(out, "    %.*s\n", (int)len, p);
+        ea_fprintf(out, "    %.*s\n", (int)len, p);
         p += len + (p[len] == '\n');
     }
     if (*p)
-        fprintf(out, "    ...\n");
+        ea_fprintf(out, "    ...\n");
 }
 
 /*
@@ -238,42 +240,42 @@ void status_print_text(FILE *out, const char *run_id, const struct rdzv_run_view
 {
     const struct rdzv_state *s = &v->state;
     size_t waiting = count_waiting(v);
-    fprintf(out, "run           %s\n", run_id);
-    fprintf(out, "status        %s\n", status_word(v));
+    ea_fprintf(out, "run           %s\n", run_id);
+    ea_fprintf(out, "status        %s\n", status_word(v));
     if (!v->have_state) {
-        fprintf(out, "round         none yet\n");
+        ea_fprintf(out, "round         none yet\n");
     } else {
-        fprintf(out, "round         %" PRId64 " (generation %" PRId64 ")\n", s->round,
-                v->generation);
-        fprintf(out, "world size    %d on %zu node(s) (min %d, max %d)\n", s->world_size,
-                s->n_members, s->min_nodes, s->max_nodes);
+        ea_fprintf(out, "round         %" PRId64 " (generation %" PRId64 ")\n", s->round,
+                   v->generation);
+        ea_fprintf(out, "world size    %d on %zu node(s) (min %d, max %d)\n", s->world_size,
+                   s->n_members, s->min_nodes, s->max_nodes);
         print_restarts(out, s);
-        fprintf(out, "scale events  %d\n", s->scale_events);
+        ea_fprintf(out, "scale events  %d\n", s->scale_events);
         if (v->master[0])
-            fprintf(out, "master        %s\n", v->master);
+            ea_fprintf(out, "master        %s\n", v->master);
     }
-    fprintf(out, "live nodes    %zu", v->n_nodes);
+    ea_fprintf(out, "live nodes    %zu", v->n_nodes);
     if (waiting)
-        fprintf(out, ", %zu waiting", waiting);
+        ea_fprintf(out, ", %zu waiting", waiting);
     if (v->have_state && s->status == RDZV_WAITING)
-        fprintf(out, " (a round needs at least %d)", s->min_nodes);
+        ea_fprintf(out, " (a round needs at least %d)", s->min_nodes);
     fputc('\n', out);
     if (v->have_state && s->n_members)
         print_members(out, v);
     size_t spares = rdzv_run_view_spares(v);
     if (spares) {
-        fprintf(out, "\n%s:\n",
-                v->have_state ? "spares (live, not in the round)" : "joined (no round yet)");
+        ea_fprintf(out, "\n%s:\n",
+                   v->have_state ? "spares (live, not in the round)" : "joined (no round yet)");
         for (size_t i = 0; i < v->n_nodes; i++) {
             const struct rdzv_node *n = &v->nodes[i];
             if (!v->have_state || rdzv_state_find(s, n->node_id) < 0)
-                fprintf(out, "  %s (host '%s', %d slot(s))\n", n->node_id, n->host, n->nproc);
+                ea_fprintf(out, "  %s (host '%s', %d slot(s))\n", n->node_id, n->host, n->nproc);
         }
     }
     print_failure(out, v);
     if (v->n_ignored)
-        fprintf(out, "\n(%zu record(s) in the store could not be read and were skipped)\n",
-                v->n_ignored);
+        ea_fprintf(out, "\n(%zu record(s) in the store could not be read and were skipped)\n",
+                   v->n_ignored);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------ */
@@ -382,8 +384,8 @@ struct status_cmd {
 /* A store error as an exit code, with one line on stderr. */
 static int fail(int code, const struct ea_error *err, const char *what)
 {
-    fprintf(stderr, "elastic-agent status: %s: %s\n", what,
-            err->msg[0] ? err->msg : kv_strerror(code));
+    ea_fprintf(stderr, "elastic-agent status: %s: %s\n", what,
+               err->msg[0] ? err->msg : kv_strerror(code));
     if (code == KV_EINVAL || code == KV_EAUTH)
         return AGENT_EXIT_USAGE;
     if (code == KV_ECORRUPT || code == -EBADMSG)
@@ -500,8 +502,8 @@ static int show(struct status_cmd *sc, struct ea_error *err)
             status_print_text(m, sc->cfg->run_id, &v);
             hview_print_text(m, &hv);
             if (node && json_object_get(node, "error"))
-                fprintf(m, "\nthis node: its agent at %s: %s\n", sc->cfg->agent_http,
-                        json_string_value(json_object_get(node, "error")));
+                ea_fprintf(m, "\nthis node: its agent at %s: %s\n", sc->cfg->agent_http,
+                           json_string_value(json_object_get(node, "error")));
             else if (node)
                 status_node_print_text(m, sc->cfg->agent_http, node);
             fclose(m);
@@ -641,14 +643,15 @@ static int run(struct status_cmd *sc, int sigfd)
     /* a file store that does not exist holds no run; opening it would create it */
     if (strcmp(c->backend, "file") == 0 && stat(c->state_dir, &st) < 0) {
         if (!c->watch) {
-            fprintf(stderr,
-                    "elastic-agent status: no run '%s': the file store '%s' does not exist\n",
-                    c->run_id, c->state_dir);
+            ea_fprintf(stderr,
+                       "elastic-agent status: no run '%s': the file store '%s' does not exist\n",
+                       c->run_id, c->state_dir);
             return AGENT_EXIT_RDZV;
         }
-        fprintf(stderr, "elastic-agent status: waiting for run '%s' to appear (the file store "
-                        "'%s' does not exist yet)\n",
-                c->run_id, c->state_dir);
+        ea_fprintf(stderr,
+                   "elastic-agent status: waiting for run '%s' to appear (the file store "
+                   "'%s' does not exist yet)\n",
+                   c->run_id, c->state_dir);
         announced = true;
         int r = wait_for_dir(c->state_dir, sigfd, &err);
         if (r != 0)
@@ -662,14 +665,16 @@ static int run(struct status_cmd *sc, int sigfd)
     if ((r = resync(sc, c->watch, &err)) < 0)
         return fail(r, &err, "cannot read the run");
     if (sc->n_keys == 0 && !c->watch) {
-        fprintf(stderr, "elastic-agent status: no run '%s' in the %s store (no keys under '%s')\n",
-                c->run_id, c->backend, sc->prefix);
+        ea_fprintf(stderr,
+                   "elastic-agent status: no run '%s' in the %s store (no keys under '%s')\n",
+                   c->run_id, c->backend, sc->prefix);
         return AGENT_EXIT_RDZV;
     }
     if (sc->n_keys == 0 && !announced)
-        fprintf(stderr, "elastic-agent status: waiting for run '%s' to appear in the %s store "
-                        "(no keys under '%s' yet)\n",
-                c->run_id, c->backend, sc->prefix);
+        ea_fprintf(stderr,
+                   "elastic-agent status: waiting for run '%s' to appear in the %s store "
+                   "(no keys under '%s' yet)\n",
+                   c->run_id, c->backend, sc->prefix);
     /* --watch on a run that does not exist yet: the first view comes with its first key */
     if (sc->n_keys > 0)
         r = show(sc, &err);
@@ -685,7 +690,7 @@ int status_main(int argc, char **argv, char **envp)
     struct cfg cfg;
     struct ea_error err = {0};
     if (cfg_parse_cmd(CFG_STATUS, argc, argv, envp, &cfg, &err) < 0) {
-        fprintf(stderr, "elastic-agent status: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent status: %s\n", err.msg);
         return AGENT_EXIT_USAGE;
     }
     if (cfg.help) {
@@ -693,7 +698,7 @@ int status_main(int argc, char **argv, char **envp)
         return AGENT_EXIT_OK;
     }
     if (cfg.agent_http && status_node_check_addr(cfg.agent_http, &err) < 0) {
-        fprintf(stderr, "elastic-agent status: %s\n", err.msg);
+        ea_fprintf(stderr, "elastic-agent status: %s\n", err.msg);
         return AGENT_EXIT_USAGE;
     }
     /* blocked before the backend starts any thread, so SIGINT ends --watch through the fd */
@@ -706,7 +711,7 @@ int status_main(int argc, char **argv, char **envp)
     signal(SIGPIPE, SIG_IGN);
     int sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sigfd < 0) {
-        fprintf(stderr, "elastic-agent status: signalfd: %s\n", strerror(errno));
+        ea_fprintf(stderr, "elastic-agent status: signalfd: %s\n", strerror(errno));
         return AGENT_EXIT_STORE;
     }
     struct status_cmd sc = {.cfg = &cfg, .tty = isatty(STDOUT_FILENO) == 1};

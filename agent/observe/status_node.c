@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ea_escape.h"
 #include "ea_time.h"
 
 /* Largest /status answer read (headers included): the agent's is a few hundred bytes. */
@@ -49,27 +50,28 @@ static void print_link(FILE *out, const char *what, const json_t *l)
     const char *peer = json_string_value(json_object_get(l, "peer"));
     const char *state = json_string_value(json_object_get(l, "state"));
     const json_t *age = json_object_get(l, "heartbeat_age_s");
-    fprintf(out, "  ring link %s", what);
+    ea_fprintf(out, "  ring link %s", what);
     if (peer && peer[0])
-        fprintf(out, " '%s'", peer);
-    fprintf(out, ": %s", state ? state : "unknown");
+        ea_fprintf(out, " '%s'", peer);
+    ea_fprintf(out, ": %s", state ? state : "unknown");
     if (json_is_number(age))
-        fprintf(out, ", last heartbeat %.1f s ago", json_number_value(age));
+        ea_fprintf(out, ", last heartbeat %.1f s ago", json_number_value(age));
     fputc('\n', out);
 }
 
 void status_node_print_text(FILE *out, const char *where, const json_t *node)
 {
     const char *id = json_string_value(json_object_get(node, "node"));
-    fprintf(out, "\nthis node: %s (its agent at %s)\n", id ? id : "?", where);
+    ea_fprintf(out, "\nthis node: %s (its agent at %s)\n", id ? id : "?", where);
     const json_t *rank = json_object_get(node, "group_rank");
     const char *workers = json_string_value(json_object_get(node, "workers"));
-    fprintf(out, "  round %lld, ", (long long)json_integer_value(json_object_get(node, "round")));
+    ea_fprintf(out, "  round %lld, ",
+               (long long)json_integer_value(json_object_get(node, "round")));
     if (json_is_integer(rank))
-        fprintf(out, "group rank %lld", (long long)json_integer_value(rank));
+        ea_fprintf(out, "group rank %lld", (long long)json_integer_value(rank));
     else
         fputs("not a member", out);
-    fprintf(out, ", workers %s\n", workers ? workers : "unknown");
+    ea_fprintf(out, ", workers %s\n", workers ? workers : "unknown");
     const json_t *live = json_object_get(node, "liveness");
     if (!json_is_object(live)) {
         fputs("  liveness ring: off, or this node is in none\n", out);

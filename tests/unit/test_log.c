@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ea_escape.h"
 #include "log.h"
 
 static char out_path[64];
@@ -83,21 +84,24 @@ Test(log, the_node_tag_is_escaped_too)
     cr_assert(strstr(out, " elastic-agent[a\\nb\\x1b[31m] INFO: hello\n"), "[%s]", out);
 }
 
+/* The log's own use of ea_escape (common/ea_escape.h, test_escape has the rest): a tab in a
+ * text line stays a tab; a line jansson refused is escaped to ASCII. */
 Test(log, escape_keeps_text_and_utf8_and_never_cuts_an_escape)
 {
     char buf[64];
-    cr_assert_eq(log_escape(buf, sizeof(buf), "plain 'text' 100% \\ ok", false), 22);
+    const char *c1 = "a\tb\001c\302\233d", *cut = "ab\033cd"; /* \302\233: C1 CSI U+009B */
+    cr_assert_eq(ea_escape(buf, sizeof(buf), "plain 'text' 100% \\ ok", EA_ESCAPE_KEEP_TAB), 22);
     cr_assert_str_eq(buf, "plain 'text' 100% \\ ok");
-    log_escape(buf, sizeof(buf), "caf\xc3\xa9 \xe2\x9c\x93", false); /* é ✓ */
+    ea_escape(buf, sizeof(buf), "caf\xc3\xa9 \xe2\x9c\x93", EA_ESCAPE_KEEP_TAB); /* é ✓ */
     cr_assert_str_eq(buf, "caf\xc3\xa9 \xe2\x9c\x93");
-    log_escape(buf, sizeof(buf), "a\tb\x01" "c\xc2\x9b" "d", false); /* C1 CSI U+009B */
+    ea_escape(buf, sizeof(buf), c1, EA_ESCAPE_KEEP_TAB);
     cr_assert_str_eq(buf, "a\tb\\x01c\\xc2\\x9bd"); /* a tab stays a tab */
-    log_escape(buf, sizeof(buf), "\xff\xc3\xa9", true);
+    ea_escape(buf, sizeof(buf), "\xff\xc3\xa9", EA_ESCAPE_ASCII);
     cr_assert_str_eq(buf, "\\xff\\xc3\\xa9");
     /* 5 bytes of room (and the NUL): "ab", then "\x1b" (4) does not fit: none of it is written */
-    cr_assert_eq(log_escape(buf, 6, "ab\x1b" "cd", false), 2);
+    cr_assert_eq(ea_escape(buf, 6, cut, EA_ESCAPE_KEEP_TAB), 2);
     cr_assert_str_eq(buf, "ab");
-    cr_assert_eq(log_escape(buf, 1, "abc", false), 0);
+    cr_assert_eq(ea_escape(buf, 1, "abc", EA_ESCAPE_KEEP_TAB), 0);
     cr_assert_str_eq(buf, "");
 }
 

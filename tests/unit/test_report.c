@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "escape_check.h"
 #include "report.h"
 
 static void write_file(const char *path, const char *text)
@@ -84,6 +85,27 @@ Test(report, failure_table_escapes_control_characters)
     cr_assert(strstr(buf, "  host      : h1\\nnode      : forged\n"), "%s", buf);
     cr_assert(strstr(buf, "  node      : n1\\rFAKE\n"), "%s", buf);
     cr_assert(strstr(buf, "boom\\x1b[2J\\rfake\n    next\\x7f line"), "%s", buf);
+    free(buf);
+}
+
+/* Issue 38: the same for the whole hostile set (C0, C1 as UTF-8 and raw, DEL), the entry point
+ * (a spec's command) included. Mutation checked: the escape of the host/node lines, of the
+ * traceback's lines. */
+Test(report, failure_table_escapes_every_control_character)
+{
+    struct rdzv_failure f = {.rank = 0, .exit_code = 1, .pid = 7};
+    snprintf(f.node_id, sizeof(f.node_id), "%s", EVIL);
+    snprintf(f.host, sizeof(f.host), "%s", EVIL);
+    snprintf(f.message, sizeof(f.message), "%s", EVIL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    report_print_failure(out, EVIL, &f);
+    fclose(out);
+    assert_terminal_safe(buf, "the failure table");
+    cr_assert(strstr(buf, "\n" EVIL_ESC " FAILED\n"), "%s", buf);
+    cr_assert(strstr(buf, "  host      : " EVIL_ESC "\n  node      : " EVIL_ESC "\n"), "%s", buf);
+    cr_assert(strstr(buf, "  traceback : " EVIL_A_ESC "\n    " EVIL_B_ESC "\n"), "%s", buf);
     free(buf);
 }
 

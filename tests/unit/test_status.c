@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape_check.h"
+#include "health_view.h"
 #include "status.h"
 #include "view.h"
 
@@ -312,6 +314,49 @@ Test(status, failing_says_the_run_fails_unless_a_lost_node_explains_it)
     cr_assert_str_eq(json_string_value(json_object_get(j, "status")), "failing");
     cr_assert_eq(json_integer_value(json_object_get(j, "restart_count")), 3);
     json_decref(j);
+    rdzv_run_view_clear(&v);
+}
+
+/* Issue 38: every string `status` shows from the store — node ids and hosts (members, spares),
+ * the master address, the failure's node, host and message, held-out nodes and their reasons —
+ * reaches the terminal escaped: no raw ESC, BEL, CR, C1 or DEL, no line of its own. Records are
+ * JSON (valid UTF-8); the master address is a raw value and carries raw C1 bytes too.
+ * Mutation checked: the escape of the member table line, of the master line, of a held node. */
+Test(status, control_characters_from_the_store_are_escaped)
+{
+    const char *m[] = {EVIL_UTF8 ":" EVIL_UTF8, NULL};
+    put_state(RDZV_RUNNING, 3, 1, 0, 30, m);
+    put_node(EVIL_UTF8, EVIL_UTF8, 2, 3);
+    put_node("s", EVIL_UTF8, 1, 9); /* a spare */
+    put(P "rounds/3/master", EVIL, 31, 31);
+    put_failure(2, EVIL_UTF8, 5, 1, "boom " EVIL_UTF8);
+    char *held = hview_held_json(EVIL_UTF8, EVIL_UTF8, 1700000000000);
+    cr_assert(held);
+    put(P "held/x", held, 40, 40);
+    free(held);
+    struct rdzv_run_view v;
+    decode(&v);
+    struct hview hv = {0};
+    cr_assert_eq(hview_decode(P, keys, n_keys, &hv), 0);
+    char *got = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&got, &len);
+    status_print_text(f, "job", &v);
+    hview_print_text(f, &hv);
+    fclose(f);
+    assert_terminal_safe(got, "status");
+    cr_expect(strstr(got, "\nmaster        " EVIL_ESC "\n"), "%s", got);
+    cr_expect(strstr(got, "  0      " EVIL_UTF8_ESC "  " EVIL_UTF8_ESC "  0-1"), "%s", got);
+    cr_expect(strstr(got, "  s (host '" EVIL_UTF8_ESC "', 1 slot(s))\n"), "%s", got);
+    cr_expect(strstr(got, "on node '" EVIL_UTF8_ESC "', host 'h-" EVIL_UTF8_ESC "', pid"), "%s",
+              got);
+    /* the message's own line breaks stay (indented); each line is escaped */
+    cr_expect(strstr(got, "\n    boom " EVIL_A_ESC "\n    " EVIL_B_UTF8_ESC "\n"), "%s", got);
+    /* a held node's reason: its first line only */
+    cr_expect(strstr(got, "\n  " EVIL_UTF8_ESC " (since 11-14 22:13:20Z): " EVIL_A_ESC "\n"), "%s",
+              got);
+    free(got);
+    hview_clear(&hv);
     rdzv_run_view_clear(&v);
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ea_time.h"
+#include "escape_check.h"
 #include "status_node.h"
 
 static pid_t child = -1;
@@ -100,8 +101,8 @@ Test(status_node, addresses_are_checked)
     struct ea_error err = {0};
     cr_assert_eq(status_node_check_addr(":8080", &err), 0, "%s", err.msg);
     cr_assert_eq(status_node_check_addr("[::1]:8080", &err), 0, "%s", err.msg);
-    const char *bad[] = {"8080", "host:8080", "127.0.0.1:0", "127.0.0.1:x", "127.0.0.1:70000",
-                         "[::1:80"};
+    const char *bad[] = {"8080",        "host:8080",       "127.0.0.1:0",
+                         "127.0.0.1:x", "127.0.0.1:70000", "[::1:80"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
         cr_assert_eq(status_node_check_addr(bad[i], &err), -EINVAL, "%s", bad[i]);
 }
@@ -134,4 +135,41 @@ Test(status_node, the_agents_json_of_its_links)
     cr_assert(json_is_null(json_object_get(j, "liveness")), "no ring: null");
     cr_assert(json_is_null(json_object_get(j, "group_rank")));
     json_decref(j);
+}
+
+/* Issue 38: `status --agent` prints what a peer's /status says (its node id, workers, ring links'
+ * peers and states) under the store's view: a fake agent's control characters there must not
+ * clear the screen, retitle the terminal or forge lines. Its answer is JSON: valid UTF-8, so no
+ * raw C1 bytes. Mutation checked: the escape of the node line, of a link's peer. */
+Test(status_node, a_peers_control_characters_are_escaped)
+{
+    json_t *link =
+        json_pack("{s:s, s:s, s:f}", "peer", EVIL_UTF8, "state", EVIL_UTF8, "heartbeat_age_s", 0.5);
+    json_t *body =
+        json_pack("{s:s, s:i, s:i, s:s, s:{s:O, s:o}}", "node", EVIL_UTF8, "round", 3, "group_rank",
+                  1, "workers", EVIL_UTF8, "liveness", "successor", link, "predecessor", link);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    cr_assert(text);
+    char answer[4096];
+    snprintf(answer, sizeof(answer), "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n%s",
+             text);
+    free(text);
+    const char *spec = serve(answer);
+    json_t *j = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(status_node_fetch(spec, 2000, &j, &err), 0, "%s", err.msg);
+    char *got = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&got, &len);
+    status_node_print_text(f, spec, j);
+    fclose(f);
+    json_decref(j);
+    assert_terminal_safe(got, "status --agent");
+    cr_expect(strstr(got, "\nthis node: " EVIL_UTF8_ESC " (its agent at 127.0.0.1:"), "%s", got);
+    cr_expect(strstr(got, "group rank 1, workers " EVIL_UTF8_ESC "\n"), "%s", got);
+    cr_expect(strstr(got, "  ring link to successor '" EVIL_UTF8_ESC "': " EVIL_UTF8_ESC
+                          ", last heartbeat 0.5 s ago\n"),
+              "%s", got);
+    free(got);
 }
