@@ -60,7 +60,9 @@ struct daemon {
     int64_t state_watch; /* its `state` (O(1): one small value per round) */
     int64_t room_rev;   /* revision of the round that left the run room, 0 = none pending */
     int64_t advance_at; /* when this daemon recomputes `next` for that room (0 = not armed) */
-    int64_t rescan_at;  /* idle: look at the queue again (a run's seats were all taken) */
+    int64_t rescan_at;  /* idle: look at the queue again (a run's seats were all taken, or a
+                           scan on `next` waits for POOL_RESCAN_GAP_MS after the last) */
+    int64_t scan_ms;    /* when this daemon last scanned the queue (0: never) */
     char run[128];      /* the run the child runs */
     char run_signer[256], run_fp[SSHSIG_FP_MAX]; /* who signed it ("": unsigned) */
     int64_t run_since;  /* wall ms */
@@ -276,7 +278,8 @@ static void store_failed(struct daemon *d, const char *what, const struct ea_err
     d->retry_at = ea_now_ms() + d->backoff_ms;
 }
 
-/* pool_advance's report of a spec that is not ours: once per key revision. */
+/* pool_advance's report of a spec that is not ours: an entry it moved aside (once in the pool),
+ * or a run whose state is not ours (once per key revision while in this table). */
 static void report_bad(void *ctx, const char *key, int64_t rev, const char *why)
 {
     struct daemon *d = ctx;
@@ -459,7 +462,9 @@ out:
 }
 
 /* Idle: join the run `next` names when it has room, else recompute `next` (a full scan of the
- * queue: at start, after a run, and when `next` names a run that is full or over). A run whose
+ * queue, page by page: at start, after a run, and when `next` names a run that is full, over or
+ * missing, then at most once per POOL_RESCAN_GAP_MS: a write of `next` costs an idle daemon
+ * O(1) reads, whoever wrote it). A run whose
  * seats are all taken is full whatever its keys say yet: `next` moves past it. */
 static void pick(struct daemon *d)
 {
@@ -489,8 +494,16 @@ static void pick(struct daemon *d)
         if (scan)
             runspec_clear(&s);
         ea_error_clear(&err);
+        int64_t now = ea_now_ms(), at = pool_rescan_at(d->scan_ms, now);
+        if (scan && at > now) { /* one scan per gap however often `next` is written */
+            d->rescan_at = d->rescan_at && d->rescan_at < at ? d->rescan_at : at;
+            d->pick = false;
+            return;
+        }
     }
     for (;;) {
+        if (scan)
+            d->scan_ms = ea_now_ms();
         if (scan && (r = pool_advance(&d->pool, fullv, n_full, &d->hooks, &s, &err)) < 0)
             goto fail;
         if (!s.run_id[0])
