@@ -245,6 +245,31 @@ Test(pool_queue, a_bad_entry_is_recorded_under_refused_and_a_stale_move_loses)
     kv_entry_clear(&e);
 }
 
+Test(pool_queue, a_large_bad_entry_is_moved_without_its_bytes)
+{
+    /* its record must fit one transaction of etcd's default 1.5 MiB, whatever the entry held */
+    size_t size = RUNSPEC_BYTES_MAX + 1;
+    char *v = malloc(size);
+    memset(v, 'y', size);
+    char key[POOL_KEY_MAX];
+    pool_queue_key(&P, "huge", key, sizeof(key));
+    cr_assert_eq(kv_put(KV, key, v, size, 0, NULL, NULL), 0);
+    free(v);
+    struct kv_entry e = {0};
+    cr_assert_eq(kv_get(KV, key, &e, NULL), 0);
+    struct ea_error err = {0};
+    cr_assert_eq(pool_move_bad(&P, &e, "not JSON", "n1", &err), 0, "%s", err.msg);
+    kv_entry_clear(&e);
+    char rkey[POOL_KEY_MAX];
+    pool_refused_key(&P, "huge", rkey, sizeof(rkey));
+    cr_assert_eq(kv_get(KV, rkey, &e, NULL), 0);
+    cr_assert_lt(e.value_len, 4096, "a record of %zu bytes", e.value_len);
+    json_t *j = json_loadb(e.value, e.value_len, 0, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(j, "bytes")), (json_int_t)size);
+    json_decref(j);
+    kv_entry_clear(&e);
+}
+
 Test(pool_queue, scans_on_next_are_spaced_by_the_gap)
 {
     cr_assert_eq(pool_rescan_at(0, 5000), 5000, "never scanned: now");
