@@ -99,7 +99,8 @@ static const char serve_help_end[] =
     "\nWhile the store is unreachable the daemon retries (backing off to 5 s; /healthz says so).\n"
     "A spec refused (unsigned, not signed by an allowed key, expired, for another pool, changed\n"
     "after signing) is never run: the daemon that finds it first moves it to the pool's\n"
-    "refused/ keys and says why once; status --pool lists it.\n"
+    "refused/ keys and says why once; status --pool lists it. So does a queue entry that is\n"
+    "not a run spec (it does not decode, or names another run).\n"
     "Exit status: 0 after SIGTERM/SIGINT, 2 usage error (also: neither --allowed-signers nor\n"
     "--allow-unsigned), 3 the store cannot be opened.\n";
 
