@@ -90,17 +90,19 @@ static bool deletes(const struct kv_event *e, void *ctx)
 }
 
 struct nexts {
-    int64_t after;   /* our last write of `next` */
+    int64_t after;   /* wait for an event past this revision ... */
+    bool reset;      /* ... that is the daemon's reset of `next` (else: any) */
     int rewrites;    /* the daemon's writes of `next` (to "": nothing queued) */
 };
 
-static bool next_reset(const struct kv_event *e, void *ctx)
+static bool next_seen(const struct kv_event *e, void *ctx)
 {
     struct nexts *x = ctx;
-    if (e->type != KV_EVENT_PUT || !strstr(e->entry.value, "\"run\":\"\""))
+    if (e->type != KV_EVENT_PUT)
         return false;
-    x->rewrites++;
-    return x->after && e->entry.mod_revision > x->after;
+    bool reset = strstr(e->entry.value, "\"run\":\"\"") != NULL;
+    x->rewrites += reset;
+    return e->entry.mod_revision >= x->after && (reset || !x->reset);
 }
 
 static long vm_hwm_kb(pid_t pid)
@@ -140,13 +142,16 @@ Test(queue_flood, an_idle_daemon_moves_a_flood_aside_once_and_stays_small)
     cr_assert_eq(kv_watch(kv, "/elastic/~pools/default/next", 0, &wn, &err), 0, "%s", err.msg);
     struct nexts x = {0};
     int64_t t0 = h_now_ms(), rev = 0;
-    for (int i = 0; i < N_NEXT; i++) {
+    for (int i = 0; i < N_NEXT; i++) { /* one at a time: each reaches the daemon on its own */
         char *v = h_fmt("{\"run\":\"ghost-%d\",\"schema\":\"%s\"}", i, RUNSPEC_SCHEMA);
         cr_assert_eq(kv_put(kv, "/elastic/~pools/default/next", v, strlen(v), 0, &rev, &err), 0,
                      "%s", err.msg);
+        x.after = rev;
+        cr_assert(wait_until(wn, next_seen, &x, 10000), "write %d not delivered", i);
     }
-    x.after = rev;
-    cr_assert(wait_until(wn, next_reset, &x, 30000), "the daemon did not put `next` right");
+    x.after = rev + 1;
+    x.reset = true;
+    cr_assert(wait_until(wn, next_seen, &x, 30000), "the daemon did not put `next` right");
     int64_t took = h_now_ms() - t0;
     cr_log_info("%d writes of next: %d scans in %lld ms", N_NEXT, x.rewrites, (long long)took);
     /* one scan per gap (each rewrites `next`), and one at the end */
