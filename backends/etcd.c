@@ -278,14 +278,21 @@ static int etcd_get_at(struct kv *kv, const char *key, int64_t at, struct kv_ent
     return rc;
 }
 
-static int etcd_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err)
+/* A range over `prefix` ("" = every key), from just after `after` (NULL = from the first), at
+ * most `limit` keys (0 = all), in etcd's default order: by key, ascending (what kv_list
+ * promises). */
+static int range_list(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                      struct kv_list *ret, struct ea_error *err)
 {
     char what[160];
     WHAT(what, "list '%.100s'", prefix);
-    size_t plen = strlen(prefix);
-    uint8_t *end = malloc(plen + 1);
-    if (!end)
+    size_t plen = strlen(prefix), alen = after ? strlen(after) : 0;
+    uint8_t *end = malloc(plen + 1), *from = malloc(alen + 1);
+    if (!end || !from) {
+        free(end);
+        free(from);
         return ea_errorf(err, -ENOMEM, "etcd: out of memory");
+    }
     static char zero[1] = {0};
     Etcdserverpb__RangeRequest rq = ETCDSERVERPB__RANGE_REQUEST__INIT;
     if (plen) {
@@ -296,21 +303,32 @@ static int etcd_list(struct kv *kv, const char *prefix, struct kv_list *ret, str
         rq.key = bin(zero, 1);
         rq.range_end = bin(zero, 1);
     }
-    /* etcd's default order is by key, ascending: what kv_list promises. */
+    if (after) { /* the least key after `after`: itself and a NUL byte */
+        memcpy(from, after, alen);
+        from[alen] = 0;
+        rq.key.data = from;
+        rq.key.len = alen + 1;
+    }
+    rq.limit = (int64_t)limit;
     const struct etcd_rpc rpc = {ETCD_M_RANGE, &etcdserverpb__range_response__descriptor, 1, what};
     ProtobufCMessage *out;
     int rc = etcd_unary((struct etcd *)kv, &rpc, &rq.base, &out, err);
     free(end);
+    free(from);
     if (rc)
         return rc;
     Etcdserverpb__RangeResponse *rr = (Etcdserverpb__RangeResponse *)out;
     struct kv_list l = {0};
     if (!rr->header) {
         rc = ea_errorf(err, KV_ECORRUPT, "etcd %s: response without a revision", what);
+    } else if (limit && rr->n_kvs > limit) {
+        rc = ea_errorf(err, KV_ECORRUPT, "etcd %s: %zu keys for a page of %zu", what,
+                       rr->n_kvs, limit);
     } else if (rr->n_kvs && !(l.entries = calloc(rr->n_kvs, sizeof(*l.entries)))) {
         rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
     } else {
         l.revision = rr->header->revision;
+        l.more = limit && rr->more;
         for (; l.n < rr->n_kvs && rc == 0; l.n++)
             if (etcd_entry_from_kv(&l.entries[l.n], rr->kvs[l.n]))
                 rc = ea_errorf(err, -ENOMEM, "etcd: out of memory");
@@ -321,6 +339,17 @@ static int etcd_list(struct kv *kv, const char *prefix, struct kv_list *ret, str
     else
         *ret = l;
     return rc;
+}
+
+static int etcd_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err)
+{
+    return range_list(kv, prefix, NULL, 0, ret, err);
+}
+
+static int etcd_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                          struct kv_list *ret, struct ea_error *err)
+{
+    return range_list(kv, prefix, after, limit, ret, err);
 }
 
 static int etcd_cas(struct kv *kv, const char *key, const char *value, size_t len,
@@ -603,6 +632,7 @@ const struct kv_ops kv_etcd_ops = {
     .get = etcd_get,
     .get_at = etcd_get_at,
     .list = etcd_list,
+    .list_page = etcd_list_page,
     .cas = etcd_cas,
     .txn = etcd_txn,
     .put = etcd_put,

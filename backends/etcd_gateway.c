@@ -334,6 +334,7 @@ const struct kv_ops kv_etcd_gateway_ops = {
     .close = gw_close,
     .get = etcd_gw_get,
     .list = etcd_gw_list,
+    .list_page = etcd_gw_list_page,
     .cas = etcd_gw_cas,
     .txn = etcd_gw_txn,
     .put = etcd_gw_put,

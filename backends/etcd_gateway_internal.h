@@ -20,7 +20,7 @@
 
 #define ETCD_GW_DEFAULT_TIMEOUT_MS 5000
 /* Largest response body or watch message accepted; beyond it the answer is KV_ECORRUPT. */
-#define ETCD_GW_MAX_BODY ((size_t)256 << 20)
+#define ETCD_GW_MAX_BODY (2 * KV_RESPONSE_BYTES_MAX)
 
 struct etcd_gw_watch;
 
@@ -128,6 +128,8 @@ int etcd_gw_error_of(const json_t *o, int *ret_code, const char **ret_msg);
 
 int etcd_gw_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err);
 int etcd_gw_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err);
+int etcd_gw_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                      struct kv_list *ret, struct ea_error *err);
 int etcd_gw_cas(struct kv *kv, const char *key, const char *value, size_t len,
                 int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
                 struct kv_entry *ret_current, struct ea_error *err);

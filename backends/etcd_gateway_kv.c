@@ -83,16 +83,20 @@ int etcd_gw_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_
     return rc;
 }
 
-int etcd_gw_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err)
+/* A range over `prefix`, from just after `after` (NULL = from the first), at most `limit` keys
+ * (0 = all), by key ascending: etcd's default order, what kv_list promises. */
+static int range_list(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                      struct kv_list *ret, struct ea_error *err)
 {
     char what[160];
     WHAT(what, "list '%.100s'", prefix);
     json_t *body = json_object();
-    if (body && etcd_gw_set_prefix(body, prefix)) {
-        json_decref(body);
+    if (body && (etcd_gw_set_prefix(body, prefix) ||
+                 (after && etcd_gw_set_b64(body, "key", after, strlen(after) + 1)) ||
+                 (limit && etcd_gw_set_i64(body, "limit", (int64_t)limit)))) {
+        json_decref(body); /* after + its NUL: the least key after it */
         body = NULL;
     }
-    /* etcd's default order is by key, ascending: what kv_list promises. */
     json_t *resp = NULL;
     int rc = call(kv, "/v3/kv/range", what, 1, body, &resp, err);
     if (rc)
@@ -105,9 +109,12 @@ int etcd_gw_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct 
         rc = corrupt(err, what, "'kvs' is not an array");
     } else if (etcd_gw_header_revision(resp, &l.revision)) {
         rc = corrupt(err, what, "no store revision");
+    } else if (limit && n > limit) {
+        rc = corrupt(err, what, "more keys than the page asked for");
     } else if (n && !(l.entries = calloc(n, sizeof(*l.entries)))) {
         rc = oom(err);
     } else {
+        l.more = limit && json_is_true(json_object_get(resp, "more"));
         for (; l.n < n && rc == 0; l.n++) {
             rc = etcd_gw_entry_from_json(json_array_get(kvs, l.n), &l.entries[l.n]);
             if (rc)
@@ -120,6 +127,17 @@ int etcd_gw_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct 
     else
         *ret = l;
     return rc;
+}
+
+int etcd_gw_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err)
+{
+    return range_list(kv, prefix, NULL, 0, ret, err);
+}
+
+int etcd_gw_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                      struct kv_list *ret, struct ea_error *err)
+{
+    return range_list(kv, prefix, after, limit, ret, err);
 }
 
 /* The TxnRequest of a CAS: compare, put on success, range of the key on failure. */

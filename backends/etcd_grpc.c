@@ -170,8 +170,10 @@ grpc_channel *etcd_channel(struct etcd *e, size_t ep)
     if (e->eps[ep].channel)
         return e->eps[ep].channel;
     grpc_arg args[] = {
-        /* etcd may answer with more than gRPC's default 4 MiB (a large list). */
-        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
+        /* etcd may answer with more than gRPC's default 4 MiB (a large list), but not without
+         * bound: a prefix anyone may grow (a pool's queue) is read in pages (kv_list_page). */
+        {GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+         {.integer = (int)KV_RESPONSE_BYTES_MAX}},
         /* Pings find a dead peer under a long-idle watch; etcd's floor is 5 s. */
         {GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIME_MS, {.integer = 10000}},
         {GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = 5000}},
@@ -266,6 +268,9 @@ int etcd_status_to_kv(grpc_status_code code, const char *details)
         return strstr(details, "compacted") ? KV_ECOMPACTED : KV_EINVAL;
     case GRPC_STATUS_DATA_LOSS:
         return KV_ECORRUPT;
+    case GRPC_STATUS_RESOURCE_EXHAUSTED:
+        /* an answer over KV_RESPONSE_BYTES_MAX: the same again on a retry */
+        return strstr(details, "larger than max") ? KV_ECORRUPT : KV_ECONN;
     case GRPC_STATUS_FAILED_PRECONDITION:
     case GRPC_STATUS_UNIMPLEMENTED:
         return KV_EINVAL;

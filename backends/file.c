@@ -308,6 +308,18 @@ static int file_list(struct kv *kv, const char *prefix, struct kv_list *ret, str
     return r;
 }
 
+static int file_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                          struct kv_list *ret, struct ea_error *err)
+{
+    struct file_kv *f = FKV(kv);
+    int r = txn_begin(f, err);
+    if (r < 0)
+        return r;
+    r = kvs_list_page(f->store, prefix, after, limit, ret, err);
+    txn_end(f, false, err);
+    return r;
+}
+
 static int file_cas(struct kv *kv, const char *key, const char *value, size_t len,
                     int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
                     struct kv_entry *ret_current, struct ea_error *err)
@@ -561,6 +573,7 @@ const struct kv_ops kv_file_ops = {
     .close = file_close,
     .get = file_get,
     .list = file_list,
+    .list_page = file_list_page,
     .cas = file_cas,
     .txn = file_txn,
     .put = file_put,

@@ -140,6 +140,43 @@ int kv_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_er
     return kv->ops->list(kv, prefix, ret, err);
 }
 
+/* A backend without list_page: the whole list, cut down to the page (no bound on memory). */
+static int list_page_by_list(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                             struct kv_list *ret, struct ea_error *err)
+{
+    struct kv_list l = {0};
+    int r = kv->ops->list(kv, prefix, &l, err);
+    if (r < 0)
+        return r;
+    size_t first = 0;
+    while (after && first < l.n && strcmp(l.entries[first].key, after) <= 0)
+        kv_entry_clear(&l.entries[first++]);
+    size_t n = l.n - first < limit ? l.n - first : limit;
+    for (size_t i = first + n; i < l.n; i++)
+        kv_entry_clear(&l.entries[i]);
+    memmove(l.entries, l.entries + first, n * sizeof(*l.entries));
+    l.more = first + n < l.n;
+    l.n = n;
+    *ret = l;
+    return 0;
+}
+
+int kv_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                 struct kv_list *ret, struct ea_error *err)
+{
+    if (limit == 0 || limit > KV_PAGE_MAX)
+        return ea_errorf(err, KV_EINVAL, "list '%s': a page of %zu keys (1 to %d)", prefix,
+                         limit, KV_PAGE_MAX);
+    if (after && !after[0])
+        after = NULL;
+    if (after && strncmp(after, prefix, strlen(prefix)) != 0)
+        return ea_errorf(err, KV_EINVAL, "list '%s': page after '%s', outside the prefix",
+                         prefix, after);
+    if (!kv->ops->list_page)
+        return list_page_by_list(kv, prefix, after, limit, ret, err);
+    return kv->ops->list_page(kv, prefix, after, limit, ret, err);
+}
+
 int kv_cas(struct kv *kv, const char *key, const char *value, size_t len,
            int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
            struct kv_entry *ret_current, struct ea_error *err)

@@ -61,7 +61,16 @@ struct kv_list {
     struct kv_entry *entries;
     size_t n;
     int64_t revision;
+    bool more; /* kv_list_page(): keys with the prefix follow the last entry (not all fit) */
 };
+
+/* Most keys one kv_list_page() may ask for; a page of the pool's queue is far smaller. */
+#define KV_PAGE_MAX 1000
+/* Largest answer the store may send in one message (etcd's gRPC receive bound; twice this for
+ * the gateway's JSON, base64 and all). The largest list the agent makes, a 10,000-node run's
+ * prefix, is about a fifth of it; a larger answer is KV_ECORRUPT ("response too large"), never
+ * an allocation without bound: list such a prefix with kv_list_page(). */
+#define KV_RESPONSE_BYTES_MAX ((size_t)64 << 20)
 
 enum kv_event_type {
     KV_EVENT_PUT = 1,    /* key created or modified; entry holds the new value and revisions */
@@ -109,6 +118,16 @@ struct kv_ops {
     int (*get)(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error *err);
     /* All keys starting with `prefix` ("" = everything), sorted, plus the store revision. */
     int (*list)(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err);
+    /*
+     * One page of a list: the first `limit` (1..KV_PAGE_MAX) keys starting with `prefix` that
+     * sort after `after` (NULL or "" = from the first), sorted, the store revision, and
+     * ret->more when keys with the prefix follow (ask again with after = the last key). Pages
+     * are read at different revisions: a scan of several pages is not one snapshot. So that a
+     * caller's memory stays bounded by the page whatever the store holds under the prefix.
+     * Optional: NULL makes kv_list_page() list everything and keep one page (no bound).
+     */
+    int (*list_page)(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                     struct kv_list *ret, struct ea_error *err);
     /*
      * Compare-and-swap. Writes `value` (len bytes) to `key` attached to `lease` (0 = none) iff the
      * key's current mod_revision == expected_mod_revision; expected 0 = "only if absent".
@@ -188,7 +207,7 @@ extern const struct kv_ops *const kv_backends[];
  * KV_MODULE_ABI, bumped whenever this header's structs change) and
  * `const struct kv_ops *kv_module(void)` (backends/kv_module.c).
  */
-#define KV_MODULE_ABI 3
+#define KV_MODULE_ABI 4
 
 /* Find a backend by name, loading its module if needed; NULL if unknown or not loadable. */
 const struct kv_ops *kv_backend_find(const char *name);
@@ -203,6 +222,9 @@ int kv_get(struct kv *kv, const char *key, struct kv_entry *ret, struct ea_error
 int kv_get_at(struct kv *kv, const char *key, int64_t at, struct kv_entry *ret,
               struct ea_error *err);
 int kv_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct ea_error *err);
+/* KV_EINVAL when limit is 0 or over KV_PAGE_MAX, or `after` does not start with `prefix`. */
+int kv_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                 struct kv_list *ret, struct ea_error *err);
 int kv_cas(struct kv *kv, const char *key, const char *value, size_t len,
            int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
            struct kv_entry *ret_current, struct ea_error *err);

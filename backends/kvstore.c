@@ -188,12 +188,22 @@ int kvs_get(const struct kvs *s, const char *key, struct kv_entry *ret, struct e
 
 int kvs_list(const struct kvs *s, const char *prefix, struct kv_list *ret, struct ea_error *err)
 {
+    return kvs_list_page(s, prefix, NULL, 0, ret, err);
+}
+
+int kvs_list_page(const struct kvs *s, const char *prefix, const char *after, size_t limit,
+                  struct kv_list *ret, struct ea_error *err)
+{
     size_t plen = strlen(prefix);
     bool found;
-    size_t first = key_find(s, prefix, &found), last = first;
-    while (last < s->n_keys && strncmp(s->keys[last].key, prefix, plen) == 0)
+    size_t first = key_find(s, after && after[0] ? after : prefix, &found), last = first;
+    if (after && after[0] && found)
+        first = ++last; /* strictly after */
+    while (last < s->n_keys && strncmp(s->keys[last].key, prefix, plen) == 0 &&
+           (!limit || last - first < limit))
         last++;
     struct kv_list l = {.revision = s->revision};
+    l.more = last < s->n_keys && strncmp(s->keys[last].key, prefix, plen) == 0;
     if (last > first) {
         l.entries = calloc(last - first, sizeof(*l.entries));
         if (!l.entries)

@@ -46,6 +46,10 @@ int64_t kvs_next_expiry(const struct kvs *s);
 int kvs_get(const struct kvs *s, const char *key, struct kv_entry *ret, struct ea_error *err);
 /* Deep copy of every key starting with `prefix`, sorted, plus the store revision. 0 or -ENOMEM. */
 int kvs_list(const struct kvs *s, const char *prefix, struct kv_list *ret, struct ea_error *err);
+/* The same, at most `limit` keys (0 = all) sorting after `after` (NULL = from the first);
+ * ret->more when keys with the prefix follow (kv_ops.list_page). */
+int kvs_list_page(const struct kvs *s, const char *prefix, const char *after, size_t limit,
+                  struct kv_list *ret, struct ea_error *err);
 
 /*
  * The write operations have kv.h's contracts (see struct kv_ops), without I/O. Each one that

@@ -97,6 +97,16 @@ static int mem_list(struct kv *kv, const char *prefix, struct kv_list *ret, stru
     return r;
 }
 
+static int mem_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                         struct kv_list *ret, struct ea_error *err)
+{
+    struct mem_kv *m = MEM(kv);
+    begin(m);
+    int r = kvs_list_page(m->store, prefix, after, limit, ret, err);
+    end(m);
+    return r;
+}
+
 static int mem_cas(struct kv *kv, const char *key, const char *value, size_t len,
                    int64_t expected_mod_revision, int64_t lease, int64_t *ret_mod_revision,
                    struct kv_entry *ret_current, struct ea_error *err)
@@ -220,6 +230,7 @@ const struct kv_ops kv_memory_ops = {
     .close = mem_close,
     .get = mem_get,
     .list = mem_list,
+    .list_page = mem_list_page,
     .cas = mem_cas,
     .txn = mem_txn,
     .put = mem_put,

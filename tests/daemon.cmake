@@ -17,3 +17,9 @@ ea_add_criterion_test(test_sshsig SOURCES unit/test_sshsig.c LIBS ea_daemon TIME
 ea_add_criterion_test(test_e2e_signed SOURCES e2e/test_e2e_signed.c
                       LIBS ea_e2e_harness ea_etcd_harness ea_daemon PkgConfig::JANSSON TIMEOUT 300
                       LABELS e2e etcd safety)
+# A hostile queue (issue 38): bad entries moved aside once each, the queue read in pages, scans
+# on writes of `next` spaced (unit, memory backend).
+ea_add_criterion_test(test_pool_queue SOURCES unit/test_pool_queue.c LIBS ea_daemon
+                      SAFETY "pool_queue/*")
+ea_add_criterion_test(test_e2e_queue_flood SOURCES e2e/test_e2e_queue_flood.c
+                      LIBS ea_e2e_harness ea_etcd_harness ea_daemon TIMEOUT 300 LABELS e2e etcd)

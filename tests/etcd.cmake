@@ -10,7 +10,7 @@ target_link_libraries(ea_etcd_harness PUBLIC ea_backends ea_kv_etcd ea_kv_etcd_g
 add_library(ea_etcd_testutil STATIC etcd/etcd_testutil.c)
 target_link_libraries(ea_etcd_testutil PUBLIC ea_etcd_harness PkgConfig::CRITERION)
 
-foreach(t kv watch fault security cluster bench)
+foreach(t kv watch fault security cluster bench big)
   ea_add_criterion_test(test_etcd_${t} SOURCES etcd/test_etcd_${t}.c LIBS ea_etcd_testutil
                         TIMEOUT 90)
   set_tests_properties(test_etcd_${t} PROPERTIES LABELS etcd)

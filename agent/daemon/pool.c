@@ -300,67 +300,172 @@ int pool_refuse(struct pool *p, const struct runspec *s, const struct specsig_ve
     return r;
 }
 
+/* The name under refused/ of a queue entry that is not ours: its key's run id when that could
+ * be one (up to 127 bytes of A-Z a-z 0-9 . _ -), else a hash of the key (no other key can be
+ * built from it, and a long key does not make a long one). */
+static void bad_name(const char *key, const char *id, char *buf, size_t size)
+{
+    size_t n = strlen(id);
+    bool ok = n > 0 && n < 128;
+    for (const char *c = id; ok && *c; c++)
+        ok = isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-';
+    if (ok)
+        snprintf(buf, size, "%s", id);
+    else
+        snprintf(buf, size, "~key-%08x", (unsigned)pool_node_hash(key));
+}
+
+int pool_move_bad(struct pool *p, const struct kv_entry *e, const char *why, const char *node,
+                  struct ea_error *err)
+{
+    char qprefix[POOL_KEY_MAX], name[160], rkey[POOL_KEY_MAX];
+    pool_queue_prefix(p, qprefix, sizeof(qprefix));
+    size_t plen = strlen(qprefix);
+    if (strncmp(e->key, qprefix, plen) != 0 || e->mod_revision <= 0)
+        return ea_errorf(err, -EINVAL, "key '%.200s' was not read from the queue", e->key);
+    bad_name(e->key, e->key + plen, name, sizeof(name));
+    json_t *t = json_string(why); /* the decoder's text may quote bytes that are not UTF-8 */
+    if (!t)
+        why = "(its reason is not text)";
+    json_decref(t);
+    pool_refused_key(p, name, rkey, sizeof(rkey));
+    json_t *j = json_pack("{s:s, s:s, s:s+, s:b, s:s, s:s, s:s, s:I, s:s, s:I}", "schema",
+                          RUNSPEC_SCHEMA, "run", name, "reason", "not a run spec of ours: ",
+                          why, "signed", 0, "principal", "", "fingerprint", "", "by", node,
+                          "at_ms", (json_int_t)ea_wall_ms(), "spec", "", "bytes",
+                          (json_int_t)e->value_len);
+    /* the entry itself as evidence when it is text and small: a record never outgrows what
+     * one transaction may carry */
+    json_t *raw = e->value_len <= RUNSPEC_BYTES_MAX ? json_stringn(e->value, e->value_len) : NULL;
+    if (j && raw)
+        json_object_set_new(j, "spec", raw);
+    else
+        json_decref(raw);
+    char *json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    struct kv_cmp cmp = {.key = e->key, .mod_revision = e->mod_revision};
+    struct kv_op ops[] = {{.key = rkey, .value = json, .len = strlen(json)},
+                          {.key = e->key, .del = true}};
+    int r = kv_txn(p->kv, &cmp, 1, ops, 2, NULL, err);
+    free(json);
+    return r;
+}
+
+/* What pool_advance keeps while it pages through the queue: the oldest run with room so far. */
+struct walk {
+    struct pool *p;
+    const char *const *full;
+    size_t n_full;
+    const struct pool_hooks *h;
+    size_t plen;            /* of the queue prefix */
+    struct runspec best;    /* run_id "" = none yet */
+    int64_t best_created;   /* its create_revision (INT64_MAX: none) */
+};
+
+/* One queue entry: not ours (moved aside), newer than the best so far (skipped unread), ended
+ * (deleted), refused (moved aside), full, or the new best. */
+static int walk_entry(struct walk *w, const struct kv_entry *e, struct ea_error *err)
+{
+    struct pool *p = w->p;
+    const struct pool_hooks *h = w->h;
+    struct runspec s = {0};
+    struct ea_error derr = {0};
+    int r = 0;
+    if (runspec_decode(e->value, e->value_len, &s, &derr) < 0 ||
+        strcmp(s.run_id, e->key + w->plen) != 0) {
+        /* never run, and moved aside so that no daemon reads it again: a queue full of
+         * garbage costs each daemon one scan, not one per write of `next` */
+        const char *why = derr.msg[0] ? derr.msg : "the spec names another run";
+        struct ea_error merr = {0};
+        r = pool_move_bad(p, e, why, h->node ? h->node : "", &merr);
+        if (r == 0 && h->bad) /* said by the daemon whose move won: once in the pool */
+            h->bad(h->ctx, e->key, e->mod_revision, why);
+        else if (r < 0 && r != KV_ECONFLICT && h->bad) {
+            char msg[2 * EA_ERROR_MSG_MAX];
+            snprintf(msg, sizeof(msg), "%s (not moved aside: %s)", why, merr.msg);
+            h->bad(h->ctx, e->key, e->mod_revision, msg);
+        }
+        runspec_clear(&s);
+        return 0;
+    }
+    if (e->create_revision >= w->best_created) {
+        runspec_clear(&s); /* queued after the best so far */
+        return 0;
+    }
+    s.queue_rev = e->mod_revision;
+    enum pool_run pr;
+    struct specsig_verdict v;
+    r = pool_run_check(p, &s, &pr, NULL, 0, &derr);
+    if (r == 0 && pr == POOL_RUN_ENDED) {
+        struct kv_cmp cmp = {.key = e->key, .mod_revision = e->mod_revision};
+        struct kv_op op = {.key = e->key, .del = true};
+        r = kv_txn(p->kv, &cmp, 1, &op, 1, NULL, err);
+        r = r == KV_ECONFLICT ? 0 : r;
+    } else if (r == 0 && pr == POOL_RUN_BAD) {
+        if (h->bad)
+            h->bad(h->ctx, e->key, e->mod_revision, derr.msg);
+    } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(w->full, w->n_full, s.run_id) &&
+               h->gate && h->gate(h->ctx, &s, &v) < 0) {
+        /* never run here: moved aside, so that no daemon reads it again */
+        r = pool_refuse(p, &s, &v, h->node ? h->node : "", err);
+        if (r == 0 && h->refused)
+            h->refused(h->ctx, &s, &v);
+        r = r == KV_ECONFLICT ? 0 : r;
+    } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(w->full, w->n_full, s.run_id)) {
+        runspec_clear(&w->best);
+        w->best = s;
+        w->best_created = e->create_revision;
+        return 0;
+    } else if (r < 0) {
+        ea_errorf(err, r, "%s", derr.msg);
+    }
+    runspec_clear(&s);
+    return r;
+}
+
 int pool_advance(struct pool *p, const char *const *full, size_t n_full,
                  const struct pool_hooks *hooks, struct runspec *ret, struct ea_error *err)
 {
     static const struct pool_hooks none = {0};
-    const struct pool_hooks *h = hooks ? hooks : &none;
     char qprefix[POOL_KEY_MAX];
     pool_queue_prefix(p, qprefix, sizeof(qprefix));
-    struct kv_list l = {0};
-    int r = kv_list(p->kv, qprefix, &l, err);
-    if (r < 0)
-        return r;
-    pool_queue_sort(&l);
-    struct runspec found = {0};
-    for (size_t i = 0; i < l.n && !found.run_id[0] && r == 0; i++) {
-        struct kv_entry *e = &l.entries[i];
-        struct runspec s = {0};
-        struct ea_error derr = {0};
-        const char *id = e->key + strlen(qprefix);
-        if (runspec_decode(e->value, e->value_len, &s, &derr) < 0 ||
-            strcmp(s.run_id, id) != 0) {
-            if (h->bad)
-                h->bad(h->ctx, e->key, e->mod_revision,
-                       derr.msg[0] ? derr.msg : "the spec names another run");
-            runspec_clear(&s);
-            continue;
-        }
-        s.queue_rev = e->mod_revision;
-        enum pool_run pr;
-        struct specsig_verdict v;
-        r = pool_run_check(p, &s, &pr, NULL, 0, &derr);
-        if (r == 0 && pr == POOL_RUN_ENDED) {
-            struct kv_cmp cmp = {.key = e->key, .mod_revision = e->mod_revision};
-            struct kv_op op = {.key = e->key, .del = true};
-            r = kv_txn(p->kv, &cmp, 1, &op, 1, NULL, err);
-            r = r == KV_ECONFLICT ? 0 : r;
-        } else if (r == 0 && pr == POOL_RUN_BAD) {
-            if (h->bad)
-                h->bad(h->ctx, e->key, e->mod_revision, derr.msg);
-        } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(full, n_full, s.run_id) && h->gate &&
-                   h->gate(h->ctx, &s, &v) < 0) {
-            /* never run here: moved aside, so that no daemon reads it again */
-            r = pool_refuse(p, &s, &v, h->node ? h->node : "", err);
-            if (r == 0 && h->refused)
-                h->refused(h->ctx, &s, &v);
-            r = r == KV_ECONFLICT ? 0 : r;
-        } else if (r == 0 && pr == POOL_RUN_ROOM && !listed(full, n_full, s.run_id)) {
-            found = s;
-            continue;
-        } else if (r < 0) {
-            ea_errorf(err, r, "%s", derr.msg);
-        }
-        runspec_clear(&s);
+    struct walk w = {.p = p, .full = full, .n_full = n_full, .h = hooks ? hooks : &none,
+                     .plen = strlen(qprefix), .best_created = INT64_MAX};
+    /* page by page in key order, keeping the oldest run with room (create_revision: the
+     * submission order): memory is one page whatever the queue holds */
+    char *after = NULL;
+    bool more = true;
+    int r = 0;
+    while (more && r == 0) {
+        struct kv_list l = {0};
+        if ((r = kv_list_page(p->kv, qprefix, after, POOL_PAGE, &l, err)) < 0)
+            break;
+        more = l.more && l.n > 0;
+        for (size_t i = 0; i < l.n && r == 0; i++)
+            r = walk_entry(&w, &l.entries[i], err);
+        free(after);
+        after = l.n ? strdup(l.entries[l.n - 1].key) : NULL;
+        if (l.n && !after)
+            r = ea_errorf(err, -ENOMEM, "out of memory");
+        kv_list_clear(&l);
     }
-    kv_list_clear(&l);
+    free(after);
     if (r == 0)
-        r = next_put(p, found.run_id, err);
+        r = next_put(p, w.best.run_id, err);
     if (r < 0 || !ret)
-        runspec_clear(&found);
+        runspec_clear(&w.best);
     else
-        *ret = found;
+        *ret = w.best;
     return r;
+}
+
+int64_t pool_rescan_at(int64_t last_scan_ms, int64_t now_ms)
+{
+    if (last_scan_ms <= 0 || now_ms - last_scan_ms >= POOL_RESCAN_GAP_MS)
+        return now_ms;
+    return last_scan_ms + POOL_RESCAN_GAP_MS;
 }
 
 int pool_close_run(struct pool *p, const char *run_id, struct ea_error *err)

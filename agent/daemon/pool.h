@@ -21,6 +21,9 @@
  * (<prefix><run-id>/...) can be confused with them. */
 #define POOL_DIR "~pools/"
 #define POOL_KEY_MAX 768
+/* Queue entries one read brings (kv_list_page): a scan holds one page, at most this many specs
+ * of up to RUNSPEC_BYTES_MAX each (4 MiB), whatever the queue holds. */
+#define POOL_PAGE 16
 
 struct pool {
     struct kv *kv;       /* borrowed */
@@ -84,8 +87,9 @@ int pool_next_get(struct pool *p, char *ret_run, size_t size, int64_t *ret_rev,
 struct pool_hooks {
     void *ctx;
     const char *node; /* who walks the queue (named in a refusal record) */
-    /* a spec the queue holds that is not ours (does not decode, names another run): called once
-     * per key revision */
+    /* a spec the queue holds that is not ours: one that does not decode or names another run,
+     * called by the daemon that moved it aside (pool_move_bad), so once in the whole pool (or
+     * with the reason the move failed); a run whose state is not ours, once per key revision */
     void (*bad)(void *ctx, const char *key, int64_t mod_revision, const char *why);
     /* whether this node may run `s`, the first spec with room: 0, or -EPERM with *v filled:
      * the spec is then moved aside (pool_refuse) and the walk goes on */
@@ -96,14 +100,24 @@ struct pool_hooks {
 };
 
 /*
- * Recompute `next`: walk the queue in create_revision order, delete the entries of runs that
- * ended, skip corrupt or foreign specs (hooks->bad), full runs and the n_full runs in `full` (the
+ * Recompute `next`: walk the queue in create_revision order (reading it POOL_PAGE entries at a
+ * time in key order and keeping the oldest candidate), delete the entries of runs that ended,
+ * move aside the entries that are not ours (pool_move_bad, then hooks->bad), skip full runs and the n_full runs in `full` (the
  * caller found every seat of them taken), move aside the specs hooks->gate refuses, and CAS `next`
  * to the first run with room ("" when none; unchanged values are not rewritten). *ret (may be
  * NULL) gets that run's spec (the caller clears it; zeroed when none). `hooks` may be NULL.
  */
 int pool_advance(struct pool *p, const char *const *full, size_t n_full,
                  const struct pool_hooks *hooks, struct runspec *ret, struct ea_error *err);
+
+/* An idle daemon's scans of the queue on a `next` it cannot join (a run missing, not ours, full
+ * or over) are at least this far apart: whoever may write `next` cannot make every daemon read
+ * the whole queue once per write. */
+#define POOL_RESCAN_GAP_MS 1000
+
+/* When such a scan may run, the last one having run at last_scan_ms (0: never): now_ms, or
+ * POOL_RESCAN_GAP_MS after the last. Pure (monotonic ms in, out). */
+int64_t pool_rescan_at(int64_t last_scan_ms, int64_t now_ms);
 
 /*
  * Move spec `s` (read from the queue at s->queue_rev) aside, refused for v's reason, by daemon
@@ -113,6 +127,16 @@ int pool_advance(struct pool *p, const char *const *full, size_t n_full,
  */
 int pool_refuse(struct pool *p, const struct runspec *s, const struct specsig_verdict *v,
                 const char *node, struct ea_error *err);
+
+/*
+ * Move queue entry `e` (read from the queue), which is not a spec of ours for reason `why`,
+ * aside by daemon `node`: in one transaction fenced on e->mod_revision, put refused/<name> (the
+ * reason, the entry when it is text of at most RUNSPEC_BYTES_MAX, its size) and delete it.
+ * <name> is the key's run id when it could be one, else "~key-" and a hash of the key.
+ * 0 when this call moved it; KV_ECONFLICT when the entry changed or went meanwhile; a KV error.
+ */
+int pool_move_bad(struct pool *p, const struct kv_entry *e, const char *why, const char *node,
+                  struct ea_error *err);
 
 /*
  * Claim a seat of run `s` for daemon `node`: one of `seats/<run>/<k>`, k < s->max_nodes, created

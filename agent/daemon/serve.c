@@ -60,7 +60,8 @@ struct daemon {
     int64_t state_watch; /* its `state` (O(1): one small value per round) */
     int64_t room_rev;   /* revision of the round that left the run room, 0 = none pending */
     int64_t advance_at; /* when this daemon recomputes `next` for that room (0 = not armed) */
-    int64_t rescan_at;  /* idle: look at the queue again (a run's seats were all taken) */
+    int64_t rescan_at;  /* idle: look at the queue again (seats all taken; a scan's gap) */
+    int64_t scan_ms;    /* when this daemon last scanned the queue (0: never) */
     char run[128];      /* the run the child runs */
     char run_signer[256], run_fp[SSHSIG_FP_MAX]; /* who signed it ("": unsigned) */
     int64_t run_since;  /* wall ms */
@@ -97,7 +98,7 @@ static const char serve_help_end[] =
     "\nWhile the store is unreachable the daemon retries (backing off to 5 s; /healthz says so).\n"
     "A spec refused (unsigned, not signed by an allowed key, expired, for another pool, changed\n"
     "after signing) is never run: the daemon that finds it first moves it to the pool's\n"
-    "refused/ keys and says why once; status --pool lists it.\n"
+    "refused/ keys and says why once (also an entry that is not a spec); status --pool lists it.\n"
     "Exit status: 0 after SIGTERM/SIGINT, 2 usage error (also: neither --allowed-signers nor\n"
     "--allow-unsigned), 3 the store cannot be opened.\n";
 
@@ -276,7 +277,8 @@ static void store_failed(struct daemon *d, const char *what, const struct ea_err
     d->retry_at = ea_now_ms() + d->backoff_ms;
 }
 
-/* pool_advance's report of a spec that is not ours: once per key revision. */
+/* pool_advance's report of a spec that is not ours: moved aside here (once in the pool), or a
+ * run whose state is not ours (once per key revision). */
 static void report_bad(void *ctx, const char *key, int64_t rev, const char *why)
 {
     struct daemon *d = ctx;
@@ -458,8 +460,9 @@ out:
     return r; /* 0, or the seat claim's -EBUSY or store error */
 }
 
-/* Idle: join the run `next` names when it has room, else recompute `next` (a full scan of the
- * queue: at start, after a run, and when `next` names a run that is full or over). A run whose
+/* Idle: join the run `next` names when it has room, else recompute `next` (a paged scan of the
+ * queue: at start, after a run, and when `next` names a run full, over or gone, that at most once
+ * per POOL_RESCAN_GAP_MS: a write of `next` costs O(1) reads, whoever wrote it). A run whose
  * seats are all taken is full whatever its keys say yet: `next` moves past it. */
 static void pick(struct daemon *d)
 {
@@ -489,8 +492,16 @@ static void pick(struct daemon *d)
         if (scan)
             runspec_clear(&s);
         ea_error_clear(&err);
+        int64_t now = ea_now_ms(), at = pool_rescan_at(d->scan_ms, now);
+        if (scan && at > now) { /* one scan per gap however often `next` is written */
+            d->rescan_at = d->rescan_at && d->rescan_at < at ? d->rescan_at : at;
+            d->pick = false;
+            return;
+        }
     }
     for (;;) {
+        if (scan)
+            d->scan_ms = ea_now_ms();
         if (scan && (r = pool_advance(&d->pool, fullv, n_full, &d->hooks, &s, &err)) < 0)
             goto fail;
         if (!s.run_id[0])

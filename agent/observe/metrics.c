@@ -214,6 +214,13 @@ static int t_list(struct kv *kv, const char *prefix, struct kv_list *ret, struct
     return done(kv, t0, kv_list(INNER(kv), prefix, ret, err));
 }
 
+static int t_list_page(struct kv *kv, const char *prefix, const char *after, size_t limit,
+                       struct kv_list *ret, struct ea_error *err)
+{
+    int64_t t0 = begin();
+    return done(kv, t0, kv_list_page(INNER(kv), prefix, after, limit, ret, err));
+}
+
 static int t_cas(struct kv *kv, const char *key, const char *value, size_t len, int64_t expected,
                  int64_t lease, int64_t *ret_rev, struct kv_entry *ret_current,
                  struct ea_error *err)
@@ -289,6 +296,7 @@ static const struct kv_ops timed_ops = {
     .get = t_get,
     .get_at = t_get_at,
     .list = t_list,
+    .list_page = t_list_page,
     .cas = t_cas,
     .txn = t_txn,
     .put = t_put,

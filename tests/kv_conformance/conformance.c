@@ -182,6 +182,45 @@ Test(kv, list_is_sorted_by_bytes_and_bounded_by_prefix)
     kv_list_clear(&l);
 }
 
+/* One page of keys under `pre` after `after`, checked against want[0..n) and `more`. */
+static void page_is(const char *pre, const char *after, size_t limit, const char *const *want,
+                    size_t n, bool more)
+{
+    struct kv_list l = {0};
+    struct ea_error err = {0};
+    int r = kv_list_page(KV, K(pre), after ? K(after) : NULL, limit, &l, &err);
+    cr_assert_eq(r, 0, "page of %zu after '%s': %s", limit, after ? after : "", err.msg);
+    cr_assert_eq(l.n, n, "page of %zu after '%s': %zu keys, want %zu", limit,
+                 after ? after : "", l.n, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_str_eq(l.entries[i].key, K(want[i]), "entry %zu", i);
+    cr_assert_eq(l.more, more, "page of %zu after '%s': more %d", limit, after ? after : "",
+                 l.more);
+    cr_assert_gt(l.revision, 0);
+    kv_list_clear(&l);
+}
+
+Test(kv, list_page_walks_a_prefix_in_bounded_pages)
+{
+    cr_assert_not_null(KV->ops->list_page, "the backend reads pages itself (bounded memory)");
+    const char *keys[] = {"a/2", "ab", "a/1", "b", "a/10", "a/3"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        kvt_put(KV, K(keys[i]), keys[i]);
+    page_is("a/", NULL, 2, (const char *[]){"a/1", "a/10"}, 2, true);
+    page_is("a/", "a/10", 2, (const char *[]){"a/2", "a/3"}, 2, false);
+    page_is("a/", "a/3", 2, NULL, 0, false);
+    page_is("a/", "a/0", 1, (const char *[]){"a/1"}, 1, true); /* after a key that is absent */
+    page_is("a/", "a/1", 3, (const char *[]){"a/10", "a/2", "a/3"}, 3, false);
+    page_is("", "a/3", 5, (const char *[]){"ab", "b"}, 2, false);
+
+    struct kv_list l = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_list_page(KV, K("a/"), NULL, 0, &l, &err), KV_EINVAL);
+    cr_assert_eq(kv_list_page(KV, K("a/"), NULL, KV_PAGE_MAX + 1, &l, &err), KV_EINVAL);
+    cr_assert_eq(kv_list_page(KV, K("a/"), K("b"), 2, &l, &err), KV_EINVAL);
+    cr_assert_eq(l.n, 0, "ret untouched on failure");
+}
+
 Test(kv, list_revision_is_the_store_revision_to_watch_after)
 {
     int64_t ra = kvt_put(KV, K("a"), "1");
