@@ -4,8 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --test
-./scripts/build.sh build -DEA_TESTS=ON
-./scripts/build.sh build-asan -DEA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DEA_TESTS=ON
+./scripts/build.sh build -DEA_TESTS=ON -DEA_WERROR=ON
+./scripts/build.sh build-asan -DEA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DEA_TESTS=ON -DEA_WERROR=ON
+# warnings as errors also for what users and packagers build (EA_WERROR is off for them): gcc -O3
+# (Release) and clang; the product only, to keep it quick
+./scripts/build.sh build-release -DCMAKE_BUILD_TYPE=Release -DEA_TESTS=OFF -DEA_WERROR=ON
+CC=clang ./scripts/build.sh build-clang -DEA_TESTS=OFF -DEA_WERROR=ON
 echo "== static analysis == (${SECONDS} s in)"
 ./scripts/lint.sh
 echo "== the demo (README command 1) with the test packages hidden == (${SECONDS} s in)"

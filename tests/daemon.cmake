@@ -14,6 +14,8 @@ ea_add_criterion_test(test_e2e_daemon SOURCES e2e/test_e2e_daemon.c
 # spec against real ssh-keygen signatures (unit); specs put straight into a real etcd that no
 # daemon may ever run (e2e, label safety: never retried).
 ea_add_criterion_test(test_sshsig SOURCES unit/test_sshsig.c LIBS ea_daemon TIMEOUT 120)
+# a spec's submit time and expiry against a given "now" (no clock): signed for later, overflow
+ea_add_criterion_test(test_specsig SOURCES unit/test_specsig.c LIBS ea_daemon LABELS safety)
 ea_add_criterion_test(test_e2e_signed SOURCES e2e/test_e2e_signed.c
                       LIBS ea_e2e_harness ea_etcd_harness ea_daemon PkgConfig::JANSSON TIMEOUT 300
                       LABELS e2e etcd safety)

@@ -15,8 +15,20 @@ static void file_id(struct daemon_trust *t, const struct stat *st)
     t->dev = st->st_dev;
     t->ino = st->st_ino;
     t->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    t->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
     t->size = st->st_size;
 }
+
+static bool file_same(const struct daemon_trust *t, const struct stat *st)
+{
+    return st->st_dev == t->dev && st->st_ino == t->ino && st->st_size == t->size &&
+           (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec == t->mtime_ns &&
+           (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec == t->ctime_ns;
+}
+
+/* The trust of a file that cannot be used: no key at all. Points policy.signers at it, never
+ * NULL, which would mean "signatures not checked". */
+static const struct signers no_keys = {.name = "none: the allowed signers file cannot be used"};
 
 int daemon_trust_open(struct daemon_trust *t, const char *path, bool allow_unsigned,
                       const char *pool_name, const char *prefix, struct pool *pool,
@@ -75,25 +87,44 @@ void daemon_trust_close(struct daemon_trust *t)
     t->policy.signers = NULL;
 }
 
-/* Re-read the allowed signers when the file (or what its path points to) changed. */
+/* No key is trusted from now on (the file is gone or cannot be used): said once per reason. */
+static void distrust(struct daemon_trust *t, const char *why)
+{
+    if (strcmp(t->unusable, why) != 0)
+        log_warn("--allowed-signers: %s: no key is trusted until it can be read again (signed "
+                 "specs are refused)",
+                 why);
+    snprintf(t->unusable, sizeof(t->unusable), "%s", why);
+    signers_free(t->signers);
+    t->signers = NULL;
+    t->policy.signers = &no_keys;
+}
+
+/* Re-read the allowed signers when the file (or what its path points to) changed, and while it
+ * cannot be used. Fails closed: a file that is gone or unusable trusts no key. (A ConfigMap's
+ * update swaps a symlink with rename(2): the path never stops resolving.) */
 static void reload(struct daemon_trust *t)
 {
     struct stat st;
-    if (!t->path || stat(t->path, &st) < 0)
-        return; /* gone for a moment (a ConfigMap's symlink swap): keep what we have */
-    int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    if (st.st_dev == t->dev && st.st_ino == t->ino && mt == t->mtime_ns && st.st_size == t->size)
+    if (!t->path)
+        return;
+    if (stat(t->path, &st) < 0) {
+        char why[EA_ERROR_MSG_MAX];
+        snprintf(why, sizeof(why), "'%s': %s", t->path, strerror(errno));
+        distrust(t, why);
+        return;
+    }
+    if (file_same(t, &st) && !t->unusable[0])
         return;
     file_id(t, &st);
     struct signers *fresh = NULL;
     struct ea_error err = {0};
     if (signers_load(t->path, &fresh, &err) < 0) {
-        log_warn("--allowed-signers changed but cannot be used: %s; keeping the %zu key(s) read "
-                 "before",
-                 err.msg, t->signers->n);
+        distrust(t, err.msg);
         return;
     }
     log_info("--allowed-signers '%s' changed: %zu key(s) now", t->path, fresh->n);
+    t->unusable[0] = '\0';
     signers_free(t->signers);
     t->signers = fresh;
     t->policy.signers = fresh;
@@ -103,7 +134,10 @@ int daemon_trust_gate(void *ctx, const struct runspec *s, struct specsig_verdict
 {
     struct daemon_trust *t = ctx;
     reload(t);
-    return specsig_check(&t->policy, s, ea_wall_ms(), v);
+    int r = specsig_check(&t->policy, s, ea_wall_ms(), v);
+    if (r < 0 && v->is_signed && t->unusable[0]) /* not "the key is not in the file" */
+        snprintf(v->reason, sizeof(v->reason), "no key is trusted: %s", t->unusable);
+    return r;
 }
 
 void daemon_trust_refused(void *ctx, const struct runspec *s, const struct specsig_verdict *v)

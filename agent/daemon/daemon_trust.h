@@ -25,7 +25,10 @@ struct daemon_trust {
     dev_t dev;               /* the file as last read: re-read when any of these change */
     ino_t ino;
     int64_t mtime_ns;
+    int64_t ctime_ns;        /* a chmod or chown changes only this */
     off_t size;
+    char unusable[EA_ERROR_MSG_MAX]; /* why the file cannot be used now ("": it can): no key is
+                                      * trusted meanwhile */
     struct pool *pool;      /* borrowed */
     struct events *events;  /* borrowed, may be NULL */
     const char *node;       /* borrowed */
@@ -44,8 +47,10 @@ int daemon_trust_open(struct daemon_trust *t, const char *path, bool allow_unsig
 void daemon_trust_announce(const struct daemon_trust *t);
 void daemon_trust_close(struct daemon_trust *t);
 
-/* pool_hooks.gate: the decision on `s` now (re-reading the allowed signers file first when it
- * changed; a file that no longer parses is logged and the previous keys stay). */
+/* pool_hooks.gate: the decision on `s` now, re-reading the allowed signers file first when it
+ * changed. Fails closed: while the file is missing, unreadable or does not parse, no key is
+ * trusted (signed specs are refused, naming why); said once when that starts, and again when the
+ * file is read again. */
 int daemon_trust_gate(void *ctx, const struct runspec *s, struct specsig_verdict *v);
 /* pool_hooks.refused: log and emit `spec_refused` (the one daemon whose move won). */
 void daemon_trust_refused(void *ctx, const struct runspec *s, const struct specsig_verdict *v);

@@ -90,14 +90,42 @@ int specsig_check(const struct specsig_policy *p, const struct runspec *s, int64
     if (s->prefix[0] && p->prefix && strcmp(s->prefix, p->prefix) != 0)
         return refuse(v, "submitted to pool '%s' under '%s', not under '%s'", s->pool,
                       s->prefix, p->prefix);
-    char at[32];
-    if (s->expires_ms && now_ms > s->expires_ms) {
+    struct ea_error err = {0};
+    if (specsig_check_time(s, now_ms, &err) < 0)
+        return refuse(v, "%s", err.msg);
+    return 0;
+}
+
+int specsig_check_time(const struct runspec *s, int64_t now_ms, struct ea_error *err)
+{
+    if (!s->expires_ms)
+        return 0;
+    char at[32], at2[32];
+    /* these two first: after them 0 <= submitted_ms < expires_ms, so no difference overflows */
+    if (s->submitted_ms < 0)
+        return ea_errorf(err, -EPERM, "submitted at a negative time (%lld ms)",
+                         (long long)s->submitted_ms);
+    if (s->expires_ms <= s->submitted_ms) {
         iso_ms(s->expires_ms, at, sizeof(at));
-        return refuse(v, "expired at %s", at);
+        iso_ms(s->submitted_ms, at2, sizeof(at2));
+        return ea_errorf(err, -EPERM, "expires at %s, not after its submission at %s", at, at2);
     }
-    if (s->expires_ms && s->expires_ms - s->submitted_ms > SPECSIG_VALID_MAX_MS)
-        return refuse(v, "valid for %lld days from its submission (at most %lld)",
-                      (long long)((s->expires_ms - s->submitted_ms) / 86400000),
-                      SPECSIG_VALID_MAX_MS / 86400000);
+    /* submitted_ms - SKEW >= -SKEW: no overflow whatever now_ms is */
+    if (now_ms < s->submitted_ms - SPECSIG_CLOCK_SKEW_MS) {
+        iso_ms(s->submitted_ms, at, sizeof(at));
+        iso_ms(now_ms, at2, sizeof(at2));
+        return ea_errorf(err, -EPERM,
+                         "submitted at %s, in the future: this node's clock says %s (at most "
+                         "%lld s ahead is taken for clock skew)",
+                         at, at2, SPECSIG_CLOCK_SKEW_MS / 1000);
+    }
+    if (now_ms > s->expires_ms) {
+        iso_ms(s->expires_ms, at, sizeof(at));
+        return ea_errorf(err, -EPERM, "expired at %s", at);
+    }
+    if (s->expires_ms - s->submitted_ms > SPECSIG_VALID_MAX_MS)
+        return ea_errorf(err, -EPERM, "valid for %lld days from its submission (at most %lld)",
+                         (long long)((s->expires_ms - s->submitted_ms) / 86400000),
+                         SPECSIG_VALID_MAX_MS / 86400000);
     return 0;
 }

@@ -22,6 +22,9 @@
 #define SPECSIG_VALID_DEFAULT_MS (24LL * 3600 * 1000)
 #define SPECSIG_VALID_MIN_MS (60LL * 1000)
 #define SPECSIG_VALID_MAX_MS (30LL * 86400 * 1000)
+/* How far a spec's submit time may lie ahead of this node's clock (the signer's clock is ahead):
+ * beyond it, the spec is signed for later, and its validity would start when the signer chose. */
+#define SPECSIG_CLOCK_SKEW_MS (5LL * 60 * 1000)
 
 struct specsig_policy {
     const struct signers *signers; /* the allowed signers, or NULL (then allow_unsigned) */
@@ -43,11 +46,22 @@ struct specsig_verdict {
  * -EPERM with v->reason. In this order: a signature is required unless p->allow_unsigned; one
  * that is there must parse, and with p->signers verify over runspec_canonical(s) for
  * SPECSIG_NAMESPACE by a key that signers_match() allows now; then the spec's pool must be
- * p->pool (under p->prefix), and it must not have expired nor be valid for longer than SPECSIG_VALID_MAX_MS (a
- * verified spec must name both; an unsigned one is held to those it names).
+ * p->pool (under p->prefix), and its times must pass specsig_check_time (a verified spec must
+ * name pool, prefix and expiry; an unsigned one is held to those it names).
  */
 int specsig_check(const struct specsig_policy *p, const struct runspec *s, int64_t now_ms,
                   struct specsig_verdict *v);
+
+/*
+ * The time part of specsig_check, pure (now_ms is the caller's wall clock): 0 when spec `s` may
+ * start at now_ms by its submit time and expiry, else -EPERM with what is wrong in err. A spec
+ * without an expiry (expires_ms 0: only an unsigned one may lack it) is held to nothing. Else it is
+ * refused, in this order, when: submitted_ms is negative; expires_ms is not after submitted_ms;
+ * submitted_ms is more than SPECSIG_CLOCK_SKEW_MS ahead of now_ms; now_ms is past expires_ms; it
+ * is valid (expires_ms - submitted_ms) for longer than SPECSIG_VALID_MAX_MS. Whatever the values,
+ * nothing overflows.
+ */
+int specsig_check_time(const struct runspec *s, int64_t now_ms, struct ea_error *err);
 
 /* What `s` carries without judging it (status without allowed signers): is_signed, the key's
  * fingerprint, or in reason why the signature cannot be read. */

@@ -78,6 +78,8 @@ static void print_json(enum log_level level, const char *msg)
 
 /* Format one text line (without newline) into `line`. */
 static void format_text(char *line, size_t size, enum log_level level, const char *fmt,
+                        va_list ap) __attribute__((format(printf, 4, 0)));
+static void format_text(char *line, size_t size, enum log_level level, const char *fmt,
                         va_list ap)
 {
     int n = timestamp(line, size);
@@ -93,6 +95,8 @@ static void format_text(char *line, size_t size, enum log_level level, const cha
     }
 }
 
+static void vlog(enum log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void vlog(enum log_level level, const char *fmt, va_list ap)
 {
     if (json) {

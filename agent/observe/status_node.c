@@ -151,7 +151,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 int status_node_fetch(const char *spec, int timeout_ms, json_t **ret, struct ea_error *err)
 {
     struct sockaddr_storage ss;
-    socklen_t len;
+    socklen_t len = 0; /* gcc -O3 cannot see that parse_addr sets it unless r < 0 */
     int r = parse_addr(spec, &ss, &len, err);
     if (r < 0)
         return r;

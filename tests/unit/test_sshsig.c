@@ -6,8 +6,9 @@
  * `ssh-keygen -Y verify`. Bad input: a changed message, another namespace, a flipped signature
  * byte, another key type, a truncated or foreign blob; allowed_signers lines with namespaces,
  * validity windows, cert-authority, unknown options; and the decision on a spec: unsigned, not
- * allowed, changed after signing, expired, another pool, valid too long. Signing through
- * ssh-agent with only the public key file at hand.
+ * allowed, changed after signing, expired, another pool, valid too long, signed for later (the
+ * time rules alone: test_specsig). Signing through ssh-agent with only the public key file at
+ * hand. A daemon's allowed signers file that is removed, unreadable or broken trusts no key.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "daemon_sign.h"
+#include "daemon_trust.h"
 #include "runspec.h"
 #include "signers.h"
 #include "specsig.h"
@@ -473,6 +475,18 @@ Test(sshsig, spec_decisions)
     cr_assert_eq(specsig_check(&pol, &s, now, &v), -EPERM);
     cr_assert(strstr(v.reason, "valid for 31 days"), "%s", v.reason);
     runspec_clear(&s);
+    /* signed for a submit time 5 years ahead, expiring a day after it (issue 38) */
+    s = spec("default", now + 5 * 365 * day, now + 5 * 365 * day + day);
+    sign_spec(&s, "alice");
+    cr_assert_eq(specsig_check(&pol, &s, now, &v), -EPERM);
+    cr_assert(strstr(v.reason, "in the future"), "%s", v.reason);
+    runspec_clear(&s);
+    /* signed with times whose difference overflows int64 (issue 38) */
+    s = spec("default", -9200000000000000000LL, 9000000000000000000LL);
+    sign_spec(&s, "alice");
+    cr_assert_eq(specsig_check(&pol, &s, now, &v), -EPERM);
+    cr_assert(strstr(v.reason, "submitted at a negative time"), "%s", v.reason);
+    runspec_clear(&s);
     /* signed, but binding no pool */
     s = spec("", now, now + day);
     sign_spec(&s, "alice");
@@ -487,6 +501,78 @@ Test(sshsig, spec_decisions)
     cr_assert_eq(specsig_check(&open, &s, now + 2 * day, &v), -EPERM);
     runspec_clear(&s);
     signers_free(allowed);
+}
+
+/* ---- a daemon's allowed signers file changing under it (daemon_trust.c) ------------------- */
+
+/* How many times `needle` is in file `p`. */
+static int count_in(const char *p, const char *needle)
+{
+    char *text = slurp(p, NULL);
+    int n = 0;
+    for (const char *at = text; (at = strstr(at, needle)); at++)
+        n++;
+    free(text);
+    return n;
+}
+
+/* Issue 38: after `rm` of the allowed signers file, a spec signed by a key that was in it still
+ * ran (the daemon kept the keys it had read). A file that is gone, unreadable or broken now
+ * trusts no key, said once; the keys count again once it is back. */
+Test(sshsig, allowed_signers_gone_trusts_no_key)
+{
+    char *a = pubkey("alice.pub");
+    char text[1024];
+    snprintf(text, sizeof(text), "alice@example.com %s\n", a);
+    free(a);
+    const char *file = path("allowed_signers");
+    write_file(file, text, strlen(text));
+    struct daemon_trust t;
+    struct ea_error err = {0};
+    cr_assert_eq(daemon_trust_open(&t, file, false, "default", "/elastic/", NULL, "n1", &err), 0,
+                 "%s", err.msg);
+    int64_t now = (int64_t)time(NULL) * 1000;
+    struct runspec s = spec("default", now, now + 3600000);
+    sign_spec(&s, "alice");
+    struct specsig_verdict v;
+    cr_assert_eq(daemon_trust_gate(&t, &s, &v), 0, "%s", v.reason);
+    /* the daemon's log (stderr) into a file, to count what it says */
+    fflush(stderr);
+    int saved = dup(2), logfd = open(path("log"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(saved >= 0 && logfd >= 0);
+    dup2(logfd, 2);
+    close(logfd);
+    /* removed: refused, naming why, however often it is asked; said once */
+    cr_assert_eq(unlink(file), 0);
+    int r1 = daemon_trust_gate(&t, &s, &v);
+    char reason[sizeof(v.reason)];
+    snprintf(reason, sizeof(reason), "%s", v.reason);
+    int r2 = daemon_trust_gate(&t, &s, &v);
+    int r3 = daemon_trust_gate(&t, &s, &v);
+    /* back: alice counts again */
+    write_file(file, text, strlen(text));
+    int r4 = daemon_trust_gate(&t, &s, &v);
+    /* broken (a line that does not parse): no key either, not the keys read before */
+    write_file(file, "alice@example.com ssh-ed25519 !!!\n", 34);
+    int r5 = daemon_trust_gate(&t, &s, &v);
+    char reason5[sizeof(v.reason)];
+    snprintf(reason5, sizeof(reason5), "%s", v.reason);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    cr_assert_eq(r1, -EPERM, "a spec ran after its allowed signers file was removed");
+    cr_assert(strstr(reason, "no key is trusted") && strstr(reason, "No such file"), "%s",
+              reason);
+    cr_assert_eq(r2, -EPERM);
+    cr_assert_eq(r3, -EPERM);
+    cr_assert_eq(count_in(path("log"), "no key is trusted until it can be read again"), 2,
+                 "once for the removal, once for the broken file");
+    cr_assert_eq(r4, 0, "the file is back");
+    cr_assert_eq(count_in(path("log"), "changed: 1 key(s) now"), 1);
+    cr_assert_eq(r5, -EPERM, "a broken file kept the keys read before");
+    cr_assert(strstr(reason5, "no key is trusted"), "%s", reason5);
+    runspec_clear(&s);
+    daemon_trust_close(&t);
 }
 
 /* submit --sign-with KEY.pub whose private half is only in ssh-agent */

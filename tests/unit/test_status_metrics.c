@@ -211,8 +211,8 @@ Test(metrics, liveness_links_and_counters)
         "elastic_agent_liveness_false_alarms_total 1\n",
         "elastic_agent_liveness_no_route_total 7\n",
         "elastic_agent_liveness_links_up 1\n",
-        "# TYPE elastic_agent_liveness_heartbeat_age_seconds gauge\n"
-        "elastic_agent_liveness_heartbeat_age_seconds{link=\"successor\"} 0.125\n",
+        ("# TYPE elastic_agent_liveness_heartbeat_age_seconds gauge\n"
+         "elastic_agent_liveness_heartbeat_age_seconds{link=\"successor\"} 0.125\n"),
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
         cr_expect(strstr(t, want[i]), "missing: %s\nin:\n%s", want[i], t);
