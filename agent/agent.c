@@ -784,23 +784,26 @@ static void on_nic(void *c, const struct pollfd *fds, size_t n, int64_t now)
     nic_on_poll(((struct agent *)c)->nic, fds, n);
 }
 
-/* Process exits: whose they are depends on the phase (the check, spares, the workers). */
+/* Process exits: whose they are depends on the phase (the check before joining, the spares
+ * warming before joining, the workers). */
 static void on_process_exits(struct agent *a)
 {
-    switch (a->stage.id) {
-    case AP_PREFLIGHT:
-        agent_preflight_on_exits(a);
-        break;
-    case AP_WARMING:
-        agent_warming_on_exits(a);
-        break;
-    case AP_RUNNING:
-    case AP_DRAINING:
+    if (a->stage.id == AP_RUNNING || a->stage.id == AP_DRAINING) {
         agent_on_worker_exits(a);
-        break;
-    default:
-        break;
+        return;
     }
+    struct launch_exit *ex = NULL;
+    size_t n = 0;
+    struct ea_error err = {0};
+    if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
+        log_error("launcher: %s", err.msg);
+    for (size_t i = 0; i < n; i++) {
+        if (a->stage.id == AP_PREFLIGHT)
+            agent_preflight_on_exit(a, &ex[i]);
+        else if (a->stage.id == AP_WARMING)
+            agent_warm_on_exit(a, &ex[i]); /* only spares run before the join */
+    }
+    free(ex);
 }
 
 SOURCE_FD(workers, a->stage.id != AP_JOINING, launcher_fd(a->launcher), on_process_exits(a))

@@ -205,7 +205,6 @@ void agent_warm_stop(struct agent *a);
 void agent_warming_enter(struct agent *a);
 void agent_warming_step(struct agent *a, int64_t now);
 int64_t agent_warming_wake_ms(const struct agent *a);
-void agent_warming_on_exits(struct agent *a);
 
 /* agent_preflight.c, AP_PREFLIGHT: run --preflight until it passes (0), holding the node out
  * meanwhile; ends with an exit code when interrupted or when the check cannot be set up. Over at
@@ -213,7 +212,7 @@ void agent_warming_on_exits(struct agent *a);
 void agent_preflight_enter(struct agent *a);
 void agent_preflight_step(struct agent *a, int64_t now);
 int64_t agent_preflight_wake_ms(const struct agent *a);
-void agent_preflight_on_exits(struct agent *a);
+void agent_preflight_on_exit(struct agent *a, const struct launch_exit *e);
 /* --preflight-every-round: may the workers of generation `gen` start here? Runs the check once
  * per round (not again for the first round after the gate); false while it runs; a failure
  * ends the loop with a->pf_out (agent_run leaves, holds the node out and rejoins). */

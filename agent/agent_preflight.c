@@ -163,16 +163,9 @@ int64_t agent_preflight_wake_ms(const struct agent *a)
                     g->h.lease ? g->h.renew_at : -1);
 }
 
-void agent_preflight_on_exits(struct agent *a)
+void agent_preflight_on_exit(struct agent *a, const struct launch_exit *e)
 {
-    struct launch_exit *ex = NULL;
-    size_t n = 0;
-    struct ea_error err = {0};
-    if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
-        log_error("launcher: %s", err.msg);
-    for (size_t i = 0; i < n; i++)
-        pf_on_exit(a->pf, &ex[i]);
-    free(ex);
+    pf_on_exit(a->pf, e);
 }
 
 bool agent_preflight_round(struct agent *a, int64_t gen)

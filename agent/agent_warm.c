@@ -211,19 +211,6 @@ static bool run_is_running(struct agent *a)
     return running;
 }
 
-/* Process exits while not joined: only spares run. */
-static void gate_exits(struct agent *a)
-{
-    struct launch_exit *ex = NULL;
-    size_t n = 0;
-    struct ea_error err = {0};
-    if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
-        log_error("launcher: %s", err.msg);
-    for (size_t i = 0; i < n; i++)
-        agent_warm_on_exit(a, &ex[i]);
-    free(ex);
-}
-
 /* AP_WARMING's state. */
 struct warming {
     int n;               /* spares parked */
@@ -321,9 +308,4 @@ int64_t agent_warming_wake_ms(const struct agent *a)
         return -1;
     int64_t wake = warm_wake_ms(a->warm);
     return wake < 0 || wake > w->progress_at ? w->progress_at : wake;
-}
-
-void agent_warming_on_exits(struct agent *a)
-{
-    gate_exits(a);
 }
