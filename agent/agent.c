@@ -331,7 +331,7 @@ static void fenced_out(struct agent *a, int64_t now)
                "workers_running", a->group.live);
 }
 
-/* Hand the lease's deadline to the guards (after housekeeping renewed or rejoined). */
+/* Hand the lease's deadline to the guards (after agent_store_step renewed or rejoined). */
 static void fence_refresh(struct agent *a, int64_t now)
 {
     if (fence_lapsed(a, now) && a->group.live > 0 && !a->lease_lost)
@@ -537,65 +537,6 @@ static void check_warm(struct agent *a, int64_t now)
     }
 }
 
-/* Coordinator duties, lease renewal, rejoining and retries. */
-static void housekeeping(struct agent *a, int64_t now)
-{
-    struct ea_error err = {0};
-    bool answered = false; /* a store request succeeded in this pass */
-    int r = rdzv_keepalive(a->rdzv, now, &err);
-    answered = r > 0;
-    if (r < 0)
-        a->m.lease_renew_failures++;
-    if (r == KV_ENOLEASE) {
-        log_error("lease lost (%s): this node may have been fenced out; stopping workers and "
-                  "rejoining",
-                  err.msg[0] ? err.msg : "expired");
-        a->lease_lost = true;
-        agent_emit(a, "lease_lost", "{s:s, s:i}", "reason",
-                   err.msg[0] ? err.msg : "expired", "workers_running", a->group.live);
-    } else if (r < 0) {
-        agent_store_problem(a, r, &err);
-    }
-    if (a->lease_lost && a->group.live == 0 && !a->term_signal &&
-        (a->retry_at_ms < 0 || now >= a->retry_at_ms) && agent_liveness_may_rejoin(a, now)) {
-        ea_error_clear(&err);
-        if ((r = rdzv_join(a->rdzv, &err)) < 0) {
-            agent_store_problem(a, r, &err);
-            return;
-        }
-        log_info("rejoined run '%s'", a->cfg->run_id);
-        a->m.rejoins++;
-        agent_emit(a, "rejoined", NULL);
-        a->lease_lost = false;
-        a->state = LC_IDLE;
-        /* our workers of that generation are gone: the run must form a new round */
-        a->reform_generation = a->group.generation;
-        a->reform_pending = a->group.generation != 0;
-    }
-    if (a->retry_at_ms >= 0 && now < a->retry_at_ms)
-        return;
-    a->retry_at_ms = -1;
-    if (a->failure_pending)
-        agent_report_failure(a);
-    if (a->done_pending)
-        agent_report_done(a);
-    if (a->reform_pending) {
-        ea_error_clear(&err);
-        if ((r = rdzv_reform(a->rdzv, a->reform_generation, &err)) < 0)
-            agent_store_problem(a, r, &err);
-        else
-            a->reform_pending = false;
-    }
-    ea_error_clear(&err);
-    r = rdzv_tick(a->rdzv, now, &err);
-    char warning[EA_ERROR_MSG_MAX]; /* e.g. a round's master refused: logged once, at once */
-    if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
-        log_warn("%s", warning);
-    if (r < 0)
-        agent_store_problem(a, r, &err);
-    else if ((answered || r > 0) && !a->failure_pending && !a->done_pending)
-        agent_store_ok(a);
-}
 
 /* ---- the loop: what runs before each poll, and what each fd wakes ------------------------- */
 
@@ -620,7 +561,7 @@ static void housekeeping(struct agent *a, int64_t now)
         return RUNNING(c) ? fn((const struct agent *)c) : -1;                                  \
     }
 STEP_NOW(agent_liveness_step)
-STEP_NOW(housekeeping)
+STEP_NOW(agent_store_step)
 STEP_NOW(fence_refresh)
 STEP_NOW(check_warm)
 STEP_NOW(check_hang)
@@ -716,7 +657,7 @@ static const struct ea_loop_step agent_steps[] = {
     {"draining", phase_agent_draining_step, draining_wake, true},
     /* AP_RUNNING */
     {"liveness", step_agent_liveness_step, wake_agent_liveness_wake_ms, false},
-    {"store", step_housekeeping, wake_store_wake, false}, /* lease, rejoin, reports, session */
+    {"store", step_agent_store_step, wake_store_wake, false}, /* lease, rejoin, reports, session */
     {"fence", step_fence_refresh, NULL, false},
     /* a spare that never took its rank cannot beat either: before the hang check */
     {"warm-check", step_check_warm, wake_agent_warm_wake_ms, false},

@@ -147,6 +147,9 @@ void agent_publish(struct agent *a);
 void agent_store_problem(struct agent *a, int code, const struct ea_error *err);
 /* A store request succeeded: the outage (if any) is over. */
 void agent_store_ok(struct agent *a);
+/* The store's step of every pass: the lease's renewal (a loss stops the workers and rejoins),
+ * the rejoin, the pending reports, the session's tick (the coordinator's duties), retries. */
+void agent_store_step(struct agent *a, int64_t now);
 /* --env-style with dmlc and no --dmlc-tracker: group rank 0 serves the rabit tracker. */
 bool agent_builtin_tracker(const struct agent *a);
 /* Group rank 0: publish the round's MASTER_ADDR:MASTER_PORT (and the built-in tracker's). */

@@ -61,6 +61,65 @@ void agent_store_ok(struct agent *a)
     a->retry_delay_ms = 0;
 }
 
+void agent_store_step(struct agent *a, int64_t now)
+{
+    struct ea_error err = {0};
+    bool answered = false; /* a store request succeeded in this pass */
+    int r = rdzv_keepalive(a->rdzv, now, &err);
+    answered = r > 0;
+    if (r < 0)
+        a->m.lease_renew_failures++;
+    if (r == KV_ENOLEASE) {
+        log_error("lease lost (%s): this node may have been fenced out; stopping workers and "
+                  "rejoining",
+                  err.msg[0] ? err.msg : "expired");
+        a->lease_lost = true;
+        agent_emit(a, "lease_lost", "{s:s, s:i}", "reason",
+                   err.msg[0] ? err.msg : "expired", "workers_running", a->group.live);
+    } else if (r < 0) {
+        agent_store_problem(a, r, &err);
+    }
+    if (a->lease_lost && a->group.live == 0 && !a->term_signal &&
+        (a->retry_at_ms < 0 || now >= a->retry_at_ms) && agent_liveness_may_rejoin(a, now)) {
+        ea_error_clear(&err);
+        if ((r = rdzv_join(a->rdzv, &err)) < 0) {
+            agent_store_problem(a, r, &err);
+            return;
+        }
+        log_info("rejoined run '%s'", a->cfg->run_id);
+        a->m.rejoins++;
+        agent_emit(a, "rejoined", NULL);
+        a->lease_lost = false;
+        a->state = LC_IDLE;
+        /* our workers of that generation are gone: the run must form a new round */
+        a->reform_generation = a->group.generation;
+        a->reform_pending = a->group.generation != 0;
+    }
+    if (a->retry_at_ms >= 0 && now < a->retry_at_ms)
+        return;
+    a->retry_at_ms = -1;
+    if (a->failure_pending)
+        agent_report_failure(a);
+    if (a->done_pending)
+        agent_report_done(a);
+    if (a->reform_pending) {
+        ea_error_clear(&err);
+        if ((r = rdzv_reform(a->rdzv, a->reform_generation, &err)) < 0)
+            agent_store_problem(a, r, &err);
+        else
+            a->reform_pending = false;
+    }
+    ea_error_clear(&err);
+    r = rdzv_tick(a->rdzv, now, &err);
+    char warning[EA_ERROR_MSG_MAX]; /* e.g. a round's master refused: logged once, at once */
+    if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
+        log_warn("%s", warning);
+    if (r < 0)
+        agent_store_problem(a, r, &err);
+    else if ((answered || r > 0) && !a->failure_pending && !a->done_pending)
+        agent_store_ok(a);
+}
+
 /* Choose a free port on this node for the round's MASTER_PORT. */
 static int free_port(const char *addr)
 {
