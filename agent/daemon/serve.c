@@ -35,9 +35,8 @@ struct daemon {
     struct cfg cfg;    /* the node's options (store, node id, lease TTL, log, --http) */
     char **cfg_argv;   /* what cfg points into */
     char **node_args;  /* handed to every run's agent (no --pool, no --http; the password
-                          only as --password-fd pwfd) */
+                          only as --password-fd pwfd_arg: each run's own hand-over socket) */
     size_t n_node;
-    int pwfd;          /* a sealed memfd holding the store password (-1: no --user) */
     char pwfd_arg[16];
     char **envp;
     char exe[PATH_MAX];
@@ -193,12 +192,7 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
                         "pool needs a shared store (--rdzv-endpoint, or file)\n");
         return -EINVAL;
     }
-    struct ea_error perr = {0};
-    if (daemon_hand_password(&d->cfg, d->node_args, &d->n_node, &d->pwfd, d->pwfd_arg,
-                             sizeof(d->pwfd_arg), &perr) < 0) {
-        fprintf(stderr, "elastic-agent serve: %s\n", perr.msg);
-        return -EINVAL;
-    }
+    daemon_hand_password(&d->cfg, d->node_args, &d->n_node, d->pwfd_arg);
     bool given = false; /* every run's agent takes the daemon's node id */
     for (size_t i = 0; i < d->n_node; i++)
         given |= strncmp(d->node_args[i], "--node-id", 9) == 0 ||
@@ -379,7 +373,7 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
 {
     struct ea_error err = {0};
     char **env = NULL, **argv = NULL, **nargs = NULL, efd_arg[16];
-    int efd = -1;
+    int efd = -1, pwfd = -1;
     if (skipped(d, s->run_id))
         return 0;
     struct specsig_verdict v;
@@ -402,6 +396,9 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
         nargs[n_nargs++] = (char *)"--worker-env-fd";
         nargs[n_nargs++] = efd_arg;
     }
+    /* the password: this agent's own socket, named by the --password-fd in node_args */
+    if (r == 0 && d->cfg.user && (r = cfg_password_socket(&d->cfg, &pwfd, &err)) == 0)
+        snprintf(d->pwfd_arg, sizeof(d->pwfd_arg), "%d", pwfd);
     struct cfg c;
     if (r == 0)
         r = runspec_validate(s, nargs, n_nargs, env, &c, &argv, &err);
@@ -419,7 +416,7 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     struct proc_spawn_opts o = {.argv = (const char *const *)argv,
                                 .envp = (const char *const *)env, .stdin_fd = -1,
                                 .stdout_fd = -1, .stderr_fd = -1, .flags = PROC_DEATHSIG,
-                                .deathsig = SIGKILL, .report_fd = -1, .keep_fd = d->pwfd};
+                                .deathsig = SIGKILL, .report_fd = -1, .keep_fd = pwfd};
     pid_t pid = 0;
     r = proc_spawn(&o, &pid, NULL, &err);
     free(argv);
@@ -452,6 +449,8 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
 out:
     if (efd >= 0)
         close(efd);
+    if (pwfd >= 0)
+        close(pwfd);
     free(argv);
     free(nargs);
     free(env);
@@ -731,7 +730,7 @@ static int setup(struct daemon *d, const char *pool)
 int serve_main(int argc, char **argv, char **envp)
 {
     struct daemon d = {.sigfd = -1, .chldfd = -1, .retry_at = -1, .keepalive_at = -1,
-                       .envp = envp, .pwfd = -1};
+                       .envp = envp};
     const char *pool = NULL;
     bool help = false;
     int code = 0;
@@ -781,8 +780,6 @@ out:
     if (d.sigfd >= 0)
         close(d.sigfd);
     explicit_bzero(d.cfg.password_buf, sizeof(d.cfg.password_buf));
-    if (d.pwfd >= 0)
-        close(d.pwfd);
     free(d.node_args);
     free(d.cfg_argv);
     return code;
