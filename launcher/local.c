@@ -307,7 +307,8 @@ static void collect(struct local *l)
             p->kill_at = -1;
         }
     }
-    proc_reap();
+    if (proc_reap() > 0)
+        proc_kill_strays(); /* what a SIGKILLed guard let go of came to us: it ends here */
     for (size_t i = 0; i < l->n; i++) {
         struct launch_proc *p = l->v[i];
         int st;
@@ -352,8 +353,17 @@ static void local_destroy(struct launcher *base)
             ;
         proc_table_remove(p->pid);
     }
+    /* orphans re-parented to us (escaped a killed guard): killed, and their own children in
+     * turn as they come to us, then reaped */
+    while (l->table && l->sigfd >= 0 && ea_timeout_until(deadline) > 0) {
+        proc_reap();
+        if (proc_kill_strays() <= 0)
+            break;
+        struct pollfd pfd = {.fd = l->sigfd, .events = POLLIN};
+        poll(&pfd, 1, ea_timeout_until(deadline));
+    }
     if (l->table)
-        proc_reap(); /* zombies of orphans re-parented to us */
+        proc_reap();
     for (size_t i = 0; i < l->n; i++)
         lp_free(l->v[i]);
     free(l->v);

@@ -104,7 +104,20 @@ void proc_table_remove(pid_t pid);
  * re-parented to this subreaper) are reaped silently. Every child of the process must be
  * spawned through here: a child waited for elsewhere may be reaped by this loop first.
  */
-void proc_reap(void);
+int proc_reap(void); /* how many children it reaped (registered or not) */
+
+/*
+ * SIGKILL every child of this process that is not in the table (zombies included: harmless).
+ * With the subreaper flag, what comes here without being spawned by us is what escaped a dead
+ * middleman — a worker's setsid()'ed daemon whose exec-guard was SIGKILLed — and nothing a run
+ * started may outlive it (docs/security.md). A killed stray's own children come here in turn,
+ * with its SIGCHLD: call again after each proc_reap() that reaped something. A child that is
+ * still ours cannot have its pid reused, so the kill hits no stranger. Call it from the thread
+ * that spawns and registers children (one forked but not yet in the table would be killed);
+ * every child of the process must be spawned and registered through here (see proc_reap).
+ * Returns how many were signalled, or -errno when /proc cannot be read.
+ */
+int proc_kill_strays(void);
 
 /* 1 with the wait status and the monotonic time it was reaped when `pid` has exited, 0 while it
  * runs, -ESRCH when it is not in the table. */

@@ -664,7 +664,8 @@ static void loop(struct daemon *d)
         if (p[0].revents)
             on_signal(d);
         if (p[1].revents) {
-            proc_reap();
+            if (proc_reap() > 0)
+                proc_kill_strays();
             int status = 0;
             if (d->child && proc_exit_status(d->child, &status, NULL) == 1) {
                 proc_table_remove(d->child);
@@ -689,8 +690,10 @@ static int setup(struct daemon *d, const char *pool)
     ea_term_sigset(&set);
     sigprocmask(SIG_BLOCK, &set, NULL); /* before any thread (store, HTTP) exists */
     signal(SIGPIPE, SIG_IGN);
+    /* a subreaper: what a run's agent and its guards let go of (all SIGKILLed) comes here,
+     * not to init, and is killed (proc_kill_strays), so nothing outlives its run */
     if ((d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
-        proc_table_open(&d->chldfd, &err) < 0) {
+        proc_table_open(&d->chldfd, &err) < 0 || proc_set_subreaper(&err) < 0) {
         log_error("cannot set up signal handling: %s", err.msg[0] ? err.msg : strerror(errno));
         return AGENT_EXIT_RDZV;
     }

@@ -292,7 +292,8 @@ static void on_children(struct driver *d)
     struct signalfd_siginfo si;
     while (read(d->chldfd, &si, sizeof(si)) > 0)
         ;
-    proc_reap();
+    if (proc_reap() > 0)
+        proc_kill_strays();
     int st;
     for (size_t i = 0; i < d->n; i++)
         if (d->h[i].pid > 0 && proc_exit_status(d->h[i].pid, &st, NULL) == 1)
@@ -525,7 +526,8 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
         goto out;
     }
     signal(SIGPIPE, SIG_IGN);
-    if (proc_table_open(&d.chldfd, &err) < 0) {
+    /* a subreaper: what a host's agent and its guards let go of comes here and is killed */
+    if (proc_table_open(&d.chldfd, &err) < 0 || proc_set_subreaper(&err) < 0) {
         log_error("%s", err.msg);
         code = AGENT_EXIT_RDZV;
         goto out;

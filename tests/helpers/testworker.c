@@ -12,6 +12,9 @@
  *   orphan PIDFILE          fork a grandchild (ignores SIGHUP, writes its pid to PIDFILE
  *                           atomically, blocks forever); exit 0 once PIDFILE exists
  *   orphan-setsid PIDFILE   the same, the grandchild calls setsid() first
+ *   escape PIDFILE          a double-forked setsid() grandchild as in orphan-setsid (its pid in
+ *                           PIDFILE); once it is set up, SIGKILL the parent (the exec-guard)
+ *                           and block until a signal (the guard's death signal) ends it
  *   errorfile MSG N         write torch's error-file JSON to $TORCHELASTIC_ERROR_FILE, exit N
  *   echo-lines K            "line 1".."line K" on stdout, "eline 1".."eline K" on stderr
  *   wait-file PATH [N]      block until PATH exists (inotify on its directory), exit N
@@ -156,6 +159,26 @@ static int do_fail_once(const char *dir, int code)
     return do_record(dir, 0);
 }
 
+/* Fork a process that writes its pid to `pidfile` and closes `ready_fd` (its copy; the caller
+ * closes its own), then blocks forever. 0 in the caller, -1 when fork fails. */
+static int fork_grandchild(const char *pidfile, int ready_fd)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        signal(SIGHUP, SIG_IGN);
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+        if (write_atomic(pidfile, buf, (size_t)n) < 0)
+            _exit(die(pidfile));
+        close(ready_fd);
+        block_forever();
+    }
+    close(ready_fd);
+    return 0;
+}
+
 /* The grandchild tells its parent it is set up by closing the pipe: no polling for the file. */
 static int do_orphan(const char *pidfile, int new_session)
 {
@@ -183,6 +206,32 @@ static int do_orphan(const char *pidfile, int new_session)
         ;
     close(p[0]);
     return access(pidfile, F_OK) == 0 ? 0 : 121;
+}
+
+/* Issue 38's escape: what a hostile worker does to leave its guard's reach. */
+static int do_escape(const char *pidfile)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return die("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        return die("fork");
+    if (pid == 0) { /* the middle child: setsid, fork the grandchild, exit */
+        close(p[0]);
+        if (setsid() < 0 || fork_grandchild(pidfile, p[1]) < 0)
+            _exit(die("setsid/fork"));
+        _exit(0);
+    }
+    close(p[1]);
+    char c;
+    while (read(p[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    close(p[0]);
+    if (access(pidfile, F_OK) != 0)
+        return 121;
+    kill(getppid(), SIGKILL);
+    return ready_then_block();
 }
 
 /* JSON string body of s (quotes, backslashes, control characters escaped). */
@@ -412,6 +461,8 @@ int main(int argc, char **argv)
         return do_orphan(argv[2], 0);
     if (strcmp(mode, "orphan-setsid") == 0 && argc == 3)
         return do_orphan(argv[2], 1);
+    if (strcmp(mode, "escape") == 0 && argc == 3)
+        return do_escape(argv[2]);
     if (strcmp(mode, "errorfile") == 0 && argc == 4)
         return do_errorfile(argv[2], num(argv[3]));
     if (strcmp(mode, "echo-lines") == 0 && argc == 3)
@@ -425,7 +476,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "warm-bad") == 0 && (argc == 3 || argc == 4))
         return do_warm_bad(argv[2], argc == 4 ? num(argv[3]) : 0);
     fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
-                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE |"
+                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE | escape PIDFILE |"
                     " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE |"
                     " warm DIR [GOFILE] | warm-bad DIR [LEN]\n");
     return 2;
