@@ -4,3 +4,13 @@ mutant --target test_config --filter 'config/password_handover_is_not_reopenable
   agent/cli/config_secret.c \
   's/if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)/if (pipe2(sv, O_CLOEXEC) < 0)/;s/ssize_t n = send(sv\[1\], c->password, len, MSG_NOSIGNAL);/ssize_t n = write(sv[1], c->password, len);/' \
   '^test_config_safety$'
+# issue 38 item 1: what escapes a SIGKILLed exec-guard is killed by the agent, not only reaped
+mutant --target test_launcher_local --filter 'local/escapee_of_a_killed_guard*' launcher/local.c \
+  's|^        proc_kill_strays(); /\* what a SIGKILLed guard|        (void)0; /* mutant: only reaped|' \
+  '^test_launcher_local_safety$'
+# ... and end to end (the race of the issue: ea-pwrace as the agents' uid while a pool starts
+# 20 runs) with the shared memfd of before (it read the password from the run agents' fd)
+mutant --target test_e2e_secrets --filter 'secrets/password_race_reads_nothing*' \
+  agent/cli/config_secret.c \
+  's/if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)/if ((sv[0] = memfd_create("pw", MFD_CLOEXEC)) < 0 || (sv[1] = dup(sv[0])) < 0)/;s/ssize_t n = send(sv\[1\], c->password, len, MSG_NOSIGNAL);/ssize_t n = write(sv[1], c->password, len);/' \
+  '^test_e2e_secrets_safety$'
