@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -56,6 +58,20 @@ int cfg_parse_fd(const char *origin, const char *v, int *ret_fd, struct ea_error
     return 0;
 }
 
+/* Who traces this process (TracerPid in /proc/self/status): 0 when nobody, or unknown. */
+static long tracer_pid(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    long pid = 0;
+    while (fgets(line, sizeof(line), f) && sscanf(line, "TracerPid: %ld", &pid) != 1)
+        ;
+    fclose(f);
+    return pid;
+}
+
 /* The password from fd `fd`: the one message waiting on a SOCK_SEQPACKET socket (a parent's
  * hand-over, cfg_password_socket: peeked, so that serve can check a run's options with it and
  * still hand it on), else read from its start when it can seek (a memfd, a file), else to
@@ -66,8 +82,20 @@ static int read_fd(struct cfg *c, int fd, struct ea_error *err)
     int type = 0;
     socklen_t tlen = sizeof(type);
     ssize_t r;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 && type == SOCK_SEQPACKET)
-        r = recv(fd, c->password_buf, size, MSG_PEEK | MSG_DONTWAIT); /* a parent's hand-over */
+    bool handed = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 &&
+                  type == SOCK_SEQPACKET; /* a parent's hand-over (cfg_password_socket) */
+    /* a tracer attached while this fresh exec was still dumpable stays attached after the
+     * prctl and would read the password from memory: not under a tracer */
+    long tracer = handed ? tracer_pid() : 0;
+    if (tracer) {
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        return ea_errorf(err, -EPERM,
+                         "--password-fd: process %ld traces this one: the password handed "
+                         "over is not read under a tracer",
+                         tracer);
+    }
+    if (handed)
+        r = recv(fd, c->password_buf, size, MSG_PEEK | MSG_DONTWAIT);
     else
         r = pread(fd, c->password_buf, size, 0);
     if (r < 0 && errno == ESPIPE) {

@@ -14,3 +14,8 @@ mutant --target test_e2e_secrets --filter 'secrets/password_race_reads_nothing*'
   agent/cli/config_secret.c \
   's/if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)/if ((sv[0] = memfd_create("pw", MFD_CLOEXEC)) < 0 || (sv[1] = dup(sv[0])) < 0)/;s/ssize_t n = send(sv\[1\], c->password, len, MSG_NOSIGNAL);/ssize_t n = write(sv[1], c->password, len);/' \
   '^test_e2e_secrets_safety$'
+# ... and not read under a tracer (one attached while the fresh agent was dumpable)
+mutant --target test_config --filter 'config/handed_password_is_not_read_under_a_tracer' \
+  agent/cli/config_secret.c \
+  's/    long tracer = handed ? tracer_pid() : 0;/    long tracer = handed \&\& 0 ? tracer_pid() : 0;/' \
+  '^test_config_safety$'

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -412,5 +414,49 @@ Test(config, password_handover_is_not_reopenable_through_proc)
                        NULL, &d, &err),
                  0, "%s", err.msg);
     cr_assert_str_eq(d.password, "race-pw", "its holder still reads it");
+    close(fd);
+}
+
+/* A process of the agent's uid may attach to a fresh agent while it is dumpable (no Yama, or
+ * ptrace_scope 0); the attachment outlives the agent's prctl, and the password read afterwards
+ * would be in reach of the tracer. A hand-over is therefore not read under a tracer. */
+Test(config, handed_password_is_not_read_under_a_tracer)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "x"),
+                       (char *[]){"ELASTIC_ETCD_PASSWORD=traced-pw", NULL}, &c, &err),
+                 0, "%s", err.msg);
+    int fd = -1;
+    cr_assert_eq(cfg_password_socket(&c, &fd, &err), 0, "%s", err.msg);
+    char num[16];
+    snprintf(num, sizeof(num), "%d", fd);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* traced by the test from here on */
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
+            _exit(10);
+        raise(SIGSTOP);
+        struct cfg d;
+        struct ea_error e = {0};
+        int r = parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                           "--password-fd", num, "x"),
+                      NULL, &d, &e);
+        if (r != -EPERM || !strstr(e.msg, "traces this one"))
+            fprintf(stderr, "traced: %d %s\n", r, e.msg);
+        _exit(r == -EPERM && strstr(e.msg, "traces this one") ? 0 : 1);
+    }
+    int st = 0;
+    for (;;) {
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        if (!WIFSTOPPED(st))
+            break;
+        int sig = WSTOPSIG(st) == SIGSTOP || WSTOPSIG(st) == SIGTRAP ? 0 : WSTOPSIG(st);
+        ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+    }
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 10, "PTRACE_TRACEME failed");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "a traced process read the handed-over password (status %d)", st);
     close(fd);
 }
