@@ -353,17 +353,8 @@ static void local_destroy(struct launcher *base)
             ;
         proc_table_remove(p->pid);
     }
-    /* orphans re-parented to us (escaped a killed guard): killed, and their own children in
-     * turn as they come to us, then reaped */
-    while (l->table && l->sigfd >= 0 && ea_timeout_until(deadline) > 0) {
-        proc_reap();
-        if (proc_kill_strays() <= 0)
-            break;
-        struct pollfd pfd = {.fd = l->sigfd, .events = POLLIN};
-        poll(&pfd, 1, ea_timeout_until(deadline));
-    }
-    if (l->table)
-        proc_reap();
+    if (l->table) /* orphans re-parented to us (escaped a killed guard), and theirs in turn */
+        proc_kill_strays_until(deadline);
     for (size_t i = 0; i < l->n; i++)
         lp_free(l->v[i]);
     free(l->v);

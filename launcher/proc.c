@@ -486,6 +486,19 @@ int proc_kill_strays(void)
     return n;
 }
 
+int proc_kill_strays_until(int64_t deadline_ms)
+{
+    for (;;) {
+        proc_reap();
+        if (proc_kill_strays() <= 0)
+            return 0;
+        if (tab.sigfd < 0 || ea_timeout_until(deadline_ms) == 0)
+            return -ETIMEDOUT;
+        struct pollfd pfd = {.fd = tab.sigfd, .events = POLLIN};
+        poll(&pfd, 1, ea_timeout_until(deadline_ms));
+    }
+}
+
 int proc_exit_status(pid_t pid, int *ret_status, int64_t *ret_end_ms)
 {
     const struct proc_entry *e = table_find(pid);

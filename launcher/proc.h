@@ -118,6 +118,11 @@ int proc_reap(void); /* how many children it reaped (registered or not) */
  * Returns how many were signalled, or -errno when /proc cannot be read.
  */
 int proc_kill_strays(void);
+/* proc_kill_strays() and proc_reap() in turn until no stray is left or `deadline_ms`
+ * (monotonic) passes, waiting on the table's SIGCHLD signalfd in between: what a run left
+ * behind, its children included, at the run's end. The table must be open. 0, or -ETIMEDOUT
+ * when strays were still there at the deadline. */
+int proc_kill_strays_until(int64_t deadline_ms);
 
 /* 1 with the wait status and the monotonic time it was reaped when `pid` has exited, 0 while it
  * runs, -ESRCH when it is not in the table. */

@@ -30,6 +30,7 @@
 #define SKIP_MAX 16
 #define SKIP_MS 10000 /* a run this node could not run is looked at again after this long */
 #define BAD_MAX 16
+#define SERVE_STRAYS_MS 1000 /* a run's leftovers get this long to be killed at its end */
 
 struct daemon {
     struct cfg cfg;    /* the node's options (store, node id, lease TTL, log, --http) */
@@ -530,6 +531,12 @@ fail:
 static void run_ended(struct daemon *d, int status)
 {
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    /* before anything else starts: what the run left behind (re-parented to this subreaper,
+     * however it detached) is killed, and what that leaves in turn; not during the run (an ssh
+     * ControlPersist master of its agent's may live here then) */
+    if (proc_kill_strays_until(ea_now_ms() + SERVE_STRAYS_MS) < 0)
+        log_warn("run '%s': processes it left behind were still being killed after %d ms",
+                 d->run, SERVE_STRAYS_MS);
     log_info("run '%s' is over on this node (agent exit %d)%s", d->run, code,
              d->term_signal ? "" : "; idle");
     struct runspec s = {0};
@@ -664,8 +671,7 @@ static void loop(struct daemon *d)
         if (p[0].revents)
             on_signal(d);
         if (p[1].revents) {
-            if (proc_reap() > 0)
-                proc_kill_strays();
+            proc_reap();
             int status = 0;
             if (d->child && proc_exit_status(d->child, &status, NULL) == 1) {
                 proc_table_remove(d->child);
@@ -691,7 +697,7 @@ static int setup(struct daemon *d, const char *pool)
     sigprocmask(SIG_BLOCK, &set, NULL); /* before any thread (store, HTTP) exists */
     signal(SIGPIPE, SIG_IGN);
     /* a subreaper: what a run's agent and its guards let go of (all SIGKILLed) comes here,
-     * not to init, and is killed (proc_kill_strays), so nothing outlives its run */
+     * not to init, and is killed when the run ends (run_ended), so nothing outlives its run */
     if ((d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
         proc_table_open(&d->chldfd, &err) < 0 || proc_set_subreaper(&err) < 0) {
         log_error("cannot set up signal handling: %s", err.msg[0] ? err.msg : strerror(errno));

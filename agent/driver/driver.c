@@ -292,8 +292,7 @@ static void on_children(struct driver *d)
     struct signalfd_siginfo si;
     while (read(d->chldfd, &si, sizeof(si)) > 0)
         ;
-    if (proc_reap() > 0)
-        proc_kill_strays();
+    proc_reap();
     int st;
     for (size_t i = 0; i < d->n; i++)
         if (d->h[i].pid > 0 && proc_exit_status(d->h[i].pid, &st, NULL) == 1)
@@ -526,7 +525,8 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
         goto out;
     }
     signal(SIGPIPE, SIG_IGN);
-    /* a subreaper: what a host's agent and its guards let go of comes here and is killed */
+    /* a subreaper: what a host's agent and its guards let go of comes here, not to init, and
+     * is killed when the run ends (below) */
     if (proc_table_open(&d.chldfd, &err) < 0 || proc_set_subreaper(&err) < 0) {
         log_error("%s", err.msg);
         code = AGENT_EXIT_RDZV;
@@ -546,6 +546,8 @@ out:
             kill(d.h[i].pid, SIGKILL);
     if (d.disc_pid > 0)
         kill(-d.disc_pid, SIGKILL);
+    if (d.chldfd >= 0 && proc_kill_strays_until(ea_now_ms() + 1000) < 0)
+        log_warn("processes the run left behind were still being killed after 1 s");
     if (d.chldfd >= 0)
         proc_table_close();
     if (d.kv)

@@ -19,3 +19,8 @@ mutant --target test_config --filter 'config/handed_password_is_not_read_under_a
   agent/cli/config_secret.c \
   's/    long tracer = handed ? tracer_pid() : 0;/    long tracer = handed \&\& 0 ? tracer_pid() : 0;/' \
   '^test_config_safety$'
+# ... and what a run left behind past its guard and its agent is killed by serve at the run's end
+mutant --target test_e2e_daemon --filter 'daemon/what_a_run_left_behind_is_killed*' \
+  agent/daemon/serve.c \
+  's/    if (proc_kill_strays_until(ea_now_ms() + SERVE_STRAYS_MS) < 0)/    if (0)/' \
+  '^test_e2e_daemon_safety$'

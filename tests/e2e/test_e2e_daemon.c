@@ -531,6 +531,30 @@ Test(daemon, cancel_refused_and_corrupt_specs)
 }
 
 /* How many lines of file `path` hold `needle`. */
+/* Issue 38: a run's worker leaves a process behind past its guard and its agent (it stops the
+ * agent, SIGKILLs the guard, then the agent): the process comes to the daemon, a subreaper, and
+ * is killed when the run ends there — before the daemon starts anything else. */
+Test(daemon, what_a_run_left_behind_is_killed_at_its_end)
+{
+    struct h_agent d[1];
+    serve_all(d, 1);
+    const char *pidfile = h_fmt("%s/left.pid", envdir);
+    cr_assert_eq(submit(NULL, "leaver", "--max-restarts 0",
+                        h_fmt("exec %s escape-all %s", W, pidfile)),
+                 0);
+    cr_assert(h_log_wait(&d[0], "run 'leaver' is over on this node (agent exit 137)", 30000),
+              "the run's agent was not killed");
+    cr_assert_eq(h_wait_files(envdir, "left.pid", 1, 10000), 1, "no pid of the process left");
+    FILE *f = fopen(pidfile, "r");
+    int pid = 0;
+    cr_assert(f && fscanf(f, "%d", &pid) == 1 && pid > 1);
+    fclose(f);
+    bool gone = h_pid_gone(pid, 10000);
+    if (!gone)
+        kill(pid, SIGKILL);
+    cr_assert(gone, "process %d outlived its run", pid);
+}
+
 static int count_lines(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");

@@ -15,6 +15,9 @@
  *   escape PIDFILE          a double-forked setsid() grandchild as in orphan-setsid (its pid in
  *                           PIDFILE); once it is set up, SIGKILL the parent (the exec-guard)
  *                           and block until a signal (the guard's death signal) ends it
+ *   escape-all PIDFILE      the same grandchild leaves the agent too: it stops the agent (the
+ *                           guard's parent: no cleanup), SIGKILLs the guard, then the agent,
+ *                           and is re-parented past both; then blocks forever
  *   errorfile MSG N         write torch's error-file JSON to $TORCHELASTIC_ERROR_FILE, exit N
  *   echo-lines K            "line 1".."line K" on stdout, "eline 1".."eline K" on stderr
  *   wait-file PATH [N]      block until PATH exists (inotify on its directory), exit N
@@ -206,6 +209,50 @@ static int do_orphan(const char *pidfile, int new_session)
         ;
     close(p[0]);
     return access(pidfile, F_OK) == 0 ? 0 : 121;
+}
+
+static pid_t ppid_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    char state;
+    int ppid;
+    return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 ? (pid_t)ppid : -1;
+}
+
+/* escape-all: the grandchild, once set up, takes the guard and the agent out of its way. */
+static int do_escape_all(const char *pidfile)
+{
+    pid_t guard = getppid(), agent = ppid_of(guard);
+    if (agent <= 1)
+        return die("the agent's pid");
+    pid_t pid = fork();
+    if (pid < 0)
+        return die("fork");
+    if (pid == 0) { /* the middle child */
+        if (setsid() < 0)
+            _exit(die("setsid"));
+        pid_t e = fork();
+        if (e != 0)
+            _exit(e < 0 ? die("fork") : 0);
+        /* the grandchild: stopped, the agent cannot kill it when it comes there */
+        if (kill(agent, SIGSTOP) < 0 || kill(guard, SIGKILL) < 0 || kill(agent, SIGKILL) < 0)
+            _exit(die("kill"));
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+        if (write_atomic(pidfile, buf, (size_t)n) < 0)
+            _exit(die(pidfile));
+        block_forever();
+    }
+    block_forever(); /* until the guard's death signal */
+    return 0;
 }
 
 /* Issue 38's escape: what a hostile worker does to leave its guard's reach. */
@@ -463,6 +510,8 @@ int main(int argc, char **argv)
         return do_orphan(argv[2], 1);
     if (strcmp(mode, "escape") == 0 && argc == 3)
         return do_escape(argv[2]);
+    if (strcmp(mode, "escape-all") == 0 && argc == 3)
+        return do_escape_all(argv[2]);
     if (strcmp(mode, "errorfile") == 0 && argc == 4)
         return do_errorfile(argv[2], num(argv[3]));
     if (strcmp(mode, "echo-lines") == 0 && argc == 3)
@@ -476,7 +525,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "warm-bad") == 0 && (argc == 3 || argc == 4))
         return do_warm_bad(argv[2], argc == 4 ? num(argv[3]) : 0);
     fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
-                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE | escape PIDFILE |"
+                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE | escape[-all] PIDFILE |"
                     " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE |"
                     " warm DIR [GOFILE] | warm-bad DIR [LEN]\n");
     return 2;
