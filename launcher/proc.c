@@ -174,6 +174,12 @@ static void child_main(const struct proc_spawn_opts *o, const char *const *envp,
         if (keep[k] >= 3 && keep[k] != o->report_fd && keep[k] != errw &&
             fcntl(keep[k], F_SETFD, 0) < 0)
             child_fail(errw, PROC_REPORT_SETUP, errno);
+    if (o->cgroup_fd >= 3) {
+        int cg = openat(o->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (cg < 0 || write(cg, "0", 1) != 1) /* "0": the writer itself */
+            child_fail(errw, PROC_REPORT_SETUP, errno);
+        close(cg);
+    }
     if (o->cwd && chdir(o->cwd) < 0)
         child_fail(errw, PROC_REPORT_CHDIR, errno);
     child_exec(o->argv, envp, o->flags & PROC_SEARCH_PATH, errw);

@@ -45,6 +45,9 @@ struct proc_spawn_opts {
      * cleared in the child only); must not be report_fd. < 3 (zero-initialised) = none. */
     int keep_fd;
     int keep_fd2; /* a second such fd (the local launcher: the fence page and a passed fd) */
+    /* >= 3: a cgroup v2 directory (runcg_create) the child moves itself into before its exec,
+     * so that all it starts is there; < 3 (zero-initialised) = stay in the caller's */
+    int cgroup_fd;
 };
 
 /*

@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "daemon.h"
+#include "daemon_cg.h"
 #include "daemon_internal.h"
 #include "daemon_trust.h"
 #include "ea_signal.h"
@@ -30,7 +31,6 @@
 #define SKIP_MAX 16
 #define SKIP_MS 10000 /* a run this node could not run is looked at again after this long */
 #define BAD_MAX 16
-#define SERVE_STRAYS_MS 1000 /* a run's leftovers get this long to be killed at its end */
 
 struct daemon {
     struct cfg cfg;    /* the node's options (store, node id, lease TTL, log, --http) */
@@ -44,6 +44,7 @@ struct daemon {
     struct kv *kv;
     struct pool pool;
     struct daemon_trust trust; /* which specs it runs (--allowed-signers, --allow-unsigned) */
+    struct daemon_cg cg;       /* the run's cgroup, and the end of what a run left behind */
     struct pool_hooks hooks;
     struct events *events;
     const char *signers_path;
@@ -417,7 +418,8 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     struct proc_spawn_opts o = {.argv = (const char *const *)argv,
                                 .envp = (const char *const *)env, .stdin_fd = -1,
                                 .stdout_fd = -1, .stderr_fd = -1, .flags = PROC_DEATHSIG,
-                                .deathsig = SIGKILL, .report_fd = -1, .keep_fd = pwfd};
+                                .deathsig = SIGKILL, .report_fd = -1, .keep_fd = pwfd,
+                                .cgroup_fd = daemon_cg_run_start(&d->cg)};
     pid_t pid = 0;
     r = proc_spawn(&o, &pid, NULL, &err);
     free(argv);
@@ -428,6 +430,7 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     }
     if (r < 0) {
         log_error("cannot start the agent for run '%s': %s", s->run_id, err.msg);
+        daemon_cg_run_end(&d->cg, s->run_id);
         pool_seat_release(&d->pool, s->run_id, seat, NULL);
         skip_run(d, s->run_id);
         r = 0;
@@ -531,12 +534,10 @@ fail:
 static void run_ended(struct daemon *d, int status)
 {
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    /* before anything else starts: what the run left behind (re-parented to this subreaper,
-     * however it detached) is killed, and what that leaves in turn; not during the run (an ssh
+    /* before anything else starts: what the run left behind (its cgroup; what was re-parented
+     * to this subreaper, however it detached) is killed; not during the run (an ssh
      * ControlPersist master of its agent's may live here then) */
-    if (proc_kill_strays_until(ea_now_ms() + SERVE_STRAYS_MS) < 0)
-        log_warn("run '%s': processes it left behind were still being killed after %d ms",
-                 d->run, SERVE_STRAYS_MS);
+    daemon_cg_run_end(&d->cg, d->run);
     log_info("run '%s' is over on this node (agent exit %d)%s", d->run, code,
              d->term_signal ? "" : "; idle");
     struct runspec s = {0};
@@ -721,6 +722,7 @@ static int setup(struct daemon *d, const char *pool)
         return AGENT_EXIT_USAGE;
     }
     d->trust.events = d->events;
+    daemon_cg_open(&d->cg, d->cfg.node_id);
     d->hooks = (struct pool_hooks){.ctx = d, .node = d->cfg.node_id, .bad = report_bad,
                                    .gate = gate, .refused = refused};
     if (d->cfg.http) {
@@ -739,7 +741,7 @@ static int setup(struct daemon *d, const char *pool)
 int serve_main(int argc, char **argv, char **envp)
 {
     struct daemon d = {.sigfd = -1, .chldfd = -1, .retry_at = -1, .keepalive_at = -1,
-                       .envp = envp};
+                       .envp = envp, .cg = {.parent_fd = -1, .fd = -1}};
     const char *pool = NULL;
     bool help = false;
     int code = 0;
@@ -783,6 +785,7 @@ out:
     http_stop(d.http);
     events_close(d.events);
     daemon_trust_close(&d.trust);
+    daemon_cg_close(&d.cg);
     kv_close(d.kv);
     if (d.chldfd >= 0)
         proc_table_close();

@@ -19,8 +19,16 @@ mutant --target test_config --filter 'config/handed_password_is_not_read_under_a
   agent/cli/config_secret.c \
   's/    long tracer = handed ? tracer_pid() : 0;/    long tracer = handed \&\& 0 ? tracer_pid() : 0;/' \
   '^test_config_safety$'
-# ... and what a run left behind past its guard and its agent is killed by serve at the run's end
+# ... and what a run left behind past its guard and its agent is killed by serve at the run's
+# end (its cgroup, and what was re-parented to the daemon)
 mutant --target test_e2e_daemon --filter 'daemon/what_a_run_left_behind_is_killed*' \
-  agent/daemon/serve.c \
-  's/    if (proc_kill_strays_until(ea_now_ms() + SERVE_STRAYS_MS) < 0)/    if (0)/' \
+  agent/daemon/serve.c 's/^    daemon_cg_run_end(\&d->cg, d->run);/    (void)0;/' \
+  '^test_e2e_daemon_safety$'
+# ... where no cgroup is used: what was re-parented, and theirs in turn (a unit test, no clock)
+mutant --target test_proc --filter 'proc/strays_and_their_children*' launcher/proc.c \
+  's/^        if (proc_kill_strays() <= 0)$/        if (1)/' '^test_proc_safety$'
+# ... and a run of a SIGKILLed daemon: its cgroup is killed when the daemon starts again
+mutant --target test_e2e_daemon \
+  --filter 'daemon/what_a_killed_daemons_run_left_is_killed_when_it_starts_again' \
+  agent/daemon/daemon_cg.c 's/    int n = runcg_reap_stale(/    int n = 0 \&\& runcg_reap_stale(/' \
   '^test_e2e_daemon_safety$'

@@ -555,6 +555,36 @@ Test(daemon, what_a_run_left_behind_is_killed_at_its_end)
     cr_assert(gone, "process %d outlived its run", pid);
 }
 
+/* ... and past the daemon too (it stops the daemon and the agent, SIGKILLs the guard, the agent
+ * and the daemon): the process is still in the run's cgroup, which the daemon started again
+ * (same node id) kills. Needs a cgroup v2 this test's daemon may write (root here); skipped
+ * where there is none. */
+Test(daemon, what_a_killed_daemons_run_left_is_killed_when_it_starts_again)
+{
+    if (access("/proc/self/cgroup", R_OK) < 0 || !h_file_contains("/proc/self/cgroup", "0::"))
+        cr_skip_test("no cgroup v2 here");
+    struct h_agent d[1];
+    serve(&d[0], "dk1", NULL); /* a node id of its own: no other test's daemon reaps its runs */
+    if (h_file_contains(d[0].log, "runs are not put into cgroups"))
+        cr_skip_test("this daemon cannot make cgroups here");
+    const char *pidfile = h_fmt("%s/left.pid", envdir);
+    cr_assert_eq(submit(NULL, "leaver2", "--max-restarts 0",
+                        h_fmt("exec %s escape-all %s 2", W, pidfile)),
+                 0);
+    cr_assert_eq(h_agent_wait(&d[0], 30000), 128 + SIGKILL, "the daemon was not killed");
+    cr_assert_eq(h_wait_files(envdir, "left.pid", 1, 10000), 1, "no pid of the process left");
+    pid_t pid = h_read_pid(pidfile);
+    cr_assert_gt(pid, 1);
+    cr_assert(!h_pid_gone(pid, 0), "process %d did not outlive its daemon", pid);
+    struct h_agent again;
+    serve(&again, "dk1", NULL); /* the same node id: it finds the run's cgroup */
+    bool gone = h_pid_gone(pid, 10000);
+    if (!gone)
+        kill(pid, SIGKILL);
+    cr_assert(gone, "process %d outlived its run and its daemon's restart", pid);
+    cr_assert(h_file_contains(again.log, "left behind in their cgroups"), "not said");
+}
+
 static int count_lines(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");

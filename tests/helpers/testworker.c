@@ -15,9 +15,10 @@
  *   escape PIDFILE          a double-forked setsid() grandchild as in orphan-setsid (its pid in
  *                           PIDFILE); once it is set up, SIGKILL the parent (the exec-guard)
  *                           and block until a signal (the guard's death signal) ends it
- *   escape-all PIDFILE      the same grandchild leaves the agent too: it stops the agent (the
- *                           guard's parent: no cleanup), SIGKILLs the guard, then the agent,
- *                           and is re-parented past both; then blocks forever
+ *   escape-all PIDFILE [N]  the same grandchild leaves the agent too: it stops the agent (the
+ *                           guard's parent: no cleanup) and, with N = 2, the agent's parent (a
+ *                           daemon), SIGKILLs the guard, then those, and is re-parented past
+ *                           them all; then blocks forever
  *   errorfile MSG N         write torch's error-file JSON to $TORCHELASTIC_ERROR_FILE, exit N
  *   echo-lines K            "line 1".."line K" on stdout, "eline 1".."eline K" on stderr
  *   wait-file PATH [N]      block until PATH exists (inotify on its directory), exit N
@@ -227,12 +228,16 @@ static pid_t ppid_of(pid_t pid)
     return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 ? (pid_t)ppid : -1;
 }
 
-/* escape-all: the grandchild, once set up, takes the guard and the agent out of its way. */
-static int do_escape_all(const char *pidfile)
+/* escape-all: the grandchild, once set up, takes the guard and `levels` ancestors above it
+ * (the agent, the daemon) out of its way. */
+static int do_escape_all(const char *pidfile, int levels)
 {
-    pid_t guard = getppid(), agent = ppid_of(guard);
-    if (agent <= 1)
-        return die("the agent's pid");
+    pid_t guard = getppid(), up[2] = {-1, -1};
+    if (levels < 1 || levels > 2)
+        return 2;
+    for (int i = 0; i < levels; i++)
+        if ((up[i] = ppid_of(i ? up[i - 1] : guard)) <= 1)
+            return die("an ancestor's pid");
     pid_t pid = fork();
     if (pid < 0)
         return die("fork");
@@ -242,13 +247,19 @@ static int do_escape_all(const char *pidfile)
         pid_t e = fork();
         if (e != 0)
             _exit(e < 0 ? die("fork") : 0);
-        /* the grandchild: stopped, the agent cannot kill it when it comes there */
-        if (kill(agent, SIGSTOP) < 0 || kill(guard, SIGKILL) < 0 || kill(agent, SIGKILL) < 0)
-            _exit(die("kill"));
-        char buf[32];
+        char buf[32]; /* its pid first: what it does next may end it at once */
         int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
         if (write_atomic(pidfile, buf, (size_t)n) < 0)
             _exit(die(pidfile));
+        /* the grandchild: stopped, an ancestor cannot kill it when it comes there */
+        for (int i = levels; i-- > 0;)
+            if (kill(up[i], SIGSTOP) < 0)
+                _exit(die("kill"));
+        if (kill(guard, SIGKILL) < 0)
+            _exit(die("kill"));
+        for (int i = 0; i < levels; i++)
+            if (kill(up[i], SIGKILL) < 0)
+                _exit(die("kill"));
         block_forever();
     }
     block_forever(); /* until the guard's death signal */
@@ -510,8 +521,8 @@ int main(int argc, char **argv)
         return do_orphan(argv[2], 1);
     if (strcmp(mode, "escape") == 0 && argc == 3)
         return do_escape(argv[2]);
-    if (strcmp(mode, "escape-all") == 0 && argc == 3)
-        return do_escape_all(argv[2]);
+    if (strcmp(mode, "escape-all") == 0 && (argc == 3 || argc == 4))
+        return do_escape_all(argv[2], argc == 4 ? num(argv[3]) : 1);
     if (strcmp(mode, "errorfile") == 0 && argc == 4)
         return do_errorfile(argv[2], num(argv[3]));
     if (strcmp(mode, "echo-lines") == 0 && argc == 3)
@@ -525,7 +536,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "warm-bad") == 0 && (argc == 3 || argc == 4))
         return do_warm_bad(argv[2], argc == 4 ? num(argv[3]) : 0);
     fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
-                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE | escape[-all] PIDFILE |"
+                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE | escape PIDFILE |"
+                    " escape-all PIDFILE [N] |"
                     " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE |"
                     " warm DIR [GOFILE] | warm-bad DIR [LEN]\n");
     return 2;
