@@ -575,6 +575,10 @@ Test(daemon, what_a_killed_daemons_run_left_is_killed_when_it_starts_again)
     cr_assert_eq(h_wait_files(envdir, "left.pid", 1, 10000), 1, "no pid of the process left");
     pid_t pid = h_read_pid(pidfile);
     cr_assert_gt(pid, 1);
+    if (h_file_contains(d[0].log, "runs are not put into cgroups")) { /* said at the run */
+        kill(pid, SIGKILL);
+        cr_skip_test("this daemon cannot make cgroups here");
+    }
     cr_assert(!h_pid_gone(pid, 0), "process %d did not outlive its daemon", pid);
     struct h_agent again;
     serve(&again, "dk1", NULL); /* the same node id: it finds the run's cgroup */
