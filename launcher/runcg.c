@@ -182,9 +182,13 @@ int runcg_reap_stale(int parent_fd, const char *prefix, int64_t deadline_ms)
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, prefix, pl) != 0)
             continue;
-        char *end;
-        long pid = strtol(e->d_name + pl, &end, 10);
-        if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        /* <prefix><anything>-<pid>-<n>: the pid is the next to last field */
+        char *last = strrchr(e->d_name + pl, '-'), *end;
+        const char *p = last;
+        while (p && p > e->d_name + pl && p[-1] != '-')
+            p--;
+        long pid = p && p < last ? strtol(p, &end, 10) : 0;
+        if (pid <= 0 || end != last || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue; /* not ours, or its process still runs (it ends its own) */
         n += runcg_kill(parent_fd, e->d_name, deadline_ms, NULL) == 0;
     }

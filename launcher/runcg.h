@@ -27,9 +27,9 @@ int runcg_create(int parent_fd, const char *name, int *ret_fd, struct ea_error *
  * remove it. 0, -ETIMEDOUT (still populated: left in place), or -errno. */
 int runcg_kill(int parent_fd, const char *name, int64_t deadline_ms, struct ea_error *err);
 
-/* Kill and remove the children of `parent_fd` named `prefix`<pid>-<anything> whose <pid> no
- * longer runs: runs of an earlier process of ours that was killed before it could end them.
- * Returns how many were removed. */
+/* Kill and remove the children of `parent_fd` named `prefix`<anything>-<pid>-<n> whose <pid> no
+ * longer runs: runs of an earlier process that was killed before it could end them. Returns how
+ * many were removed. */
 int runcg_reap_stale(int parent_fd, const char *prefix, int64_t deadline_ms);
 
 #endif

@@ -22,10 +22,9 @@ void daemon_cg_open(struct daemon_cg *cg, const char *node_id)
                  "killed as it comes to this daemon", err.msg);
         return;
     }
-    int n = runcg_reap_stale(cg->parent_fd, cg->prefix, ea_now_ms() + DAEMON_CG_END_MS);
+    int n = runcg_reap_stale(cg->parent_fd, "elastic-agent-", ea_now_ms() + DAEMON_CG_END_MS);
     if (n > 0)
-        log_warn("killed what %d run(s) of an earlier daemon of node '%s' left behind in their "
-                 "cgroups", n, node_id);
+        log_warn("killed what %d run(s) of a killed daemon left behind in their cgroups", n);
 }
 
 int daemon_cg_run_start(struct daemon_cg *cg)

@@ -12,12 +12,14 @@ struct daemon_cg {
     int parent_fd;     /* this daemon's own cgroup v2; -1: runs are not put into cgroups */
     int fd;            /* the current run's cgroup, -1 = none */
     char prefix[160];  /* "elastic-agent-<node>-": the runs' cgroups are <prefix><pid>-<n> */
+    /* ("elastic-agent-" then anything: a dead daemon's, of any node id, is reaped at a start) */
     char name[200];    /* the current run's */
     unsigned seq;
 };
 
-/* Find this daemon's cgroup and remove the runs' cgroups a killed daemon of this node id left
- * (their processes killed); without a writable cgroup v2, runs go without. Logs what it does. */
+/* Find this daemon's cgroup and remove the runs' cgroups killed daemons left next to it (their
+ * processes killed; any node id: two daemons may share a host); without a writable cgroup v2,
+ * runs go without. Logs what it does. */
 void daemon_cg_open(struct daemon_cg *cg, const char *node_id);
 /* A new cgroup for the next run: its fd for proc_spawn's cgroup_fd, or -1 (none: the first
  * failure is logged and cgroups are not tried again). */
