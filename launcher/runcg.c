@@ -101,8 +101,7 @@ int runcg_create(int parent_fd, const char *name, int *ret_fd, struct ea_error *
     if (r < 0) {
         close(fd);
         unlinkat(parent_fd, name, AT_REMOVEDIR);
-        return ea_errorf(err, r, "cannot move a process into cgroup '%s': %s", name,
-                         strerror(-r));
+        return ea_errorf(err, r, "cannot move a process into cgroup '%s': %s", name, strerror(-r));
     }
     *ret_fd = fd;
     return 0;

@@ -19,7 +19,8 @@ void daemon_cg_open(struct daemon_cg *cg, const char *node_id)
     snprintf(cg->prefix, sizeof(cg->prefix), "elastic-agent-%s-", node_id);
     if (runcg_self(&cg->parent_fd, &err) < 0) {
         log_info("runs are not put into cgroups of their own (%s): what a run leaves behind is "
-                 "killed as it comes to this daemon", err.msg);
+                 "killed as it comes to this daemon",
+                 err.msg);
         return;
     }
     int n = runcg_reap_stale(cg->parent_fd, "elastic-agent-", ea_now_ms() + DAEMON_CG_END_MS);
@@ -35,7 +36,8 @@ int daemon_cg_run_start(struct daemon_cg *cg)
     snprintf(cg->name, sizeof(cg->name), "%s%ld-%u", cg->prefix, (long)getpid(), cg->seq++);
     if (runcg_create(cg->parent_fd, cg->name, &cg->fd, &err) < 0) {
         log_info("runs are not put into cgroups of their own (%s): what a run leaves behind is "
-                 "killed as it comes to this daemon", err.msg);
+                 "killed as it comes to this daemon",
+                 err.msg);
         close(cg->parent_fd);
         cg->parent_fd = cg->fd = -1;
     }

@@ -9,11 +9,10 @@
 #define DAEMON_CG_END_MS 1000 /* a run's leftovers get this long to be killed at its end */
 
 struct daemon_cg {
-    int parent_fd;     /* this daemon's own cgroup v2; -1: runs are not put into cgroups */
-    int fd;            /* the current run's cgroup, -1 = none */
-    char prefix[160];  /* "elastic-agent-<node>-": the runs' cgroups are <prefix><pid>-<n> */
-    /* ("elastic-agent-" then anything: a dead daemon's, of any node id, is reaped at a start) */
-    char name[200];    /* the current run's */
+    int parent_fd;    /* this daemon's own cgroup v2; -1: runs are not put into cgroups */
+    int fd;           /* the current run's cgroup, -1 = none */
+    char prefix[160]; /* "elastic-agent-<node>-": the runs' cgroups are <prefix><pid>-<n> */
+    char name[200];   /* the current run's */
     unsigned seq;
 };
 

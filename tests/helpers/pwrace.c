@@ -68,7 +68,7 @@ static bool leaks(const char *path, const char *needle)
         if (tee(fd, copy_pipe[1], sizeof(buf), SPLICE_F_NONBLOCK) > 0)
             n = read(copy_pipe[0], buf, sizeof(buf));
         while (read(copy_pipe[0], buf + sizeof(buf) / 2, sizeof(buf) / 2) > 0)
-            ; /* empty for the next one */
+            ;                         /* empty for the next one */
     } else if (S_ISREG(st.st_mode)) { /* files and memfds; not ttys or devices */
         n = pread(fd, buf, sizeof(buf), 0);
     }
