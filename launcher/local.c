@@ -251,7 +251,8 @@ static void local_reap(struct launch_core *c)
     for (int i = 0; i < n; i++)
         if (ev[i].data.ptr)
             stream_pump(l, ev[i].data.ptr);
-    proc_reap();
+    if (proc_reap() > 0)
+        proc_kill_strays(); /* what a SIGKILLed guard let go of came to us: it ends here */
     for (size_t i = 0; i < c->n; i++) {
         struct launch_proc *p = c->v[i];
         int st;
@@ -282,8 +283,8 @@ static void local_destroy(struct launch_core *c)
             ;
         proc_table_remove(lp(p)->gpid);
     }
-    if (l->table)
-        proc_reap(); /* zombies of orphans re-parented to us */
+    if (l->table) /* orphans re-parented to us (escaped a killed guard), and theirs in turn */
+        proc_kill_strays_until(deadline);
     launch_core_fini(c);
     if (l->fence)
         munmap(l->fence, sizeof(*l->fence));

@@ -6,12 +6,14 @@
  */
 #include "proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -172,6 +174,12 @@ static void child_main(const struct proc_spawn_opts *o, const char *const *envp,
         if (keep[k] >= 3 && keep[k] != o->report_fd && keep[k] != errw &&
             fcntl(keep[k], F_SETFD, 0) < 0)
             child_fail(errw, PROC_REPORT_SETUP, errno);
+    if (o->cgroup_fd >= 3) {
+        int cg = openat(o->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (cg < 0 || write(cg, "0", 1) != 1) /* "0": the writer itself */
+            child_fail(errw, PROC_REPORT_SETUP, errno);
+        close(cg);
+    }
     if (o->cwd && chdir(o->cwd) < 0)
         child_fail(errw, PROC_REPORT_CHDIR, errno);
     child_exec(o->argv, envp, o->flags & PROC_SEARCH_PATH, errw);
@@ -420,25 +428,80 @@ void proc_table_remove(pid_t pid)
         *e = tab.v[--tab.n];
 }
 
-void proc_reap(void)
+int proc_reap(void)
 {
     struct signalfd_siginfo si;
     if (tab.sigfd >= 0)
         while (read(tab.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
             ;
-    for (;;) {
+    for (int reaped = 0;; reaped++) {
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
-        if (pid < 0 && errno == EINTR)
+        if (pid < 0 && errno == EINTR) {
+            reaped--;
             continue;
+        }
         if (pid <= 0)
-            return; /* 0: children left, none exited; ECHILD: none left */
+            return reaped; /* 0: children left, none exited; ECHILD: none left */
         struct proc_entry *e = table_find(pid);
         if (e && !e->exited) {
             e->exited = true;
             e->status = st;
             e->end_ms = ea_now_ms();
         }
+    }
+}
+
+/* The parent pid in /proc/<name>/stat, or -1. */
+static pid_t stat_ppid(const char *name)
+{
+    char path[300], buf[512];
+    snprintf(path, sizeof(path), "/proc/%s/stat", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0)
+        return -1;
+    buf[len] = '\0';
+    const char *rp = strrchr(buf, ')'); /* comm may hold spaces and ')' */
+    char state;
+    int ppid;
+    return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 ? (pid_t)ppid : -1;
+}
+
+int proc_kill_strays(void)
+{
+    /* /proc, not task/<tid>/children: an orphan may be adopted by any thread of ours, and the
+     * stat's ppid names the process */
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -errno;
+    pid_t self = getpid();
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || stat_ppid(e->d_name) != self)
+            continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (table_find(pid))
+            continue;
+        n += kill(pid, SIGKILL) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+int proc_kill_strays_until(int64_t deadline_ms)
+{
+    for (;;) {
+        proc_reap();
+        if (proc_kill_strays() <= 0)
+            return 0;
+        if (tab.sigfd < 0 || ea_timeout_until(deadline_ms) == 0)
+            return -ETIMEDOUT;
+        struct pollfd pfd = {.fd = tab.sigfd, .events = POLLIN};
+        poll(&pfd, 1, ea_timeout_until(deadline_ms));
     }
 }
 

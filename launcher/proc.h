@@ -45,6 +45,9 @@ struct proc_spawn_opts {
      * cleared in the child only); must not be report_fd. < 3 (zero-initialised) = none. */
     int keep_fd;
     int keep_fd2; /* a second such fd (the local launcher: the fence page and a passed fd) */
+    /* >= 3: a cgroup v2 directory (runcg_create) the child moves itself into before its exec,
+     * so that all it starts is there; < 3 (zero-initialised) = stay in the caller's */
+    int cgroup_fd;
 };
 
 /*
@@ -104,7 +107,25 @@ void proc_table_remove(pid_t pid);
  * re-parented to this subreaper) are reaped silently. Every child of the process must be
  * spawned through here: a child waited for elsewhere may be reaped by this loop first.
  */
-void proc_reap(void);
+int proc_reap(void); /* how many children it reaped (registered or not) */
+
+/*
+ * SIGKILL every child of this process that is not in the table (zombies included: harmless).
+ * With the subreaper flag, what comes here without being spawned by us is what escaped a dead
+ * middleman — a worker's setsid()'ed daemon whose exec-guard was SIGKILLed — and nothing a run
+ * started may outlive it (docs/security.md). A killed stray's own children come here in turn,
+ * with its SIGCHLD: call again after each proc_reap() that reaped something. A child that is
+ * still ours cannot have its pid reused, so the kill hits no stranger. Call it from the thread
+ * that spawns and registers children (one forked but not yet in the table would be killed);
+ * every child of the process must be spawned and registered through here (see proc_reap).
+ * Returns how many were signalled, or -errno when /proc cannot be read.
+ */
+int proc_kill_strays(void);
+/* proc_kill_strays() and proc_reap() in turn until no stray is left or `deadline_ms`
+ * (monotonic) passes, waiting on the table's SIGCHLD signalfd in between: what a run left
+ * behind, its children included, at the run's end. The table must be open. 0, or -ETIMEDOUT
+ * when strays were still there at the deadline. */
+int proc_kill_strays_until(int64_t deadline_ms);
 
 /* 1 with the wait status and the monotonic time it was reaped when `pid` has exited, 0 while it
  * runs, -ESRCH when it is not in the table. */

@@ -9,7 +9,8 @@ ea_add_criterion_test(test_daemon_escape SOURCES unit/test_daemon_escape.c LIBS 
 # safety: a run never takes more daemons than its --max, and shows full at it
 ea_add_criterion_test(test_e2e_daemon SOURCES e2e/test_e2e_daemon.c
                       LIBS ea_e2e_harness ea_etcd_harness PkgConfig::JANSSON TIMEOUT 300
-                      LABELS e2e etcd SAFETY "daemon/fifo_two_runs_on_three_nodes")
+                      LABELS e2e etcd
+                      SAFETY "daemon/@(fifo_two_runs_on_three_nodes|what_a_run_left_behind_is_killed_at_its_end|what_a_killed_daemons_run_left_is_killed_when_it_starts_again)")
 # Signed submissions (issue 29): the SSHSIG parser/verifier, allowed_signers and the decision on a
 # spec against real ssh-keygen signatures (unit); specs put straight into a real etcd that no
 # daemon may ever run (e2e, label safety: never retried).

@@ -138,9 +138,13 @@ struct kv_config cfg_kv_config(const struct cfg *c, int request_timeout_ms);
 /* Whether `c`'s store connection is plaintext: the etcd backend without TLS files, or the
  * gateway with an http:// endpoint (a password there crosses the network in clear). */
 bool cfg_store_plaintext(const struct cfg *c);
-/* A sealed, close-on-exec memfd holding c->password, for a parent (serve, driver mode) to hand
- * its agents with --password-fd: 0 and *ret_fd (the caller closes it), or -errno. */
-int cfg_password_memfd(const struct cfg *c, int *ret_fd, struct ea_error *err);
+/* The hand-over of c->password to one child agent (serve, driver mode: --password-fd N with
+ * proc_spawn's keep_fd): a close-on-exec AF_UNIX SOCK_SEQPACKET socket (fd >= 3) whose peer
+ * has sent the password as one message and is closed. Not a memfd or a pipe: while a freshly
+ * exec'd child is still dumpable (until its prctl), a process of its uid may open
+ * /proc/<child>/fd/N of those and read them; a socket cannot be opened through /proc. Make one
+ * per child and close it once the child is started. 0 and *ret_fd, or -errno. */
+int cfg_password_socket(const struct cfg *c, int *ret_fd, struct ea_error *err);
 /* File descriptor number `v` (option `origin`, for the message) into *ret_fd: 0, or -EINVAL
  * when it is not a number or not open. */
 int cfg_parse_fd(const char *origin, const char *v, int *ret_fd, struct ea_error *err);

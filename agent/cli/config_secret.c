@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* cfg: the store — which backend and run (cfg_resolve_store) and its secret: where the etcd password comes from (--password-fd, --password-file,
  * ELASTIC_ETCD_PASSWORD), taking it out of this process's environment, refusing it on a
- * plaintext connection, and the sealed memfd a parent (serve, driver mode) hands its agents. The
+ * plaintext connection, and the socket a parent (serve, driver mode) hands its agents it by. The
  * rest of the fds a parent hands over (--worker-env-fd) are checked here too. See
  * docs/security.md, "Credentials and process hygiene". */
 #include "config.h"
@@ -11,10 +11,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -55,12 +58,46 @@ int cfg_parse_fd(const char *origin, const char *v, int *ret_fd, struct ea_error
     return 0;
 }
 
-/* The password from fd `fd`: read from its start when it can seek (a memfd, a file), else to
+/* Who traces this process (TracerPid in /proc/self/status): 0 when nobody, or unknown. */
+static long tracer_pid(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    long pid = 0;
+    while (fgets(line, sizeof(line), f) && sscanf(line, "TracerPid: %ld", &pid) != 1)
+        ;
+    fclose(f);
+    return pid;
+}
+
+/* The password from fd `fd`: the one message waiting on a SOCK_SEQPACKET socket (a parent's
+ * hand-over, cfg_password_socket: peeked, so that serve can check a run's options with it and
+ * still hand it on), else read from its start when it can seek (a memfd, a file), else to
  * its end (a pipe). The fd is made close-on-exec: nothing this process starts inherits it. */
 static int read_fd(struct cfg *c, int fd, struct ea_error *err)
 {
     size_t size = sizeof(c->password_buf), n = 0;
-    ssize_t r = pread(fd, c->password_buf, size, 0);
+    int type = 0;
+    socklen_t tlen = sizeof(type);
+    ssize_t r;
+    bool handed = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 &&
+                  type == SOCK_SEQPACKET; /* a parent's hand-over (cfg_password_socket) */
+    /* a tracer attached while this fresh exec was still dumpable stays attached after the
+     * prctl and would read the password from memory: not under a tracer */
+    long tracer = handed ? tracer_pid() : 0;
+    if (tracer) {
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        return ea_errorf(err, -EPERM,
+                         "--password-fd: process %ld traces this one: the password handed "
+                         "over is not read under a tracer",
+                         tracer);
+    }
+    if (handed)
+        r = recv(fd, c->password_buf, size, MSG_PEEK | MSG_DONTWAIT);
+    else
+        r = pread(fd, c->password_buf, size, 0);
     if (r < 0 && errno == ESPIPE) {
         r = 0;
         while (n < size &&
@@ -174,20 +211,29 @@ out:
     return r;
 }
 
-int cfg_password_memfd(const struct cfg *c, int *ret_fd, struct ea_error *err)
+int cfg_password_socket(const struct cfg *c, int *ret_fd, struct ea_error *err)
 {
     if (!c->password)
         return ea_errorf(err, -EINVAL, "no password to hand over");
-    int fd = memfd_create("elastic-agent-password", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return ea_errorf(err, -errno, "memfd_create: %s", strerror(errno));
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return ea_errorf(err, -errno, "socketpair: %s", strerror(errno));
+    /* one message, then the sending end is gone: the message waits in sv[0]'s queue, which
+     * only a holder of sv[0] can read — /proc/<pid>/fd/N of a socket cannot be opened */
     size_t len = strlen(c->password);
-    /* sealed: the agents read it, nobody (not the daemon either) rewrites it */
-    if (write(fd, c->password, len) != (ssize_t)len ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
-        int e = errno ? errno : EIO;
-        close(fd);
-        return ea_errorf(err, -e, "writing the password memfd: %s", strerror(e));
+    ssize_t n = send(sv[1], c->password, len, MSG_NOSIGNAL);
+    int e = n < 0 ? errno : EIO;
+    close(sv[1]);
+    int fd = sv[0];
+    if (n == (ssize_t)len && fd < 3) { /* proc_spawn's keep_fd needs 3 or more */
+        fd = fcntl(sv[0], F_DUPFD_CLOEXEC, 3);
+        e = errno;
+        close(sv[0]);
+    }
+    if (n != (ssize_t)len || fd < 0) {
+        if (fd >= 0)
+            close(fd);
+        return ea_errorf(err, -e, "handing over the password: %s", strerror(e));
     }
     *ret_fd = fd;
     return 0;

@@ -97,8 +97,7 @@ int daemon_child_env(char **envp, char ***ret)
     return 0;
 }
 
-int daemon_hand_password(const struct cfg *c, char **args, size_t *n, int *ret_fd, char *fd_arg,
-                         size_t size, struct ea_error *err)
+void daemon_hand_password(const struct cfg *c, char **args, size_t *n, char *fd_arg)
 {
     size_t k = 0;
     for (size_t i = 0; i < *n; i++) {
@@ -112,15 +111,9 @@ int daemon_hand_password(const struct cfg *c, char **args, size_t *n, int *ret_f
     }
     *n = k;
     if (!c->user)
-        return 0;
-    int fd = -1, r = cfg_password_memfd(c, &fd, err);
-    if (r < 0)
-        return r;
-    snprintf(fd_arg, size, "%d", fd);
+        return;
     args[(*n)++] = (char *)"--password-fd";
     args[(*n)++] = fd_arg;
-    *ret_fd = fd;
-    return 0;
 }
 
 int daemon_worker_env_fd(const struct runspec *s, int *ret_fd, struct ea_error *err)

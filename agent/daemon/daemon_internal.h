@@ -37,12 +37,12 @@ int daemon_record_decode(const char *json, size_t len, struct daemon_record *ret
  * NULL-terminated array of borrowed strings (free the array only). 0 or -ENOMEM. */
 int daemon_child_env(char **envp, char ***ret);
 /* The store password of the daemon's options `c` for its runs' agents: the password options
- * (--password-file, --password-fd and their values) leave args[0..*n), and with --user a sealed
- * memfd holding c->password (*ret_fd, close-on-exec: hand it with proc_spawn's keep_fd) is
- * named by "--password-fd N" appended (N written into fd_arg; room for 2 more entries needed).
- * 0, or -errno in err. Never the environment: the agent's would be every worker's. */
-int daemon_hand_password(const struct cfg *c, char **args, size_t *n, int *ret_fd, char *fd_arg,
-                         size_t size, struct ea_error *err);
+ * (--password-file, --password-fd and their values) leave args[0..*n), and with --user
+ * "--password-fd" `fd_arg` is appended (room for 2 more entries needed). Each run's agent gets
+ * its own cfg_password_socket(), whose number the caller writes into fd_arg before it parses
+ * or spawns. Never the environment (the agent's would be every worker's), never a memfd (its
+ * /proc/<pid>/fd link can be opened while the new agent is still dumpable). */
+void daemon_hand_password(const struct cfg *c, char **args, size_t *n, char *fd_arg);
 /* A memfd holding the spec's --env entries, NUL-separated, for the run's agent's
  * --worker-env-fd: NOT close-on-exec (the run's agent inherits it; close it once that one is
  * started). 0 and *ret_fd, or -errno. */

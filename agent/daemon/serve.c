@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "daemon.h"
+#include "daemon_cg.h"
 #include "daemon_internal.h"
 #include "daemon_trust.h"
 #include "ea_signal.h"
@@ -35,15 +36,15 @@ struct daemon {
     struct cfg cfg;    /* the node's options (store, node id, lease TTL, log, --http) */
     char **cfg_argv;   /* what cfg points into */
     char **node_args;  /* handed to every run's agent (no --pool, no --http; the password
-                          only as --password-fd pwfd) */
+                          only as --password-fd pwfd_arg: each run's own hand-over socket) */
     size_t n_node;
-    int pwfd;          /* a sealed memfd holding the store password (-1: no --user) */
     char pwfd_arg[16];
     char **envp;
     char exe[PATH_MAX];
     struct kv *kv;
     struct pool pool;
     struct daemon_trust trust; /* which specs it runs (--allowed-signers, --allow-unsigned) */
+    struct daemon_cg cg;       /* the run's cgroup, and the end of what a run left behind */
     struct pool_hooks hooks;
     struct events *events;
     const char *signers_path;
@@ -194,12 +195,7 @@ static int parse(struct daemon *d, int argc, char **argv, char **envp, const cha
                         "pool needs a shared store (--rdzv-endpoint, or file)\n");
         return -EINVAL;
     }
-    struct ea_error perr = {0};
-    if (daemon_hand_password(&d->cfg, d->node_args, &d->n_node, &d->pwfd, d->pwfd_arg,
-                             sizeof(d->pwfd_arg), &perr) < 0) {
-        fprintf(stderr, "elastic-agent serve: %s\n", perr.msg);
-        return -EINVAL;
-    }
+    daemon_hand_password(&d->cfg, d->node_args, &d->n_node, d->pwfd_arg);
     bool given = false; /* every run's agent takes the daemon's node id */
     for (size_t i = 0; i < d->n_node; i++)
         given |= strncmp(d->node_args[i], "--node-id", 9) == 0 ||
@@ -381,7 +377,7 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
 {
     struct ea_error err = {0};
     char **env = NULL, **argv = NULL, **nargs = NULL, efd_arg[16];
-    int efd = -1;
+    int efd = -1, pwfd = -1;
     if (skipped(d, s->run_id))
         return 0;
     struct specsig_verdict v;
@@ -404,6 +400,9 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
         nargs[n_nargs++] = (char *)"--worker-env-fd";
         nargs[n_nargs++] = efd_arg;
     }
+    /* the password: this agent's own socket, named by the --password-fd in node_args */
+    if (r == 0 && d->cfg.user && (r = cfg_password_socket(&d->cfg, &pwfd, &err)) == 0)
+        snprintf(d->pwfd_arg, sizeof(d->pwfd_arg), "%d", pwfd);
     struct cfg c;
     if (r == 0)
         r = runspec_validate(s, nargs, n_nargs, env, &c, &argv, &err);
@@ -421,7 +420,8 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     struct proc_spawn_opts o = {.argv = (const char *const *)argv,
                                 .envp = (const char *const *)env, .stdin_fd = -1,
                                 .stdout_fd = -1, .stderr_fd = -1, .flags = PROC_DEATHSIG,
-                                .deathsig = SIGKILL, .report_fd = -1, .keep_fd = d->pwfd};
+                                .deathsig = SIGKILL, .report_fd = -1, .keep_fd = pwfd,
+                                .cgroup_fd = daemon_cg_run_start(&d->cg)};
     pid_t pid = 0;
     r = proc_spawn(&o, &pid, NULL, &err);
     free(argv);
@@ -432,6 +432,7 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
     }
     if (r < 0) {
         log_error("cannot start the agent for run '%s': %s", s->run_id, err.msg);
+        daemon_cg_run_end(&d->cg, s->run_id);
         pool_seat_release(&d->pool, s->run_id, seat, NULL);
         skip_run(d, s->run_id);
         r = 0;
@@ -454,6 +455,8 @@ static int start_run(struct daemon *d, const struct runspec *s, struct ea_error 
 out:
     if (efd >= 0)
         close(efd);
+    if (pwfd >= 0)
+        close(pwfd);
     free(argv);
     free(nargs);
     free(env);
@@ -542,6 +545,10 @@ fail:
 static void run_ended(struct daemon *d, int status)
 {
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    /* before anything else starts: what the run left behind (its cgroup; what was re-parented
+     * to this subreaper, however it detached) is killed; not during the run (an ssh
+     * ControlPersist master of its agent's may live here then) */
+    daemon_cg_run_end(&d->cg, d->run);
     log_info("run '%s' is over on this node (agent exit %d)%s", d->run, code,
              d->term_signal ? "" : "; idle");
     struct runspec s = {0};
@@ -701,8 +708,10 @@ static int setup(struct daemon *d, const char *pool)
     ea_term_sigset(&set);
     sigprocmask(SIG_BLOCK, &set, NULL); /* before any thread (store, HTTP) exists */
     signal(SIGPIPE, SIG_IGN);
+    /* a subreaper: what a run's agent and its guards let go of (all SIGKILLed) comes here,
+     * not to init, and is killed when the run ends (run_ended), so nothing outlives its run */
     if ((d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
-        proc_table_open(&d->chldfd, &err) < 0) {
+        proc_table_open(&d->chldfd, &err) < 0 || proc_set_subreaper(&err) < 0) {
         log_error("cannot set up signal handling: %s", err.msg[0] ? err.msg : strerror(errno));
         return AGENT_EXIT_RDZV;
     }
@@ -724,6 +733,7 @@ static int setup(struct daemon *d, const char *pool)
         return AGENT_EXIT_USAGE;
     }
     d->trust.events = d->events;
+    daemon_cg_open(&d->cg, d->cfg.node_id);
     d->hooks = (struct pool_hooks){.ctx = d, .node = d->cfg.node_id, .bad = report_bad,
                                    .gate = gate, .refused = refused};
     if (d->cfg.http) {
@@ -742,7 +752,7 @@ static int setup(struct daemon *d, const char *pool)
 int serve_main(int argc, char **argv, char **envp)
 {
     struct daemon d = {.sigfd = -1, .chldfd = -1, .retry_at = -1, .keepalive_at = -1,
-                       .envp = envp, .pwfd = -1};
+                       .envp = envp, .cg = {.parent_fd = -1, .fd = -1}};
     const char *pool = NULL;
     bool help = false;
     int code = 0;
@@ -786,14 +796,13 @@ out:
     http_stop(d.http);
     events_close(d.events);
     daemon_trust_close(&d.trust);
+    daemon_cg_close(&d.cg);
     kv_close(d.kv);
     if (d.chldfd >= 0)
         proc_table_close();
     if (d.sigfd >= 0)
         close(d.sigfd);
     explicit_bzero(d.cfg.password_buf, sizeof(d.cfg.password_buf));
-    if (d.pwfd >= 0)
-        close(d.pwfd);
     free(d.node_args);
     free(d.cfg_argv);
     return code;

@@ -75,17 +75,22 @@ static void cool_down(struct driver *d, struct dhost *h, const char *why)
 
 static void start_host(struct driver *d, struct dhost *h)
 {
+    char pwfd_arg[16];
     struct driver_child c = {.exe = d->exe,
                              .host = h->name,
                              .slots = h->slots,
                              .node_id = h->node_id,
                              .min_nodes = d->min_nodes,
                              .max_nodes = d->max_nodes,
-                             .password_fd = d->pwfd >= 0 ? d->pwfd_arg : NULL};
+                             .password_fd = d->cfg->user ? pwfd_arg : NULL};
     char **argv = NULL;
     struct ea_error err = {0};
     pid_t pid = -1;
-    int r = driver_child_argv(d->argc, d->argv, d->cfg->command, &c, &argv, &err);
+    int pwfd = -1; /* this child's own hand-over socket (cfg_password_socket) */
+    int r = d->cfg->user ? cfg_password_socket(d->cfg, &pwfd, &err) : 0;
+    snprintf(pwfd_arg, sizeof(pwfd_arg), "%d", pwfd);
+    if (r == 0)
+        r = driver_child_argv(d->argc, d->argv, d->cfg->command, &c, &argv, &err);
     if (r == 0) {
         struct proc_spawn_opts o = {.argv = (const char *const *)argv,
                                     .envp = (const char *const *)d->child_env,
@@ -95,9 +100,11 @@ static void start_host(struct driver *d, struct dhost *h)
                                     .flags = PROC_NEW_PGROUP | PROC_DEATHSIG | PROC_CLOSE_FDS,
                                     .deathsig = SIGTERM,
                                     .report_fd = -1,
-                                    .keep_fd = d->pwfd};
+                                    .keep_fd = pwfd};
         r = proc_spawn(&o, &pid, NULL, &err);
     }
+    if (pwfd >= 0)
+        close(pwfd);
     free(argv);
     if (r == 0 && (r = proc_table_add(pid)) < 0) {
         kill(pid, SIGKILL);
@@ -475,8 +482,7 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
                        .disc_fd = -1,
                        .disc_next = -1,
                        .outcome = -1,
-                       .idle_since = -1,
-                       .pwfd = -1};
+                       .idle_since = -1};
     log_init(cfg->log_level, "driver");
     if (strcmp(cfg->log_format, "json") == 0)
         log_set_json(cfg->run_id);
@@ -506,13 +512,6 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
     for (char **e = envp; e && *e; e++)
         if (!driver_var(*e))
             d.child_env[ne++] = *e;
-    struct ea_error perr = {0};
-    if (cfg->user && cfg_password_memfd(cfg, &d.pwfd, &perr) < 0) {
-        log_error("%s", perr.msg);
-        code = AGENT_EXIT_RDZV;
-        goto out;
-    }
-    snprintf(d.pwfd_arg, sizeof(d.pwfd_arg), "%d", d.pwfd);
     if ((code = initial_list(&d)) != 0)
         goto out;
     sigset_t set;
@@ -526,7 +525,9 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
         goto out;
     }
     signal(SIGPIPE, SIG_IGN);
-    if (proc_table_open(&d.chldfd, &err) < 0) {
+    /* a subreaper: what a host's agent and its guards let go of comes here, not to init, and
+     * is killed when the run ends (below) */
+    if (proc_table_open(&d.chldfd, &err) < 0 || proc_set_subreaper(&err) < 0) {
         log_error("%s", err.msg);
         code = AGENT_EXIT_RDZV;
         goto out;
@@ -545,6 +546,8 @@ out:
             kill(d.h[i].pid, SIGKILL);
     if (d.disc_pid > 0)
         kill(-d.disc_pid, SIGKILL);
+    if (d.chldfd >= 0 && proc_kill_strays_until(ea_now_ms() + 1000) < 0)
+        log_warn("processes the run left behind were still being killed after 1 s");
     if (d.chldfd >= 0)
         proc_table_close();
     if (d.kv)
@@ -555,8 +558,6 @@ out:
         close(d.sigfd);
     if (d.tfd >= 0)
         close(d.tfd);
-    if (d.pwfd >= 0)
-        close(d.pwfd);
     free(d.disc_buf);
     free(d.child_env);
     free(d.h);

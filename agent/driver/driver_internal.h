@@ -41,8 +41,6 @@ struct driver {
     char **argv;
     char exe[4096];   /* this binary, for the children */
     char **child_env; /* envp without the driver-mode variables */
-    int pwfd;          /* with --user: a sealed memfd of the store password for the children */
-    char pwfd_arg[16]; /* its number, the children's --password-fd */
     bool bounds_given;
     int min_nodes, max_nodes;
     struct dhost *h;

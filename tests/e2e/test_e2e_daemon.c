@@ -536,6 +536,63 @@ Test(daemon, cancel_refused_and_corrupt_specs)
 }
 
 /* How many lines of file `path` hold `needle`. */
+/* Issue 38: a run's worker leaves a process behind past its guard and its agent (it stops the
+ * agent, SIGKILLs the guard, then the agent): the process comes to the daemon, a subreaper, and
+ * is killed when the run ends there — before the daemon starts anything else. */
+Test(daemon, what_a_run_left_behind_is_killed_at_its_end)
+{
+    struct h_agent d[1];
+    serve_all(d, 1);
+    const char *pidfile = h_fmt("%s/left.pid", envdir);
+    cr_assert_eq(submit(NULL, "leaver", "--max-restarts 0",
+                        h_fmt("exec %s escape-all %s", W, pidfile)),
+                 0);
+    cr_assert(h_log_wait(&d[0], "run 'leaver' is over on this node (agent exit 137)", 30000),
+              "the run's agent was not killed");
+    cr_assert_eq(h_wait_files(envdir, "left.pid", 1, 10000), 1, "no pid of the process left");
+    FILE *f = fopen(pidfile, "r");
+    int pid = 0;
+    cr_assert(f && fscanf(f, "%d", &pid) == 1 && pid > 1);
+    fclose(f);
+    bool gone = h_pid_gone(pid, 10000);
+    if (!gone)
+        kill(pid, SIGKILL);
+    cr_assert(gone, "process %d outlived its run", pid);
+}
+
+/* ... and past the daemon too (it stops the daemon and the agent, SIGKILLs the guard, the agent
+ * and the daemon): the process is still in the run's cgroup, which the daemon started again
+ * kills (or any daemon starting on this host meanwhile). Needs a cgroup v2 this test's daemon may write (root here); skipped
+ * where there is none. */
+Test(daemon, what_a_killed_daemons_run_left_is_killed_when_it_starts_again)
+{
+    if (access("/proc/self/cgroup", R_OK) < 0 || !h_file_contains("/proc/self/cgroup", "0::"))
+        cr_skip_test("no cgroup v2 here");
+    struct h_agent d[1];
+    serve(&d[0], "dk1", NULL); /* a node id of its own: no other test's daemon reaps its runs */
+    if (h_file_contains(d[0].log, "runs are not put into cgroups"))
+        cr_skip_test("this daemon cannot make cgroups here");
+    const char *pidfile = h_fmt("%s/left.pid", envdir);
+    cr_assert_eq(submit(NULL, "leaver2", "--max-restarts 0",
+                        h_fmt("exec %s escape-all %s 2", W, pidfile)),
+                 0);
+    cr_assert_eq(h_agent_wait(&d[0], 30000), 128 + SIGKILL, "the daemon was not killed");
+    cr_assert_eq(h_wait_files(envdir, "left.pid", 1, 10000), 1, "no pid of the process left");
+    pid_t pid = h_read_pid(pidfile);
+    cr_assert_gt(pid, 1);
+    if (h_file_contains(d[0].log, "runs are not put into cgroups")) { /* said at the run */
+        kill(pid, SIGKILL);
+        cr_skip_test("this daemon cannot make cgroups here");
+    }
+    cr_assert(!h_pid_gone(pid, 0), "process %d did not outlive its daemon", pid);
+    struct h_agent again;
+    serve(&again, "dk1", NULL); /* it finds the dead daemon's run's cgroup */
+    bool gone = h_pid_gone(pid, 10000);
+    if (!gone)
+        kill(pid, SIGKILL);
+    cr_assert(gone, "process %d outlived its run and its daemon's restart", pid);
+}
+
 static int count_lines(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");

@@ -34,6 +34,7 @@ static char dir[256], state[300], envdir[300], nb[320];
 static struct etcd_harness eh;
 static struct h_agent *mine[8]; /* started as NOBODY: not in the harness's list */
 static int n_mine;
+static pid_t racer = -1; /* ea-pwrace, when running */
 
 static void setup(void)
 {
@@ -43,10 +44,13 @@ static void setup(void)
     cr_assert_eq(mkdir(nb, 0700), 0);
     cr_assert_eq(chown(nb, NOBODY, NOBODY), 0);
     n_mine = 0;
+    racer = -1;
 }
 
 static void teardown(void)
 {
+    if (racer > 0 && kill(racer, SIGKILL) == 0)
+        waitpid(racer, NULL, 0);
     h_kill_agents();
     for (int i = 0; i < n_mine; i++)
         if (!mine[i]->reaped) {
@@ -328,6 +332,78 @@ Test(secrets, driver_mode_children_get_the_password_by_fd)
     cr_assert_eq(n, 2, "the driver's children: '%s'", kids);
     go();
     h_expect_exit(&drv, 0, 30000);
+}
+
+/* Issue 38: a process of the agents' uid polls ns_last_pid and reads every new process's
+ * /proc/<pid>/fd entries and environ (ea-pwrace) while a pool's daemon starts 20 runs. A run's
+ * agent is dumpable from its exec to its prctl; the password it is handed must not be readable
+ * through /proc in that window (a socket, not a memfd or a pipe), nor sit in its environment. */
+Test(secrets, password_race_reads_nothing_while_a_pool_starts_20_runs, .timeout = 280)
+{
+    enum { RUNS = 20 };
+    start_tls_etcd();
+    const char *ca = give_nobody(eh.cacert, "ca.pem"), *cert = give_nobody(eh.cert, "c.pem"),
+               *key = give_nobody(eh.key, "k.pem");
+    char *envp[] = {"PATH=/usr/bin:/bin", h_fmt("TMPDIR=%s", nb), h_fmt("HOME=%s", nb),
+                    "ELASTIC_ETCD_PASSWORD=" PASSWORD, NULL};
+    const char *args[] = {"serve", "--rdzv-endpoint", eh.endpoints, "--cacert", ca, "--cert",
+                          cert, "--key", key, "--user", "trainer", "--node-id", "d1",
+                          "--local-addr", "127.0.0.1", "--lease-ttl", "2", "--stop-timeout", "2",
+                          "--allow-unsigned", NULL};
+    static struct h_agent d;
+    start_nobody(&d, "d1", args, envp);
+    if (!h_log_wait(&d, "serving pool 'default'", 15000)) {
+        h_show_log(&d);
+        cr_assert_fail("the daemon did not start");
+    }
+    /* the racer: uid 65534, started once the daemon has scrubbed its own environment */
+    char out[400], pwfile[400];
+    snprintf(out, sizeof(out), "%s/race.out", nb);
+    racer = fork();
+    cr_assert_geq(racer, 0);
+    if (racer == 0) {
+        become_nobody();
+        char *renv[] = {"PATH=/usr/bin:/bin", NULL};
+        execve(EA_HELPERS_DIR "/ea-pwrace",
+               (char *[]){EA_HELPERS_DIR "/ea-pwrace", PASSWORD, out, NULL}, renv);
+        _exit(127);
+    }
+    snprintf(pwfile, sizeof(pwfile), "%s/pw", dir);
+    FILE *f = fopen(pwfile, "w");
+    cr_assert(f && fputs(PASSWORD "\n", f) >= 0 && fclose(f) == 0);
+    for (int i = 0; i < RUNS; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "race%d", i);
+        const char *sub[] = {"submit", "--rdzv-endpoint", eh.endpoints, "--cacert", eh.cacert,
+                             "--cert", eh.cert, "--key", eh.key, "--user", "trainer",
+                             "--password-file", pwfile, "--run-id", id, "--", "true", NULL};
+        struct h_agent s;
+        h_agent_start(&s, dir, "submit", sub);
+        h_expect_exit(&s, 0, 20000);
+    }
+    bool all = true;
+    for (int i = 0; i < RUNS && all; i++)
+        all = h_log_wait(&d, h_fmt("run 'race%d' is over on this node (agent exit 0)", i), 60000);
+    cr_assert_eq(kill(racer, SIGTERM), 0);
+    int st = 0;
+    cr_assert_eq(waitpid(racer, &st, 0), racer);
+    racer = -1;
+    if (!all)
+        h_show_log(&d);
+    cr_assert(all, "the pool did not run its %d runs", RUNS);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the racer failed (status %d)", st);
+    char res[128] = {0};
+    slurp(out, res, sizeof(res) - 1);
+    long hits = -1, pids = 0, windows = 0, agents = 0;
+    cr_assert_eq(sscanf(res, "hits %ld pids %ld windows %ld agents %ld", &hits, &pids, &windows,
+                        &agents),
+                 4, "'%s'", res);
+    cr_log_info("password race over %d runs: %s", RUNS, res);
+    fprintf(stderr, "password race over %d runs: %s", RUNS, res);
+    cr_assert_eq(hits, 0, "the racer read the password %ld times (%s)", hits, res);
+    cr_assert_gt(pids, RUNS, "the racer saw no new processes: '%s'", res);
+    h_agent_signal(&d, SIGTERM);
+    h_expect_exit(&d, 0, 15000);
 }
 
 /* the password crosses the network in clear over plaintext: only when the operator says so */

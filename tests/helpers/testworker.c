@@ -12,6 +12,13 @@
  *   orphan PIDFILE          fork a grandchild (ignores SIGHUP, writes its pid to PIDFILE
  *                           atomically, blocks forever); exit 0 once PIDFILE exists
  *   orphan-setsid PIDFILE   the same, the grandchild calls setsid() first
+ *   escape PIDFILE          a double-forked setsid() grandchild as in orphan-setsid (its pid in
+ *                           PIDFILE); once it is set up, SIGKILL the parent (the exec-guard)
+ *                           and block until a signal (the guard's death signal) ends it
+ *   escape-all PIDFILE [N]  the same grandchild leaves the agent too: it stops the agent (the
+ *                           guard's parent: no cleanup) and, with N = 2, the agent's parent (a
+ *                           daemon), SIGKILLs the guard, then those, and is re-parented past
+ *                           them all; then blocks forever
  *   errorfile MSG N         write torch's error-file JSON to $TORCHELASTIC_ERROR_FILE, exit N
  *   echo-lines K            "line 1".."line K" on stdout, "eline 1".."eline K" on stderr
  *   wait-file PATH [N]      block until PATH exists (inotify on its directory), exit N
@@ -156,6 +163,26 @@ static int do_fail_once(const char *dir, int code)
     return do_record(dir, 0);
 }
 
+/* Fork a process that writes its pid to `pidfile` and closes `ready_fd` (its copy; the caller
+ * closes its own), then blocks forever. 0 in the caller, -1 when fork fails. */
+static int fork_grandchild(const char *pidfile, int ready_fd)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        signal(SIGHUP, SIG_IGN);
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+        if (write_atomic(pidfile, buf, (size_t)n) < 0)
+            _exit(die(pidfile));
+        close(ready_fd);
+        block_forever();
+    }
+    close(ready_fd);
+    return 0;
+}
+
 /* The grandchild tells its parent it is set up by closing the pipe: no polling for the file. */
 static int do_orphan(const char *pidfile, int new_session)
 {
@@ -183,6 +210,86 @@ static int do_orphan(const char *pidfile, int new_session)
         ;
     close(p[0]);
     return access(pidfile, F_OK) == 0 ? 0 : 121;
+}
+
+static pid_t ppid_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    char state;
+    int ppid;
+    return rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 ? (pid_t)ppid : -1;
+}
+
+/* escape-all: the grandchild, once set up, takes the guard and `levels` ancestors above it
+ * (the agent, the daemon) out of its way. */
+static int do_escape_all(const char *pidfile, int levels)
+{
+    pid_t guard = getppid(), up[2] = {-1, -1};
+    if (levels < 1 || levels > 2)
+        return 2;
+    for (int i = 0; i < levels; i++)
+        if ((up[i] = ppid_of(i ? up[i - 1] : guard)) <= 1)
+            return die("an ancestor's pid");
+    pid_t pid = fork();
+    if (pid < 0)
+        return die("fork");
+    if (pid == 0) { /* the middle child */
+        if (setsid() < 0)
+            _exit(die("setsid"));
+        pid_t e = fork();
+        if (e != 0)
+            _exit(e < 0 ? die("fork") : 0);
+        char buf[32]; /* its pid first: what it does next may end it at once */
+        int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+        if (write_atomic(pidfile, buf, (size_t)n) < 0)
+            _exit(die(pidfile));
+        /* the grandchild: stopped, an ancestor cannot kill it when it comes there */
+        for (int i = levels; i-- > 0;)
+            if (kill(up[i], SIGSTOP) < 0)
+                _exit(die("kill"));
+        if (kill(guard, SIGKILL) < 0)
+            _exit(die("kill"));
+        for (int i = 0; i < levels; i++)
+            if (kill(up[i], SIGKILL) < 0)
+                _exit(die("kill"));
+        block_forever();
+    }
+    block_forever(); /* until the guard's death signal */
+    return 0;
+}
+
+/* Issue 38's escape: what a hostile worker does to leave its guard's reach. */
+static int do_escape(const char *pidfile)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return die("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        return die("fork");
+    if (pid == 0) { /* the middle child: setsid, fork the grandchild, exit */
+        close(p[0]);
+        if (setsid() < 0 || fork_grandchild(pidfile, p[1]) < 0)
+            _exit(die("setsid/fork"));
+        _exit(0);
+    }
+    close(p[1]);
+    char c;
+    while (read(p[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    close(p[0]);
+    if (access(pidfile, F_OK) != 0)
+        return 121;
+    kill(getppid(), SIGKILL);
+    return ready_then_block();
 }
 
 /* JSON string body of s (quotes, backslashes, control characters escaped). */
@@ -412,6 +519,10 @@ int main(int argc, char **argv)
         return do_orphan(argv[2], 0);
     if (strcmp(mode, "orphan-setsid") == 0 && argc == 3)
         return do_orphan(argv[2], 1);
+    if (strcmp(mode, "escape") == 0 && argc == 3)
+        return do_escape(argv[2]);
+    if (strcmp(mode, "escape-all") == 0 && (argc == 3 || argc == 4))
+        return do_escape_all(argv[2], argc == 4 ? num(argv[3]) : 1);
     if (strcmp(mode, "errorfile") == 0 && argc == 4)
         return do_errorfile(argv[2], num(argv[3]));
     if (strcmp(mode, "echo-lines") == 0 && argc == 3)
@@ -425,7 +536,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "warm-bad") == 0 && (argc == 3 || argc == 4))
         return do_warm_bad(argv[2], argc == 4 ? num(argv[3]) : 0);
     fprintf(stderr, "usage: ea-testworker exit N | signal N | record DIR [N] | fail-once DIR N |"
-                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE |"
+                    " hang | ignore-term | orphan PIDFILE | orphan-setsid PIDFILE | escape PIDFILE |"
+                    " escape-all PIDFILE [N] |"
                     " errorfile MSG N | echo-lines K | wait-file PATH [N] | chaos DIR GOFILE |"
                     " warm DIR [GOFILE] | warm-bad DIR [LEN]\n");
     return 2;

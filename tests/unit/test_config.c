@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -307,8 +309,9 @@ Test(config, user_needs_tls_or_insecure_transport)
     cr_assert(strstr(err.msg, "plaintext"), "%s", err.msg);
 }
 
-/* --password-fd: a pipe (read to its end) or a memfd (read from its start, again and again); the
- * fd becomes close-on-exec. Not with --password-file; not a closed fd. */
+/* --password-fd: a pipe (read to its end), a memfd (read from its start) or a parent's hand-over
+ * socket (its message peeked, again and again); the fd becomes close-on-exec. Not with
+ * --password-file; not a closed fd. */
 Test(config, password_from_a_file_descriptor)
 {
     struct cfg c;
@@ -334,10 +337,10 @@ Test(config, password_from_a_file_descriptor)
 
     cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
                             "x"),
-                       (char *[]){"ELASTIC_ETCD_PASSWORD=memfd-pw", NULL}, &c, &err),
+                       (char *[]){"ELASTIC_ETCD_PASSWORD=handed-pw", NULL}, &c, &err),
                  0, "%s", err.msg);
     int fd = -1;
-    cr_assert_eq(cfg_password_memfd(&c, &fd, &err), 0, "%s", err.msg);
+    cr_assert_eq(cfg_password_socket(&c, &fd, &err), 0, "%s", err.msg);
     snprintf(num, sizeof(num), "%d", fd);
     for (int i = 0; i < 2; i++) { /* a daemon validates, then its agent reads: twice */
         struct cfg d;
@@ -345,9 +348,8 @@ Test(config, password_from_a_file_descriptor)
                                 "--password-fd", num, "x"),
                            NULL, &d, &err),
                      0, "%s", err.msg);
-        cr_assert_str_eq(d.password, "memfd-pw");
+        cr_assert_str_eq(d.password, "handed-pw");
     }
-    cr_assert_lt(write(fd, "x", 1), 0, "sealed");
     close(fd);
     cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
                             "--password-fd", "0", "--password-file", "/p", "x"),
@@ -379,4 +381,82 @@ Test(config, password_taken_out_of_the_process_environment)
     cr_assert_eq(setenv("ELASTIC_ETCD_PASSWORD", "unused-88", 1), 0);
     cr_assert_eq(parse(ARGV("x"), environ, &c, &err), 0, "%s", err.msg);
     cr_assert_null(getenv("ELASTIC_ETCD_PASSWORD"));
+}
+
+/* Issue 38: the fd a daemon or driver hands its new agent the password by cannot be opened
+ * again through /proc. Until the new agent's prctl(PR_SET_DUMPABLE, 0) — after exec, the dynamic
+ * loading, the constructors — any process of its uid may open /proc/<agent>/fd/N: a memfd or a
+ * pipe opens and gives the password away; a socket does not open (ENXIO). Checked on this
+ * process's own link (the same rule the kernel applies to the agent's). */
+Test(config, password_handover_is_not_reopenable_through_proc)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "x"),
+                       (char *[]){"ELASTIC_ETCD_PASSWORD=race-pw", NULL}, &c, &err),
+                 0, "%s", err.msg);
+    int fd = -1;
+    cr_assert_eq(cfg_password_socket(&c, &fd, &err), 0, "%s", err.msg);
+    cr_assert_geq(fd, 3, "proc_spawn's keep_fd takes 3 and above");
+    cr_assert_neq(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0, "only the one child it is kept for");
+    char path[64], buf[64] = {0};
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), fd);
+    int again = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    ssize_t n = again >= 0 ? read(again, buf, sizeof(buf) - 1) : -1;
+    cr_assert_lt(again, 0, "%s opened again (read %zd bytes: '%s')", path, n, buf);
+    cr_assert_eq(errno, ENXIO, "%s", strerror(errno));
+    char num[16];
+    snprintf(num, sizeof(num), "%d", fd);
+    struct cfg d;
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "--password-fd", num, "x"),
+                       NULL, &d, &err),
+                 0, "%s", err.msg);
+    cr_assert_str_eq(d.password, "race-pw", "its holder still reads it");
+    close(fd);
+}
+
+/* A process of the agent's uid may attach to a fresh agent while it is dumpable (no Yama, or
+ * ptrace_scope 0); the attachment outlives the agent's prctl, and the password read afterwards
+ * would be in reach of the tracer. A hand-over is therefore not read under a tracer. */
+Test(config, handed_password_is_not_read_under_a_tracer)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    cr_assert_eq(parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                            "x"),
+                       (char *[]){"ELASTIC_ETCD_PASSWORD=traced-pw", NULL}, &c, &err),
+                 0, "%s", err.msg);
+    int fd = -1;
+    cr_assert_eq(cfg_password_socket(&c, &fd, &err), 0, "%s", err.msg);
+    char num[16];
+    snprintf(num, sizeof(num), "%d", fd);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* traced by the test from here on */
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
+            _exit(10);
+        raise(SIGSTOP);
+        struct cfg d;
+        struct ea_error e = {0};
+        int r = parse(ARGV("--rdzv-endpoint", "a:1", "--user", "u", "--insecure-transport",
+                           "--password-fd", num, "x"),
+                      NULL, &d, &e);
+        if (r != -EPERM || !strstr(e.msg, "traces this one"))
+            fprintf(stderr, "traced: %d %s\n", r, e.msg);
+        _exit(r == -EPERM && strstr(e.msg, "traces this one") ? 0 : 1);
+    }
+    int st = 0;
+    for (;;) {
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        if (!WIFSTOPPED(st))
+            break;
+        int sig = WSTOPSIG(st) == SIGSTOP || WSTOPSIG(st) == SIGTRAP ? 0 : WSTOPSIG(st);
+        ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+    }
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 10, "PTRACE_TRACEME failed");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "a traced process read the handed-over password (status %d)", st);
+    close(fd);
 }

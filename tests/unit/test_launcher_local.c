@@ -281,6 +281,48 @@ Test(local, setsid_grandchild_is_gone_when_the_worker_exits)
     grandchild_is_gone_on_exit("orphan-setsid");
 }
 
+/* Drive the launcher (as the agent's loop does) until `pid` has ended or the deadline passes. */
+static bool gone_while_dispatching(struct launcher *l, pid_t pid, int timeout_ms)
+{
+    int fd = tl_pidfd(pid);
+    if (fd < 0)
+        return true;
+    int64_t deadline = tl_now_ms() + timeout_ms;
+    bool gone = false;
+    while (!gone && tl_now_ms() < deadline) {
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+                              {.fd = launcher_fd(l), .events = POLLIN}};
+        poll(p, 2, (int)(deadline - tl_now_ms()));
+        gone = p[0].revents != 0;
+        struct launch_exit *ex = NULL;
+        size_t n = 0;
+        if (p[1].revents && launcher_dispatch(l, &ex, &n, NULL) == 0)
+            free(ex);
+    }
+    close(fd);
+    return gone;
+}
+
+/* Issue 38: a worker double-forks a setsid()'ed process and SIGKILLs its own exec-guard. The
+ * guard cannot clean up; the process is re-parented to the agent (the launcher's subreaper),
+ * which must kill it, not only reap it: it would otherwise outlive its run. */
+Test(local, escapee_of_a_killed_guard_is_killed_by_the_agent)
+{
+    struct launcher *l = tl_launcher();
+    const char *argv[] = {TW, "escape", path_in("gc"), NULL};
+    struct launch_proc *p = start(l, argv);
+    struct launch_exit e = wait_one(l, p, 10000);
+    cr_assert_eq(e.term_signal, SIGKILL, "the guard was killed");
+    pid_t gc = tl_read_pid(path_in("gc"));
+    cr_assert_gt(gc, 1);
+    bool gone = gone_while_dispatching(l, gc, 10000);
+    if (!gone)
+        kill(gc, SIGKILL); /* do not leave it to the next test */
+    cr_assert(gone, "the escaped process %d outlived its killed guard by 10 s", gc);
+    launcher_destroy(l);
+    cr_assert(tl_no_such_pid(gc), "pid %d left (not reaped)", gc);
+}
+
 Test(local, sigkill_of_the_agent_takes_every_worker_and_descendant_within_1s)
 {
     enum { W = 3, N = 2 * W + 2 }; /* workers, their guards, two grandchildren */

@@ -259,6 +259,52 @@ Test(proc, death_signal_fires_when_the_parent_dies)
     wait_status(pid);
 }
 
+/* Issue 38: what is re-parented to a subreaper is killed by proc_kill_strays_until, and the
+ * children of the children (re-parented in turn when their parent is killed); what the table
+ * holds is not touched. */
+Test(proc, strays_and_their_children_are_killed_registered_children_are_not)
+{
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    int sigfd = -1;
+    struct ea_error err = {0};
+    cr_assert_eq(proc_table_open(&sigfd, &err), 0, "%s", err.msg);
+    pid_t mine = spawn_hang(0, SIGKILL); /* registered: ours on purpose */
+    cr_assert_eq(proc_table_add(mine), 0);
+    /* a stray with a child of its own: a middle process forks it and exits */
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    pid_t mid = fork();
+    cr_assert_geq(mid, 0);
+    if (mid == 0) {
+        pid_t s = fork();
+        if (s == 0) {
+            pid_t c = fork();
+            if (c == 0)
+                for (;;)
+                    pause();
+            pid_t both[2] = {getpid(), c};
+            _exit(write(p[1], both, sizeof(both)) == sizeof(both) ? 0 : 1); /* the stray */
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    pid_t both[2] = {-1, -1};
+    cr_assert_eq(read(p[0], both, sizeof(both)), (ssize_t)sizeof(both));
+    close(p[0]);
+    int fds[2] = {tl_pidfd(both[0]), tl_pidfd(both[1])};
+    cr_assert_eq(proc_kill_strays_until(tl_now_ms() + 5000), 0);
+    bool gone = tl_pidfds_gone(fds, 2, 5000), kept = !tl_pid_gone(mine, 0);
+    for (int i = 0; i < 2 && !gone; i++)
+        kill(both[i], SIGKILL); /* nothing left to hold the test's output open */
+    kill(mine, SIGKILL);
+    proc_table_close();
+    wait_status(mine);
+    close(fds[0]);
+    close(fds[1]);
+    cr_assert(gone, "a stray or its child survived");
+    cr_assert(kept, "a registered child was killed");
+}
+
 Test(proc, a_middleman_that_does_not_report_is_an_error)
 {
     const char *argv[] = {"/bin/true", NULL};
