@@ -226,29 +226,26 @@ int pool_spec_get(struct pool *p, const char *run_id, struct runspec *ret, int64
     return r;
 }
 
-static int next_put(struct pool *p, const char *run, struct ea_error *err)
+/* Point `next` at `run`, the choice of a scan that began when `next` named `seen` at revision
+ * `seen_rev` (0: absent). A value written since — a submission naming a run that scan may not
+ * have read — is never overwritten: 0 (also when `next` names `run` already), or KV_ECONFLICT
+ * when it changed since (the caller scans again). */
+/* Scans again when a submission changed `next` during a scan, at most this many times more. */
+#define POOL_ADVANCE_PASSES 2
+
+static int next_put(struct pool *p, const char *run, const char *seen, int64_t seen_rev,
+                    struct ea_error *err)
 {
-    for (int attempt = 0; attempt < 8; attempt++) {
-        char cur[128];
-        int64_t rev = 0;
-        int r = pool_next_get(p, cur, sizeof(cur), &rev, err);
-        if (r < 0)
-            return r;
-        if (rev && strcmp(cur, run) == 0)
-            return 0;
-        char *json = NULL;
-        json_t *j = json_pack("{s:s, s:s}", "schema", RUNSPEC_SCHEMA, "run", run);
-        json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        json_decref(j);
-        if (!json)
-            return ea_errorf(err, -ENOMEM, "out of memory");
-        r = kv_cas(p->kv, p->next_key, json, strlen(json), rev, 0, NULL, NULL, err);
-        free(json);
-        if (r != KV_ECONFLICT)
-            return r;
-        ea_error_clear(err);
-    }
-    return ea_errorf(err, KV_ECONFLICT, "key '%s' keeps changing", p->next_key);
+    if (seen_rev && strcmp(seen, run) == 0)
+        return 0;
+    json_t *j = json_pack("{s:s, s:s}", "schema", RUNSPEC_SCHEMA, "run", run);
+    char *json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    if (!json)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    int r = kv_cas(p->kv, p->next_key, json, strlen(json), seen_rev, 0, NULL, NULL, err);
+    free(json);
+    return r;
 }
 
 static int by_creation(const void *a, const void *b)
@@ -425,26 +422,20 @@ static int walk_entry(struct walk *w, const struct kv_entry *e, struct ea_error 
     return r;
 }
 
-int pool_advance(struct pool *p, const char *const *full, size_t n_full,
-                 const struct pool_hooks *hooks, struct runspec *ret, struct ea_error *err)
+/* Walk the queue page by page in key order, keeping the oldest run with room (create_revision:
+ * the submission order): memory is one page whatever the queue holds. */
+static int walk_queue(struct walk *w, const char *qprefix, struct ea_error *err)
 {
-    static const struct pool_hooks none = {0};
-    char qprefix[POOL_KEY_MAX];
-    pool_queue_prefix(p, qprefix, sizeof(qprefix));
-    struct walk w = {.p = p, .full = full, .n_full = n_full, .h = hooks ? hooks : &none,
-                     .plen = strlen(qprefix), .best_created = INT64_MAX};
-    /* page by page in key order, keeping the oldest run with room (create_revision: the
-     * submission order): memory is one page whatever the queue holds */
     char *after = NULL;
     bool more = true;
     int r = 0;
     while (more && r == 0) {
         struct kv_list l = {0};
-        if ((r = kv_list_page(p->kv, qprefix, after, POOL_PAGE, &l, err)) < 0)
+        if ((r = kv_list_page(w->p->kv, qprefix, after, POOL_PAGE, &l, err)) < 0)
             break;
         more = l.more && l.n > 0;
         for (size_t i = 0; i < l.n && r == 0; i++)
-            r = walk_entry(&w, &l.entries[i], err);
+            r = walk_entry(w, &l.entries[i], err);
         free(after);
         after = l.n ? strdup(l.entries[l.n - 1].key) : NULL;
         if (l.n && !after)
@@ -452,13 +443,39 @@ int pool_advance(struct pool *p, const char *const *full, size_t n_full,
         kv_list_clear(&l);
     }
     free(after);
-    if (r == 0)
-        r = next_put(p, w.best.run_id, err);
-    if (r < 0 || !ret)
-        runspec_clear(&w.best);
-    else
-        *ret = w.best;
     return r;
+}
+
+int pool_advance(struct pool *p, const char *const *full, size_t n_full,
+                 const struct pool_hooks *hooks, struct runspec *ret, struct ea_error *err)
+{
+    static const struct pool_hooks none = {0};
+    char qprefix[POOL_KEY_MAX];
+    pool_queue_prefix(p, qprefix, sizeof(qprefix));
+    int r = 0;
+    for (int pass = 0;; pass++) {
+        char seen[128];
+        int64_t seen_rev = 0; /* `next` before the scan: what it chooses must not hide a later one */
+        if ((r = pool_next_get(p, seen, sizeof(seen), &seen_rev, err)) < 0)
+            return r;
+        struct walk w = {.p = p, .full = full, .n_full = n_full, .h = hooks ? hooks : &none,
+                         .plen = strlen(qprefix), .best_created = INT64_MAX};
+        r = walk_queue(&w, qprefix, err);
+        if (r == 0)
+            r = next_put(p, w.best.run_id, seen, seen_rev, err);
+        if (r == KV_ECONFLICT && pass < POOL_ADVANCE_PASSES) { /* a submission meanwhile */
+            ea_error_clear(err);
+            runspec_clear(&w.best);
+            continue;
+        }
+        if (r == KV_ECONFLICT)
+            ea_errorf(err, r, "key '%s' keeps changing", p->next_key);
+        if (r < 0 || !ret)
+            runspec_clear(&w.best);
+        else
+            *ret = w.best;
+        return r;
+    }
 }
 
 int64_t pool_rescan_at(int64_t last_scan_ms, int64_t now_ms)

@@ -40,3 +40,8 @@ mutant --target test_etcd_big \
 # own, so without the gap it scans ~200 times against a bound of 2 + elapsed/gap)
 mutant --target test_e2e_queue_flood \
   agent/daemon/serve.c 's/if (scan \&\& at > now) {/if (0) {/' '^test_e2e_queue_flood$'
+# a submission during a walk: `next` compared with what it held when the walk began, not re-read
+# after it (the late submission's `next` overwritten by the walk's older choice)
+mutant --target test_pool_queue --filter 'pool_queue/a_submission_during*' agent/daemon/pool.c \
+  's/^        r = walk_queue(&w, qprefix, err);$/        r = walk_queue(\&w, qprefix, err); if (r == 0) r = pool_next_get(p, seen, sizeof(seen), \&seen_rev, err);/' \
+  '^test_pool_queue$'

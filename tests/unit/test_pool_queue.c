@@ -23,6 +23,7 @@ struct counting {
     size_t pages;      /* list_page calls */
     size_t max_bytes;  /* most bytes (keys and values) one call returned */
     size_t total;      /* bytes returned by every call */
+    void (*on_page)(void); /* once, after the next list_page has read its page */
 };
 
 #define CK(kv) ((struct counting *)(kv))
@@ -59,6 +60,10 @@ static int c_list_page(struct kv *kv, const char *prefix, const char *after, siz
     int r = kv_list_page(INNER(kv), prefix, after, limit, ret, err);
     CK(kv)->pages++;
     measure(kv, r, ret);
+    void (*hook)(void) = CK(kv)->on_page;
+    CK(kv)->on_page = NULL;
+    if (hook)
+        hook();
     return r;
 }
 
@@ -285,4 +290,34 @@ Test(pool_queue, scans_on_next_are_spaced_by_the_gap)
         if (pool_rescan_at(last, now) <= now)
             scans++;
     cr_assert_eq(scans, 0);
+}
+
+/* A submission while a daemon walks the queue: its entry comes after the page the daemon read,
+ * and its `next` (written by the submitter's own advance) names it. */
+static void submit_during_the_walk(void)
+{
+    submit("late");
+    struct ea_error err = {0};
+    cr_assert_eq(pool_advance(&P, NULL, 0, NULL, NULL, &err), 0, "%s", err.msg);
+    char run[128];
+    int64_t rev = 0;
+    cr_assert_eq(pool_next_get(&P, run, sizeof(run), &rev, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(run, "late", "the submitter's advance points next at its run");
+}
+
+/* Mutation (scripts/mutants.d/sec_queue.sh): next written over whatever it holds now, not only
+ * over what it held when the walk began -> the late submission's next is lost, and idle daemons
+ * wait for a run that nobody points them to (test_e2e_signed's key_removed case, 1 in 6-9). */
+Test(pool_queue, a_submission_during_a_walk_is_not_overwritten_by_its_choice)
+{
+    ck.on_page = submit_during_the_walk;
+    struct ea_error err = {0};
+    struct runspec best = {0};
+    cr_assert_eq(pool_advance(&P, NULL, 0, NULL, &best, &err), 0, "%s", err.msg);
+    char run[128];
+    int64_t rev = 0;
+    cr_assert_eq(pool_next_get(&P, run, sizeof(run), &rev, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(run, "late", "next lost the run submitted during the walk: '%s'", run);
+    cr_assert_str_eq(best.run_id, "late", "the walk again found it: '%s'", best.run_id);
+    runspec_clear(&best);
 }
