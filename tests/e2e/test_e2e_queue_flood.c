@@ -163,7 +163,14 @@ Test(queue_flood, an_idle_daemon_moves_a_flood_aside_once_and_stays_small)
     cr_assert_eq(said, N_BAD, "bad entries said %d times", said);
     long hwm = vm_hwm_kb(d.pid);
     cr_log_info("daemon VmHWM %ld kB after a queue of %d kB", hwm, N_BAD * SIZE / 1024);
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan keeps freed memory in its quarantine (256 MB by default) and shadows the rest: the
+     * peak says nothing of the daemon there. The bytes each read returns are bounded without
+     * a sanitizer's noise in test_pool_queue; the release build checks the peak. */
+    (void)hwm;
+#else
     cr_assert_lt(hwm, 48 * 1024, "the daemon peaked at %ld kB", hwm);
+#endif
     h_agent_signal(&d, SIGTERM);
     cr_assert_eq(h_agent_wait(&d, 20000), 0);
 }
