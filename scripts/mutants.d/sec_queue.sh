@@ -36,10 +36,10 @@ mutant --target test_etcd_big \
 mutant --target test_etcd_big \
   backends/etcd_grpc.c 's/return strstr(details, "larger than max") ? KV_ECORRUPT : KV_ECONN;/return KV_ECONN;/' \
   '^test_etcd_big$'
-# the idle daemon waits for the gap (end to end: each of 200 writes of `next` reaches it on its
-# own, so without the gap it scans ~200 times against a bound of 2 + elapsed/gap)
-mutant --target test_e2e_queue_flood \
-  agent/daemon/serve.c 's/if (scan \&\& at > now) {/if (0) {/' '^test_e2e_queue_flood$'
+# (serve.c's use of the gap, `if (scan && at > now)`, had a check here against
+# test_e2e_queue_flood: its bound is 2 + elapsed/gap, so on a machine loaded enough that the 200
+# writes take long the mutant passed — survived in the clean-clone CI with stress-ng --cpu 4.
+# Out until a daemon test on a fake clock decides it; pool_rescan_at itself is checked above.)
 # a submission during a walk: `next` compared with what it held when the walk began, not re-read
 # after it (the late submission's `next` overwritten by the walk's older choice)
 mutant --target test_pool_queue --filter 'pool_queue/a_submission_during*' agent/daemon/pool.c \
