@@ -173,7 +173,14 @@ static bool holds_lock(pid_t pid)
 
 void h_agent_freeze(struct h_agent *a)
 {
-    for (int attempt = 0; attempt < 1000; attempt++) {
+    /* Bounded by a deadline, not a count: an agent under valgrind on a busy machine may not run
+     * at all between a SIGCONT and the next SIGSTOP, so a thousand tries in a row could all find
+     * it in the same store operation (CI, e2e_valgrind_elastic). After each SIGCONT it is given
+     * a millisecond to finish that operation. */
+    int64_t deadline = h_now_ms() + 30000;
+    int attempts = 0;
+    do {
+        attempts++;
         h_agent_signal(a, SIGSTOP);
         siginfo_t si = {0};
         cr_assert_eq(waitid(P_PID, (id_t)a->pid, &si, WSTOPPED), 0, "agent %d: waitid: %s",
@@ -181,8 +188,9 @@ void h_agent_freeze(struct h_agent *a)
         if (!holds_lock(a->pid))
             return;
         h_agent_signal(a, SIGCONT); /* in the middle of a store operation: let it finish */
-    }
-    cr_assert_fail("agent %d held a file lock at each of 1000 stops", (int)a->pid);
+        poll(NULL, 0, 1);
+    } while (h_now_ms() < deadline);
+    cr_assert_fail("agent %d held a file lock at each of %d stops in 30 s", (int)a->pid, attempts);
 }
 
 bool h_file_contains(const char *path, const char *needle)
