@@ -24,13 +24,13 @@ static void exit_with(struct agent *a, int code);
 /* An event about the run's current round (see events.h for the names and fields). */
 void agent_emit(struct agent *a, const char *name, const char *fmt, ...)
 {
-    if (!a->events)
+    if (!a->obs.events)
         return;
     int64_t gen = 0;
     const struct rdzv_state *s = a->rdzv ? rdzv_current(a->rdzv, &gen) : NULL;
     va_list ap;
     va_start(ap, fmt);
-    events_emitv(a->events, name, s ? s->round : 0, gen, fmt, ap);
+    events_emitv(a->obs.events, name, s ? s->round : 0, gen, fmt, ap);
     va_end(ap);
 }
 
@@ -52,7 +52,7 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
     struct rdzv_failure *f = &a->failure;
     memset(f, 0, sizeof(*f));
     snprintf(f->node_id, sizeof(f->node_id), "%s", a->cfg->node_id);
-    snprintf(f->host, sizeof(f->host), "%s", a->host);
+    snprintf(f->host, sizeof(f->host), "%s", a->me.host);
     f->rank = w->rank;
     f->local_rank = w->local_rank;
     f->exit_code = w->term_signal ? -1 : w->exit_code;
@@ -69,8 +69,8 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
     }
     a->failure_generation = a->group.generation;
     a->failure_pending = true;
-    a->m.worker_failures++;
-    events_emit(a->events, "failure", a->group.round, a->group.generation,
+    a->obs.m.worker_failures++;
+    events_emit(a->obs.events, "failure", a->group.round, a->group.generation,
                 "{s:i, s:i, s:i, s:i, s:I, s:s}", "rank", f->rank, "local_rank", f->local_rank,
                 "exit_code", f->exit_code, "signal", f->signal, "pid", (json_int_t)f->pid,
                 "message", f->message);
@@ -80,9 +80,9 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
 static void workers_stopped(struct agent *a)
 {
     a->state = LC_IDLE;
-    a->rdzv_since_ms = ea_now_ms();
-    events_emit(a->events, "workers_stopped", a->group.round, a->group.generation, "{s:i, s:s}",
-                "workers", a->group.n, "reason", a->stop_reason ? a->stop_reason : "?");
+    a->obs.rdzv_since_ms = ea_now_ms();
+    events_emit(a->obs.events, "workers_stopped", a->group.round, a->group.generation, "{s:i, s:s}",
+                "workers", a->group.n, "reason", a->quit.stop_reason ? a->quit.stop_reason : "?");
 }
 
 static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t gen)
@@ -105,7 +105,7 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     struct group_start gs = {.state = s, .self = m, .topology = cfg_topology(a->cfg),
                              .generation = gen,
                              .master_addr = maddr, .master_port = mport,
-                             .envp = a->worker_envp ? a->worker_envp : a->envp,
+                             .envp = a->env.worker_envp ? a->env.worker_envp : a->env.envp,
                              .ifaces = nic_ifaces(a->nic),
                              .dmlc_tracker = agent_builtin_tracker(a)
                                                  ? rdzv_round_key(a->rdzv, s->round, "tracker")
@@ -136,13 +136,13 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     int64_t now = ea_now_ms();
     agent_health_spawned(a);
     agent_warm_started(a, s);
-    a->m.rounds_started++;
-    a->m.last_rendezvous_seconds = (double)(now - a->rdzv_since_ms) / 1000.0;
-    events_emit(a->events, "workers_started", s->round, gen,
+    a->obs.m.rounds_started++;
+    a->obs.m.last_rendezvous_seconds = (double)(now - a->obs.rdzv_since_ms) / 1000.0;
+    events_emit(a->obs.events, "workers_started", s->round, gen,
                 "{s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:i}", "workers", m->nproc, "rank_first",
                 m->rank_base, "rank_last", m->rank_base + m->nproc - 1, "world_size",
                 s->world_size, "group_rank", m->group_rank, "master", master,
-                "rendezvous_seconds", a->m.last_rendezvous_seconds, "warm", a->group.warm);
+                "rendezvous_seconds", a->obs.m.last_rendezvous_seconds, "warm", a->group.warm);
     log_info("round %" PRId64 " (generation %" PRId64 "): started %d worker(s), ranks %d-%d of "
              "world %d, group rank %d of %d, master %s; restarts %d/%d, scale events %d",
              s->round, gen, m->nproc, m->rank_base, m->rank_base + m->nproc - 1, s->world_size,
@@ -152,8 +152,8 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
 
 static void exit_with(struct agent *a, int code)
 {
-    a->exiting = true;
-    a->exit_code = code;
+    a->quit.exiting = true;
+    a->quit.exit_code = code;
 }
 
 static void act(struct agent *a, enum lc_action action, const struct rdzv_state *s, int64_t gen)
@@ -162,7 +162,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     case LC_NOTHING:
         return;
     case LC_STOP_WORKERS:
-        a->stop_reason = a->term_signal                  ? "interrupted"
+        a->quit.stop_reason = a->quit.term_signal                  ? "interrupted"
                          : a->lease_lost                 ? "lease_lost"
                          : a->state == LC_FAILED         ? "local_failure"
                          : !s                            ? "no_state"
@@ -177,7 +177,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
             return;
         }
         log_info("stopping %d worker(s) of round %" PRId64 "%s", a->group.live, a->group.round,
-                 a->term_signal    ? " (interrupted)"
+                 a->quit.term_signal    ? " (interrupted)"
                  : a->lease_lost   ? " (lease lost: fenced out)"
                  : !s              ? ""
                  : s->round != a->group.round ? " (the run moved to a new round)"
@@ -232,11 +232,11 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
         exit_with(a, AGENT_EXIT_RDZV);
         return;
     case LC_EXIT_INTERRUPTED:
-        log_info("interrupted by signal %d (SIG%s): workers stopped, leaving", a->term_signal,
-                 sigabbrev_np(a->term_signal));
-        agent_emit(a, "interrupted", "{s:i, s:s}", "signal", a->term_signal, "signal_name",
-                   sigabbrev_np(a->term_signal));
-        exit_with(a, 128 + a->term_signal);
+        log_info("interrupted by signal %d (SIG%s): workers stopped, leaving", a->quit.term_signal,
+                 sigabbrev_np(a->quit.term_signal));
+        agent_emit(a, "interrupted", "{s:i, s:s}", "signal", a->quit.term_signal, "signal_name",
+                   sigabbrev_np(a->quit.term_signal));
+        exit_with(a, 128 + a->quit.term_signal);
         return;
     }
 }
@@ -273,14 +273,14 @@ static bool nic_ready(struct agent *a, const struct rdzv_state *s)
 /* Ask the lifecycle what to do next, and do it, until it says nothing. */
 static void reconcile(struct agent *a)
 {
-    for (int guard = 0; guard < 8 && !a->exiting; guard++) {
+    for (int guard = 0; guard < 8 && !a->quit.exiting; guard++) {
         int64_t gen = 0;
         const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
         struct lc_input in = {
             .group = a->state,
             .group_generation = a->group.generation,
             .live_workers = a->group.live,
-            .terminating = a->term_signal != 0 || a->lease_lost,
+            .terminating = a->quit.term_signal != 0 || a->lease_lost,
             .have_state = s != NULL,
             .status = s ? s->status : RDZV_WAITING,
             .generation = gen,
@@ -288,14 +288,14 @@ static void reconcile(struct agent *a)
             .master_known = s && rdzv_master(a->rdzv, s->round) != NULL &&
                             (!agent_builtin_tracker(a) || rdzv_round_key(a->rdzv, s->round, "tracker")),
         };
-        if (a->lease_lost && in.live_workers == 0 && !a->term_signal)
+        if (a->lease_lost && in.live_workers == 0 && !a->quit.term_signal)
             return; /* the loop rejoins first (unless we are leaving anyway) */
         /* every member probes as soon as the round is committed (group rank 0 publishes the
          * master only afterwards), overlapping the stop of the previous round's workers */
         bool nic_ok = !(s && s->status == RDZV_RUNNING && in.my_index >= 0 &&
                         a->group.generation != gen) ||
                       nic_ready(a, s);
-        if (a->exiting)
+        if (a->quit.exiting)
             return;
         enum lc_action action = lc_decide(&in);
         if (action == LC_NOTHING)
@@ -355,12 +355,12 @@ void agent_on_worker_exits(struct agent *a)
             continue;
         struct group_worker *w = group_on_exit(&a->group, &ex[i]);
         if (!w) {
-            pf_on_exit(a->pf, &ex[i]); /* --preflight-every-round's check */
+            pf_on_exit(a->health.pf, &ex[i]); /* --preflight-every-round's check */
             continue;
         }
         bool ok = w->exit_code == 0 && w->term_signal == 0;
-        hb_forget(a->hb, w->local_rank, ea_now_ms());
-        events_emit(a->events, "worker_exited", a->group.round, a->group.generation,
+        hb_forget(a->health.hb, w->local_rank, ea_now_ms());
+        events_emit(a->obs.events, "worker_exited", a->group.round, a->group.generation,
                     "{s:i, s:i, s:I, s:i, s:i, s:b, s:b}", "rank", w->rank, "local_rank",
                     w->local_rank, "pid", (json_int_t)w->pid, "exit_code", w->exit_code,
                     "signal", w->term_signal, "ok", ok, "stopped", a->state == LC_STOPPING);
@@ -395,10 +395,10 @@ void agent_on_worker_exits(struct agent *a)
 
 static void on_preemption(struct agent *a)
 {
-    if (a->term_signal)
+    if (a->quit.term_signal)
         return;
     log_info("preemption notice '%s': stopping workers and leaving the run", a->preempt.path);
-    a->term_signal = SIGTERM; /* the same graceful leave, and exit 143 */
+    a->quit.term_signal = SIGTERM; /* the same graceful leave, and exit 143 */
 }
 
 static void on_store_events(struct agent *a)
@@ -424,7 +424,7 @@ static void check_waiting(struct agent *a, int64_t now)
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
     bool run_going = s && s->status == RDZV_RUNNING;
     if (run_going || (s && s->status != RDZV_WAITING)) {
-        if (run_going && rdzv_my_index(a->rdzv) < 0 && a->progress_count != (size_t)-1) {
+        if (run_going && rdzv_my_index(a->rdzv) < 0 && a->wait.progress_count != (size_t)-1) {
             if (s->group_world_size >= s->max_nodes)
                 log_info("spare: run '%s' is at its maximum of %d node(s); waiting for a slot",
                          a->cfg->run_id, s->max_nodes);
@@ -432,31 +432,31 @@ static void check_waiting(struct agent *a, int64_t now)
                 log_info("run '%s' is running round %" PRId64 " without this node; joining at "
                          "its next round",
                          a->cfg->run_id, s->round);
-            a->progress_count = (size_t)-1;
+            a->wait.progress_count = (size_t)-1;
         }
-        if (run_going && gen != a->last_generation_logged && rdzv_my_index(a->rdzv) >= 0)
-            a->progress_count = 0;
-        a->waiting_since_ms = -1;
+        if (run_going && gen != a->wait.last_generation_logged && rdzv_my_index(a->rdzv) >= 0)
+            a->wait.progress_count = 0;
+        a->wait.since_ms = -1;
         log_progress_end();
         return;
     }
-    if (a->waiting_since_ms < 0)
-        a->waiting_since_ms = now;
+    if (a->wait.since_ms < 0)
+        a->wait.since_ms = now;
     size_t live = rdzv_live_count(a->rdzv);
-    if (live != a->progress_count || now >= a->progress_at_ms) {
+    if (live != a->wait.progress_count || now >= a->wait.progress_at_ms) {
         /* below min: how long until --join-timeout; at min or more: until the last call, when
          * the round commits with whoever is there */
         int64_t last_call = rdzv_last_call_ms(a->rdzv);
         bool quorum = last_call >= 0 && live >= (size_t)a->cfg->min_nodes;
-        int64_t left = quorum ? last_call - now : a->waiting_since_ms + a->cfg->join_timeout_ms - now;
+        int64_t left = quorum ? last_call - now : a->wait.since_ms + a->cfg->join_timeout_ms - now;
         bool in_place = log_progress("waiting for nodes: %zu/%d (min %d, max %d), %s in %.0f s",
                                      live, a->cfg->max_nodes, a->cfg->min_nodes,
                                      a->cfg->max_nodes, quorum ? "last call" : "giving up",
                                      (double)(left > 0 ? left : 0) / 1000.0);
-        a->progress_count = live;
-        a->progress_at_ms = now + (in_place ? 1000 : 5000); /* a terminal line counts down */
+        a->wait.progress_count = live;
+        a->wait.progress_at_ms = now + (in_place ? 1000 : 5000); /* a terminal line counts down */
     }
-    if (now - a->waiting_since_ms >= a->cfg->join_timeout_ms) {
+    if (now - a->wait.since_ms >= a->cfg->join_timeout_ms) {
         log_error("rendezvous timed out: %zu of at least %d node(s) present after %.1f s "
                   "(--join-timeout)",
                   live, a->cfg->min_nodes, (double)a->cfg->join_timeout_ms / 1000.0);
@@ -469,18 +469,18 @@ void agent_publish(struct agent *a)
 {
     int64_t gen = 0;
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
-    events_set_group_rank(a->events, rdzv_my_index(a->rdzv));
-    events_observe(a->events, s, gen);
+    events_set_group_rank(a->obs.events, rdzv_my_index(a->rdzv));
+    events_observe(a->obs.events, s, gen);
     agent_health_observe(a, s, gen);
     log_set_round(s ? s->round : 0, gen);
-    if (!a->http)
+    if (!a->obs.http)
         return;
     static const char *const group_names[] = {[LC_IDLE] = "idle", [LC_RUNNING] = "running",
                                               [LC_STOPPING] = "stopping",
                                               [LC_FINISHED] = "finished", [LC_FAILED] = "failed"};
-    struct metrics_snapshot *m = &a->m;
-    m->joined = a->joined;
-    m->exiting = a->exiting;
+    struct metrics_snapshot *m = &a->obs.m;
+    m->joined = a->obs.joined;
+    m->exiting = a->quit.exiting;
     m->lease_lost = a->lease_lost;
     m->store_down = a->store_down_since_ms >= 0;
     snprintf(m->run_status, sizeof(m->run_status), "%s", s ? rdzv_status_name(s->status) : "none");
@@ -496,10 +496,10 @@ void agent_publish(struct agent *a)
     m->store_resyncs = rdzv_resync_count(a->rdzv);
     m->group_rank = rdzv_my_index(a->rdzv);
     m->workers_running = a->state == LC_RUNNING ? a->group.live : 0;
-    memcpy(m->phases, a->ph.hist, sizeof(m->phases));
+    memcpy(m->phases, a->health.ph.hist, sizeof(m->phases));
     m->workers_ready = s && s->status == RDZV_RUNNING && a->state == LC_RUNNING &&
-                       a->group.live > 0 && a->group.generation == gen && !a->exiting;
-    http_publish(a->http, m);
+                       a->group.live > 0 && a->group.generation == gen && !a->quit.exiting;
+    http_publish(a->obs.http, m);
 }
 
 /* A local rank missed its heartbeat deadline: a failure like an exit, charged the same way. */
@@ -576,13 +576,13 @@ WAKE(agent_health_wake_ms)
 
 static void preflight_tick(struct agent *a, int64_t now)
 {
-    pf_tick(a->pf, now);
+    pf_tick(a->health.pf, now);
 }
 STEP_NOW(preflight_tick)
 
 static int64_t preflight_wake(const struct agent *a)
 {
-    return pf_wake_ms(a->pf);
+    return pf_wake_ms(a->health.pf);
 }
 WAKE(preflight_wake)
 
@@ -599,9 +599,9 @@ WAKE(store_wake)
 
 static int64_t waiting_wake(const struct agent *a) /* the progress line, --join-timeout */
 {
-    if (a->waiting_since_ms < 0)
+    if (a->wait.since_ms < 0)
         return -1;
-    return earliest(a->progress_at_ms, a->waiting_since_ms + a->cfg->join_timeout_ms);
+    return earliest(a->wait.progress_at_ms, a->wait.since_ms + a->cfg->join_timeout_ms);
 }
 WAKE(waiting_wake)
 
@@ -613,7 +613,7 @@ WAKE(nic_wake)
 
 static int64_t tracker_wake(const struct agent *a)
 {
-    return a->tracker ? tracker_wake_ms(a->tracker) : -1;
+    return a->tracker.srv ? tracker_wake_ms(a->tracker.srv) : -1;
 }
 WAKE(tracker_wake)
 
@@ -693,24 +693,24 @@ static const struct ea_loop_step agent_steps[] = {
     }
 #define IN_RUN (a->stage.id == AP_RUNNING)
 SOURCE_FD(liveness, IN_RUN, agent_liveness_fd(a), agent_liveness_on_reports(a))
-SOURCE_FD(heartbeat, IN_RUN, hb_fd(a->hb), hb_on_events(a->hb, ea_now_ms()))
+SOURCE_FD(heartbeat, IN_RUN, hb_fd(a->health.hb), hb_on_events(a->health.hb, ea_now_ms()))
 SOURCE_FD(warm, IN_RUN || a->stage.id == AP_WARMING, agent_warm_fd(a), agent_warm_on_events(a))
 /* the first signal ends the phase (a graceful leave), a second one kills the workers */
-SOURCE_FD(signal, true, a->sigfd, agent_on_signal(a))
+SOURCE_FD(signal, true, a->quit.sigfd, agent_on_signal(a))
 SOURCE_FD(preempt, IN_RUN, a->preempt.fd, if (preempt_check(&a->preempt)) on_preemption(a))
 SOURCE_FD(store, IN_RUN, kv_event_fd(a->kv), on_store_events(a))
 
 static size_t fds_tracker(void *c, struct pollfd *fds, size_t max)
 {
     const struct agent *a = c;
-    return IN_RUN && a->tracker ? tracker_pollfds(a->tracker, fds, max) : 0;
+    return IN_RUN && a->tracker.srv ? tracker_pollfds(a->tracker.srv, fds, max) : 0;
 }
 
 static void on_tracker(void *c, const struct pollfd *fds, size_t n, int64_t now)
 {
     struct agent *a = c;
-    if (IN_RUN && a->tracker) /* also on a timeout: its deadlines */
-        tracker_on_poll(a->tracker, fds, n, now);
+    if (IN_RUN && a->tracker.srv) /* also on a timeout: its deadlines */
+        tracker_on_poll(a->tracker.srv, fds, n, now);
 }
 
 static size_t fds_nic(void *c, struct pollfd *fds, size_t max)
@@ -766,7 +766,7 @@ static const struct ea_loop_source agent_sources[] = {
 static bool pass_done(void *c)
 {
     const struct agent *a = c;
-    return a->stage.over || a->stage.id == AP_DONE || (a->stage.id == AP_RUNNING && a->exiting);
+    return a->stage.over || a->stage.id == AP_DONE || (a->stage.id == AP_RUNNING && a->quit.exiting);
 }
 
 int agent_loop_create(struct agent *a)

@@ -13,11 +13,11 @@
 
 const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, size_t size)
 {
-    if (!a->hb)
+    if (!a->health.hb)
         return NULL;
-    snprintf(buf, size, "%s/heartbeat", a->workdir);
+    snprintf(buf, size, "%s/heartbeat", a->me.workdir);
     struct ea_error err = {0};
-    if (hb_arm(a->hb, buf, n, rank_base, ea_now_ms(), &err) < 0) {
+    if (hb_arm(a->health.hb, buf, n, rank_base, ea_now_ms(), &err) < 0) {
         log_error("%s: hang detection is off for this round", err.msg);
         return NULL;
     }
@@ -29,12 +29,12 @@ const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, s
  * next agent_publish, in the same pass (this file never calls back into the loop). */
 static void recovery_done(struct agent *a)
 {
-    const struct ph_record *r = &a->ph.last;
+    const struct ph_record *r = &a->health.ph.last;
     char *json = ph_record_json(r);
     json_t *o = json ? json_loads(json, 0, NULL) : NULL;
-    if (o && a->events) {
+    if (o && a->obs.events) {
         json_object_del(o, "round");
-        events_emit(a->events, "recovery", r->round, a->group.generation, "O", o);
+        events_emit(a->obs.events, "recovery", r->round, a->group.generation, "O", o);
     }
     json_decref(o);
     /* a cold start is no recovery: its phases are in the event and the histograms only */
@@ -55,14 +55,14 @@ static void recovery_done(struct agent *a)
 void agent_health_spawned(struct agent *a)
 {
     /* warm spares (--warm-workers): "assigned" instead of "spawn", until each took its rank */
-    if (ph_spawned(&a->ph, ea_wall_ms(), ea_now_ms(), a->hb != NULL, a->group.warm > 0))
+    if (ph_spawned(&a->health.ph, ea_wall_ms(), ea_now_ms(), a->health.hb != NULL, a->group.warm > 0))
         recovery_done(a);
 }
 
 void agent_health_fault(struct agent *a, int64_t fault_wall, const char *cause, int rank)
 {
     int64_t now = ea_wall_ms();
-    ph_detect(&a->ph, fault_wall, now, cause);
+    ph_detect(&a->health.ph, fault_wall, now, cause);
     if (a->store_down_since_ms >= 0)
         return; /* the failure report comes first; it is retried, this is not worth a wait */
     char v[384];
@@ -76,39 +76,39 @@ void agent_health_fault(struct agent *a, int64_t fault_wall, const char *cause, 
 
 void agent_health_stopping(struct agent *a)
 {
-    hb_disarm(a->hb);
+    hb_disarm(a->health.hb);
     /* another node's fault (its `detect` key), else: observed here, when it began is unknown */
-    ph_detect_remote(&a->ph, rdzv_round_key(a->rdzv, a->group.round, "detect"));
-    ph_detect(&a->ph, -1, ea_wall_ms(), "membership");
+    ph_detect_remote(&a->health.ph, rdzv_round_key(a->rdzv, a->group.round, "detect"));
+    ph_detect(&a->health.ph, -1, ea_wall_ms(), "membership");
 }
 
 void agent_health_observe(struct agent *a, const struct rdzv_state *s, int64_t gen)
 {
     (void)gen;
-    if (!s || s->status != RDZV_RUNNING || s->round == a->ph_round || rdzv_my_index(a->rdzv) < 0)
+    if (!s || s->status != RDZV_RUNNING || s->round == a->health.ph_round || rdzv_my_index(a->rdzv) < 0)
         return;
-    a->ph_round = s->round;
+    a->health.ph_round = s->round;
     if (a->group.round > 0)
-        ph_detect_remote(&a->ph, rdzv_round_key(a->rdzv, a->group.round, "detect"));
+        ph_detect_remote(&a->health.ph, rdzv_round_key(a->rdzv, a->group.round, "detect"));
     int64_t now = ea_now_ms(), wall = ea_wall_ms();
-    ph_committed(&a->ph, s->round, wall, wall - (now - a->rdzv_since_ms));
+    ph_committed(&a->health.ph, s->round, wall, wall - (now - a->obs.rdzv_since_ms));
 }
 
 int agent_health_tick(struct agent *a, int64_t now, struct hb_hang *ret)
 {
-    int64_t assigned = ph_waiting_assigned(&a->ph)
-                           ? warm_assigned_ms(a->warm, a->group.generation) : -1;
-    if (assigned >= 0 && ph_assigned(&a->ph, ea_wall_ms() - (now - assigned)))
+    int64_t assigned = ph_waiting_assigned(&a->health.ph)
+                           ? warm_assigned_ms(a->warm.spares, a->group.generation) : -1;
+    if (assigned >= 0 && ph_assigned(&a->health.ph, ea_wall_ms() - (now - assigned)))
         recovery_done(a);
-    if (!a->hb)
+    if (!a->health.hb)
         return 0;
-    int64_t ready = hb_ready_ms(a->hb);
-    if (ready >= 0 && ph_waiting_ready(&a->ph) && ph_ready(&a->ph, ready))
+    int64_t ready = hb_ready_ms(a->health.hb);
+    if (ready >= 0 && ph_waiting_ready(&a->health.ph) && ph_ready(&a->health.ph, ready))
         recovery_done(a);
-    return hb_check(a->hb, now, ret);
+    return hb_check(a->health.hb, now, ret);
 }
 
 int64_t agent_health_wake_ms(const struct agent *a)
 {
-    return hb_wake_ms(a->hb);
+    return hb_wake_ms(a->health.hb);
 }

@@ -56,74 +56,108 @@ struct agent_stage {
     int64_t since;    /* when the phase began */
 };
 
-struct agent {
-    const struct cfg *cfg;
-    const struct agent_hooks *hooks; /* tests: clock, launcher, a step of theirs (agent.h) */
-    struct ea_loop *loop;     /* the one event loop (agent.c registers its steps and sources) */
-    struct agent_stage stage; /* where the node is in it */
+/* The agent's environment: --preflight's, and the workers' base. */
+struct agent_env {
     char **envp;        /* this agent's environment: --preflight's */
     char **worker_envp; /* the workers' base: envp plus --worker-env-fd's entries (those win);
                            NULL: envp */
     char *worker_env_buf; /* what --worker-env-fd held (worker_envp points into it) */
-    struct kv *kv;
-    struct rdzv_session *rdzv;
-    struct launcher *launcher;
-    struct nic *nic; /* NIC discovery (nic.h); gates the start of each round's workers */
-    struct tracker *tracker; /* the rabit tracker this node serves for its round, or NULL */
-    int tracker_last_port;   /* its port: the next round's never reuses it */
-    int sigfd;
-    struct preempt preempt;
-    struct group group;
-    enum lc_group state;
+};
+
+/* Where this node is: its directory, its keys' prefix, the address other nodes reach it at. */
+struct agent_self {
     char workdir[PATH_MAX];
     char prefix[512];
     char addr[64];
     char host[256];
+};
 
+/* Leaving: a signal, a preemption notice, the run's end (agent_signal.c, agent.c). */
+struct agent_quit {
+    int sigfd;
     int term_signal;     /* first SIGTERM/SIGINT/...; 0 while running */
     pid_t parent;        /* who started us: when it is gone, a stop does not wait */
-    bool lease_lost;     /* fenced out: stop workers, then rejoin */
-    int64_t fence_until; /* last deadline handed to the workers' guards (launcher_fence), 0 */
-    bool reform_pending; /* rejoined: ask for a new round of reform_generation */
-    int64_t reform_generation;
     bool exiting;
     int exit_code;
+    const char *stop_reason;
+};
 
-    bool failure_pending; /* a local failure still to be written to the store */
-    bool done_pending;    /* this node's done marker for group.round still to be written */
-    struct rdzv_failure failure;
-    int64_t failure_generation;
-
-    int64_t waiting_since_ms; /* not in a running round since (for --join-timeout), -1 */
-    int64_t store_down_since_ms;
-    int64_t retry_at_ms;
-    int64_t retry_delay_ms; /* store retries: jittered, doubling to 5 s; 0 after a success */
+/* Waiting for a round: the progress line and --join-timeout (agent.c's check_waiting). */
+struct agent_wait {
+    int64_t since_ms; /* not in a running round since (for --join-timeout), -1 */
     int64_t progress_at_ms;
     size_t progress_count;
     int64_t last_generation_logged;
+};
 
-    /* observability (events.h, http.h): never read by the lifecycle */
+/* Observability (events.h, http.h): never read by the lifecycle. */
+struct agent_obs {
     struct events *events;     /* NULL without --events and --log-format json */
     struct http *http;         /* NULL without --http */
     struct metrics_snapshot m; /* counters and store latency; published every loop pass */
     bool joined;
     int64_t rdzv_since_ms; /* workers stopped (or joined) at: for last_rendezvous_seconds */
-    const char *stop_reason;
+};
 
-    /* health and the recovery clock (agent_health.c) */
+/* Health and the recovery clock (agent_health.c, agent_preflight.c). */
+struct agent_health {
     struct hb *hb;          /* hang detection; NULL when off */
     struct ph ph;           /* per-phase recovery clock */
     int64_t ph_round;       /* last round seen committed with this node in it */
     struct pf *pf;          /* --preflight (health/preflight.h); NULL when off */
-    struct agent_ring *ring; /* the liveness ring's glue (agent_liveness.c); NULL when off */
-    char self_addr[64];      /* this machine's address (a->addr is the workers' host's) */
     bool pf_fresh;          /* passed at join: good for the first round */
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
     int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
+};
 
-    /* --warm-workers (agent_warm.c) */
-    struct warm *warm; /* the parked spares; NULL when off or not created yet */
-    bool warm_off;     /* could not be set up: every worker starts cold */
+/* --warm-workers (agent_warm.c). */
+struct agent_warm {
+    struct warm *spares; /* the parked spares; NULL when off or not created yet */
+    bool off;            /* could not be set up: every worker starts cold */
+};
+
+/* The rabit tracker this node serves for its round (agent_store.c). */
+struct agent_tracker {
+    struct tracker *srv; /* or NULL */
+    int last_port;       /* its port: the next round's never reuses it */
+};
+
+struct agent {
+    const struct cfg *cfg;
+    const struct agent_hooks *hooks; /* tests: clock, launcher, a step of theirs (agent.h) */
+    struct ea_loop *loop;     /* the one event loop (agent.c registers its steps and sources) */
+    struct agent_stage stage; /* where the node is in it */
+    struct agent_env env;
+    struct agent_self me;
+    struct agent_quit quit;
+    struct kv *kv;
+    struct rdzv_session *rdzv;
+    struct launcher *launcher;
+    struct group group;
+    enum lc_group state;
+
+    bool lease_lost;     /* fenced out: stop workers, then rejoin */
+    int64_t fence_until; /* last deadline handed to the workers' guards (launcher_fence), 0 */
+    bool reform_pending; /* rejoined: ask for a new round of reform_generation */
+    int64_t reform_generation;
+    bool failure_pending; /* a local failure still to be written to the store */
+    bool done_pending;    /* this node's done marker for group.round still to be written */
+    struct rdzv_failure failure;
+    int64_t failure_generation;
+    int64_t store_down_since_ms;
+    int64_t retry_at_ms;
+    int64_t retry_delay_ms; /* store retries: jittered, doubling to 5 s; 0 after a success */
+    struct agent_ring *ring; /* the liveness ring's glue (agent_liveness.c); NULL when off */
+    char self_addr[64];      /* this machine's address (a->me.addr is the workers' host's) */
+
+    struct agent_wait wait;
+    struct agent_obs obs;
+    /* components */
+    struct nic *nic; /* NIC discovery (nic.h); gates the start of each round's workers */
+    struct agent_tracker tracker;
+    struct preempt preempt;
+    struct agent_health health;
+    struct agent_warm warm;
 };
 
 /* Create a->loop with every step and source of the agent (agent.c): 0 or -ENOMEM. */

@@ -207,7 +207,7 @@ void agent_liveness_close(struct agent *a)
 {
     if (!a->ring)
         return;
-    http_set_links(a->http, NULL, NULL); /* the HTTP thread asks the ring no more */
+    http_set_links(a->obs.http, NULL, NULL); /* the HTTP thread asks the ring no more */
     live_destroy(a->ring->live);         /* a bye on both links: the neighbours suspect nobody */
     free(a->ring);
     a->ring = NULL;
@@ -227,7 +227,7 @@ static void follow_round(struct agent *a, struct agent_ring *g, int64_t now)
     const struct rdzv_member *m = rdzv_self_member(a->rdzv);
     const char *self = a->cfg->node_id;
     int64_t round =
-        s && s->status == RDZV_RUNNING && m && !a->lease_lost && !a->term_signal && !a->exiting
+        s && s->status == RDZV_RUNNING && m && !a->lease_lost && !a->quit.term_signal && !a->quit.exiting
             ? s->round
             : 0;
     const char *next = round && m->next[0] && strcmp(m->next, self) != 0 ? m->next : "";
@@ -399,7 +399,7 @@ static void on_suspect(struct agent *a, struct agent_ring *g, const struct ring_
     snprintf(sus.cause, sizeof(sus.cause), "%s", x->cause);
     log_warn("liveness ring: lost node '%s' (the link %s it: %s): suspecting it", x->node_id,
              x->outbound ? "to" : "from", x->cause);
-    a->m.liveness_suspicions++;
+    a->obs.m.liveness_suspicions++;
     agent_emit(a, "suspect", "{s:s, s:s, s:s}", "node", x->node_id, "cause", x->cause, "link",
                x->outbound ? "to_successor" : "from_predecessor");
     char holder[RDZV_ID_MAX];
@@ -446,7 +446,7 @@ static void evicted(struct agent *a, const struct rdzv_suspicion *x, const char 
     }
     if (r == 0)
         return; /* gone already, or rejoined under a new lease */
-    a->m.liveness_confirmed++;
+    a->obs.m.liveness_confirmed++;
     log_warn("liveness ring: node '%s' did not answer a probe either (%s; '%s' saw: %s): its "
              "lease is revoked, the run goes on without it",
              x->node_id, why, x->by, x->cause);
@@ -456,7 +456,7 @@ static void evicted(struct agent *a, const struct rdzv_suspicion *x, const char 
 
 static void false_alarm(struct agent *a, const struct rdzv_suspicion *x)
 {
-    a->m.liveness_false_alarms++;
+    a->obs.m.liveness_false_alarms++;
     log_info("liveness ring: node '%s' answered a probe: a false alarm ('%s' saw: %s)", x->node_id,
              x->by, x->cause);
     agent_emit(a, "suspect_cleared", "{s:s, s:s, s:s}", "node", x->node_id, "by", x->by, "cause",
@@ -638,8 +638,8 @@ void agent_liveness_step(struct agent *a, int64_t now)
         check_coord_suspicion(a, g);
     struct ring_links l;
     live_links(g->live, &l);
-    a->m.liveness_links_up = (strcmp(l.out, "up") == 0) + (strcmp(l.in, "up") == 0);
-    a->m.liveness_no_route = l.local_failures;
+    a->obs.m.liveness_links_up = (strcmp(l.out, "up") == 0) + (strcmp(l.in, "up") == 0);
+    a->obs.m.liveness_no_route = l.local_failures;
     if (l.local_failures > g->no_route_seen &&
         (!g->no_route_logged_ms || now - g->no_route_logged_ms >= NO_ROUTE_LOG_MS)) {
         log_warn("liveness ring: %" PRIu64 " ring connect(s) could not start from this node (%s): "
@@ -649,7 +649,7 @@ void agent_liveness_step(struct agent *a, int64_t now)
         g->no_route_seen = l.local_failures;
         g->no_route_logged_ms = now;
     }
-    agent_liveness_links(a, &a->m.liveness_out, &a->m.liveness_in);
+    agent_liveness_links(a, &a->obs.m.liveness_out, &a->obs.m.liveness_in);
 }
 
 /* This node's two links now, for the HTTP thread (http_set_links: /status and /metrics). */

@@ -91,8 +91,8 @@ void agent_preflight_enter(struct agent *a)
         return;
     }
     struct ea_error err = {0};
-    if (!a->pf && pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->workdir, a->envp,
-                            &a->pf, &err) < 0) {
+    if (!a->health.pf && pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->me.workdir, a->env.envp,
+                            &a->health.pf, &err) < 0) {
         log_error("%s", err.msg);
         agent_phase_over(a, AGENT_EXIT_RDZV);
         return;
@@ -104,32 +104,32 @@ void agent_preflight_enter(struct agent *a)
         return;
     }
     g->h.renew_at = -1;
-    snprintf(g->h.key, sizeof(g->h.key), "%sheld/%s", a->prefix, c->node_id);
+    snprintf(g->h.key, sizeof(g->h.key), "%sheld/%s", a->me.prefix, c->node_id);
     a->stage.data = g;
-    pf_start(a->pf, ea_now_ms());
+    pf_start(a->health.pf, ea_now_ms());
 }
 
 /* The check has finished: passed (the phase is over), or failed (held out for the cooldown). */
 static void gate_judge(struct agent *a, struct gate *g, int64_t now)
 {
     const struct cfg *c = a->cfg;
-    if (pf_state(a->pf) == PF_PASSED) {
-        log_info("preflight check passed (%.1f s)", (double)pf_duration_ms(a->pf) / 1000.0);
-        a->pf_fresh = true;
-        events_emit(a->events, "preflight", 0, 0, "{s:b, s:f}", "ok", 1, "seconds",
-                    (double)pf_duration_ms(a->pf) / 1000.0);
+    if (pf_state(a->health.pf) == PF_PASSED) {
+        log_info("preflight check passed (%.1f s)", (double)pf_duration_ms(a->health.pf) / 1000.0);
+        a->health.pf_fresh = true;
+        events_emit(a->obs.events, "preflight", 0, 0, "{s:b, s:f}", "ok", 1, "seconds",
+                    (double)pf_duration_ms(a->health.pf) / 1000.0);
         gate_end(a, 0);
         return;
     }
     if (!g->h.since_wall)
         g->h.since_wall = ea_wall_ms();
-    held_put(a, &g->h, pf_reason(a->pf)); /* first: whoever reads the log finds it in status */
+    held_put(a, &g->h, pf_reason(a->health.pf)); /* first: whoever reads the log finds it in status */
     log_error("preflight check '%s' failed: %s; this node stays out of run '%s', checking "
               "again in %.0f s",
-              c->preflight, pf_reason(a->pf), c->run_id,
+              c->preflight, pf_reason(a->health.pf), c->run_id,
               (double)c->preflight_cooldown_ms / 1000.0);
-    events_emit(a->events, "preflight", 0, 0, "{s:b, s:f, s:s}", "ok", 0, "seconds",
-                (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
+    events_emit(a->obs.events, "preflight", 0, 0, "{s:b, s:f, s:s}", "ok", 0, "seconds",
+                (double)pf_duration_ms(a->health.pf) / 1000.0, "reason", pf_reason(a->health.pf));
     g->cooling = true;
     g->until = now + c->preflight_cooldown_ms;
 }
@@ -137,20 +137,20 @@ static void gate_judge(struct agent *a, struct gate *g, int64_t now)
 void agent_preflight_step(struct agent *a, int64_t now)
 {
     struct gate *g = a->stage.data;
-    if (a->term_signal) {
-        gate_end(a, 128 + a->term_signal);
+    if (a->quit.term_signal) {
+        gate_end(a, 128 + a->quit.term_signal);
         return;
     }
     if (g->cooling && now >= g->until) {
         g->cooling = false;
-        pf_start(a->pf, now);
+        pf_start(a->health.pf, now);
     }
-    if (!g->cooling && pf_state(a->pf) != PF_RUNNING) {
+    if (!g->cooling && pf_state(a->health.pf) != PF_RUNNING) {
         gate_judge(a, g, now);
         if (a->stage.over)
             return;
     }
-    pf_tick(a->pf, now);
+    pf_tick(a->health.pf, now);
     held_keepalive(a, &g->h, now);
 }
 
@@ -159,43 +159,43 @@ int64_t agent_preflight_wake_ms(const struct agent *a)
     const struct gate *g = a->stage.data;
     if (!g)
         return -1;
-    return earliest(earliest(g->cooling ? g->until : -1, pf_wake_ms(a->pf)),
+    return earliest(earliest(g->cooling ? g->until : -1, pf_wake_ms(a->health.pf)),
                     g->h.lease ? g->h.renew_at : -1);
 }
 
 void agent_preflight_on_exit(struct agent *a, const struct launch_exit *e)
 {
-    pf_on_exit(a->pf, e);
+    pf_on_exit(a->health.pf, e);
 }
 
 bool agent_preflight_round(struct agent *a, int64_t gen)
 {
-    if (!a->pf || !a->cfg->preflight_every_round || a->pf_gen == gen)
+    if (!a->health.pf || !a->cfg->preflight_every_round || a->health.pf_gen == gen)
         return true;
-    if (a->pf_fresh) {
-        a->pf_fresh = false;
-        a->pf_gen = gen;
+    if (a->health.pf_fresh) {
+        a->health.pf_fresh = false;
+        a->health.pf_gen = gen;
         return true;
     }
-    if (a->pf_run_gen != gen) {
-        if (pf_state(a->pf) == PF_RUNNING)
+    if (a->health.pf_run_gen != gen) {
+        if (pf_state(a->health.pf) == PF_RUNNING)
             return false; /* one for an older round: wait for it, then check for this one */
-        a->pf_run_gen = gen;
+        a->health.pf_run_gen = gen;
         log_info("preflight check before this node's workers of generation %" PRId64 " start", gen);
-        pf_start(a->pf, ea_now_ms());
+        pf_start(a->health.pf, ea_now_ms());
     }
-    switch (pf_state(a->pf)) {
+    switch (pf_state(a->health.pf)) {
     case PF_PASSED:
-        a->pf_gen = gen;
+        a->health.pf_gen = gen;
         return true;
     case PF_FAILED:
         log_error("preflight check '%s' failed before a round: %s; leaving run '%s' until it "
                   "passes",
-                  a->cfg->preflight, pf_reason(a->pf), a->cfg->run_id);
-        events_emit(a->events, "preflight", 0, gen, "{s:b, s:f, s:s}", "ok", 0, "seconds",
-                    (double)pf_duration_ms(a->pf) / 1000.0, "reason", pf_reason(a->pf));
-        a->pf_out = a->exiting = true;
-        a->pf_run_gen = 0;
+                  a->cfg->preflight, pf_reason(a->health.pf), a->cfg->run_id);
+        events_emit(a->obs.events, "preflight", 0, gen, "{s:b, s:f, s:s}", "ok", 0, "seconds",
+                    (double)pf_duration_ms(a->health.pf) / 1000.0, "reason", pf_reason(a->health.pf));
+        a->health.pf_out = a->quit.exiting = true;
+        a->health.pf_run_gen = 0;
         return false;
     default:
         return false;

@@ -71,7 +71,7 @@ static int read_worker_env(struct agent *a)
         }
         n_extra += buf[i] != '\0';
     }
-    while (a->envp && a->envp[n_base])
+    while (a->env.envp && a->env.envp[n_base])
         n_base++;
     char **v = calloc(n_base + n_extra + 1, sizeof(char *));
     if (!v) {
@@ -82,15 +82,15 @@ static int read_worker_env(struct agent *a)
     for (size_t b = 0; b < n_base; b++) {
         bool over = false;
         for (size_t i = 0; i < n && !over; i += strlen(buf + i) + 1)
-            over = buf[i] && same_name(a->envp[b], buf + i);
+            over = buf[i] && same_name(a->env.envp[b], buf + i);
         if (!over)
-            v[k++] = a->envp[b];
+            v[k++] = a->env.envp[b];
     }
     for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
         if (buf[i])
             v[k++] = buf + i;
-    a->worker_envp = v;
-    a->worker_env_buf = buf;
+    a->env.worker_envp = v;
+    a->env.worker_env_buf = buf;
     return 0;
 }
 
@@ -99,10 +99,10 @@ static void choose_addr(struct agent *a)
 {
     const struct cfg *c = a->cfg;
     if (c->local_addr) {
-        snprintf(a->addr, sizeof(a->addr), "%s", c->local_addr);
+        snprintf(a->me.addr, sizeof(a->me.addr), "%s", c->local_addr);
         return;
     }
-    snprintf(a->addr, sizeof(a->addr), "127.0.0.1");
+    snprintf(a->me.addr, sizeof(a->me.addr), "127.0.0.1");
     if (strcmp(c->backend, "memory") == 0 || strcmp(c->backend, "file") == 0)
         return; /* every node is on this host */
     struct ifaddrs *ifs = NULL;
@@ -111,8 +111,8 @@ static void choose_addr(struct agent *a)
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
         if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
             !(i->ifa_flags & IFF_LOOPBACK)) {
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a->addr,
-                      sizeof(a->addr));
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a->me.addr,
+                      sizeof(a->me.addr));
             break;
         }
     freeifaddrs(ifs);
@@ -129,22 +129,22 @@ static int setup_signals(struct agent *a)
     if (sigprocmask(SIG_BLOCK, &blocked, NULL) < 0)
         return -errno;
     signal(SIGPIPE, SIG_IGN);
-    a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    return a->sigfd < 0 ? -errno : 0;
+    a->quit.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return a->quit.sigfd < 0 ? -errno : 0;
 }
 
 void agent_phase_over(struct agent *a, int code)
 {
     a->stage.over = true;
-    a->exit_code = code;
+    a->quit.exit_code = code;
 }
 
 /* AP_JOINING: one attempt when its time has come; a failure the store may recover from is
  * retried on the jittered schedule every store request uses, never past --join-timeout. */
 void agent_joining_step(struct agent *a, int64_t now)
 {
-    if (a->term_signal) {
-        agent_phase_over(a, 128 + a->term_signal);
+    if (a->quit.term_signal) {
+        agent_phase_over(a, 128 + a->quit.term_signal);
         return;
     }
     if (now < a->stage.deadline)
@@ -184,7 +184,7 @@ void agent_joining_step(struct agent *a, int64_t now)
 void agent_draining_step(struct agent *a, int64_t now)
 {
     if (a->group.live == 0 || now >= a->stage.deadline)
-        agent_phase_over(a, a->exit_code);
+        agent_phase_over(a, a->quit.exit_code);
 }
 
 static int open_all(struct agent *a)
@@ -202,11 +202,11 @@ static int open_all(struct agent *a)
         return r == KV_EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_STORE;
     }
     struct kv *timed = NULL; /* /metrics has the store's request latency */
-    if (c->http && metrics_kv_wrap(a->kv, &a->m.store, &timed, &err) == 0)
+    if (c->http && metrics_kv_wrap(a->kv, &a->obs.m.store, &timed, &err) == 0)
         a->kv = timed;
-    snprintf(a->prefix, sizeof(a->prefix), "%s%s/", c->prefix, c->run_id);
+    snprintf(a->me.prefix, sizeof(a->me.prefix), "%s%s/", c->prefix, c->run_id);
     struct rdzv_config rc = {
-        .prefix = a->prefix,
+        .prefix = a->me.prefix,
         .params = {.min_nodes = c->min_nodes, .max_nodes = c->max_nodes,
                    .settle_ms = c->settle_ms, .last_call_ms = c->last_call_ms,
                    .max_restarts = c->max_restarts,
@@ -215,8 +215,8 @@ static int open_all(struct agent *a)
         .full_view = cfg_full_view(c),
     };
     if (rdzv_strlcpy(rc.self.node_id, sizeof(rc.self.node_id), c->node_id) < 0 ||
-        rdzv_strlcpy(rc.self.host, sizeof(rc.self.host), a->host) < 0 ||
-        rdzv_strlcpy(rc.self.addr, sizeof(rc.self.addr), a->addr) < 0) {
+        rdzv_strlcpy(rc.self.host, sizeof(rc.self.host), a->me.host) < 0 ||
+        rdzv_strlcpy(rc.self.addr, sizeof(rc.self.addr), a->me.addr) < 0) {
         log_error("node id, host name or address too long");
         return AGENT_EXIT_USAGE;
     }
@@ -224,8 +224,8 @@ static int open_all(struct agent *a)
         /* workers on another host: the record also lists where this agent (its rabit
          * tracker) is, so that the tracker's address passes the others' check (roundguard.c) */
         char own[RDZV_ADDR_MAX];
-        tracker_local_addr(a->addr, own, sizeof(own));
-        if (strcmp(own, a->addr) != 0)
+        tracker_local_addr(a->me.addr, own, sizeof(own));
+        if (strcmp(own, a->me.addr) != 0)
             snprintf(rc.self.agent_addr, sizeof(rc.self.agent_addr), "%s", own);
     }
     rc.self.nproc = c->nproc_per_node;
@@ -258,16 +258,16 @@ static int open_all(struct agent *a)
         return strcmp(lc.name, "ssh") == 0 ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
     }
     if (strcmp(lc.name, "ssh") == 0)
-        log_info("workers run on host '%s' (%s) over ssh", c->host, a->addr);
+        log_info("workers run on host '%s' (%s) over ssh", c->host, a->me.addr);
     if (a->hooks->ret_launcher)
         *a->hooks->ret_launcher = a->launcher;
-    if (hb_create(c->heartbeat_timeout_ms, c->startup_timeout_ms, &a->hb, &err) < 0) {
+    if (hb_create(c->heartbeat_timeout_ms, c->startup_timeout_ms, &a->health.hb, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_RDZV;
     }
     a->group.launcher = a->launcher;
     a->group.cfg = c;
-    a->group.workdir = a->workdir;
+    a->group.workdir = a->me.workdir;
     return 0;
 }
 
@@ -277,12 +277,12 @@ static int start_http(struct agent *a)
 {
     struct ea_error err = {0};
     int port = 0;
-    if (http_start(a->cfg->http_addr, a->cfg->http_port, &a->http, &port, &err) < 0) {
+    if (http_start(a->cfg->http_addr, a->cfg->http_port, &a->obs.http, &port, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
     if (a->ring) /* /status and /metrics read the links as they are at the request */
-        http_set_links(a->http, agent_liveness_links, a);
+        http_set_links(a->obs.http, agent_liveness_links, a);
     bool v6 = strchr(a->cfg->http_addr, ':') != NULL;
     log_info("serving /healthz, /readyz and /metrics on http://%s%s%s:%d", v6 ? "[" : "",
              a->cfg->http_addr, v6 ? "]" : "", port);
@@ -292,35 +292,35 @@ static int start_http(struct agent *a)
 static void teardown(struct agent *a)
 {
     log_progress_end();
-    a->exiting = true;
+    a->quit.exiting = true;
     ea_loop_destroy(a->loop);
     agent_liveness_close(a); /* a bye on its links before leaving: nobody suspects it */
-    if (a->rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
+    if (a->rdzv && a->quit.exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
         struct ea_error err = {0};
         if (rdzv_leave(a->rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
-        else if (a->joined)
+        else if (a->obs.joined)
             agent_emit(a, "left", NULL);
     }
-    agent_emit(a, "exited", "{s:i}", "exit_code", a->exit_code);
-    http_stop(a->http);
-    events_close(a->events);
+    agent_emit(a, "exited", "{s:i}", "exit_code", a->quit.exit_code);
+    http_stop(a->obs.http);
+    events_close(a->obs.events);
     group_clear(&a->group);
-    pf_destroy(a->pf); /* before the launcher it runs on */
-    warm_destroy(a->warm); /* likewise: its spares are killed (their process groups) */
+    pf_destroy(a->health.pf); /* before the launcher it runs on */
+    warm_destroy(a->warm.spares); /* likewise: its spares are killed (their process groups) */
     launcher_destroy(a->launcher);
     nic_destroy(a->nic);
-    tracker_destroy(a->tracker);
-    hb_destroy(a->hb);
+    tracker_destroy(a->tracker.srv);
+    hb_destroy(a->health.hb);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
-    if (a->workdir[0])
-        workdir_remove(a->workdir);
-    if (a->sigfd >= 0)
-        close(a->sigfd);
+    if (a->me.workdir[0])
+        workdir_remove(a->me.workdir);
+    if (a->quit.sigfd >= 0)
+        close(a->quit.sigfd);
     preempt_close(&a->preempt);
-    free(a->worker_envp);
-    free(a->worker_env_buf);
+    free(a->env.worker_envp);
+    free(a->env.worker_env_buf);
 }
 
 /* Enter phase `id`; one with nothing to wait for is over at once (agent_phase_over). */
@@ -340,10 +340,10 @@ static void enter(struct agent *a, enum agent_phase id)
         a->stage.deadline = now; /* the first attempt at once */
         break;
     case AP_RUNNING:
-        a->joined = true;
-        a->rdzv_since_ms = now;
+        a->obs.joined = true;
+        a->obs.rdzv_since_ms = now;
         agent_emit(a, "joined", "{s:s, s:i, s:i, s:i, s:s}", "backend", c->backend, "nproc",
-                   c->nproc_per_node, "min", c->min_nodes, "max", c->max_nodes, "host", a->host);
+                   c->nproc_per_node, "min", c->min_nodes, "max", c->max_nodes, "host", a->me.host);
         log_info("joined run '%s' (%s backend) as node '%s' with %d worker slot(s); "
                  "min %d, max %d",
                  c->run_id, c->backend, c->node_id, c->nproc_per_node, c->min_nodes,
@@ -351,10 +351,10 @@ static void enter(struct agent *a, enum agent_phase id)
         break;
     case AP_DRAINING:
         log_progress_end();
-        a->exiting = true;
+        a->quit.exiting = true;
         agent_publish(a); /* /healthz says so while the workers drain */
         if (a->group.live == 0) {
-            agent_phase_over(a, a->exit_code);
+            agent_phase_over(a, a->quit.exit_code);
             break;
         }
         group_stop(&a->group);
@@ -366,27 +366,27 @@ static void enter(struct agent *a, enum agent_phase id)
     }
 }
 
-/* The phase that follows the one that just ended (a->exit_code says how it ended). */
+/* The phase that follows the one that just ended (a->quit.exit_code says how it ended). */
 static enum agent_phase next_phase(struct agent *a)
 {
     switch (a->stage.id) {
     case AP_PREFLIGHT:
-        return a->exit_code ? AP_DRAINING : AP_WARMING;
+        return a->quit.exit_code ? AP_DRAINING : AP_WARMING;
     case AP_WARMING:
-        return a->exit_code ? AP_DRAINING : AP_JOINING;
+        return a->quit.exit_code ? AP_DRAINING : AP_JOINING;
     case AP_JOINING:
-        return a->exit_code ? AP_DRAINING : AP_RUNNING;
+        return a->quit.exit_code ? AP_DRAINING : AP_RUNNING;
     case AP_RUNNING:
         agent_warm_stop(a); /* no spare waits for a round that will not come */
-        if (!a->pf_out)
+        if (!a->health.pf_out)
             return AP_DRAINING;
         struct ea_error err = {0}; /* out until the check passes: the others go on without us */
         if (rdzv_leave(a->rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
         agent_emit(a, "left", "{s:s}", "reason", "preflight");
-        a->pf_out = a->exiting = a->joined = false;
+        a->health.pf_out = a->quit.exiting = a->obs.joined = false;
         a->state = LC_IDLE;
-        a->exit_code = 0;
+        a->quit.exit_code = 0;
         return AP_PREFLIGHT; /* again after --preflight-every-round took the node out */
     default:
         return AP_DONE;
@@ -400,7 +400,7 @@ static void run(struct agent *a)
         int r = ea_loop_run_once(a->loop);
         if (r < 0 && a->stage.id != AP_DRAINING) {
             log_error("poll: %s", strerror(-r));
-            a->exit_code = AGENT_EXIT_RDZV;
+            a->quit.exit_code = AGENT_EXIT_RDZV;
             enter(a, AP_DRAINING);
         } else if (r < 0) {
             break;
@@ -418,22 +418,23 @@ int agent_run(const struct cfg *cfg, char **envp)
 int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hooks *hooks)
 {
     static const struct agent_hooks none = {0};
-    struct agent a = {.cfg = cfg, .hooks = hooks ? hooks : &none, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
-                      .waiting_since_ms = -1,
-                      .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
-                      .last_generation_logged = -1, .parent = getppid()};
-    ph_init(&a.ph);
+    struct agent agent = {.cfg = cfg, .hooks = hooks ? hooks : &none, .env = {.envp = envp},
+                          .quit = {.sigfd = -1, .parent = getppid()}, .preempt = {.fd = -1},
+                          .wait = {.since_ms = -1, .last_generation_logged = -1},
+                          .store_down_since_ms = -1, .retry_at_ms = -1};
+    struct agent *a = &agent;
+    ph_init(&a->health.ph);
     log_init(cfg->log_level, cfg->node_id);
     bool json_log = strcmp(cfg->log_format, "json") == 0;
     if (json_log)
         log_set_json(cfg->run_id);
-    snprintf(a.m.run_id, sizeof(a.m.run_id), "%s", cfg->run_id);
-    snprintf(a.m.node_id, sizeof(a.m.node_id), "%s", cfg->node_id);
+    snprintf(a->obs.m.run_id, sizeof(a->obs.m.run_id), "%s", cfg->run_id);
+    snprintf(a->obs.m.node_id, sizeof(a->obs.m.node_id), "%s", cfg->node_id);
     if (cfg->user && cfg->insecure_transport && cfg_store_plaintext(cfg))
         log_warn("--insecure-transport: the etcd password of user '%s' crosses a plaintext "
                  "connection to '%s' (anyone who sees the traffic can read it)",
                  cfg->user, cfg->endpoints);
-    int wr = read_worker_env(&a);
+    int wr = read_worker_env(a);
     if (wr < 0) {
         log_error("--worker-env-fd %s: %s", cfg->worker_env_fd,
                   wr == -EBADMSG ? "an entry is not NAME=VALUE"
@@ -441,31 +442,31 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
                                  : strerror(-wr));
         return AGENT_EXIT_USAGE;
     }
-    if (setup_signals(&a) < 0) {
+    if (setup_signals(a) < 0) {
         log_error("cannot set up signal handling: %s", strerror(errno));
-        free(a.worker_envp);
-        free(a.worker_env_buf);
+        free(a->env.worker_envp);
+        free(a->env.worker_env_buf);
         return AGENT_EXIT_RDZV;
     }
-    gethostname(a.host, sizeof(a.host) - 1);
-    choose_addr(&a);
-    snprintf(a.self_addr, sizeof(a.self_addr), "%s", a.addr); /* before --host's */
+    gethostname(a->me.host, sizeof(a->me.host) - 1);
+    choose_addr(a);
+    snprintf(a->self_addr, sizeof(a->self_addr), "%s", a->me.addr); /* before --host's */
     if (cfg->host) { /* the workers run there: other nodes reach this one there */
         struct ea_error herr = {0};
-        snprintf(a.host, sizeof(a.host), "%s", cfg->host);
+        snprintf(a->me.host, sizeof(a->me.host), "%s", cfg->host);
         /* this machine: keep the address chosen above (a host name may map to 127.0.1.1) */
         if (!cfg->local_addr && !hostsel_is_local(cfg->host) &&
-            hostsel_resolve(cfg->host, a.addr, sizeof(a.addr), &herr) < 0) {
+            hostsel_resolve(cfg->host, a->me.addr, sizeof(a->me.addr), &herr) < 0) {
             /* perhaps an alias only ssh's config knows: other nodes get the name */
             log_warn("%s; publishing the name itself as this node's address", herr.msg);
-            snprintf(a.addr, sizeof(a.addr), "%s", cfg->host);
+            snprintf(a->me.addr, sizeof(a->me.addr), "%s", cfg->host);
         }
     }
-    if (workdir_create(cfg->run_id, cfg->node_id, a.workdir, sizeof(a.workdir)) < 0) {
+    if (workdir_create(cfg->run_id, cfg->node_id, a->me.workdir, sizeof(a->me.workdir)) < 0) {
         log_error("cannot create a private directory under $TMPDIR or /tmp: %s",
                   strerror(errno));
-        free(a.worker_envp);
-        free(a.worker_env_buf);
+        free(a->env.worker_envp);
+        free(a->env.worker_env_buf);
         return AGENT_EXIT_RDZV;
     }
     struct ea_error perr = {0};
@@ -475,32 +476,32 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
         code = AGENT_EXIT_USAGE;
     }
     if (code == 0)
-        code = open_all(&a);
-    if (code == 0 && preempt_open(&a.preempt, cfg->preemption_file, &perr) < 0) {
+        code = open_all(a);
+    if (code == 0 && preempt_open(&a->preempt, cfg->preemption_file, &perr) < 0) {
         log_error("%s", perr.msg);
         code = AGENT_EXIT_USAGE;
     }
     if (code == 0 && events_open(cfg->events_path, json_log, cfg->run_id, cfg->node_id,
-                                 &a.events, &perr) < 0) {
+                                 &a->obs.events, &perr) < 0) {
         log_error("%s", perr.msg);
         code = AGENT_EXIT_USAGE;
     }
     if (code == 0 && cfg->http)
-        code = start_http(&a);
-    if (code == 0 && preempt_check(&a.preempt)) {
-        log_info("preemption notice '%s' already present: not joining", a.preempt.path);
+        code = start_http(a);
+    if (code == 0 && preempt_check(&a->preempt)) {
+        log_info("preemption notice '%s' already present: not joining", a->preempt.path);
         code = 128 + SIGTERM;
     }
-    if (code == 0 && agent_loop_create(&a) < 0) {
+    if (code == 0 && agent_loop_create(a) < 0) {
         log_error("cannot create the event loop: out of memory");
         code = AGENT_EXIT_RDZV;
     }
     if (code == 0) {
-        enter(&a, AP_PREFLIGHT);
-        run(&a);
-        code = a.exit_code;
+        enter(a, AP_PREFLIGHT);
+        run(a);
+        code = a->quit.exit_code;
     }
-    a.exit_code = code;
-    teardown(&a);
+    a->quit.exit_code = code;
+    teardown(a);
     return code;
 }

@@ -12,15 +12,15 @@
 void agent_on_signal(struct agent *a)
 {
     struct signalfd_siginfo si;
-    while (read(a->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+    while (read(a->quit.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         int sig = (int)si.ssi_signo;
-        if (a->term_signal) {
+        if (a->quit.term_signal) {
             log_warn("second signal %d: killing workers now", sig);
             group_kill(&a->group);
             continue;
         }
-        a->term_signal = sig;
-        if ((pid_t)si.ssi_pid == a->parent && getppid() != a->parent) {
+        a->quit.term_signal = sig;
+        if ((pid_t)si.ssi_pid == a->quit.parent && getppid() != a->quit.parent) {
             /* our death signal: the process that started us died (a driver killed with SIGKILL;
              * the kernel sends it in the dying parent's name). Nobody waits for a graceful stop
              * any more, so the workers end now; the node still leaves the run cleanly. (A

@@ -24,15 +24,15 @@ void agent_store_problem(struct agent *a, int code, const struct ea_error *err)
     int64_t now = ea_now_ms();
     if (code == KV_EAUTH) {
         log_error("the store refused our credentials: %s", err->msg);
-        a->exiting = true;
-        a->exit_code = AGENT_EXIT_USAGE;
+        a->quit.exiting = true;
+        a->quit.exit_code = AGENT_EXIT_USAGE;
         return;
     }
     if (code == -EBADMSG || code == KV_ECORRUPT) {
         log_error("refusing to use the store: %s (use another --run-id or remove the key)",
                   err->msg);
-        a->exiting = true;
-        a->exit_code = AGENT_EXIT_RDZV;
+        a->quit.exiting = true;
+        a->quit.exit_code = AGENT_EXIT_RDZV;
         return;
     }
     if (a->store_down_since_ms < 0) {
@@ -41,8 +41,8 @@ void agent_store_problem(struct agent *a, int code, const struct ea_error *err)
     } else if (now - a->store_down_since_ms > a->cfg->join_timeout_ms) {
         log_error("store unreachable for %.1f s (--join-timeout): %s",
                   (double)(now - a->store_down_since_ms) / 1000.0, err->msg);
-        a->exiting = true;
-        a->exit_code = AGENT_EXIT_STORE;
+        a->quit.exiting = true;
+        a->quit.exit_code = AGENT_EXIT_STORE;
         return;
     }
     /* back off, doubling to 5 s, with jitter: when the store is overloaded, a thousand agents
@@ -68,7 +68,7 @@ void agent_store_step(struct agent *a, int64_t now)
     int r = rdzv_keepalive(a->rdzv, now, &err);
     answered = r > 0;
     if (r < 0)
-        a->m.lease_renew_failures++;
+        a->obs.m.lease_renew_failures++;
     if (r == KV_ENOLEASE) {
         log_error("lease lost (%s): this node may have been fenced out; stopping workers and "
                   "rejoining",
@@ -79,7 +79,7 @@ void agent_store_step(struct agent *a, int64_t now)
     } else if (r < 0) {
         agent_store_problem(a, r, &err);
     }
-    if (a->lease_lost && a->group.live == 0 && !a->term_signal &&
+    if (a->lease_lost && a->group.live == 0 && !a->quit.term_signal &&
         (a->retry_at_ms < 0 || now >= a->retry_at_ms) && agent_liveness_may_rejoin(a, now)) {
         ea_error_clear(&err);
         if ((r = rdzv_join(a->rdzv, &err)) < 0) {
@@ -87,7 +87,7 @@ void agent_store_step(struct agent *a, int64_t now)
             return;
         }
         log_info("rejoined run '%s'", a->cfg->run_id);
-        a->m.rejoins++;
+        a->obs.m.rejoins++;
         agent_emit(a, "rejoined", NULL);
         a->lease_lost = false;
         a->state = LC_IDLE;
@@ -160,15 +160,15 @@ static int create_tracker(struct agent *a, const struct rdzv_state *s, const cha
     size_t n_hosts = 0;
     bool all_here = true;
     for (size_t i = 0; i < n; i++) {
-        all_here &= strcmp(ro[i].host, a->host) == 0;
+        all_here &= strcmp(ro[i].host, a->me.host) == 0;
         for (size_t k = 0; k < ro[i].n_addrs; k++)
             hosts[n_hosts++] = (struct tracker_host){.addr = ro[i].addrs[k],
                                                      .workers = ro[i].nproc};
     }
     struct tracker_params p = {.addr = addr, .world_size = s->world_size, .round = s->round,
-                               .avoid_port = a->tracker_last_port, .hosts = hosts,
+                               .avoid_port = a->tracker.last_port, .hosts = hosts,
                                .n_hosts = n_hosts, .loopback = all_here};
-    int r = tracker_create(&p, &a->tracker, err);
+    int r = tracker_create(&p, &a->tracker.srv, err);
     free(hosts);
     return r;
 }
@@ -178,11 +178,11 @@ static int create_tracker(struct agent *a, const struct rdzv_state *s, const cha
 static int publish_tracker(struct agent *a, const struct rdzv_state *s, const char *addr)
 {
     struct ea_error err = {0};
-    if (a->tracker && tracker_round(a->tracker) != s->round) {
-        tracker_destroy(a->tracker);
-        a->tracker = NULL;
+    if (a->tracker.srv && tracker_round(a->tracker.srv) != s->round) {
+        tracker_destroy(a->tracker.srv);
+        a->tracker.srv = NULL;
     }
-    if (!a->tracker) {
+    if (!a->tracker.srv) {
         struct rdzv_roster_node *ro = NULL;
         size_t n = 0;
         int r = rdzv_round_roster(a->rdzv, &ro, &n, &err);
@@ -201,13 +201,13 @@ static int publish_tracker(struct agent *a, const struct rdzv_state *s, const ch
             a->retry_at_ms = ea_now_ms() + 500;
             return r;
         }
-        a->tracker_last_port = tracker_port(a->tracker);
+        a->tracker.last_port = tracker_port(a->tracker.srv);
         log_info("round %" PRId64 ": serving the rabit tracker for %d worker(s) on %s port %d",
-                 s->round, s->world_size, tracker_addr(a->tracker), tracker_port(a->tracker));
+                 s->round, s->world_size, tracker_addr(a->tracker.srv), tracker_port(a->tracker.srv));
     }
-    const char *ta = tracker_addr(a->tracker);
+    const char *ta = tracker_addr(a->tracker.srv);
     char ap[128];
-    snprintf(ap, sizeof(ap), strchr(ta, ':') ? "[%s]:%d" : "%s:%d", ta, tracker_port(a->tracker));
+    snprintf(ap, sizeof(ap), strchr(ta, ':') ? "[%s]:%d" : "%s:%d", ta, tracker_port(a->tracker.srv));
     int r = rdzv_publish_round_key(a->rdzv, s->round, "tracker", ap, &err);
     if (r < 0)
         agent_store_problem(a, r, &err);
@@ -219,19 +219,19 @@ void agent_retire_tracker(struct agent *a)
 {
     int64_t gen = 0;
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
-    if (!a->tracker || (s && s->status == RDZV_RUNNING && s->round == tracker_round(a->tracker) &&
-                        rdzv_my_index(a->rdzv) == 0 && !a->exiting))
+    if (!a->tracker.srv || (s && s->status == RDZV_RUNNING && s->round == tracker_round(a->tracker.srv) &&
+                        rdzv_my_index(a->rdzv) == 0 && !a->quit.exiting))
         return;
-    log_debug("round %" PRId64 ": rabit tracker closed", tracker_round(a->tracker));
-    tracker_destroy(a->tracker);
-    a->tracker = NULL;
+    log_debug("round %" PRId64 ": rabit tracker closed", tracker_round(a->tracker.srv));
+    tracker_destroy(a->tracker.srv);
+    a->tracker.srv = NULL;
 }
 
 void agent_publish_master(struct agent *a, const struct rdzv_state *s)
 {
     const char *addr = nic_master_addr(a->nic); /* on a common interface, when discovery ran */
     if (!addr)
-        addr = a->addr;
+        addr = a->me.addr;
     if (agent_builtin_tracker(a) && publish_tracker(a, s, addr) < 0)
         return;
     int port = free_port(addr);

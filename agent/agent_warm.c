@@ -19,7 +19,7 @@
 static int create(struct agent *a)
 {
     const struct cfg *c = a->cfg;
-    struct wenv_parked wp = {.base_env = a->envp, .nproc = c->nproc_per_node,
+    struct wenv_parked wp = {.base_env = a->env.envp, .nproc = c->nproc_per_node,
                              .node_id = c->node_id};
     if (c->env_style && wenv_parse_styles(c->env_style, &wp.styles, NULL) < 0)
         wp.styles = WENV_TORCH; /* validated by cfg; never reached */
@@ -52,13 +52,13 @@ static int create(struct agent *a)
             .stop_grace_ms = c->stop_timeout_ms,
             .inplace_timeout_ms = c->in_place ? c->in_place_timeout_ms : 0,
         };
-        r = warm_create(&wc, &a->warm, &err);
+        r = warm_create(&wc, &a->warm.spares, &err);
     }
     wenv_free(env);
     free(shown);
     if (r < 0) {
         log_error("--warm-workers: %s; every worker starts cold", err.msg);
-        a->warm_off = true;
+        a->warm.off = true;
     }
     return r;
 }
@@ -78,7 +78,7 @@ static void parked_fault(struct agent *a, const struct warm_fault *f)
 int agent_warm_check(struct agent *a, int64_t now, struct warm_fault *ret)
 {
     struct warm_fault f;
-    while (a->warm && warm_tick(a->warm, now, &f) > 0) {
+    while (a->warm.spares && warm_tick(a->warm.spares, now, &f) > 0) {
         if (!f.assigned) {
             parked_fault(a, &f);
             continue;
@@ -93,24 +93,24 @@ int agent_warm_check(struct agent *a, int64_t now, struct warm_fault *ret)
 
 void agent_warm_tick(struct agent *a)
 {
-    if (!a->cfg->warm_workers || a->warm_off)
+    if (!a->cfg->warm_workers || a->warm.off)
         return;
-    if (!a->warm && create(a) < 0)
+    if (!a->warm.spares && create(a) < 0)
         return;
-    if (a->term_signal || a->exiting) {
-        warm_stop(a->warm);
+    if (a->quit.term_signal || a->quit.exiting) {
+        warm_stop(a->warm.spares);
         return;
     }
-    if (a->lease_lost || a->pf_out) {
-        warm_drop_held(a->warm); /* fenced out or held out: no worker of ours goes on */
+    if (a->lease_lost || a->health.pf_out) {
+        warm_drop_held(a->warm.spares); /* fenced out or held out: no worker of ours goes on */
         return; /* rejoin first; spares already parked stay for the next round */
     }
     int64_t gen = 0;
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
     if (!s || s->status != RDZV_RUNNING || rdzv_my_index(a->rdzv) < 0)
-        warm_drop_held(a->warm); /* the run goes on without this node, or does not go on */
+        warm_drop_held(a->warm.spares); /* the run goes on without this node, or does not go on */
     struct ea_error err = {0};
-    int r = warm_park(a->warm, a->group.generation, &err);
+    int r = warm_park(a->warm.spares, a->group.generation, &err);
     if (r < 0)
         log_error("--warm-workers: cannot park a warm spare: %s; the next round starts this "
                   "node's workers cold",
@@ -122,12 +122,12 @@ void agent_warm_tick(struct agent *a)
 
 struct warm *agent_warm_for_round(struct agent *a)
 {
-    return a->warm;
+    return a->warm.spares;
 }
 
 void agent_warm_started(struct agent *a, const struct rdzv_state *s)
 {
-    if (!a->warm)
+    if (!a->warm.spares)
         return;
     if (a->group.warm > a->group.inplace)
         log_info("round %" PRId64 ": %d of %d local worker(s) are warm spares, assigned their "
@@ -137,26 +137,26 @@ void agent_warm_started(struct agent *a, const struct rdzv_state *s)
         log_info("round %" PRId64 ": %d of %d local worker(s) re-assigned in place (same "
                  "process, ack due within --in-place-timeout)",
                  s->round, a->group.inplace, a->group.n);
-    warm_round_started(a->warm);
+    warm_round_started(a->warm.spares);
 }
 
 int agent_warm_hold(struct agent *a, const struct rdzv_state *s)
 {
-    if (!a->warm)
+    if (!a->warm.spares)
         return 0;
     /* only at a new round this node takes part in, its workers running well */
-    bool hold = a->cfg->in_place && !a->term_signal && !a->lease_lost && !a->exiting &&
+    bool hold = a->cfg->in_place && !a->quit.term_signal && !a->lease_lost && !a->quit.exiting &&
                 a->state == LC_RUNNING && s && s->status == RDZV_RUNNING &&
                 s->round != a->group.round && rdzv_my_index(a->rdzv) >= 0;
     int held = 0;
     for (int i = 0; i < a->group.n; i++) {
         if (!a->group.w[i].alive)
             continue;
-        if (hold && warm_hold(a->warm, a->group.w[i].proc) > 0) {
+        if (hold && warm_hold(a->warm.spares, a->group.w[i].proc) > 0) {
             group_detach(&a->group, i);
             held++;
         } else {
-            warm_forget(a->warm, a->group.w[i].proc); /* stopped as usual */
+            warm_forget(a->warm.spares, a->group.w[i].proc); /* stopped as usual */
         }
     }
     if (held > 0)
@@ -168,28 +168,28 @@ int agent_warm_hold(struct agent *a, const struct rdzv_state *s)
 
 int agent_warm_on_exit(struct agent *a, const struct launch_exit *e)
 {
-    return warm_on_exit(a->warm, e);
+    return warm_on_exit(a->warm.spares, e);
 }
 
 int agent_warm_fd(const struct agent *a)
 {
-    return warm_fd(a->warm);
+    return warm_fd(a->warm.spares);
 }
 
 void agent_warm_on_events(struct agent *a)
 {
-    if (a->warm)
-        warm_on_events(a->warm);
+    if (a->warm.spares)
+        warm_on_events(a->warm.spares);
 }
 
 int64_t agent_warm_wake_ms(const struct agent *a)
 {
-    return warm_wake_ms(a->warm);
+    return warm_wake_ms(a->warm.spares);
 }
 
 void agent_warm_stop(struct agent *a)
 {
-    warm_stop(a->warm);
+    warm_stop(a->warm.spares);
 }
 
 /* ---- warm before joining ------------------------------------------------------------------ */
@@ -198,8 +198,8 @@ void agent_warm_stop(struct agent *a)
  * run has not formed yet, is over, or the store cannot say (the join finds out). */
 static bool run_is_running(struct agent *a)
 {
-    char key[sizeof(a->prefix) + 8];
-    snprintf(key, sizeof(key), "%sstate", a->prefix);
+    char key[sizeof(a->me.prefix) + 8];
+    snprintf(key, sizeof(key), "%sstate", a->me.prefix);
     struct kv_entry e = {0};
     struct ea_error err = {0};
     struct rdzv_state s = {0};
@@ -229,25 +229,25 @@ static void warming_end(struct agent *a, int code)
 void agent_warming_enter(struct agent *a)
 {
     const struct cfg *c = a->cfg;
-    if (!c->warm_workers || a->warm_off || !run_is_running(a)) {
+    if (!c->warm_workers || a->warm.off || !run_is_running(a)) {
         agent_phase_over(a, 0); /* a run that has not formed: nobody waits for us, join now */
         return;
     }
-    if (!a->warm && create(a) < 0) {
+    if (!a->warm.spares && create(a) < 0) {
         agent_phase_over(a, 0);
         return;
     }
     struct ea_error err = {0};
-    if (warm_park(a->warm, a->group.generation, &err) < 0) {
+    if (warm_park(a->warm.spares, a->group.generation, &err) < 0) {
         log_error("--warm-workers: cannot park a warm spare: %s; joining run '%s' now, its "
                   "first round starts this node's workers cold",
                   err.msg, c->run_id);
         agent_phase_over(a, 0);
         return;
     }
-    int n = warm_parked(a->warm);
+    int n = warm_parked(a->warm.spares);
     struct warming *w = NULL;
-    if (n == 0 || warm_parked_ready(a->warm) == n || !(w = calloc(1, sizeof(*w)))) {
+    if (n == 0 || warm_parked_ready(a->warm.spares) == n || !(w = calloc(1, sizeof(*w)))) {
         agent_phase_over(a, 0); /* none (parking suspended after a fault), or ready already */
         return;
     }
@@ -266,26 +266,26 @@ void agent_warming_step(struct agent *a, int64_t now)
 {
     const struct cfg *c = a->cfg;
     struct warming *w = a->stage.data;
-    if (a->term_signal) {
+    if (a->quit.term_signal) {
         log_progress_end();
         log_info("interrupted while warming this node's workers: stopping them, not joining");
-        warm_stop(a->warm);
-        warming_end(a, 128 + a->term_signal);
+        warm_stop(a->warm.spares);
+        warming_end(a, 128 + a->quit.term_signal);
         return;
     }
     struct warm_fault f;
-    if (warm_tick(a->warm, now, &f) > 0) { /* the set is gone (exit, bad line, too late) */
+    if (warm_tick(a->warm.spares, now, &f) > 0) { /* the set is gone (exit, bad line, too late) */
         log_progress_end();
         log_warn("%s; joining run '%s' anyway: its next round starts this node's workers cold",
                  f.message, c->run_id);
         agent_emit(a, "warm_fault", "{s:i, s:I, s:b, s:s}", "local_rank", f.local_rank, "pid",
                    (json_int_t)f.pid, "assigned", false, "message", f.message);
-        while (warm_tick(a->warm, now, &f) > 0) /* the rest of the set: stopped with it */
+        while (warm_tick(a->warm.spares, now, &f) > 0) /* the rest of the set: stopped with it */
             ;
         warming_end(a, 0);
         return;
     }
-    int ready = warm_parked_ready(a->warm);
+    int ready = warm_parked_ready(a->warm.spares);
     if (ready == w->n) {
         log_progress_end();
         log_info("%d of %d warm spare(s) ready after %.1f s: joining run '%s'", ready, w->n,
@@ -306,6 +306,6 @@ int64_t agent_warming_wake_ms(const struct agent *a)
     const struct warming *w = a->stage.data;
     if (!w)
         return -1;
-    int64_t wake = warm_wake_ms(a->warm);
+    int64_t wake = warm_wake_ms(a->warm.spares);
     return wake < 0 || wake > w->progress_at ? w->progress_at : wake;
 }

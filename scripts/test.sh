@@ -67,7 +67,7 @@ mutant --target test_ssh_launcher --filter 'ssh/fence_renewed_before*' \
   launcher/ssh_remote.c 's/(valid_until_ms - now_ms + 999) \/ 1000/(valid_until_ms - now_ms + 500) \/ 1000/' \
   '^test_ssh_launcher$'
 mutant --target test_e2e_observe --filter 'observe/metrics_follow*' \
-  agent/agent.c 's/^\(\s*\)a->m.worker_failures++;/\1;/' '^test_e2e_observe$'
+  agent/agent.c 's/^\(\s*\)a->obs.m.worker_failures++;/\1;/' '^test_e2e_observe$'
 # (The idle daemon's watch of its run's state, serve.c watch_run_state, had a check here: since
 # the liveness ring and the daemon's rescan, daemon/idle_daemon_fills* passes without the watch
 # within its 20 s bound, so the check was taken out until a test tells the two paths apart.)
@@ -328,10 +328,10 @@ mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/gather*' rendezvous/
 # a joining node's warm-up before its join: a spare that never gets ready (its fault, the ready
 # deadline) must not keep the node out; SIGTERM while warming must end it
 mutant --target test_e2e_inplace --filter 'inplace/joining_node_whose_spare_never*' \
-  agent/agent_warm.c 's/if (warm_tick(a->warm, now, \&f) > 0) { \/\* the set is gone/if (0) { \/\* the set is gone/' \
+  agent/agent_warm.c 's/if (warm_tick(a->warm.spares, now, \&f) > 0) { \/\* the set is gone/if (0) { \/\* the set is gone/' \
   '^test_e2e_inplace$'
 mutant --target test_e2e_inplace --filter 'inplace/sigterm_while_warming*' \
-  agent/agent_warm.c 's/^    if (a->term_signal) {$/    if (0) {/' \
+  agent/agent_warm.c 's/^    if (a->quit.term_signal) {$/    if (0) {/' \
   '^test_e2e_inplace$'
 # issue 31, false suspicions: a connect or probe that could not leave this node (no route here)
 # is no evidence (chaos episode 18), and a first link's deadline allows for a big round's fan-out
