@@ -21,19 +21,6 @@
 
 static void exit_with(struct agent *a, int code);
 
-/* An event about the run's current round (see events.h for the names and fields). */
-void agent_emit(struct agent *a, const char *name, const char *fmt, ...)
-{
-    if (!a->obs.events)
-        return;
-    int64_t gen = 0;
-    const struct rdzv_state *s = a->rdzv ? rdzv_current(a->rdzv, &gen) : NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    events_emitv(a->obs.events, name, s ? s->round : 0, gen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- store trouble ---------------------------------------------------------------------- */
 
 
@@ -101,18 +88,11 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
         return;
     }
     const struct rdzv_member *m = rdzv_self_member(a->rdzv);
-    char hbdir[PATH_MAX];
     struct group_start gs = {.state = s, .self = m, .topology = cfg_topology(a->cfg),
                              .generation = gen,
                              .master_addr = maddr, .master_port = mport,
-                             .envp = a->env.worker_envp ? a->env.worker_envp : a->env.envp,
-                             .ifaces = nic_ifaces(a->nic),
-                             .dmlc_tracker = agent_builtin_tracker(a)
-                                                 ? rdzv_round_key(a->rdzv, s->round, "tracker")
-                                                 : NULL,
-                             .heartbeat_dir = agent_health_arm(a, m->nproc, m->rank_base, hbdir,
-                                                               sizeof(hbdir)),
-                             .warm = agent_warm_for_round(a)};
+                             .envp = a->env.worker_envp ? a->env.worker_envp : a->env.envp};
+    AGENT_EACH(starting, a, s, &gs); /* interfaces, tracker, heartbeat directory, spares, ... */
     struct ea_error err = {0};
     int failed_rank = -1;
     int r = group_start(&a->group, &gs, &failed_rank, &err);
@@ -134,8 +114,7 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
     }
     a->state = LC_RUNNING;
     int64_t now = ea_now_ms();
-    agent_health_spawned(a);
-    agent_warm_started(a, s);
+    AGENT_EACH(started, a, s);
     a->obs.m.rounds_started++;
     a->obs.m.last_rendezvous_seconds = (double)(now - a->obs.rdzv_since_ms) / 1000.0;
     events_emit(a->obs.events, "workers_started", s->round, gen,
@@ -169,8 +148,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
                          : s->round != a->group.round    ? "new_round"
                          : s->status != RDZV_RUNNING     ? rdzv_status_name(s->status)
                                                          : "not_a_member";
-        agent_health_stopping(a);
-        agent_warm_hold(a, s); /* --in-place: capable workers run on, re-assigned next round */
+        AGENT_EACH(stopping, a, s); /* --in-place: capable workers run on (warm) */
         if (a->group.live == 0) {
             a->state = LC_STOPPING;
             workers_stopped(a);
@@ -241,33 +219,31 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     }
 }
 
-/* NIC discovery (nic.c) must finish before a round's master is chosen or its workers start.
- * No common interface fails the round: a rendezvous failure, exit 4. */
-static bool nic_ready(struct agent *a, const struct rdzv_state *s)
+/* May the workers of the committed round `s` start here? Every component is asked on every
+ * pass (NIC discovery probes meanwhile), so that none waits for another. */
+static bool round_ready(struct agent *a, const struct rdzv_state *s, int64_t gen)
 {
-    struct ea_error err = {0};
-    int r = nic_step(a->nic, a->rdzv, s, rdzv_my_index(a->rdzv), ea_now_ms(), &err);
-    if (r == NIC_DONE) {
-        log_info("round %" PRId64 ": NIC discovery: common interface(s) %s, master address %s "
-                 "(%" PRId64 " ms)",
-                 s->round, nic_ifaces(a->nic),
-                 nic_master_addr(a->nic) ? nic_master_addr(a->nic) : "?", nic_last_ms(a->nic));
-        agent_emit(a, "nic_discovered", "{s:s, s:I}", "ifaces", nic_ifaces(a->nic), "ms",
-                   (json_int_t)nic_last_ms(a->nic));
-    } else if (r == NIC_FAILED) {
-        /* close the run, so that members that have not got this far stop too (exit 4) */
-        int64_t gen = 0;
-        rdzv_current(a->rdzv, &gen);
-        log_error("round %" PRId64 ": %s; closing the run", s->round, err.msg);
-        agent_emit(a, "nic_failed", "{s:s}", "message", err.msg);
-        struct ea_error cerr = {0};
-        if (rdzv_close(a->rdzv, gen, &cerr) < 0)
-            log_warn("could not close the run: %s", cerr.msg);
-        exit_with(a, AGENT_EXIT_RDZV);
-    } else if (r < 0) {
-        agent_store_problem(a, r, &err);
-    }
-    return r == NIC_READY || r == NIC_DONE;
+    bool ok = true;
+    for (size_t i = 0; i < agent_n_components && !a->quit.exiting; i++)
+        if (agent_components[i]->round_ready)
+            ok &= agent_components[i]->round_ready(a, s, gen);
+    return ok;
+}
+
+static bool may_start(struct agent *a, int64_t gen)
+{
+    for (size_t i = 0; i < agent_n_components; i++)
+        if (agent_components[i]->may_start && !agent_components[i]->may_start(a, gen))
+            return false;
+    return true;
+}
+
+static bool published(const struct agent *a, const struct rdzv_state *s)
+{
+    for (size_t i = 0; i < agent_n_components; i++)
+        if (agent_components[i]->published && !agent_components[i]->published(a, s))
+            return false;
+    return true;
 }
 
 /* Ask the lifecycle what to do next, and do it, until it says nothing. */
@@ -285,23 +261,22 @@ static void reconcile(struct agent *a)
             .status = s ? s->status : RDZV_WAITING,
             .generation = gen,
             .my_index = rdzv_my_index(a->rdzv),
-            .master_known = s && rdzv_master(a->rdzv, s->round) != NULL &&
-                            (!agent_builtin_tracker(a) || rdzv_round_key(a->rdzv, s->round, "tracker")),
+            .master_known = s && rdzv_master(a->rdzv, s->round) != NULL && published(a, s),
         };
         if (a->lease_lost && in.live_workers == 0 && !a->quit.term_signal)
             return; /* the loop rejoins first (unless we are leaving anyway) */
         /* every member probes as soon as the round is committed (group rank 0 publishes the
          * master only afterwards), overlapping the stop of the previous round's workers */
-        bool nic_ok = !(s && s->status == RDZV_RUNNING && in.my_index >= 0 &&
-                        a->group.generation != gen) ||
-                      nic_ready(a, s);
+        bool ready = !(s && s->status == RDZV_RUNNING && in.my_index >= 0 &&
+                       a->group.generation != gen) ||
+                     round_ready(a, s, gen);
         if (a->quit.exiting)
             return;
         enum lc_action action = lc_decide(&in);
         if (action == LC_NOTHING)
             return;
         if ((action == LC_PUBLISH_MASTER || action == LC_START_WORKERS) &&
-            (!nic_ok || !agent_preflight_round(a, gen)))
+            (!ready || !may_start(a, gen)))
             return;
         log_debug("lifecycle: %s", lc_action_name(action));
         act(a, action, s, gen);
@@ -341,6 +316,15 @@ static void fence_refresh(struct agent *a, int64_t now)
 
 /* ---- events ---------------------------------------------------------------------------- */
 
+/* A process exit that is a component's (it took it), not a worker's. */
+static bool taken_by_component(struct agent *a, const struct launch_exit *e)
+{
+    for (size_t i = 0; i < agent_n_components; i++)
+        if (agent_components[i]->take_exit && agent_components[i]->take_exit(a, e))
+            return true;
+    return false;
+}
+
 void agent_on_worker_exits(struct agent *a)
 {
     struct launch_exit *ex = NULL;
@@ -351,15 +335,13 @@ void agent_on_worker_exits(struct agent *a)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        if (agent_warm_on_exit(a, &ex[i])) /* a parked spare (--warm-workers) */
+        if (taken_by_component(a, &ex[i])) /* a parked spare, --preflight-every-round's check */
             continue;
         struct group_worker *w = group_on_exit(&a->group, &ex[i]);
-        if (!w) {
-            pf_on_exit(a->health.pf, &ex[i]); /* --preflight-every-round's check */
+        if (!w)
             continue;
-        }
         bool ok = w->exit_code == 0 && w->term_signal == 0;
-        hb_forget(a->health.hb, w->local_rank, ea_now_ms());
+        AGENT_EACH(worker_exited, a, w);
         events_emit(a->obs.events, "worker_exited", a->group.round, a->group.generation,
                     "{s:i, s:i, s:I, s:i, s:i, s:b, s:b}", "rank", w->rank, "local_rank",
                     w->local_rank, "pid", (json_int_t)w->pid, "exit_code", w->exit_code,
@@ -373,7 +355,7 @@ void agent_on_worker_exits(struct agent *a)
                       w->local_rank, (long)w->pid, (int)strcspn(a->failure.message, "\n"),
                       a->failure.message);
             a->state = LC_FAILED;
-            agent_health_fault(a, ea_wall_ms(), "failure", w->rank);
+            AGENT_EACH(fault, a, ea_wall_ms(), "failure", w->rank);
             agent_report_failure(a);
         } else if (a->state == LC_RUNNING || a->state == LC_STOPPING) {
             log_debug("worker rank %d (pid %ld) exited: code %d signal %d", w->rank, (long)w->pid,
@@ -392,14 +374,6 @@ void agent_on_worker_exits(struct agent *a)
         workers_stopped(a);
 }
 
-
-static void on_preemption(struct agent *a)
-{
-    if (a->quit.term_signal)
-        return;
-    log_info("preemption notice '%s': stopping workers and leaving the run", a->preempt.path);
-    a->quit.term_signal = SIGTERM; /* the same graceful leave, and exit 143 */
-}
 
 static void on_store_events(struct agent *a)
 {
@@ -471,7 +445,7 @@ void agent_publish(struct agent *a)
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
     events_set_group_rank(a->obs.events, rdzv_my_index(a->rdzv));
     events_observe(a->obs.events, s, gen);
-    agent_health_observe(a, s, gen);
+    AGENT_EACH(observe, a, s, gen);
     log_set_round(s ? s->round : 0, gen);
     if (!a->obs.http)
         return;
@@ -496,95 +470,66 @@ void agent_publish(struct agent *a)
     m->store_resyncs = rdzv_resync_count(a->rdzv);
     m->group_rank = rdzv_my_index(a->rdzv);
     m->workers_running = a->state == LC_RUNNING ? a->group.live : 0;
-    memcpy(m->phases, a->health.ph.hist, sizeof(m->phases));
     m->workers_ready = s && s->status == RDZV_RUNNING && a->state == LC_RUNNING &&
                        a->group.live > 0 && a->group.generation == gen && !a->quit.exiting;
     http_publish(a->obs.http, m);
 }
 
-/* A local rank missed its heartbeat deadline: a failure like an exit, charged the same way. */
-static void check_hang(struct agent *a, int64_t now)
+/* The faults the components' checks found (a missed heartbeat, a spare that never took its
+ * rank): a failure like a worker's exit, charged the same way. */
+static void check_faults(struct agent *a, int64_t now)
 {
-    struct hb_hang h;
-    if (agent_health_tick(a, now, &h) <= 0 || a->state != LC_RUNNING ||
-        h.local_rank >= a->group.n)
-        return;
-    struct group_worker w = a->group.w[h.local_rank];
-    w.exit_code = -1; /* still running: there is no exit code */
-    fill_failure(a, &w, h.message);
-    log_error("worker %s (local rank %d, pid %ld); stopping its group", h.message, w.local_rank,
-              (long)w.pid);
-    a->state = LC_FAILED;
-    agent_health_fault(a, ea_wall_ms() - h.silent_ms, "hang", w.rank);
-    agent_report_failure(a);
-}
-
-/* A warm spare this round took never sent its ready line, or a bad one: a failed start. */
-static void check_warm(struct agent *a, int64_t now)
-{
-    struct warm_fault f;
-    while (agent_warm_check(a, now, &f) > 0) {
-        if (a->state != LC_RUNNING || f.local_rank >= a->group.n ||
-            a->group.w[f.local_rank].pid != f.pid || !a->group.w[f.local_rank].alive)
-            continue; /* not (or no longer) a worker of the running round */
-        struct group_worker w = a->group.w[f.local_rank];
-        w.exit_code = -1; /* still running: there is no exit code */
-        fill_failure(a, &w, f.message);
-        log_error("worker rank %d: %s; stopping its group", w.rank, f.message);
-        a->state = LC_FAILED;
-        agent_health_fault(a, ea_wall_ms(), "failure", w.rank);
-        agent_report_failure(a);
+    struct agent_fault f[8];
+    for (size_t c = 0; c < agent_n_components; c++) {
+        if (!agent_components[c]->check)
+            continue;
+        size_t n = agent_components[c]->check(a, now, f, sizeof(f) / sizeof(f[0]));
+        for (size_t i = 0; i < n; i++) {
+            if (a->state != LC_RUNNING || f[i].local_rank < 0 || f[i].local_rank >= a->group.n)
+                continue;
+            struct group_worker w = a->group.w[f[i].local_rank];
+            if (f[i].pid && (w.pid != f[i].pid || !w.alive))
+                continue; /* not (or no longer) a worker of the running round */
+            w.exit_code = -1; /* still running: there is no exit code */
+            fill_failure(a, &w, f[i].message);
+            log_error("worker %s; stopping its group", f[i].what);
+            a->state = LC_FAILED;
+            AGENT_EACH(fault, a, f[i].began_wall, f[i].cause, w.rank);
+            agent_report_failure(a);
+        }
     }
 }
 
 
-/* ---- the loop: what runs before each poll, and what each fd wakes ------------------------- */
+/* ---- the loop: the agent's own steps and sources (agent_setup.c registers them) ------------ */
 
-/* AP_RUNNING's steps: a pass's work in order, each with the deadline it waits for (ea_loop.h). */
-#define RUNNING(c) (((const struct agent *)(c))->stage.id == AP_RUNNING)
+/* AP_RUNNING's steps: each acts only in that phase, with the deadline it waits for. */
 #define STEP_NOW(fn)                                                                           \
     static void step_##fn(void *c, int64_t now)                                                \
     {                                                                                          \
-        if (RUNNING(c))                                                                        \
+        if (agent_in_run(c))                                                                   \
             fn((struct agent *)c, now);                                                        \
     }
 #define STEP(fn)                                                                               \
     static void step_##fn(void *c, int64_t now)                                                \
     {                                                                                          \
         (void)now;                                                                             \
-        if (RUNNING(c))                                                                        \
+        if (agent_in_run(c))                                                                   \
             fn((struct agent *)c);                                                             \
     }
 #define WAKE(fn)                                                                               \
     static int64_t wake_##fn(void *c)                                                          \
     {                                                                                          \
-        return RUNNING(c) ? fn((const struct agent *)c) : -1;                                  \
+        return agent_in_run(c) ? fn((const struct agent *)c) : -1;                             \
     }
 STEP_NOW(agent_liveness_step)
 STEP_NOW(agent_store_step)
 STEP_NOW(fence_refresh)
-STEP_NOW(check_warm)
-STEP_NOW(check_hang)
+STEP_NOW(check_faults)
 STEP(agent_publish)
-STEP(agent_warm_tick)
 STEP(reconcile)
 STEP_NOW(check_waiting)
-STEP(agent_retire_tracker)
 WAKE(agent_liveness_wake_ms)
-WAKE(agent_warm_wake_ms)
-WAKE(agent_health_wake_ms)
-
-static void preflight_tick(struct agent *a, int64_t now)
-{
-    pf_tick(a->health.pf, now);
-}
-STEP_NOW(preflight_tick)
-
-static int64_t preflight_wake(const struct agent *a)
-{
-    return pf_wake_ms(a->health.pf);
-}
-WAKE(preflight_wake)
 
 static int64_t earliest(int64_t x, int64_t y)
 {
@@ -605,73 +550,19 @@ static int64_t waiting_wake(const struct agent *a) /* the progress line, --join-
 }
 WAKE(waiting_wake)
 
-static int64_t nic_wake(const struct agent *a)
-{
-    return nic_wake_ms(a->nic);
-}
-WAKE(nic_wake)
-
-static int64_t tracker_wake(const struct agent *a)
-{
-    return a->tracker.srv ? tracker_wake_ms(a->tracker.srv) : -1;
-}
-WAKE(tracker_wake)
-
-/* The phases before and after AP_RUNNING: each acts only in its own phase. */
-#define PHASE_STEP(phase, fn)                                                                  \
-    static void phase_##fn(void *c, int64_t now)                                               \
-    {                                                                                          \
-        struct agent *a = c;                                                                   \
-        if (a->stage.id == (phase) && !a->stage.over)                                          \
-            fn(a, now);                                                                        \
-    }
-#define PHASE_WAKE(phase, fn)                                                                  \
-    static int64_t phase_wake_##fn(void *c)                                                    \
-    {                                                                                          \
-        const struct agent *a = c;                                                             \
-        return a->stage.id == (phase) && !a->stage.over ? fn(a) : -1;                          \
-    }
-PHASE_STEP(AP_PREFLIGHT, agent_preflight_step)
-PHASE_WAKE(AP_PREFLIGHT, agent_preflight_wake_ms)
-PHASE_STEP(AP_WARMING, agent_warming_step)
-PHASE_WAKE(AP_WARMING, agent_warming_wake_ms)
-PHASE_STEP(AP_JOINING, agent_joining_step)
-PHASE_STEP(AP_DRAINING, agent_draining_step)
-
-static int64_t stage_deadline(const struct agent *a)
-{
-    return a->stage.deadline;
-}
-PHASE_WAKE(AP_JOINING, stage_deadline)
-
-static int64_t draining_wake(void *c)
-{
-    const struct agent *a = c;
-    return a->stage.id == AP_DRAINING ? a->stage.deadline : -1;
-}
-
-static const struct ea_loop_step agent_steps[] = {
-    {"preflight-gate", phase_agent_preflight_step, phase_wake_agent_preflight_wake_ms, true},
-    {"warming", phase_agent_warming_step, phase_wake_agent_warming_wake_ms, true},
-    {"joining", phase_agent_joining_step, phase_wake_stage_deadline, true},
-    {"draining", phase_agent_draining_step, draining_wake, true},
-    /* AP_RUNNING */
-    {"liveness", step_agent_liveness_step, wake_agent_liveness_wake_ms, false},
-    {"store", step_agent_store_step, wake_store_wake, false}, /* lease, rejoin, reports, session */
-    {"fence", step_fence_refresh, NULL, false},
-    /* a spare that never took its rank cannot beat either: before the hang check */
-    {"warm-check", step_check_warm, wake_agent_warm_wake_ms, false},
-    {"hang", step_check_hang, wake_agent_health_wake_ms, false},
-    {"preflight", step_preflight_tick, wake_preflight_wake, false},
-    {"publish", step_agent_publish, NULL, true}, /* before acting: a round's events first */
-    {"warm-park", step_agent_warm_tick, NULL, false}, /* spares parked before the first round */
-    {"reconcile", step_reconcile, NULL, false},
-    {"warm-refill", step_agent_warm_tick, NULL, true}, /* after a round took the parked spares */
-    {"waiting", step_check_waiting, wake_waiting_wake, true},
-    {"publish-again", step_agent_publish, NULL, false},
-    {"nic", NULL, wake_nic_wake, false},
-    {"tracker", step_agent_retire_tracker, wake_tracker_wake, false},
+/* In slot order; the components' steps of a slot run after these (component.h). */
+const struct agent_step agent_running_steps[] = {
+    {AGENT_AT_STORE, {"liveness", step_agent_liveness_step, wake_agent_liveness_wake_ms, false}},
+    {AGENT_AT_STORE, {"store", step_agent_store_step, wake_store_wake, false}}, /* lease, rejoin,
+                                                                        reports, session */
+    {AGENT_AT_STORE, {"fence", step_fence_refresh, NULL, false}},
+    {AGENT_AT_CHECK, {"faults", step_check_faults, NULL, false}},
+    {AGENT_AT_DECIDE, {"publish", step_agent_publish, NULL, true}}, /* a round's events first */
+    {AGENT_AT_DECIDED, {"reconcile", step_reconcile, NULL, false}},
+    {AGENT_AT_END, {"waiting", step_check_waiting, wake_waiting_wake, true}},
+    {AGENT_AT_END, {"publish-again", step_agent_publish, NULL, false}},
 };
+const size_t agent_n_running_steps = sizeof(agent_running_steps) / sizeof(agent_running_steps[0]);
 
 /* One fd of the agent's, ready for reading, polled in the phases `when` says. */
 #define SOURCE_FD(name, when, get, on)                                                         \
@@ -693,40 +584,12 @@ static const struct ea_loop_step agent_steps[] = {
     }
 #define IN_RUN (a->stage.id == AP_RUNNING)
 SOURCE_FD(liveness, IN_RUN, agent_liveness_fd(a), agent_liveness_on_reports(a))
-SOURCE_FD(heartbeat, IN_RUN, hb_fd(a->health.hb), hb_on_events(a->health.hb, ea_now_ms()))
-SOURCE_FD(warm, IN_RUN || a->stage.id == AP_WARMING, agent_warm_fd(a), agent_warm_on_events(a))
 /* the first signal ends the phase (a graceful leave), a second one kills the workers */
 SOURCE_FD(signal, true, a->quit.sigfd, agent_on_signal(a))
-SOURCE_FD(preempt, IN_RUN, a->preempt.fd, if (preempt_check(&a->preempt)) on_preemption(a))
 SOURCE_FD(store, IN_RUN, kv_event_fd(a->kv), on_store_events(a))
 
-static size_t fds_tracker(void *c, struct pollfd *fds, size_t max)
-{
-    const struct agent *a = c;
-    return IN_RUN && a->tracker.srv ? tracker_pollfds(a->tracker.srv, fds, max) : 0;
-}
-
-static void on_tracker(void *c, const struct pollfd *fds, size_t n, int64_t now)
-{
-    struct agent *a = c;
-    if (IN_RUN && a->tracker.srv) /* also on a timeout: its deadlines */
-        tracker_on_poll(a->tracker.srv, fds, n, now);
-}
-
-static size_t fds_nic(void *c, struct pollfd *fds, size_t max)
-{
-    const struct agent *a = c;
-    return IN_RUN ? nic_pollfds(a->nic, fds, max) : 0; /* listener, probes */
-}
-
-static void on_nic(void *c, const struct pollfd *fds, size_t n, int64_t now)
-{
-    (void)now;
-    nic_on_poll(((struct agent *)c)->nic, fds, n);
-}
-
 /* Process exits: whose they are depends on the phase (the check before joining, the spares
- * warming before joining, the workers). */
+ * warming before joining, the workers): the components take theirs first. */
 static void on_process_exits(struct agent *a)
 {
     if (a->stage.id == AP_RUNNING || a->stage.id == AP_DRAINING) {
@@ -738,51 +601,18 @@ static void on_process_exits(struct agent *a)
     struct ea_error err = {0};
     if (launcher_dispatch(a->launcher, &ex, &n, &err) < 0)
         log_error("launcher: %s", err.msg);
-    for (size_t i = 0; i < n; i++) {
-        if (a->stage.id == AP_PREFLIGHT)
-            agent_preflight_on_exit(a, &ex[i]);
-        else if (a->stage.id == AP_WARMING)
-            agent_warm_on_exit(a, &ex[i]); /* only spares run before the join */
-    }
+    for (size_t i = 0; i < n; i++)
+        taken_by_component(a, &ex[i]);
     free(ex);
 }
 
 SOURCE_FD(workers, a->stage.id != AP_JOINING, launcher_fd(a->launcher), on_process_exits(a))
 
-/* Served in this order after each poll. */
-static const struct ea_loop_source agent_sources[] = {
-    {"tracker", TRACKER_POLL_MAX, fds_tracker, on_tracker, true},
-    {"nic", NIC_POLL_MAX, fds_nic, on_nic, false},
+/* Served in this order after each poll, after the components' sources. */
+const struct ea_loop_source agent_sources[] = {
     {"liveness", 1, fd_liveness, on_liveness, false}, /* the ring's reports, or -1 */
-    {"heartbeat", 1, fd_heartbeat, on_heartbeat, false}, /* inotify, while first beats due */
-    {"warm", 1, fd_warm, on_warm, false},                /* spares' sockets (--warm-workers) */
     {"signal", 1, fd_signal, on_signal, false},
-    {"preempt", 1, fd_preempt, on_preempt, false}, /* -1 without --preemption-file */
     {"workers", 1, fd_workers, on_workers, false},
     {"store", 1, fd_store, on_store, false},
 };
-
-/* A pass ends early once its phase is over (or the run is being left): agent_setup.c moves on. */
-static bool pass_done(void *c)
-{
-    const struct agent *a = c;
-    return a->stage.over || a->stage.id == AP_DONE || (a->stage.id == AP_RUNNING && a->quit.exiting);
-}
-
-int agent_loop_create(struct agent *a)
-{
-    struct ea_loop *l = ea_loop_create(a->hooks->clock, pass_done, a);
-    int r = l ? 0 : -ENOMEM;
-    if (r == 0 && a->hooks->step) /* a test's script, first of all */
-        r = ea_loop_add_step(l, a->hooks->step, a->hooks->step_ctx);
-    for (size_t i = 0; r == 0 && i < sizeof(agent_steps) / sizeof(agent_steps[0]); i++)
-        r = ea_loop_add_step(l, &agent_steps[i], a);
-    for (size_t i = 0; r == 0 && i < sizeof(agent_sources) / sizeof(agent_sources[0]); i++)
-        r = ea_loop_add_source(l, &agent_sources[i], a);
-    if (r < 0) {
-        ea_loop_destroy(l);
-        return r;
-    }
-    a->loop = l;
-    return 0;
-}
+const size_t agent_n_sources = sizeof(agent_sources) / sizeof(agent_sources[0]);

@@ -3,7 +3,7 @@
  * agent internals, shared by the files at the top of agent/: agent.c (the event loop and the
  * lifecycle's actions), agent_setup.c (opening the store, launcher and endpoints, joining, leaving,
  * tearing down), agent_store.c (the loop's writes and store trouble), agent_signal.c, and the
- * loop's glue to health/ (agent_health.c, agent_preflight.c). Calls go one way: agent.c and
+ * loop's glue to health/ (health/health_agent.c, health/preflight_agent.c). Calls go one way: agent.c and
  * agent_setup.c call the others; those never call back into agent.c.
  * Not for other modules: agent.h is the agent's interface.
  */
@@ -11,9 +11,11 @@
 #define EA_AGENT_AGENT_INTERNAL_H
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "component.h"
 #include "config.h"
 #include "ea_loop.h"
 #include "events.h"
@@ -39,8 +41,8 @@
 /* What the one loop is doing: a node goes through these in order (agent_setup.c moves it on), and
  * each phase's steps act only in their phase. */
 enum agent_phase {
-    AP_PREFLIGHT, /* --preflight before joining, held out while it fails (agent_preflight.c) */
-    AP_WARMING,   /* --warm-workers: this node's spares get ready before it joins (agent_warm.c) */
+    AP_PREFLIGHT, /* --preflight before joining, held out while it fails (health/preflight_agent.c) */
+    AP_WARMING,   /* --warm-workers: this node's spares get ready before it joins (warm/warm_agent.c) */
     AP_JOINING,   /* the join, retried with backoff until --join-timeout (agent_setup.c) */
     AP_RUNNING,   /* in the run: the lifecycle's steps (agent.c) */
     AP_DRAINING,  /* leaving: the workers stopped, their exits collected until the stop timeout */
@@ -99,7 +101,7 @@ struct agent_obs {
     int64_t rdzv_since_ms; /* workers stopped (or joined) at: for last_rendezvous_seconds */
 };
 
-/* Health and the recovery clock (agent_health.c, agent_preflight.c). */
+/* Health and the recovery clock (health/health_agent.c, health/preflight_agent.c). */
 struct agent_health {
     struct hb *hb;          /* hang detection; NULL when off */
     struct ph ph;           /* per-phase recovery clock */
@@ -108,9 +110,10 @@ struct agent_health {
     bool pf_fresh;          /* passed at join: good for the first round */
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
     int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
+    char hbdir[PATH_MAX];   /* the round's heartbeat directory (group_start's) */
 };
 
-/* --warm-workers (agent_warm.c). */
+/* --warm-workers (warm/warm_agent.c). */
 struct agent_warm {
     struct warm *spares; /* the parked spares; NULL when off or not created yet */
     bool off;            /* could not be set up: every worker starts cold */
@@ -160,10 +163,12 @@ struct agent {
     struct agent_warm warm;
 };
 
-/* Create a->loop with every step and source of the agent (agent.c): 0 or -ENOMEM. */
-int agent_loop_create(struct agent *a);
-/* The current phase has ended with exit code `code` (0: go on to the next phase). */
-void agent_phase_over(struct agent *a, int code);
+/* agent.c's steps of AP_RUNNING (by slot) and its sources, which agent_setup.c registers with
+ * the components' (components.c). */
+extern const struct agent_step agent_running_steps[];
+extern const size_t agent_n_running_steps;
+extern const struct ea_loop_source agent_sources[];
+extern const size_t agent_n_sources;
 /* Phases of the loop outside AP_RUNNING, each: enter (returns after agent_phase_over when there
  * is nothing to wait for), a step run every pass, its next deadline, and the launcher's exits. */
 void agent_joining_step(struct agent *a, int64_t now);
@@ -184,8 +189,10 @@ void agent_store_ok(struct agent *a);
 /* The store's step of every pass: the lease's renewal (a loss stops the workers and rejoins),
  * the rejoin, the pending reports, the session's tick (the coordinator's duties), retries. */
 void agent_store_step(struct agent *a, int64_t now);
-/* --env-style with dmlc and no --dmlc-tracker: group rank 0 serves the rabit tracker. */
+/* tracker/tracker_agent.c: --env-style with dmlc and no --dmlc-tracker: group rank 0 serves the
+ * rabit tracker; serve round `s`'s on `addr` and publish it (before the master). */
 bool agent_builtin_tracker(const struct agent *a);
+int agent_publish_tracker(struct agent *a, const struct rdzv_state *s, const char *addr);
 /* Group rank 0: publish the round's MASTER_ADDR:MASTER_PORT (and the built-in tracker's). */
 void agent_publish_master(struct agent *a, const struct rdzv_state *s);
 /* Close the built-in tracker once the round moved on or this node no longer hosts it. */
@@ -193,7 +200,7 @@ void agent_retire_tracker(struct agent *a);
 /* Write the pending local failure (a->failure) / this node's done marker; retried on trouble. */
 void agent_report_failure(struct agent *a);
 void agent_report_done(struct agent *a);
-/* agent_health.c: hang detection, the recovery clock and the preflight gate's hooks. */
+/* health/health_agent.c: hang detection, the recovery clock and the preflight gate's hooks. */
 /* Arm hang detection for the round about to start: the heartbeat directory, or NULL when off. */
 const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, size_t size);
 /* Workers of the round started (after group_start succeeded). */
@@ -210,7 +217,7 @@ int agent_health_tick(struct agent *a, int64_t now, struct hb_hang *ret);
 /* Next monotonic wake-up the health checks need, -1 none. */
 int64_t agent_health_wake_ms(const struct agent *a);
 
-/* agent_warm.c: --warm-workers' spares (warm/warm.h); every call is a no-op when it is off. */
+/* warm/warm_agent.c: --warm-workers' spares (warm/warm.h); every call is a no-op when it is off. */
 /* Park a set of spares when none is (not while leaving, rejoining or after a fault), stop them
  * when the agent is leaving or exiting. Once per loop pass. */
 void agent_warm_tick(struct agent *a);
@@ -243,7 +250,7 @@ void agent_warming_enter(struct agent *a);
 void agent_warming_step(struct agent *a, int64_t now);
 int64_t agent_warming_wake_ms(const struct agent *a);
 
-/* agent_preflight.c, AP_PREFLIGHT: run --preflight until it passes (0), holding the node out
+/* health/preflight_agent.c, AP_PREFLIGHT: run --preflight until it passes (0), holding the node out
  * meanwhile; ends with an exit code when interrupted or when the check cannot be set up. Over at
  * once without --preflight. */
 void agent_preflight_enter(struct agent *a);
@@ -277,7 +284,31 @@ int64_t agent_liveness_fence(struct agent *a, int64_t lease_until);
  * `handed` (the last one the loop handed them). */
 int64_t agent_liveness_fence_held(const struct agent *a, int64_t handed);
 
-/* Emit an event about the run's current round (events.h); a no-op without an event stream. */
-void agent_emit(struct agent *a, const char *name, const char *fmt, ...);
+/* In AP_RUNNING: a component's running steps and sources act only then. */
+static inline bool agent_in_run(const void *c)
+{
+    return ((const struct agent *)c)->stage.id == AP_RUNNING;
+}
+
+/* Emit an event about the run's current round (events.h); a no-op without an event stream.
+ * Inline, so that the files here, each of which emits, need not call back into one of them. */
+static inline void agent_emit(struct agent *a, const char *name, const char *fmt, ...)
+{
+    if (!a->obs.events)
+        return;
+    int64_t gen = 0;
+    const struct rdzv_state *s = a->rdzv ? rdzv_current(a->rdzv, &gen) : NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    events_emitv(a->obs.events, name, s ? s->round : 0, gen, fmt, ap);
+    va_end(ap);
+}
+
+/* The current phase has ended with exit code `code` (0: go on to the next phase). */
+static inline void agent_phase_over(struct agent *a, int code)
+{
+    a->stage.over = true;
+    a->quit.exit_code = code;
+}
 
 #endif

@@ -133,12 +133,6 @@ static int setup_signals(struct agent *a)
     return a->quit.sigfd < 0 ? -errno : 0;
 }
 
-void agent_phase_over(struct agent *a, int code)
-{
-    a->stage.over = true;
-    a->quit.exit_code = code;
-}
-
 /* AP_JOINING: one attempt when its time has come; a failure the store may recover from is
  * retried on the jittered schedule every store request uses, never past --join-timeout. */
 void agent_joining_step(struct agent *a, int64_t now)
@@ -329,12 +323,10 @@ static void enter(struct agent *a, enum agent_phase id)
     const struct cfg *c = a->cfg;
     int64_t now = ea_now_ms();
     a->stage = (struct agent_stage){.id = id, .since = now, .deadline = -1};
+    AGENT_EACH(enter, a, (int)id); /* AP_PREFLIGHT: the gate; AP_WARMING: the spares; ... */
     switch (id) {
     case AP_PREFLIGHT:
-        agent_preflight_enter(a);
-        break;
     case AP_WARMING:
-        agent_warming_enter(a); /* --warm-workers: its spares first */
         break;
     case AP_JOINING:
         a->stage.deadline = now; /* the first attempt at once */
@@ -377,7 +369,7 @@ static enum agent_phase next_phase(struct agent *a)
     case AP_JOINING:
         return a->quit.exit_code ? AP_DRAINING : AP_RUNNING;
     case AP_RUNNING:
-        agent_warm_stop(a); /* no spare waits for a round that will not come */
+        AGENT_EACH(leaving, a); /* e.g. no spare waits for a round that will not come */
         if (!a->health.pf_out)
             return AP_DRAINING;
         struct ea_error err = {0}; /* out until the check passes: the others go on without us */
@@ -391,6 +383,74 @@ static enum agent_phase next_phase(struct agent *a)
     default:
         return AP_DONE;
     }
+}
+
+/* ---- the one loop ------------------------------------------------------------------------- */
+
+static void joining_step(void *c, int64_t now)
+{
+    struct agent *a = c;
+    if (a->stage.id == AP_JOINING && !a->stage.over)
+        agent_joining_step(a, now);
+}
+
+static void draining_step(void *c, int64_t now)
+{
+    struct agent *a = c;
+    if (a->stage.id == AP_DRAINING && !a->stage.over)
+        agent_draining_step(a, now);
+}
+
+static int64_t stage_wake(void *c) /* AP_JOINING: the next attempt; AP_DRAINING: the stop's end */
+{
+    const struct agent *a = c;
+    bool mine = (a->stage.id == AP_JOINING && !a->stage.over) || a->stage.id == AP_DRAINING;
+    return mine ? a->stage.deadline : -1;
+}
+
+static const struct ea_loop_step phase_steps[] = {
+    {"joining", joining_step, stage_wake, true},
+    {"draining", draining_step, stage_wake, true},
+};
+
+/* A pass ends early once its phase is over (or the run is being left): enter() moves on. */
+static bool pass_done(void *c)
+{
+    const struct agent *a = c;
+    return a->stage.over || a->stage.id == AP_DONE ||
+           (a->stage.id == AP_RUNNING && a->quit.exiting);
+}
+
+/* Register the steps, slot by slot (the agent's own, then the components' in the table's
+ * order), and the sources (the components', then the agent's). */
+static int loop_create(struct agent *a)
+{
+    struct ea_loop *l = ea_loop_create(a->hooks->clock, pass_done, a);
+    int r = l ? 0 : -ENOMEM;
+    if (r == 0 && a->hooks->step) /* a test's script, first of all */
+        r = ea_loop_add_step(l, a->hooks->step, a->hooks->step_ctx);
+    for (size_t i = 0; r == 0 && i < sizeof(phase_steps) / sizeof(phase_steps[0]); i++)
+        r = ea_loop_add_step(l, &phase_steps[i], a);
+    for (int slot = 0; r == 0 && slot < AGENT_SLOTS; slot++) {
+        for (size_t i = 0; r == 0 && i < agent_n_running_steps; i++)
+            if (agent_running_steps[i].at == (enum agent_slot)slot)
+                r = ea_loop_add_step(l, &agent_running_steps[i].step, a);
+        for (size_t c = 0; r == 0 && c < agent_n_components; c++)
+            for (size_t i = 0; r == 0 && i < agent_components[c]->n_steps; i++)
+                if (agent_components[c]->steps[i].at == (enum agent_slot)slot)
+                    r = ea_loop_add_step(l, &agent_components[c]->steps[i].step, a);
+    }
+    for (size_t c = 0; r == 0 && c < agent_n_components; c++)
+        for (size_t i = 0; r == 0 && i < agent_components[c]->n_sources; i++)
+            r = ea_loop_add_source(l, &agent_components[c]->sources[i], a);
+    for (size_t i = 0; r == 0 && i < agent_n_sources; i++)
+        r = ea_loop_add_source(l, &agent_sources[i], a);
+    if (r < 0) {
+        ea_loop_destroy(l);
+        return r;
+    }
+    a->loop = l;
+    return 0;
 }
 
 /* The one loop, through every phase: preflight, warming, joining, running, draining. */
@@ -492,7 +552,7 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
         log_info("preemption notice '%s' already present: not joining", a->preempt.path);
         code = 128 + SIGTERM;
     }
-    if (code == 0 && agent_loop_create(a) < 0) {
+    if (code == 0 && loop_create(a) < 0) {
         log_error("cannot create the event loop: out of memory");
         code = AGENT_EXIT_RDZV;
     }

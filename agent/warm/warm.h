@@ -7,7 +7,7 @@
  * commits, the group takes the parked spares (warm_assign: the assignment line, the process
  * handed over), and the loop parks a new set. Spares are started through the launcher (under
  * the exec-guard, fenced like any worker). Whatever a spare sends is hostile input: bounded,
- * checked, and a fault (a clear message), never a crash. No logging (the glue, agent_warm.c,
+ * checked, and a fault (a clear message), never a crash. No logging (the glue, warm/warm_agent.c,
  * logs each fault once).
  */
 #ifndef EA_AGENT_WARM_H

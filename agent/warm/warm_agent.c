@@ -309,3 +309,112 @@ int64_t agent_warming_wake_ms(const struct agent *a)
     int64_t wake = warm_wake_ms(a->warm.spares);
     return wake < 0 || wake > w->progress_at ? w->progress_at : wake;
 }
+
+/* ---- the component ----------------------------------------------------------------------- */
+
+static void warming_step(void *c, int64_t now)
+{
+    struct agent *a = c;
+    if (a->stage.id == AP_WARMING && !a->stage.over)
+        agent_warming_step(a, now);
+}
+
+static int64_t warming_wake(void *c)
+{
+    const struct agent *a = c;
+    return a->stage.id == AP_WARMING && !a->stage.over ? agent_warming_wake_ms(a) : -1;
+}
+
+static int64_t spares_wake(void *c) /* their ready lines' deadlines */
+{
+    return agent_in_run(c) ? agent_warm_wake_ms(c) : -1;
+}
+
+static void park(void *c, int64_t now)
+{
+    (void)now;
+    if (agent_in_run(c))
+        agent_warm_tick(c);
+}
+
+static size_t fd_spares(void *c, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    const struct agent *a = c;
+    if (!agent_in_run(c) && a->stage.id != AP_WARMING)
+        return 0;
+    fds[0] = (struct pollfd){.fd = agent_warm_fd(a), .events = POLLIN};
+    return 1;
+}
+
+static void on_spares(void *c, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)now;
+    if (n && (fds[0].revents & POLLIN))
+        agent_warm_on_events(c);
+}
+
+static void warm_enter(struct agent *a, int phase)
+{
+    if (phase == AP_WARMING)
+        agent_warming_enter(a); /* --warm-workers: its spares first */
+}
+
+static void warm_starting(struct agent *a, const struct rdzv_state *s, struct group_start *gs)
+{
+    (void)s;
+    gs->warm = agent_warm_for_round(a);
+}
+
+static void warm_stopping(struct agent *a, const struct rdzv_state *s)
+{
+    agent_warm_hold(a, s); /* --in-place: capable workers run on, re-assigned next round */
+}
+
+static bool warm_take_exit(struct agent *a, const struct launch_exit *e)
+{
+    return agent_warm_on_exit(a, e) > 0; /* a parked spare the group never took */
+}
+
+/* A warm spare this round took never sent its ready line, or a bad one: a failed start. */
+static size_t warm_check(struct agent *a, int64_t now, struct agent_fault *ret, size_t max)
+{
+    size_t n = 0;
+    struct warm_fault f;
+    while (n < max && agent_warm_check(a, now, &f) > 0) {
+        ret[n] = (struct agent_fault){.local_rank = f.local_rank, .pid = f.pid,
+                                      .began_wall = ea_wall_ms(), .cause = "failure"};
+        snprintf(ret[n].message, sizeof(ret[n].message), "%s", f.message);
+        int rank = f.local_rank < a->group.n ? a->group.w[f.local_rank].rank : -1;
+        snprintf(ret[n].what, sizeof(ret[n].what), "rank %d: %s", rank, f.message);
+        n++;
+    }
+    return n;
+}
+
+static const struct agent_step warm_steps[] = {
+    {AGENT_AT_PHASE, {"warming", warming_step, warming_wake, true}},
+    /* a spare that never took its rank cannot beat either: before the hang check */
+    {AGENT_AT_CHECK, {"warm-check", NULL, spares_wake, false}}, /* its check: warm_check */
+    {AGENT_AT_DECIDE, {"warm-park", park, NULL, false}}, /* spares parked before the first round */
+    {AGENT_AT_DECIDED, {"warm-refill", park, NULL, true}}, /* after a round took the spares */
+};
+
+static const struct ea_loop_source warm_sources[] = {
+    {"warm", 1, fd_spares, on_spares, false}, /* the spares' sockets */
+};
+
+const struct agent_component agent_warm_component = {
+    .name = "warm",
+    .steps = warm_steps,
+    .n_steps = sizeof(warm_steps) / sizeof(warm_steps[0]),
+    .sources = warm_sources,
+    .n_sources = sizeof(warm_sources) / sizeof(warm_sources[0]),
+    .enter = warm_enter,
+    .starting = warm_starting,
+    .started = agent_warm_started,
+    .stopping = warm_stopping,
+    .take_exit = warm_take_exit,
+    .check = warm_check,
+    .leaving = agent_warm_stop,
+};

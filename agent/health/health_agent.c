@@ -112,3 +112,95 @@ int64_t agent_health_wake_ms(const struct agent *a)
 {
     return hb_wake_ms(a->health.hb);
 }
+
+/* ---- the component ----------------------------------------------------------------------- */
+
+static int64_t wake_hang(void *c)
+{
+    return agent_in_run(c) ? agent_health_wake_ms(c) : -1;
+}
+
+static size_t fd_heartbeat(void *c, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    const struct agent *a = c;
+    if (!agent_in_run(c))
+        return 0;
+    fds[0] = (struct pollfd){.fd = hb_fd(a->health.hb), .events = POLLIN};
+    return 1;
+}
+
+static void on_heartbeat(void *c, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)now;
+    struct agent *a = c;
+    if (n && (fds[0].revents & POLLIN)) /* inotify, while first beats are due */
+        hb_on_events(a->health.hb, ea_now_ms());
+}
+
+static void health_starting(struct agent *a, const struct rdzv_state *s, struct group_start *gs)
+{
+    (void)s;
+    gs->heartbeat_dir = agent_health_arm(a, gs->self->nproc, gs->self->rank_base,
+                                         a->health.hbdir, sizeof(a->health.hbdir));
+}
+
+static void health_started(struct agent *a, const struct rdzv_state *s)
+{
+    (void)s;
+    agent_health_spawned(a);
+}
+
+static void health_stopping(struct agent *a, const struct rdzv_state *s)
+{
+    (void)s;
+    agent_health_stopping(a);
+}
+
+static void health_worker_exited(struct agent *a, const struct group_worker *w)
+{
+    hb_forget(a->health.hb, w->local_rank, ea_now_ms());
+}
+
+/* A local rank missed its heartbeat deadline: a failure like an exit, charged the same way. */
+static size_t health_check(struct agent *a, int64_t now, struct agent_fault *ret, size_t max)
+{
+    struct hb_hang h;
+    if (max == 0 || agent_health_tick(a, now, &h) <= 0 || h.local_rank >= a->group.n)
+        return 0;
+    *ret = (struct agent_fault){.local_rank = h.local_rank,
+                                .began_wall = ea_wall_ms() - h.silent_ms, .cause = "hang"};
+    snprintf(ret->message, sizeof(ret->message), "%s", h.message);
+    snprintf(ret->what, sizeof(ret->what), "%s (local rank %d, pid %ld)", h.message,
+             h.local_rank, (long)a->group.w[h.local_rank].pid);
+    return 1;
+}
+
+static void health_observe(struct agent *a, const struct rdzv_state *s, int64_t gen)
+{
+    agent_health_observe(a, s, gen);
+    memcpy(a->obs.m.phases, a->health.ph.hist, sizeof(a->obs.m.phases));
+}
+
+static const struct agent_step health_steps[] = {
+    {AGENT_AT_CHECK, {"hang", NULL, wake_hang, false}}, /* its check: health_check */
+};
+
+static const struct ea_loop_source health_sources[] = {
+    {"heartbeat", 1, fd_heartbeat, on_heartbeat, false},
+};
+
+const struct agent_component agent_health_component = {
+    .name = "health",
+    .steps = health_steps,
+    .n_steps = sizeof(health_steps) / sizeof(health_steps[0]),
+    .sources = health_sources,
+    .n_sources = sizeof(health_sources) / sizeof(health_sources[0]),
+    .starting = health_starting,
+    .started = health_started,
+    .stopping = health_stopping,
+    .worker_exited = health_worker_exited,
+    .check = health_check,
+    .fault = agent_health_fault,
+    .observe = health_observe,
+};

@@ -201,3 +201,55 @@ bool agent_preflight_round(struct agent *a, int64_t gen)
         return false;
     }
 }
+
+/* ---- the component ----------------------------------------------------------------------- */
+
+static void gate_step(void *c, int64_t now)
+{
+    struct agent *a = c;
+    if (a->stage.id == AP_PREFLIGHT && !a->stage.over)
+        agent_preflight_step(a, now);
+}
+
+static int64_t gate_wake(void *c)
+{
+    const struct agent *a = c;
+    return a->stage.id == AP_PREFLIGHT && !a->stage.over ? agent_preflight_wake_ms(a) : -1;
+}
+
+/* --preflight-every-round's check: its timeout */
+static void round_tick(void *c, int64_t now)
+{
+    if (agent_in_run(c))
+        pf_tick(((struct agent *)c)->health.pf, now);
+}
+
+static int64_t round_wake(void *c)
+{
+    return agent_in_run(c) ? pf_wake_ms(((const struct agent *)c)->health.pf) : -1;
+}
+
+static void preflight_enter(struct agent *a, int phase)
+{
+    if (phase == AP_PREFLIGHT)
+        agent_preflight_enter(a);
+}
+
+static bool preflight_take_exit(struct agent *a, const struct launch_exit *e)
+{
+    return pf_on_exit(a->health.pf, e);
+}
+
+static const struct agent_step preflight_steps[] = {
+    {AGENT_AT_PHASE, {"preflight-gate", gate_step, gate_wake, true}},
+    {AGENT_AT_CHECK, {"preflight", round_tick, round_wake, false}},
+};
+
+const struct agent_component agent_preflight_component = {
+    .name = "preflight",
+    .steps = preflight_steps,
+    .n_steps = sizeof(preflight_steps) / sizeof(preflight_steps[0]),
+    .enter = preflight_enter,
+    .may_start = agent_preflight_round,
+    .take_exit = preflight_take_exit,
+};
