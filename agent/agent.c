@@ -16,7 +16,6 @@
 #include "ea_loop.h"
 #include "ea_time.h"
 #include "log.h"
-#include "preflight.h"
 #include "report.h"
 
 static void exit_with(struct agent *a, int code);

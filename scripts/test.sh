@@ -328,10 +328,10 @@ mutant --target test_rdzv_ring_chunks --filter 'ring_chunks/gather*' rendezvous/
 # a joining node's warm-up before its join: a spare that never gets ready (its fault, the ready
 # deadline) must not keep the node out; SIGTERM while warming must end it
 mutant --target test_e2e_inplace --filter 'inplace/joining_node_whose_spare_never*' \
-  agent/agent_warm.c 's/if (warm_tick(a->warm.spares, now, \&f) > 0) { \/\* the set is gone/if (0) { \/\* the set is gone/' \
+  agent/warm/warm_agent.c 's/if (warm_tick(a->warm.spares, now, \&f) > 0) { \/\* the set is gone/if (0) { \/\* the set is gone/' \
   '^test_e2e_inplace$'
 mutant --target test_e2e_inplace --filter 'inplace/sigterm_while_warming*' \
-  agent/agent_warm.c 's/^    if (a->quit.term_signal) {$/    if (0) {/' \
+  agent/warm/warm_agent.c 's/^    if (a->quit.term_signal) {$/    if (0) {/' \
   '^test_e2e_inplace$'
 # issue 31, false suspicions: a connect or probe that could not leave this node (no route here)
 # is no evidence (chaos episode 18), and a first link's deadline allows for a big round's fan-out
