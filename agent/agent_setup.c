@@ -224,7 +224,7 @@ static int open_all(struct agent *a)
     }
     rc.self.nproc = c->nproc_per_node;
     rc.self.pid = getpid();
-    if ((r = nic_create(c, &a->nic, &err)) < 0) {
+    if ((r = nic_create(c->nic_discovery, c->iface, &a->nic, &err)) < 0) {
         log_error("%s", err.msg);
         return r == -ENODEV ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;
     }

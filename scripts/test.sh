@@ -132,7 +132,7 @@ mutant --target test_config --target test_e2e_secrets \
 mutant --target test_http --filter 'http/one_address*' agent/observe/http.c \
   '/MHD_OPTION_PER_IP_CONNECTION_LIMIT/d' '^test_http$'
 mutant --target test_log --target test_e2e_log_hardening \
-  --filter '@(log/a_value*|log_hardening/an_error*)' agent/observe/log.c \
+  --filter '@(log/a_value*|log_hardening/an_error*)' agent/log/log.c \
   's/^\(\s*\)ea_escape(line + n, size - (size_t)n, raw, EA_ESCAPE_KEEP_TAB);/\1snprintf(line + n, size - (size_t)n, "%s", raw);/' \
   '^(test_log|test_e2e_log_hardening)$'
 mutant --target test_e2e_log_hardening --filter 'log_hardening/worker*' agent/workdir.h \

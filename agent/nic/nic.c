@@ -92,19 +92,19 @@ static int listen_any(int *ret_port)
     return fd;
 }
 
-int nic_create(const struct cfg *c, struct nic **ret, struct ea_error *err)
+int nic_create(const char *discovery, const char *iface, struct nic **ret, struct ea_error *err)
 {
     struct nic *n = calloc(1, sizeof(*n));
     if (!n)
         return ea_errorf(err, -ENOMEM, "out of memory");
     n->listen_fd = -1;
     n->deadline_ms = -1;
-    n->enabled = !c->nic_discovery || strcmp(c->nic_discovery, "off") != 0;
-    n->always = c->nic_discovery && strcmp(c->nic_discovery, "on") == 0;
+    n->enabled = !discovery || strcmp(discovery, "off") != 0;
+    n->always = discovery && strcmp(discovery, "on") == 0;
     if (n->enabled) {
         size_t skipped = 0;
         char names[256];
-        int r = netif_list(c->iface, n->ifaces, RDZV_IFACE_MAX, &n->n_ifaces, &skipped, names,
+        int r = netif_list(iface, n->ifaces, RDZV_IFACE_MAX, &n->n_ifaces, &skipped, names,
                            sizeof(names), err);
         if (r < 0) {
             free(n);

@@ -17,7 +17,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
 #include "ea_error.h"
 #include "session.h"
 #include "state.h"
@@ -33,7 +32,7 @@ struct nic;
 /* Create from --nic-discovery / --iface. With "off" nothing is opened and every round is ready at
  * once. Otherwise enumerates the interfaces (netif.h; -ENODEV when an --iface name has no
  * address) and opens the probe listener. */
-int nic_create(const struct cfg *c, struct nic **ret, struct ea_error *err);
+int nic_create(const char *discovery, const char *iface, struct nic **ret, struct ea_error *err);
 
 /* Something the agent should log once after nic_create() (addresses left out), else NULL. */
 const char *nic_warning(const struct nic *n);

@@ -5,7 +5,7 @@
 #  2. `status --watch` redraws the whole view in place ("\033[H\033[2J" before each view) when
 #     the run changes (a node joins).
 # Every wait is on the typescript's content with a deadline (tail -F), never a sleep.
-# Mutations: agent/observe/log.c log_progress() `in_place = false` -> case 1 fails;
+# Mutations: agent/log/log.c log_progress() `in_place = false` -> case 1 fails;
 #            agent/observe/status.c `if (sc->cfg->watch && sc->tty)` -> `if (0)` -> case 2 fails.
 # Usage: test_tty.sh AGENT HELPERS_DIR
 set -uo pipefail
