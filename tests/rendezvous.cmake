@@ -3,6 +3,7 @@
 ea_add_criterion_test(test_rdzv_state SOURCES unit/test_rdzv_state.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_ring_chunks SOURCES unit/test_rdzv_ring_chunks.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_plan SOURCES unit/test_rdzv_plan.c LIBS ea_rendezvous)
+ea_add_criterion_test(test_rdzv_keys SOURCES unit/test_rdzv_keys.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_session SOURCES unit/test_rdzv_session.c LIBS ea_rendezvous)
 ea_add_criterion_test(test_rdzv_guard SOURCES unit/test_rdzv_guard.c LIBS ea_rendezvous)
 # issue 30: a big fleet on one memory store, with a simulated clock and a slow event fan-out

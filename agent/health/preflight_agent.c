@@ -13,6 +13,7 @@
 #include "agent_internal.h"
 #include "ea_time.h"
 #include "health_view.h"
+#include "keys.h"
 #include "log.h"
 #include "preflight.h"
 
@@ -104,7 +105,7 @@ void agent_preflight_enter(struct agent *a)
         return;
     }
     g->h.renew_at = -1;
-    snprintf(g->h.key, sizeof(g->h.key), "%sheld/%s", a->me.prefix, c->node_id);
+    rdzv_key_held(a->me.prefix, c->node_id, g->h.key, sizeof(g->h.key));
     a->stage.data = g;
     pf_start(a->health.pf, ea_now_ms());
 }

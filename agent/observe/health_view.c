@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "ea_escape.h"
+#include "keys.h"
 
 char *hview_held_json(const char *node, const char *reason, long long since_ms)
 {
@@ -50,19 +51,17 @@ static int by_node(const void *a, const void *b)
 int hview_decode(const char *prefix, const struct kv_entry *e, size_t n, struct hview *ret)
 {
     struct hview v = {0};
-    size_t plen = strlen(prefix);
     for (size_t i = 0; i < n; i++) {
-        if (strncmp(e[i].key, prefix, plen) != 0 || !e[i].value)
-            continue;
-        const char *k = e[i].key + plen;
-        long long round;
-        int used = 0;
-        if (strncmp(k, "held/", 5) == 0) {
+        int64_t round = 0;
+        const char *rest = NULL;
+        enum rdzv_key_kind kind = e[i].value ? rdzv_key_parse(prefix, e[i].key, &round, &rest)
+                                             : RDZV_KEY_OUTSIDE;
+        if (kind == RDZV_KEY_HELD) {
             if (add_held(&v, e[i].value) < 0) {
                 hview_clear(&v);
                 return -ENOMEM;
             }
-        } else if (sscanf(k, "rounds/%lld/recovery%n", &round, &used) == 1 && k[used] == '\0') {
+        } else if (kind == RDZV_KEY_ROUND && strcmp(rest, "recovery") == 0) {
             struct ph_record rec;
             if ((!v.have_recovery || round > v.recovery.round) &&
                 ph_record_parse(e[i].value, &rec) == 0) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent_internal.h"
+#include "keys.h"
 #include "ea_time.h"
 #include "log.h"
 #include "workdir.h"
@@ -198,16 +199,9 @@ void agent_warm_stop(struct agent *a)
  * run has not formed yet, is over, or the store cannot say (the join finds out). */
 static bool run_is_running(struct agent *a)
 {
-    char key[sizeof(a->me.prefix) + 8];
-    snprintf(key, sizeof(key), "%sstate", a->me.prefix);
-    struct kv_entry e = {0};
+    bool running = false;
     struct ea_error err = {0};
-    struct rdzv_state s = {0};
-    bool running = kv_get(a->kv, key, &e, &err) == 0 &&
-                   rdzv_state_decode(e.value, e.value_len, &s, &err) == 0 &&
-                   s.status == RDZV_RUNNING;
-    rdzv_state_clear(&s);
-    kv_entry_clear(&e);
+    rdzv_peek_running(a->kv, a->me.prefix, &running, &err);
     return running;
 }
 
