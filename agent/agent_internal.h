@@ -74,9 +74,10 @@ struct agent_self {
     char host[256];
 };
 
-/* Leaving: a signal, a preemption notice, the run's end (agent_signal.c, agent.c). */
+/* Leaving: a signal, a preemption notice (preempt/), the run's end (agent_signal.c, agent.c). */
 struct agent_quit {
     int sigfd;
+    struct preempt preempt;
     int term_signal;     /* first SIGTERM/SIGINT/...; 0 while running */
     pid_t parent;        /* who started us: when it is gone, a stop does not wait */
     bool exiting;
@@ -158,7 +159,6 @@ struct agent {
     /* components */
     struct nic *nic; /* NIC discovery (nic.h); gates the start of each round's workers */
     struct agent_tracker tracker;
-    struct preempt preempt;
     struct agent_health health;
     struct agent_warm warm;
 };

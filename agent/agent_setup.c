@@ -312,7 +312,7 @@ static void teardown(struct agent *a)
         workdir_remove(a->me.workdir);
     if (a->quit.sigfd >= 0)
         close(a->quit.sigfd);
-    preempt_close(&a->preempt);
+    preempt_close(&a->quit.preempt);
     free(a->env.worker_envp);
     free(a->env.worker_env_buf);
 }
@@ -479,7 +479,7 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
 {
     static const struct agent_hooks none = {0};
     struct agent agent = {.cfg = cfg, .hooks = hooks ? hooks : &none, .env = {.envp = envp},
-                          .quit = {.sigfd = -1, .parent = getppid()}, .preempt = {.fd = -1},
+                          .quit = {.sigfd = -1, .parent = getppid(), .preempt = {.fd = -1}},
                           .wait = {.since_ms = -1, .last_generation_logged = -1},
                           .store_down_since_ms = -1, .retry_at_ms = -1};
     struct agent *a = &agent;
@@ -537,7 +537,7 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
     }
     if (code == 0)
         code = open_all(a);
-    if (code == 0 && preempt_open(&a->preempt, cfg->preemption_file, &perr) < 0) {
+    if (code == 0 && preempt_open(&a->quit.preempt, cfg->preemption_file, &perr) < 0) {
         log_error("%s", perr.msg);
         code = AGENT_EXIT_USAGE;
     }
@@ -548,8 +548,8 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
     }
     if (code == 0 && cfg->http)
         code = start_http(a);
-    if (code == 0 && preempt_check(&a->preempt)) {
-        log_info("preemption notice '%s' already present: not joining", a->preempt.path);
+    if (code == 0 && preempt_check(&a->quit.preempt)) {
+        log_info("preemption notice '%s' already present: not joining", a->quit.preempt.path);
         code = 128 + SIGTERM;
     }
     if (code == 0 && loop_create(a) < 0) {

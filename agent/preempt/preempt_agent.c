@@ -11,7 +11,7 @@ static size_t fd_preempt(void *c, struct pollfd *fds, size_t max)
     const struct agent *a = c;
     if (!agent_in_run(c))
         return 0;
-    fds[0] = (struct pollfd){.fd = a->preempt.fd, .events = POLLIN}; /* -1 without the flag */
+    fds[0] = (struct pollfd){.fd = a->quit.preempt.fd, .events = POLLIN}; /* -1 without the flag */
     return 1;
 }
 
@@ -19,9 +19,9 @@ static void on_preempt(void *c, const struct pollfd *fds, size_t n, int64_t now)
 {
     (void)now;
     struct agent *a = c;
-    if (!n || !(fds[0].revents & POLLIN) || !preempt_check(&a->preempt) || a->quit.term_signal)
+    if (!n || !(fds[0].revents & POLLIN) || !preempt_check(&a->quit.preempt) || a->quit.term_signal)
         return;
-    log_info("preemption notice '%s': stopping workers and leaving the run", a->preempt.path);
+    log_info("preemption notice '%s': stopping workers and leaving the run", a->quit.preempt.path);
     a->quit.term_signal = SIGTERM; /* the same graceful leave, and exit 143 */
 }
 
