@@ -52,8 +52,10 @@ ctest_run build -L e2e -L safety
 # Mutation checks: each product line below, broken on purpose, must turn its tests red
 # (scripts/mutate.sh; a release build of only the tests' targets). `mutant ARGS` lists a check
 # (ARGS as for scripts/mutate.sh); the list runs at the end in two lanes, each with its own
-# scratch build (build-mutate-0/, build-mutate-1/), so that both cores work. Load can only make a
-# mutant's tests fail more, never pass, so running two at once cannot hide a survivor.
+# scratch build (build-mutate-0/, build-mutate-1/), so that both cores work. Running two at once
+# loads the machine, and load can hide a mutant whose test measures a deadline (issue 37): every
+# check names a test whose verdict does not depend on load (a unit test on the fake clock where
+# the line is a decision), and the list was killed whole with `stress-ng --cpu 4` beside it.
 mutants=()
 mutant() { mutants+=("$(printf '%q ' "$@")"); }
 echo "== mutation checks == (${SECONDS} s in)"
