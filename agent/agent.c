@@ -563,29 +563,11 @@ const struct agent_step agent_running_steps[] = {
 };
 const size_t agent_n_running_steps = sizeof(agent_running_steps) / sizeof(agent_running_steps[0]);
 
-/* One fd of the agent's, ready for reading, polled in the phases `when` says. */
-#define SOURCE_FD(name, when, get, on)                                                         \
-    static size_t fd_##name(void *c, struct pollfd *fds, size_t max)                           \
-    {                                                                                          \
-        (void)max;                                                                             \
-        const struct agent *a = c;                                                             \
-        if (!(when))                                                                           \
-            return 0;                                                                          \
-        fds[0] = (struct pollfd){.fd = get, .events = POLLIN};                                 \
-        return 1;                                                                              \
-    }                                                                                          \
-    static void on_##name(void *c, const struct pollfd *fds, size_t n, int64_t now)            \
-    {                                                                                          \
-        (void)now;                                                                             \
-        struct agent *a = c;                                                                   \
-        if (n && (fds[0].revents & POLLIN))                                                    \
-            on;                                                                                \
-    }
 #define IN_RUN (a->stage.id == AP_RUNNING)
-SOURCE_FD(liveness, IN_RUN, agent_liveness_fd(a), agent_liveness_on_reports(a))
+AGENT_FD_SOURCE(liveness, IN_RUN, agent_liveness_fd(a), agent_liveness_on_reports(a))
 /* the first signal ends the phase (a graceful leave), a second one kills the workers */
-SOURCE_FD(signal, true, a->quit.sigfd, agent_on_signal(a))
-SOURCE_FD(store, IN_RUN, kv_event_fd(a->kv), on_store_events(a))
+AGENT_FD_SOURCE(signal, true, a->quit.sigfd, agent_on_signal(a))
+AGENT_FD_SOURCE(store, IN_RUN, kv_event_fd(a->kv), on_store_events(a))
 
 /* Process exits: whose they are depends on the phase (the check before joining, the spares
  * warming before joining, the workers): the components take theirs first. */
@@ -605,7 +587,7 @@ static void on_process_exits(struct agent *a)
     free(ex);
 }
 
-SOURCE_FD(workers, a->stage.id != AP_JOINING, launcher_fd(a->launcher), on_process_exits(a))
+AGENT_FD_SOURCE(workers, a->stage.id != AP_JOINING, launcher_fd(a->launcher), on_process_exits(a))
 
 /* Served in this order after each poll, after the components' sources. */
 const struct ea_loop_source agent_sources[] = {

@@ -290,6 +290,26 @@ static inline bool agent_in_run(const void *c)
     return ((const struct agent *)c)->stage.id == AP_RUNNING;
 }
 
+/* A source of one fd, ready for reading, polled while `when` holds (a is the agent): defines
+ * fd_<name> and on_<name> for an ea_loop_source {"name", 1, fd_<name>, on_<name>, false}. */
+#define AGENT_FD_SOURCE(name, when, get, on)                                                         \
+    static size_t fd_##name(void *c, struct pollfd *fds, size_t max)                           \
+    {                                                                                          \
+        (void)max;                                                                             \
+        const struct agent *a = c;                                                             \
+        if (!(when))                                                                           \
+            return 0;                                                                          \
+        fds[0] = (struct pollfd){.fd = get, .events = POLLIN};                                 \
+        return 1;                                                                              \
+    }                                                                                          \
+    static void on_##name(void *c, const struct pollfd *fds, size_t n, int64_t now)            \
+    {                                                                                          \
+        (void)now;                                                                             \
+        struct agent *a = c;                                                                   \
+        if (n && (fds[0].revents & POLLIN))                                                    \
+            on;                                                                                \
+    }
+
 /* Emit an event about the run's current round (events.h); a no-op without an event stream.
  * Inline, so that the files here, each of which emits, need not call back into one of them. */
 static inline void agent_emit(struct agent *a, const char *name, const char *fmt, ...)

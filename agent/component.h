@@ -89,6 +89,10 @@ struct agent_component {
     void (*leaving)(struct agent *a);
 };
 
+/* A component's tables: `.name = "x", AGENT_STEPS(x_steps), AGENT_SOURCES(x_sources), ...` */
+#define AGENT_STEPS(arr) .steps = (arr), .n_steps = sizeof(arr) / sizeof((arr)[0])
+#define AGENT_SOURCES(arr) .sources = (arr), .n_sources = sizeof(arr) / sizeof((arr)[0])
+
 /* The table (components.c), in the order their hooks, steps and sources run. */
 extern const struct agent_component *const agent_components[];
 extern const size_t agent_n_components;

@@ -120,23 +120,9 @@ static int64_t wake_hang(void *c)
     return agent_in_run(c) ? agent_health_wake_ms(c) : -1;
 }
 
-static size_t fd_heartbeat(void *c, struct pollfd *fds, size_t max)
-{
-    (void)max;
-    const struct agent *a = c;
-    if (!agent_in_run(c))
-        return 0;
-    fds[0] = (struct pollfd){.fd = hb_fd(a->health.hb), .events = POLLIN};
-    return 1;
-}
-
-static void on_heartbeat(void *c, const struct pollfd *fds, size_t n, int64_t now)
-{
-    (void)now;
-    struct agent *a = c;
-    if (n && (fds[0].revents & POLLIN)) /* inotify, while first beats are due */
-        hb_on_events(a->health.hb, ea_now_ms());
-}
+/* inotify, while first beats are due */
+AGENT_FD_SOURCE(heartbeat, agent_in_run(a), hb_fd(a->health.hb),
+                hb_on_events(a->health.hb, ea_now_ms()))
 
 static void health_starting(struct agent *a, const struct rdzv_state *s, struct group_start *gs)
 {
@@ -192,10 +178,8 @@ static const struct ea_loop_source health_sources[] = {
 
 const struct agent_component agent_health_component = {
     .name = "health",
-    .steps = health_steps,
-    .n_steps = sizeof(health_steps) / sizeof(health_steps[0]),
-    .sources = health_sources,
-    .n_sources = sizeof(health_sources) / sizeof(health_sources[0]),
+    AGENT_STEPS(health_steps),
+    AGENT_SOURCES(health_sources),
     .starting = health_starting,
     .started = health_started,
     .stopping = health_stopping,

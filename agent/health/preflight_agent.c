@@ -248,8 +248,7 @@ static const struct agent_step preflight_steps[] = {
 
 const struct agent_component agent_preflight_component = {
     .name = "preflight",
-    .steps = preflight_steps,
-    .n_steps = sizeof(preflight_steps) / sizeof(preflight_steps[0]),
+    AGENT_STEPS(preflight_steps),
     .enter = preflight_enter,
     .may_start = agent_preflight_round,
     .take_exit = preflight_take_exit,

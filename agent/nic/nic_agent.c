@@ -73,10 +73,8 @@ static const struct ea_loop_source nic_sources[] = {
 
 const struct agent_component agent_nic_component = {
     .name = "nic",
-    .steps = nic_steps,
-    .n_steps = sizeof(nic_steps) / sizeof(nic_steps[0]),
-    .sources = nic_sources,
-    .n_sources = sizeof(nic_sources) / sizeof(nic_sources[0]),
+    AGENT_STEPS(nic_steps),
+    AGENT_SOURCES(nic_sources),
     .round_ready = nic_round_ready,
     .starting = nic_starting,
 };

@@ -5,25 +5,16 @@
 #include "agent_internal.h"
 #include "log.h"
 
-static size_t fd_preempt(void *c, struct pollfd *fds, size_t max)
+static void on_notice(struct agent *a)
 {
-    (void)max;
-    const struct agent *a = c;
-    if (!agent_in_run(c))
-        return 0;
-    fds[0] = (struct pollfd){.fd = a->quit.preempt.fd, .events = POLLIN}; /* -1 without the flag */
-    return 1;
-}
-
-static void on_preempt(void *c, const struct pollfd *fds, size_t n, int64_t now)
-{
-    (void)now;
-    struct agent *a = c;
-    if (!n || !(fds[0].revents & POLLIN) || !preempt_check(&a->quit.preempt) || a->quit.term_signal)
+    if (!preempt_check(&a->quit.preempt) || a->quit.term_signal)
         return;
     log_info("preemption notice '%s': stopping workers and leaving the run", a->quit.preempt.path);
     a->quit.term_signal = SIGTERM; /* the same graceful leave, and exit 143 */
 }
+
+/* the notice's watch: -1 without --preemption-file */
+AGENT_FD_SOURCE(preempt, agent_in_run(a), a->quit.preempt.fd, on_notice(a))
 
 static const struct ea_loop_source preempt_sources[] = {
     {"preempt", 1, fd_preempt, on_preempt, false},
@@ -31,6 +22,5 @@ static const struct ea_loop_source preempt_sources[] = {
 
 const struct agent_component agent_preempt_component = {
     .name = "preempt",
-    .sources = preempt_sources,
-    .n_sources = sizeof(preempt_sources) / sizeof(preempt_sources[0]),
+    AGENT_SOURCES(preempt_sources),
 };

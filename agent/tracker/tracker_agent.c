@@ -147,10 +147,8 @@ static const struct ea_loop_source tracker_sources[] = {
 
 const struct agent_component agent_tracker_component = {
     .name = "tracker",
-    .steps = tracker_steps,
-    .n_steps = sizeof(tracker_steps) / sizeof(tracker_steps[0]),
-    .sources = tracker_sources,
-    .n_sources = sizeof(tracker_sources) / sizeof(tracker_sources[0]),
+    AGENT_STEPS(tracker_steps),
+    AGENT_SOURCES(tracker_sources),
     .starting = tracker_starting,
     .published = tracker_published,
 };

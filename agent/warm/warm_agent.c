@@ -331,22 +331,8 @@ static void park(void *c, int64_t now)
         agent_warm_tick(c);
 }
 
-static size_t fd_spares(void *c, struct pollfd *fds, size_t max)
-{
-    (void)max;
-    const struct agent *a = c;
-    if (!agent_in_run(c) && a->stage.id != AP_WARMING)
-        return 0;
-    fds[0] = (struct pollfd){.fd = agent_warm_fd(a), .events = POLLIN};
-    return 1;
-}
-
-static void on_spares(void *c, const struct pollfd *fds, size_t n, int64_t now)
-{
-    (void)now;
-    if (n && (fds[0].revents & POLLIN))
-        agent_warm_on_events(c);
-}
+AGENT_FD_SOURCE(spares, agent_in_run(a) || a->stage.id == AP_WARMING, agent_warm_fd(a),
+                agent_warm_on_events(a))
 
 static void warm_enter(struct agent *a, int phase)
 {
@@ -400,10 +386,8 @@ static const struct ea_loop_source warm_sources[] = {
 
 const struct agent_component agent_warm_component = {
     .name = "warm",
-    .steps = warm_steps,
-    .n_steps = sizeof(warm_steps) / sizeof(warm_steps[0]),
-    .sources = warm_sources,
-    .n_sources = sizeof(warm_sources) / sizeof(warm_sources[0]),
+    AGENT_STEPS(warm_steps),
+    AGENT_SOURCES(warm_sources),
     .enter = warm_enter,
     .starting = warm_starting,
     .started = agent_warm_started,
