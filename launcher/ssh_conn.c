@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "ea_time.h"
 #include "proc.h"
 #include "ssh_internal.h"
@@ -196,7 +197,7 @@ int ssh_conn_send(struct ssh_conn *c, const char *data, size_t n, int timeout_ms
             int left = ea_timeout_until(deadline);
             if (left <= 0)
                 return -ETIMEDOUT;
-            if (poll(p, 2, left) > 0 && p[1].revents)
+            if (ea_wait_fds(p, 2, deadline) > 0 && p[1].revents)
                 ssh_conn_pump(c);
             continue;
         }
@@ -240,7 +241,7 @@ void ssh_conn_close(struct ssh_conn *c, int wait_ms)
             struct pollfd p[3] = {{.fd = c->pidfd, .events = POLLIN},
                                   {.fd = c->out_fd, .events = POLLIN},
                                   {.fd = c->err_fd, .events = POLLIN}};
-            poll(p, 3, c->pidfd >= 0 ? ea_timeout_until(deadline) : 50);
+            ea_wait_fds(p, 3, c->pidfd >= 0 ? deadline : ea_now_ms() + 50);
             ssh_conn_pump(c);
         }
         if (!c->exited) {
