@@ -31,6 +31,9 @@ struct launcher_config {
        connecting; NULL or conn_parallel <= 0 = no bound */
     const char *conn_lock_dir;
     int conn_parallel;
+    /* how long setting up the connection may take once it has a slot (ssh, the helper's "R");
+       <= 0 = 60 s. Starts queued behind it then fail (launch_exit.start_error) */
+    int64_t connect_timeout_ms;
     /* local only: how long a worker gets between SIGTERM and SIGKILL when its middleman fences
        it on its own (see fence() below); <= 0 = the guard's default (500 ms) */
     int64_t fence_grace_ms;

@@ -148,11 +148,8 @@ Test(ssh, refused_authentication_is_an_error_naming_the_host)
     cr_assert_eq(r, 0);
     const char *ok[] = {TW, "exit", "0", NULL};
     struct launch_spec spec = {.argv = ok, .envp = base_env};
-    struct launch_proc *p = NULL;
-    r = launch_start(l, &spec, &p, &err);
-    cr_assert_lt(r, 0);
-    cr_assert(strstr(err.msg, "'127.0.0.1'") && strstr(err.msg, "Permission denied"), "%s",
-              err.msg);
+    const char *msg = start_fails(l, &spec, 126).start_error;
+    cr_assert(strstr(msg, "'127.0.0.1'") && strstr(msg, "Permission denied"), "%s", msg);
     launcher_destroy(l);
 }
 
@@ -174,10 +171,9 @@ Test(ssh, unknown_host_key_is_an_error_naming_the_host)
     cr_assert_eq(launcher_create(&c, &l, &err), 0);
     const char *ok[] = {TW, "exit", "0", NULL};
     struct launch_spec spec = {.argv = ok, .envp = base_env};
-    struct launch_proc *p = NULL;
-    cr_assert_lt(launch_start(l, &spec, &p, &err), 0);
-    cr_assert(strstr(err.msg, "'127.0.0.1'") && strstr(err.msg, "Host key verification failed"),
-              "%s", err.msg);
+    const char *msg = start_fails(l, &spec, 126).start_error;
+    cr_assert(strstr(msg, "'127.0.0.1'") && strstr(msg, "Host key verification failed"), "%s",
+              msg);
     launcher_destroy(l);
 }
 
@@ -187,10 +183,8 @@ Test(ssh, unreachable_port_is_an_error_naming_the_host)
     struct launcher *l = mk(false);
     const char *ok[] = {TW, "exit", "0", NULL};
     struct launch_spec spec = {.argv = ok, .envp = base_env};
-    struct launch_proc *p = NULL;
-    struct ea_error err = {0};
-    cr_assert_lt(launch_start(l, &spec, &p, &err), 0);
-    cr_assert(strstr(err.msg, "'127.0.0.1'") && strstr(err.msg, "refused"), "%s", err.msg);
+    const char *msg = start_fails(l, &spec, 126).start_error;
+    cr_assert(strstr(msg, "'127.0.0.1'") && strstr(msg, "refused"), "%s", msg);
     launcher_destroy(l);
 }
 
