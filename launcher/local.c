@@ -295,11 +295,12 @@ static int group_kill(struct launch_proc *p, int sig)
 static void local_reap(struct launch_core *c)
 {
     struct local *l = (struct local *)c;
-    struct epoll_event ev[64];
-    int n = epoll_wait(c->fd, ev, 64, 0);
-    for (int i = 0; i < n; i++)
-        if (ev[i].data.ptr)
-            stream_pump(l, ev[i].data.ptr);
+    /* every open stream, read until it would block (bounded per stream): no need to ask the
+     * epoll fd which ones are ready, and nothing here waits */
+    for (size_t i = 0; i < c->n; i++)
+        for (int k = 0; k < 2; k++)
+            if (lp(c->v[i])->out[k] && lp(c->v[i])->out[k]->fd >= 0)
+                stream_pump(l, lp(c->v[i])->out[k]);
     for (size_t i = 0; i < c->n; i++)
         start_feed(l, c->v[i], false);
     if (proc_reap() > 0)
