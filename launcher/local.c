@@ -240,6 +240,8 @@ static void start_feed(struct local *l, struct launch_proc *p, bool ended)
     if (r > 0) {
         p->pid = x->st.target;
         launch_core_started(p);
+    } else if (p->stopping) {
+        launch_core_started(p); /* stopped before it started: its guard's exit, as it is */
     } else {
         launch_core_start_failed(p, r, "%s", err.msg);
     }

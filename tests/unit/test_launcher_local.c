@@ -199,6 +199,26 @@ Test(local, exec_failure_is_an_exit_with_the_error_naming_the_program)
     launcher_destroy(l);
 }
 
+/* A process stopped before its start was confirmed (start() never waits) ends as stopped, not as
+ * a failed start: no start_error, and the stop's signal. */
+Test(local, a_start_stopped_before_its_confirmation_is_not_a_start_failure)
+{
+    struct launcher *l = tl_launcher();
+    const char *argv[] = {TW, "hang", NULL};
+    struct launch_spec spec = {.argv = argv, .envp = (const char *const *)environ};
+    struct launch_proc *p = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(launch_start(l, &spec, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(launch_stop(l, p, 0), 0);
+    struct launch_exit e = wait_one(l, p, 10000);
+    cr_assert_null(e.start_error, "%s", e.start_error);
+    cr_assert_eq(e.exit_code, -1, "exit %d", e.exit_code);
+    cr_assert(e.term_signal == SIGTERM || e.term_signal == SIGKILL, "signal %d", e.term_signal);
+    launch_release(l, p);
+    cr_assert_eq(tl_child_count(), 0);
+    launcher_destroy(l);
+}
+
 Test(local, env_and_cwd_are_passed_exactly)
 {
     struct launcher *l = tl_launcher();
