@@ -333,6 +333,7 @@ void agent_on_worker_exits(struct agent *a)
         log_error("launcher: %s", err.msg);
         return;
     }
+    group_sync_pids(&a->group);
     for (size_t i = 0; i < n; i++) {
         if (taken_by_component(a, &ex[i])) /* a parked spare, --preflight-every-round's check */
             continue;
@@ -348,6 +349,12 @@ void agent_on_worker_exits(struct agent *a)
         if (a->state == LC_RUNNING && !ok && fence_lapsed(a, ea_now_ms())) {
             if (!a->lease_lost) /* its guard stopped it (and its siblings): not a failure */
                 fenced_out(a, ea_now_ms());
+        } else if (a->state == LC_RUNNING && ex[i].start_error) { /* 127 or 126: as at start */
+            log_error("round %" PRId64 ": cannot start local rank %d: %s", a->group.round,
+                      w->local_rank, ex[i].start_error);
+            fill_failure(a, w, ex[i].start_error);
+            a->state = LC_FAILED;
+            agent_report_failure(a);
         } else if (a->state == LC_RUNNING && !ok) {
             fill_failure(a, w, NULL);
             log_error("worker rank %d (local rank %d, pid %ld) failed: %.*s", w->rank,

@@ -197,6 +197,13 @@ void group_kill(struct group *g)
             launch_signal(g->launcher, g->w[i].proc, SIGKILL);
 }
 
+void group_sync_pids(struct group *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->w[i].alive && !g->w[i].pid && g->w[i].proc)
+            g->w[i].pid = launch_pid(g->launcher, g->w[i].proc);
+}
+
 struct group_worker *group_on_exit(struct group *g, const struct launch_exit *e)
 {
     for (int i = 0; i < g->n; i++) {
@@ -206,6 +213,7 @@ struct group_worker *group_on_exit(struct group *g, const struct launch_exit *e)
             w->exit_code = e->exit_code;
             w->term_signal = e->term_signal;
             w->stderr_tail = e->stderr_tail;
+            w->pid = w->pid ? w->pid : launch_pid(g->launcher, w->proc); /* 0 while starting */
             g->live--;
             return w;
         }

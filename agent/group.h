@@ -76,6 +76,10 @@ void group_stop(struct group *g);
 /* Escalate: SIGKILL every live worker's process group now. */
 void group_kill(struct group *g);
 
+/* A worker started cold has its pid once the launcher confirmed its start: take the ones known
+ * now (called after each dispatch). */
+void group_sync_pids(struct group *g);
+
 /* Record an exit; returns the worker, or NULL when the process is not one of ours. */
 struct group_worker *group_on_exit(struct group *g, const struct launch_exit *e);
 

@@ -44,6 +44,11 @@ static int real_wait(void *ctx, struct pollfd *fds, size_t n, int64_t deadline_m
 
 const struct ea_clock ea_clock_real = {.now_ms = real_now, .wait = real_wait};
 
+int ea_wait_fds(struct pollfd *fds, size_t n, int64_t deadline_ms)
+{
+    return real_wait(NULL, fds, n, deadline_ms);
+}
+
 static int64_t fake_now(void *ctx)
 {
     return ((struct ea_fake_clock *)ctx)->now;

@@ -86,4 +86,10 @@ int ea_loop_run_once(struct ea_loop *l);
 /* Passes until done or a wait fails: 0 or the negative errno. */
 int ea_loop_run(struct ea_loop *l);
 
+/* A bounded wait outside a loop (a teardown: a child given a moment to end, a full pipe): until
+ * one of fds[0..n) is ready or deadline_ms (monotonic; -1: none) has come, on the real clock.
+ * poll()'s return value and errno. The one other place (with ea_clock_real) that waits on fds,
+ * so that a component never calls poll() itself. */
+int ea_wait_fds(struct pollfd *fds, size_t n, int64_t deadline_ms);
+
 #endif

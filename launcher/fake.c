@@ -26,6 +26,8 @@ struct fake {
     struct launch_core core; /* first: a struct launcher * is a struct fake * */
     int64_t now;
     int fail_next;
+    int64_t hold_next; /* the next start stays starting, until this long on the fake clock */
+    bool holding;
     size_t started;
     int64_t fence;
 };
@@ -137,14 +139,21 @@ static int copy_argv(struct fproc *x, const char *const *argv)
 static int fake_spawn(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
 {
     struct fake *f = (struct fake *)p->core;
-    if (f->fail_next < 0) {
-        int r = ea_errorf(err, f->fail_next, "cannot run '%s': %s", spec->argv[0],
-                          strerror(-f->fail_next));
-        f->fail_next = 0;
-        return r;
-    }
     if (copy_argv(fp(p), spec->argv) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory");
+    if (f->fail_next < 0) { /* like an exec failure: an exit the next dispatch reports */
+        launch_core_start_failed(p, f->fail_next, "cannot run '%s': %s", spec->argv[0],
+                                 strerror(-f->fail_next));
+        f->fail_next = 0;
+        fp(p)->ending = true;
+        raise_event(f);
+        return 0;
+    }
+    if (f->holding) { /* like a connection being set up: confirmed by the test, or overdue */
+        f->holding = false;
+        launch_core_starting(p, f->hold_next >= 0 ? f->now + f->hold_next : -1);
+        return 0;
+    }
     p->pid = (pid_t)(FAKE_PID_BASE + f->started++);
     return 0;
 }
@@ -192,6 +201,28 @@ void launch_fake_fail_next(struct launcher *l, int code)
     ((struct fake *)l)->fail_next = code < 0 ? code : 0;
 }
 
+void launch_fake_hold_next(struct launcher *l, int64_t timeout_ms)
+{
+    ((struct fake *)l)->holding = true;
+    ((struct fake *)l)->hold_next = timeout_ms;
+}
+
+int launch_fake_confirm(struct launcher *l, struct launch_proc *p)
+{
+    struct fake *f = (struct fake *)l;
+    if (!p->starting || p->exited)
+        return -ESRCH;
+    p->pid = (pid_t)(FAKE_PID_BASE + f->started++);
+    launch_core_started(p);
+    raise_event(f);
+    return 0;
+}
+
+bool launch_fake_starting(const struct launch_proc *p)
+{
+    return p->starting && !p->exited;
+}
+
 void launch_fake_stderr(struct launch_proc *p, const char *data)
 {
     launch_core_tail(p, data, strlen(data));
@@ -236,5 +267,5 @@ bool launch_fake_ended(const struct launch_proc *p)
 
 int64_t launch_fake_next_kill(const struct launcher *l)
 {
-    return launch_core_next_kill((const struct launch_core *)l);
+    return launch_core_next_wake((const struct launch_core *)l);
 }

@@ -26,9 +26,18 @@ void launch_fake_set_now(struct launcher *l, int64_t now_ms);
  * has already ended. A SIGKILL (from stop's grace, release or signal) ends it by itself. */
 int launch_fake_exit(struct launcher *l, struct launch_proc *p, int exit_code, int term_signal);
 
-/* The next start() fails with `code` (a negative errno) and the message exec failures carry;
- * 0 = succeed again. */
+/* The next start() fails with `code` (a negative errno) and the message exec failures carry, as
+ * a real launcher's does: start() returns 0, and the next dispatch() reports the process's exit
+ * with launch_exit.start_error (exit code 127 for -ENOENT, else 126); 0 = succeed again. */
 void launch_fake_fail_next(struct launcher *l, int code);
+
+/* The next start() stays "starting" (pid 0), as behind an ssh connection being set up, until
+ * launch_fake_confirm(), or until timeout_ms on the fake clock have passed (-1: never): then the
+ * core gives it up and dispatch() reports a start failure (exit code 126). */
+void launch_fake_hold_next(struct launcher *l, int64_t timeout_ms);
+/* Confirm a held start: p gets its fake pid. -ESRCH when it is not starting. */
+int launch_fake_confirm(struct launcher *l, struct launch_proc *p);
+bool launch_fake_starting(const struct launch_proc *p);
 
 /* Append `data` to p's stderr (kept in its tail when the spec asked for one). */
 void launch_fake_stderr(struct launch_proc *p, const char *data);
@@ -51,8 +60,9 @@ int64_t launch_fake_fence(const struct launcher *l);
 struct launch_proc *launch_fake_proc(struct launcher *l, size_t i);
 /* Whether p has ended (exited, or ended by the test or a SIGKILL, not yet reported). */
 bool launch_fake_ended(const struct launch_proc *p);
-/* When the earliest pending SIGKILL of a stop's grace is due on the fake clock, -1: none (a
- * script's step wakes the loop then, and sets the clock: launch_fake_set_now). */
+/* When the earliest pending SIGKILL of a stop's grace, or a held start's deadline, is due on the
+ * fake clock, -1: none (a script's step wakes the loop then, and sets the clock:
+ * launch_fake_set_now). */
 int64_t launch_fake_next_kill(const struct launcher *l);
 
 #endif

@@ -44,6 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "ea_signal.h"
 #include "ea_time.h"
 #include "launcher.h"
@@ -383,11 +384,11 @@ static void guard_loop(struct guard *g)
         struct pollfd pfd[2] = {{.fd = g->sigfd, .events = POLLIN},
                                 {.fd = g->watch_fd, .events = POLLIN}};
         int64_t fence = fence_deadline(g);
-        int timeout = g->phase == GUARD_DRAIN  ? ea_timeout_until(g->kill_at)
-                      : g->phase == GUARD_KILL ? GUARD_KILL_RECHECK_MS
-                      : fence > 0              ? ea_timeout_until(fence)
-                                               : -1;
-        int ready = poll(pfd, 2, timeout);
+        int64_t until = g->phase == GUARD_DRAIN  ? g->kill_at
+                        : g->phase == GUARD_KILL ? ea_now_ms() + GUARD_KILL_RECHECK_MS
+                        : fence > 0              ? fence
+                                                 : -1;
+        int ready = ea_wait_fds(pfd, 2, until);
         if (ready < 0 && errno != EINTR)
             g->phase = GUARD_KILL; /* cannot wait for events: end it all */
         if (ready <= 0)

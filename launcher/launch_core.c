@@ -9,6 +9,7 @@
 #include "launch_core.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,7 @@ static void proc_free(struct launch_proc *p)
         p->core->ops->free(p);
     free(p->impl);
     free(p->tail);
+    free(p->start_error);
     free(p);
 }
 
@@ -72,6 +74,8 @@ void launch_core_fini(struct launch_core *c)
         close(c->fd);
     c->fd = c->tfd = -1;
 }
+
+static void arm(struct launch_core *c);
 
 static int proc_new(struct launch_core *c, const struct launch_spec *spec, struct launch_proc **ret,
                     struct ea_error *err)
@@ -94,6 +98,8 @@ static int proc_new(struct launch_core *c, const struct launch_spec *spec, struc
     }
     p->core = c;
     p->kill_at = -1;
+    p->start_by = -1;
+    snprintf(p->prog, sizeof(p->prog), "%s", spec->argv[0]);
     snprintf(p->label, sizeof(p->label), "%s", spec->label ? spec->label : "");
     if (spec->stderr_tail) {
         p->tail_cap = spec->stderr_tail < LAUNCH_TAIL_MAX ? spec->stderr_tail : LAUNCH_TAIL_MAX;
@@ -123,6 +129,7 @@ int launch_core_op_start(struct launcher *l, const struct launch_spec *spec,
     }
     if (!spec->label)
         snprintf(p->label, sizeof(p->label), "%d", (int)p->pid);
+    arm(c); /* its start deadline */
     *ret = p;
     return 0;
 }
@@ -149,10 +156,46 @@ void launch_core_exit(struct launch_proc *p, int exit_code, int term_signal, int
     if (p->exited)
         return;
     p->exited = true;
-    p->exit_code = exit_code;
-    p->term_signal = term_signal;
+    p->exit_code = p->start_error ? p->start_code : exit_code;
+    p->term_signal = p->start_error ? 0 : term_signal;
     p->end_ms = end_ms;
     p->kill_at = -1;
+    p->starting = false;
+}
+
+void launch_core_starting(struct launch_proc *p, int64_t start_by)
+{
+    p->starting = true;
+    p->start_by = start_by;
+}
+
+void launch_core_started(struct launch_proc *p)
+{
+    p->starting = false;
+    p->start_by = -1;
+}
+
+void launch_core_start_failed(struct launch_proc *p, int code, const char *fmt, ...)
+{
+    if (p->start_error || p->exited)
+        return;
+    p->starting = false;
+    p->start_by = -1;
+    p->start_code = code == -ENOENT ? 127 : 126;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&p->start_error, fmt, ap) < 0)
+        p->start_error = NULL;
+    va_end(ap);
+    if (!p->start_error)
+        p->start_error = strdup("the process did not start");
+    if (!p->start_error)
+        p->start_code = 0; /* no memory: an ordinary exit then */
+}
+
+bool launch_core_start_overdue(const struct launch_proc *p, int64_t now_ms)
+{
+    return p->starting && !p->exited && p->start_by >= 0 && now_ms >= p->start_by;
 }
 
 void launch_core_exit_status(struct launch_proc *p, int status, int64_t end_ms)
@@ -172,12 +215,26 @@ int64_t launch_core_next_kill(const struct launch_core *c)
     return next;
 }
 
-/* Wake the event loop when the next SIGKILL is due. */
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+int64_t launch_core_next_wake(const struct launch_core *c)
+{
+    int64_t at = launch_core_next_kill(c);
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i]->starting && !c->v[i]->exited)
+            at = earliest(at, c->v[i]->start_by);
+    return earliest(at, c->ops->wake ? c->ops->wake((struct launch_core *)c) : -1);
+}
+
+/* Wake the event loop when the next SIGKILL or start deadline is due. */
 static void arm(struct launch_core *c)
 {
     if (c->tfd < 0)
         return;
-    int64_t at = launch_core_next_kill(c);
+    int64_t at = launch_core_next_wake(c);
     struct itimerspec its = {0};
     if (at >= 0) {
         its.it_value.tv_sec = at / 1000;
@@ -214,6 +271,15 @@ void launch_core_poll(struct launch_core *c, int64_t now_ms)
             p->kill_at = -1;
             c->ops->signal(p, SIGKILL);
         }
+        if (launch_core_start_overdue(p, now_ms)) {
+            launch_core_start_failed(p, -ETIMEDOUT,
+                                     "'%s' did not start: its start was not confirmed in time",
+                                     p->prog);
+            if (c->ops->abort_start)
+                c->ops->abort_start(p, now_ms);
+            else
+                launch_core_exit(p, -1, 0, now_ms);
+        }
     }
     arm(c);
 }
@@ -244,6 +310,7 @@ int launch_core_dispatch(struct launch_core *c, int64_t now_ms, struct launch_ex
             .term_signal = p->term_signal,
             .end_ms = p->end_ms,
             .stderr_tail = p->tail,
+            .start_error = p->start_error,
         };
     }
     *ret_exits = ex;

@@ -41,6 +41,13 @@ struct launch_core_ops {
     /* Let go of what the implementation's part of a record (p->impl) holds (fds, copies); the
      * core frees the part itself. NULL: it holds nothing. */
     void (*free)(struct launch_proc *p);
+    /* The implementation's own next deadline (an ssh connection being set up), -1: none; the
+     * core wakes the loop then (its timerfd), and reap() acts on it. NULL: none. */
+    int64_t (*wake)(struct launch_core *c);
+    /* A starting process's confirmation did not come by its start_by (the core has recorded the
+     * start error): end it, so that its exit is reported — at once when nothing of it runs
+     * here, else once what runs has been killed and reaped. NULL: launch_core_exit at once. */
+    void (*abort_start)(struct launch_proc *p, int64_t now_ms);
 };
 
 /* The process record, shared by every launcher. */
@@ -56,6 +63,14 @@ struct launch_proc {
     int64_t end_ms;
     char *tail; /* the last tail_cap bytes of stderr (NUL-terminated), or NULL */
     size_t tail_cap, tail_len;
+    /* the start (launcher_ops.start never waits): starting until the implementation confirms it
+     * (launch_core_started) or it fails (launch_core_start_failed); start_by: when the core gives
+     * up on the confirmation (-1: no limit) */
+    bool starting;
+    int64_t start_by;
+    char *start_error; /* why it never started, or NULL; its exit then reports start_code */
+    int start_code;
+    char prog[128]; /* argv[0], for messages */
 };
 
 /* The head of every launcher built on the core (struct local, struct sshl, struct fake start with
@@ -97,8 +112,9 @@ void launch_core_exit_status(struct launch_proc *p, int status, int64_t end_ms);
 int launch_core_stop(struct launch_proc *p, int64_t grace_ms, int64_t now_ms);
 /* Pure: the earliest pending SIGKILL of a running process, -1 when none. */
 int64_t launch_core_next_kill(const struct launch_core *c);
-/* ops->reap, then SIGKILL every running process whose grace has passed at now_ms, then re-arm the
- * timerfd for the next deadline. */
+/* ops->reap, then SIGKILL every running process whose grace has passed at now_ms, give up on the
+ * starts whose confirmation is overdue (ops->abort_start), then re-arm the timerfd for the next
+ * deadline. */
 void launch_core_poll(struct launch_core *c, int64_t now_ms);
 /* launcher_ops.dispatch at now_ms: launch_core_poll, free the released processes that have
  * exited, return the exits not reported yet. */
@@ -107,6 +123,21 @@ int launch_core_dispatch(struct launch_core *c, int64_t now_ms, struct launch_ex
 /* Give p up (a start that was not confirmed in time): SIGKILL due at now_ms, and no exit
  * reported; freed once it has exited. */
 void launch_core_drop(struct launch_proc *p, int64_t now_ms);
+/* p is starting: its confirmation is due by start_by (monotonic ms; -1: no limit). */
+void launch_core_starting(struct launch_proc *p, int64_t start_by);
+/* p's start is confirmed (p->pid is the process now). */
+void launch_core_started(struct launch_proc *p);
+/* p never started, for the reason `code` (a negative errno: -ENOENT is reported as exit code
+ * 127, anything else as 126) and the message (printf-style). Its exit, when the implementation
+ * reports it (launch_core_exit), carries that code and launch_exit.start_error. Only the first
+ * call counts. */
+void launch_core_start_failed(struct launch_proc *p, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Pure: whether a starting process's confirmation is overdue at now_ms. */
+bool launch_core_start_overdue(const struct launch_proc *p, int64_t now_ms);
+/* Pure: the earliest of the pending SIGKILLs, the starting processes' start_by and the
+ * implementation's own deadline (ops->wake): when the loop must come back, -1: never. */
+int64_t launch_core_next_wake(const struct launch_core *c);
 /* launcher_ops.release: free an exited process; a running one is SIGKILLed and freed quietly
  * once it has exited. */
 void launch_core_release(struct launch_proc *p);

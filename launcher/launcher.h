@@ -31,6 +31,9 @@ struct launcher_config {
        connecting; NULL or conn_parallel <= 0 = no bound */
     const char *conn_lock_dir;
     int conn_parallel;
+    /* how long setting up the connection may take once it has a slot (ssh, the helper's "R");
+       <= 0 = 60 s. Starts queued behind it then fail (launch_exit.start_error) */
+    int64_t connect_timeout_ms;
     /* local only: how long a worker gets between SIGTERM and SIGKILL when its middleman fences
        it on its own (see fence() below); <= 0 = the guard's default (500 ms) */
     int64_t fence_grace_ms;
@@ -67,6 +70,11 @@ struct launch_exit {
     const char *stderr_tail;  /* the last bytes of stderr when spec.stderr_tail asked for them
                                  (NUL-terminated, may start mid-line), else NULL; owned by the
                                  launcher until launch_release() */
+    const char *start_error;  /* the process never started (its program is missing, not
+                                 executable, the connection to its host failed, its start was
+                                 not confirmed in time): why, naming the program; exit_code is
+                                 then 127 (not found) or 126. NULL when it started. Owned like
+                                 stderr_tail */
 };
 
 struct launcher_ops {
@@ -77,8 +85,12 @@ struct launcher_ops {
     void (*destroy)(struct launcher *l);
     /*
      * Start one process in its own process group, guarded so that it and all of its descendants
-     * die when the agent dies or when it is stopped. exec failure (missing program, not
-     * executable) is reported here as an error naming the program and errno: -ENOENT, -EACCES, ...
+     * die when the agent dies or when it is stopped. Never waits: the process is "starting" until
+     * the launcher confirms it (an ssh connection being set up, a middleman that has not yet
+     * reported its exec), which dispatch() takes in through the launcher's fd. A start that then
+     * fails (missing program, not executable, no connection, no confirmation in time) is
+     * reported by dispatch() as an exit with launch_exit.start_error. An error here is what can
+     * be known at once (bad spec, no memory, no fork).
      */
     int (*start)(struct launcher *l, const struct launch_spec *spec, struct launch_proc **ret,
                  struct ea_error *err);
@@ -87,14 +99,15 @@ struct launcher_ops {
     /* Begin stopping: SIGTERM to the group now, SIGKILL to the group `grace_ms` later (driven by
      * the launcher's fd, so the event loop never blocks). Idempotent. */
     int (*stop)(struct launch_proc *p, int64_t grace_ms);
-    /* A pollable fd, readable when dispatch() has work: an exit, output to pump, a due SIGKILL. */
+    /* A pollable fd, readable when dispatch() has work: an exit, output to pump, a due SIGKILL,
+     * a start confirmed or failed, a start or connection deadline passed. */
     int (*fd)(struct launcher *l);
     /* Non-blocking: pump output, send due SIGKILLs, reap children (including orphaned
      * descendants re-parented to the agent), and return the exits of started processes observed
      * since the last call. *ret_exits is malloc'ed (free()), possibly NULL with *ret_n = 0. */
     int (*dispatch)(struct launcher *l, struct launch_exit **ret_exits, size_t *ret_n,
                     struct ea_error *err);
-    /* pid of the process (for messages and error files). */
+    /* pid of the process (for messages and error files); 0 while its start is not confirmed. */
     pid_t (*pid)(const struct launch_proc *p);
     /* Forget an exited process and free it. NULL is a no-op. Releasing a running process is a
      * programming error (it is killed first). */

@@ -9,6 +9,11 @@
  * worker (own process group W inside that session, PDEATHSIG=SIGKILL). signal()/stop() act on
  * group W, so the guard outlives a SIGKILL of the worker's group and removes what escaped it.
  * The exit reported is the guard's, which mirrors the worker's (code, or the same signal).
+ *
+ * start() never waits: the guard's report pipe (proc_spawn_begin) is watched on the same epoll
+ * fd, and the record is "starting" until the guard reported its worker's exec (or a failure, or
+ * nothing by PROC_START_TIMEOUT_MS: the guard is then killed, and its exit reported as a start
+ * failure).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "ea_time.h"
 #include "launch_core.h"
 #include "output.h"
@@ -52,6 +58,7 @@ struct lstream {
  * process group we signal. */
 struct lproc {
     pid_t gpid;             /* the exec-guard: the child we reap */
+    struct proc_start st;   /* its start, while st.fd >= 0 */
     int pidfd;              /* of the guard; -1 without pidfd_open (SIGCHLD then suffices) */
     struct lstream *out[2]; /* pumped streams (tee, stderr tail): stdout, stderr */
 };
@@ -209,12 +216,54 @@ static void lp_free(struct launch_proc *p)
         stream_free(lp(p)->out[k]);
     if (lp(p)->pidfd >= 0)
         close(lp(p)->pidfd);
+    proc_spawn_end(&lp(p)->st);
+}
+
+/* Take in what the guard reported about its start (non-blocking): confirmed (the worker's pid),
+ * failed (the guard is SIGKILLed; its exit, when reaped, reports the start error), or not yet.
+ * `ended`: the guard has been reaped, so nothing more will come. */
+static void start_feed(struct local *l, struct launch_proc *p, bool ended)
+{
+    struct lproc *x = lp(p);
+    if (x->st.fd < 0)
+        return;
+    int fd = x->st.fd;
+    struct ea_error err = {0};
+    int r = proc_spawn_feed(&x->st, &err);
+    if (r == 0 && !ended)
+        return;
+    if (x->st.fd >= 0) {
+        proc_spawn_end(&x->st);
+        r = ea_errorf(&err, -EPROTO, "'%s' ended without starting '%s'", x->st.prog, p->prog);
+    }
+    epoll_ctl(l->core.fd, EPOLL_CTL_DEL, fd, NULL); /* closed already: harmless */
+    if (r > 0) {
+        p->pid = x->st.target;
+        launch_core_started(p);
+    } else if (p->stopping) {
+        launch_core_started(p); /* stopped before it started: its guard's exit, as it is */
+    } else {
+        launch_core_start_failed(p, r, "%s", err.msg);
+    }
+}
+
+/* The confirmation is overdue (the core recorded why): the guard goes, its exit reports it. */
+static void start_abort(struct launch_proc *p, int64_t now_ms)
+{
+    (void)now_ms;
+    struct local *l = (struct local *)p->core;
+    if (lp(p)->st.fd >= 0) {
+        epoll_ctl(l->core.fd, EPOLL_CTL_DEL, lp(p)->st.fd, NULL);
+        proc_spawn_end(&lp(p)->st);
+    }
+    kill(lp(p)->gpid, SIGKILL); /* its worker, if any, has PDEATHSIG=SIGKILL */
 }
 
 /* The guard has been reaped: take the rest of its output, let go of its fds. */
 static void lp_finish(struct local *l, struct launch_proc *p, int status, int64_t end_ms)
 {
     struct lproc *x = lp(p);
+    start_feed(l, p, true);
     for (int k = 0; k < 2; k++)
         if (x->out[k]) {
             stream_pump(l, x->out[k]);
@@ -236,6 +285,8 @@ static int group_kill(struct launch_proc *p, int sig)
 {
     siginfo_t si;
     memset(&si, 0, sizeof(si));
+    if (!p->exited && p->pid <= 0) /* starting: no worker group known yet, its guard is there */
+        return kill(lp(p)->gpid, sig) < 0 ? -errno : 0;
     if (p->exited ||
         (waitid(P_PID, (id_t)lp(p)->gpid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid))
         return -ESRCH;
@@ -246,11 +297,14 @@ static int group_kill(struct launch_proc *p, int sig)
 static void local_reap(struct launch_core *c)
 {
     struct local *l = (struct local *)c;
-    struct epoll_event ev[64];
-    int n = epoll_wait(c->fd, ev, 64, 0);
-    for (int i = 0; i < n; i++)
-        if (ev[i].data.ptr)
-            stream_pump(l, ev[i].data.ptr);
+    /* every open stream, read until it would block (bounded per stream): no need to ask the
+     * epoll fd which ones are ready, and nothing here waits */
+    for (size_t i = 0; i < c->n; i++)
+        for (int k = 0; k < 2; k++)
+            if (lp(c->v[i])->out[k] && lp(c->v[i])->out[k]->fd >= 0)
+                stream_pump(l, lp(c->v[i])->out[k]);
+    for (size_t i = 0; i < c->n; i++)
+        start_feed(l, c->v[i], false);
     if (proc_reap() > 0)
         proc_kill_strays(); /* what a SIGKILLed guard let go of came to us: it ends here */
     for (size_t i = 0; i < c->n; i++) {
@@ -270,7 +324,7 @@ static void local_destroy(struct launch_core *c)
     int64_t deadline = ea_now_ms() + LOCAL_DESTROY_WAIT_MS;
     while (c->fd >= 0 && launch_core_live(c) > 0 && ea_timeout_until(deadline) > 0) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        poll(&pfd, 1, ea_timeout_until(deadline));
+        ea_wait_fds(&pfd, 1, deadline);
         launch_core_poll(c, ea_now_ms());
     }
     for (size_t i = 0; i < c->n; i++) {
@@ -370,10 +424,12 @@ static void local_fence(struct launcher *base, int64_t valid_until_ms)
         __atomic_store_n(l->fence, valid_until_ms > 0 ? valid_until_ms : 0, __ATOMIC_RELEASE);
 }
 
-/* After a successful spawn, something failed: kill the worker's tree and reap the guard. */
+/* After a successful spawn, something failed: kill the guard (its worker, if any, follows it:
+ * PDEATHSIG) and reap it. */
 static void abandon(struct launch_proc *p)
 {
-    group_kill(p, SIGKILL);
+    proc_spawn_end(&lp(p)->st);
+    kill(lp(p)->gpid, SIGKILL);
     while (waitpid(lp(p)->gpid, NULL, 0) < 0 && errno == EINTR)
         ;
 }
@@ -384,6 +440,7 @@ static int local_spawn(struct launch_proc *p, const struct launch_spec *spec,
     struct local *l = (struct local *)p->core;
     struct lproc *x = lp(p);
     x->pidfd = -1;
+    x->st.fd = -1;
     size_t argc = 0;
     while (spec->argv[argc])
         argc++;
@@ -429,7 +486,8 @@ static int local_spawn(struct launch_proc *p, const struct launch_spec *spec,
             .keep_fd = l->fence_fd,
             .keep_fd2 = pass ? spec->pass_fd : -1,
         };
-        r = proc_spawn(&o, &x->gpid, &p->pid, err);
+        r = proc_spawn_begin(&o, &x->st, err);
+        x->gpid = x->st.pid;
     }
     for (int k = 0; k < 2; k++)
         if (child_fd[k] >= 0)
@@ -444,6 +502,8 @@ static int local_spawn(struct launch_proc *p, const struct launch_spec *spec,
     x->pidfd = (int)syscall(SYS_pidfd_open, x->gpid, 0); /* CLOEXEC by definition */
     if (x->pidfd >= 0)
         r = launch_core_watch(&l->core, x->pidfd, NULL);
+    if (r >= 0)
+        r = launch_core_watch(&l->core, x->st.fd, NULL); /* start_feed reads it */
     for (int k = 0; k < 2 && r >= 0; k++)
         if (x->out[k])
             r = launch_core_watch(&l->core, x->out[k]->fd, x->out[k]);
@@ -452,12 +512,13 @@ static int local_spawn(struct launch_proc *p, const struct launch_spec *spec,
         proc_table_remove(x->gpid);
         return ea_errorf(err, r, "cannot watch '%s': %s", spec->argv[0], strerror(-r));
     }
+    launch_core_starting(p, ea_now_ms() + PROC_START_TIMEOUT_MS);
     return 0;
 }
 
 static const struct launch_core_ops local_core_ops = {
     .impl_size = sizeof(struct lproc), .spawn = local_spawn, .signal = group_kill,
-    .reap = local_reap, .destroy = local_destroy, .free = lp_free};
+    .reap = local_reap, .destroy = local_destroy, .free = lp_free, .abort_start = start_abort};
 
 static int local_create(const struct launcher_config *cfg, struct launcher **ret,
                         struct ea_error *err)

@@ -7,13 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
+#include "ea_time.h"
+
 void launch_write_all(int fd, struct iovec *iov, int cnt)
 {
     while (cnt > 0) {
         ssize_t n = writev(fd, iov, cnt);
         if (n < 0) {
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            if (errno == EINTR || (errno == EAGAIN && poll(&pfd, 1, 1000) > 0))
+            if (errno == EINTR || (errno == EAGAIN && ea_wait_fds(&pfd, 1, ea_now_ms() + 1000) > 0))
                 continue;
             return;
         }

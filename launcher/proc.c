@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,12 +23,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "ea_time.h"
 
 extern char **environ;
 
 #define PROC_DEFAULT_PATH "/bin:/usr/bin" /* glibc's execvp default when PATH is unset */
-#define PROC_START_TIMEOUT_MS 30000       /* a middleman that never reports is not a guard */
 
 /* ---- child side: async-signal-safe calls only, then exec or _exit(127) -------------------- */
 
@@ -217,41 +218,29 @@ static int open_max(void)
     return (int)rl.rlim_cur;
 }
 
-struct spawn_result {
-    int kind, value; /* first failure record, 0 = none */
-    pid_t target;    /* from PROC_REPORT_TARGET_PID, -1 = none */
-    bool timed_out;
-};
-
-/* Read records until EOF (every write end closed: the exec succeeded, or the child is gone). */
-static void read_reports(int fd, struct spawn_result *res)
+/* Read what the pipe holds into s: 1 at EOF (every write end closed: the exec succeeded, or the
+ * child is gone) or on an error, 0 when it would block (more to come). */
+static int reports_read(struct proc_start *s)
 {
-    char buf[sizeof(struct proc_report) * 8];
-    size_t have = 0;
-    int64_t deadline = ea_now_ms() + PROC_START_TIMEOUT_MS;
     for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int n = poll(&pfd, 1, ea_timeout_until(deadline));
-        if (n == 0) {
-            res->timed_out = true;
-            return;
-        }
-        ssize_t got = n < 0 ? -1 : read(fd, buf + have, sizeof(buf) - have);
+        ssize_t got = read(s->fd, s->buf + s->have, sizeof(s->buf) - s->have);
         if (got < 0 && errno == EINTR)
             continue;
+        if (got < 0 && errno == EAGAIN)
+            return 0;
         if (got <= 0)
-            return;
-        have += (size_t)got;
-        while (have >= sizeof(struct proc_report)) {
+            return 1;
+        s->have += (size_t)got;
+        while (s->have >= sizeof(struct proc_report)) {
             struct proc_report r;
-            memcpy(&r, buf, sizeof(r));
-            have -= sizeof(r);
-            memmove(buf, buf + sizeof(r), have);
+            memcpy(&r, s->buf, sizeof(r));
+            s->have -= sizeof(r);
+            memmove(s->buf, s->buf + sizeof(r), s->have);
             if (r.kind == PROC_REPORT_TARGET_PID)
-                res->target = r.value;
-            else if (!res->kind) {
-                res->kind = r.kind;
-                res->value = r.value > 0 ? r.value : EIO;
+                s->target = r.value;
+            else if (!s->kind) {
+                s->kind = r.kind;
+                s->value = r.value > 0 ? r.value : EIO;
             }
         }
     }
@@ -265,16 +254,16 @@ static int reap_blocking(pid_t pid)
     return st;
 }
 
-static int spawn_error(const struct proc_spawn_opts *o, const struct spawn_result *res, int st,
-                       struct ea_error *err)
+/* The message of a failed start; st: the child's wait status, -1 when not reaped (yet). */
+static int spawn_error(const struct proc_start *s, int st, struct ea_error *err)
 {
-    const char *prog = o->argv[0];
-    const char *target = o->target ? o->target : "its program";
-    int e = res->value;
-    switch (res->kind) {
+    const char *prog = s->prog;
+    const char *target = s->target_name[0] ? s->target_name : "its program";
+    int e = s->value;
+    switch (s->kind) {
     case PROC_REPORT_CHDIR:
-        return ea_errorf(err, -e, "cannot change to directory '%s' to run '%s': %s", o->cwd,
-                         o->target ? o->target : prog, strerror(e));
+        return ea_errorf(err, -e, "cannot change to directory '%s' to run '%s': %s", s->cwd,
+                         s->target_name[0] ? s->target_name : prog, strerror(e));
     case PROC_REPORT_EXEC:
         return ea_errorf(err, -e, "cannot execute '%s': %s", prog, strerror(e));
     case PROC_REPORT_TARGET_EXEC:
@@ -286,9 +275,11 @@ static int spawn_error(const struct proc_spawn_opts *o, const struct spawn_resul
     default:
         return ea_errorf(err, -e, "cannot set up the process for '%s': %s", prog, strerror(e));
     }
-    if (res->timed_out)
+    if (s->timed_out)
         return ea_errorf(err, -ETIMEDOUT, "'%s' did not start '%s' within %d s", prog, target,
                          PROC_START_TIMEOUT_MS / 1000);
+    if (st < 0)
+        return ea_errorf(err, -EPROTO, "'%s' ended without starting '%s'", prog, target);
     if (WIFSIGNALED(st))
         return ea_errorf(err, -EPROTO, "'%s' was killed by signal %d before starting '%s'", prog,
                          WTERMSIG(st), target);
@@ -296,11 +287,14 @@ static int spawn_error(const struct proc_spawn_opts *o, const struct spawn_resul
                      WEXITSTATUS(st), target);
 }
 
-int proc_spawn(const struct proc_spawn_opts *o, pid_t *ret_pid, pid_t *ret_target_pid,
-               struct ea_error *err)
+int proc_spawn_begin(const struct proc_spawn_opts *o, struct proc_start *s, struct ea_error *err)
 {
+    *s = (struct proc_start){.fd = -1, .target = -1, .want_target = o->report_fd >= 0};
     if (!o->argv || !o->argv[0] || (o->report_fd >= 0 && o->report_fd < 3))
         return ea_errorf(err, -EINVAL, "proc_spawn: no program, or a report fd below 3");
+    snprintf(s->prog, sizeof(s->prog), "%s", o->argv[0]);
+    snprintf(s->target_name, sizeof(s->target_name), "%s", o->target ? o->target : "");
+    snprintf(s->cwd, sizeof(s->cwd), "%s", o->cwd ? o->cwd : "");
     const char *const *envp = o->envp ? o->envp : (const char *const *)environ;
     int p[2];
     int r = error_pipe(p);
@@ -320,16 +314,51 @@ int proc_spawn(const struct proc_spawn_opts *o, pid_t *ret_pid, pid_t *ret_targe
         child_main(o, envp, parent, p[1], maxfd);
     }
     close(p[1]);
-    struct spawn_result res = {.target = -1};
-    read_reports(p[0], &res);
-    close(p[0]);
-    if (res.kind || res.timed_out || (o->report_fd >= 0 && res.target <= 0)) {
-        kill(pid, SIGKILL); /* it is exiting already, unless it is not a middleman at all */
-        return spawn_error(o, &res, reap_blocking(pid), err);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    s->pid = pid;
+    s->fd = p[0];
+    return 0;
+}
+
+int proc_spawn_feed(struct proc_start *s, struct ea_error *err)
+{
+    if (s->fd >= 0 && !s->timed_out && reports_read(s) == 0)
+        return 0;
+    proc_spawn_end(s);
+    if (s->kind || s->timed_out || (s->want_target && s->target <= 0)) {
+        kill(s->pid, SIGKILL); /* it is exiting already, unless it is not a middleman at all */
+        return spawn_error(s, -1, err);
     }
-    *ret_pid = pid;
+    if (!s->want_target)
+        s->target = s->pid;
+    return 1;
+}
+
+void proc_spawn_end(struct proc_start *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
+
+int proc_spawn(const struct proc_spawn_opts *o, pid_t *ret_pid, pid_t *ret_target_pid,
+               struct ea_error *err)
+{
+    struct proc_start s;
+    int r = proc_spawn_begin(o, &s, err);
+    if (r < 0)
+        return r;
+    int64_t deadline = ea_now_ms() + PROC_START_TIMEOUT_MS;
+    while ((r = proc_spawn_feed(&s, NULL)) == 0) {
+        struct pollfd pfd = {.fd = s.fd, .events = POLLIN};
+        if (ea_wait_fds(&pfd, 1, deadline) == 0)
+            s.timed_out = true;
+    }
+    if (r < 0) /* the child has been SIGKILLed: reap it, for the message and to leave nothing */
+        return spawn_error(&s, reap_blocking(s.pid), err);
+    *ret_pid = s.pid;
     if (ret_target_pid)
-        *ret_target_pid = o->report_fd >= 0 ? res.target : pid;
+        *ret_target_pid = s.target;
     return 0;
 }
 
@@ -501,7 +530,7 @@ int proc_kill_strays_until(int64_t deadline_ms)
         if (tab.sigfd < 0 || ea_timeout_until(deadline_ms) == 0)
             return -ETIMEDOUT;
         struct pollfd pfd = {.fd = tab.sigfd, .events = POLLIN};
-        poll(&pfd, 1, ea_timeout_until(deadline_ms));
+        ea_wait_fds(&pfd, 1, deadline_ms);
     }
 }
 

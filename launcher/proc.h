@@ -8,6 +8,8 @@
 #ifndef EA_LAUNCHER_PROC_H
 #define EA_LAUNCHER_PROC_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -82,6 +84,33 @@ int proc_report_write(int fd, int kind, int value);
  */
 int proc_spawn(const struct proc_spawn_opts *o, pid_t *ret_pid, pid_t *ret_target_pid,
                struct ea_error *err);
+
+/*
+ * The same in two halves, for a caller that must not wait (the agent's loop): begin forks and
+ * returns at once with the child's pid and the read end of its report pipe (non-blocking,
+ * CLOEXEC), which the caller watches; feed, when that fd is readable (or the caller's deadline
+ * for it passed: set timed_out first), reads what it holds: 0 while more is to come, 1 once the
+ * program (and, with report_fd, the middleman's target: s->target) has exec'd, or a negative
+ * errno with the message proc_spawn gives, after SIGKILLing the child. Either way the fd is
+ * closed once feed returned non-zero. The caller registers and reaps the child (proc_table_add
+ * right after begin). end closes the fd (a caller giving up). PROC_START_TIMEOUT_MS is the
+ * bound proc_spawn uses.
+ */
+#define PROC_START_TIMEOUT_MS 30000 /* a middleman that never reports is not a guard */
+struct proc_start {
+    pid_t pid;         /* the child */
+    int fd;            /* the report pipe, -1 once done */
+    pid_t target;      /* the target's pid (the child's own without report_fd), once done */
+    bool want_target;  /* report_fd was given */
+    bool timed_out;    /* set by the caller when it gives up waiting */
+    int kind, value;   /* the first failure record, 0 = none */
+    char buf[sizeof(struct proc_report) * 8];
+    size_t have;
+    char prog[256], target_name[256], cwd[1024]; /* for messages */
+};
+int proc_spawn_begin(const struct proc_spawn_opts *o, struct proc_start *s, struct ea_error *err);
+int proc_spawn_feed(struct proc_start *s, struct ea_error *err);
+void proc_spawn_end(struct proc_start *s);
 
 /* Make this process a child subreaper, so orphaned descendants are re-parented to it. */
 int proc_set_subreaper(struct ea_error *err);

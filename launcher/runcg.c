@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "ea_time.h"
 
 /* The cgroup2 mount point and its root from /proc/self/mountinfo, into mnt/root. */
@@ -154,7 +155,7 @@ int runcg_kill(int parent_fd, const char *name, int64_t deadline_ms, struct ea_e
         if (t == 0)
             break;
         struct pollfd p = {.fd = ev, .events = POLLPRI}; /* cgroup.events changed */
-        poll(&p, 1, killed ? t : (t < 50 ? t : 50));
+        ea_wait_fds(&p, 1, killed || t < 50 ? deadline_ms : ea_now_ms() + 50);
     }
     bool busy = ev >= 0 && populated(ev);
     if (ev >= 0)

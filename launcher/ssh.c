@@ -13,6 +13,12 @@
  * when stop() finds the connection gone).
  * The connection is opened by the first start() and again by the first start() after it was
  * lost; losing it ends every running slot with exit code 255 and a message in its stderr tail.
+ *
+ * Nothing waits (the agent's loop drives it all through the epoll fd and the core's timerfd):
+ * the connection is set up as a state machine (ssh_conn_begin/step), a start() made meanwhile
+ * queues its line until the helper said "R", and a start is "starting" until the helper's P (or
+ * F: a start failure, exit code 127/126) or its deadline. A connection that cannot be set up is
+ * a start failure of every start queued behind it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,9 +57,10 @@ struct sstream {
 struct sproc {
     unsigned slot;
     struct sstream out[2];
-    bool started, failed;
-    char fail_what[16];
-    int fail_errno;
+    bool started;
+    struct ssh_buf line; /* its start line, until sent (queued behind the connection's set-up) */
+    char *cwd;           /* for messages */
+    int kill_sig;        /* signalled before the helper confirmed it: sent on its P */
 };
 
 struct sshl {
@@ -64,6 +71,7 @@ struct sshl {
     int sigfd, evfd;
     struct ssh_conn conn;
     bool connected;
+    int64_t connect_timeout_ms;
     int64_t fence_until, fence_sent; /* launcher_fence(): the deadline, and the one sent */
     int64_t fence_grace_ms;
     unsigned next_slot;
@@ -109,6 +117,8 @@ static void emit(struct launch_proc *p, int k, char *data, size_t n, bool nl)
 
 static void sp_free(struct launch_proc *p)
 {
+    ssh_buf_free(&sp(p)->line);
+    free(sp(p)->cwd);
     for (int k = 0; k < 2; k++)
         if (sp(p)->out[k].file_fd >= 0)
             close(sp(p)->out[k].file_fd);
@@ -138,6 +148,31 @@ static void sp_exit(struct launch_proc *p, int code, int sig)
     launch_core_exit(p, code, sig, ea_now_ms());
 }
 
+static int send_line(struct sshl *l, const char *line, size_t n);
+
+/* The helper could not start p (F <what> <errno>, or "conn": no connection): a start failure,
+ * reported as p's exit. */
+static void start_failed(struct sshl *l, struct launch_proc *p, const char *what, int e)
+{
+    const char *prog = p->prog;
+    if (strcmp(what, "exec") == 0)
+        launch_core_start_failed(p, -e, "cannot run '%s' on host '%s': %s", prog, l->t.host,
+                                 strerror(e));
+    else if (strcmp(what, "chdir") == 0)
+        launch_core_start_failed(p, -e, "cannot change to directory '%s' on host '%s' for '%s': %s",
+                                 sp(p)->cwd ? sp(p)->cwd : "", l->t.host, prog, strerror(e));
+    else if (strcmp(what, "conn") == 0) {
+        char said[600];
+        ssh_conn_stderr(&l->conn, said, sizeof(said));
+        launch_core_start_failed(p, -EPIPE,
+                                 "lost the ssh connection to host '%s' while starting '%s'%s%s",
+                                 l->t.host, prog, said[0] ? ": " : "", said);
+    } else
+        launch_core_start_failed(p, -e, "cannot start '%s' on host '%s': set-up failed: %s", prog,
+                                 l->t.host, strerror(e));
+    sp_exit(p, 127, 0); /* the code is the start failure's */
+}
+
 /* A line from the helper. */
 static void on_line(struct sshl *l, char *line, size_t len)
 {
@@ -159,15 +194,22 @@ static void on_line(struct sshl *l, char *line, size_t len)
     if (!p || *end != ' ')
         return;
     if (c == 'P') {
-        p->pid = (pid_t)strtol(end + 1, NULL, 10);
         sp(p)->started = true;
+        if (p->exited || sp(p)->kill_sig) { /* given up, or stopped, before it was confirmed */
+            char k[64];
+            int n = snprintf(k, sizeof(k), "_ea_k %u %d\n", sp(p)->slot,
+                             p->exited ? SIGKILL : sp(p)->kill_sig);
+            send_line(l, k, (size_t)n);
+        }
+        if (p->exited)
+            return;
+        p->pid = (pid_t)strtol(end + 1, NULL, 10);
+        launch_core_started(p);
     } else if (c == 'F') {
         char what[16] = "";
         int e = 0;
         sscanf(end + 1, "%15s %d", what, &e);
-        snprintf(sp(p)->fail_what, sizeof(sp(p)->fail_what), "%s", what);
-        sp(p)->fail_errno = e > 0 ? e : EIO;
-        sp(p)->failed = true;
+        start_failed(l, p, what, e > 0 ? e : EIO);
     } else if (!p->exited) {
         int st = (int)strtol(end + 1, NULL, 10);
         /* the shell's convention: 128+N is death by signal N */
@@ -195,13 +237,11 @@ static void conn_lost(struct sshl *l)
         struct sproc *x = sp(p);
         if (p->exited)
             continue;
-        if (!x->started && !x->failed) {
-            x->failed = true;
-            snprintf(x->fail_what, sizeof(x->fail_what), "conn");
-            x->fail_errno = EPIPE;
-        }
         launch_core_tail(p, msg, strlen(msg));
-        sp_exit(p, 255, 0);
+        if (!x->started)
+            start_failed(l, p, "conn", EPIPE);
+        else
+            sp_exit(p, 255, 0);
     }
 }
 
@@ -250,6 +290,17 @@ static void ssh_fence(struct launcher *base, int64_t valid_until_ms)
 static int send_signal(struct launch_proc *p, int sig)
 {
     struct sshl *l = (struct sshl *)p->core;
+    if (!p->exited && !sp(p)->started && sp(p)->line.len) {
+        /* still queued behind the connection's set-up: it never runs */
+        ssh_buf_free(&sp(p)->line);
+        launch_core_started(p);
+        sp_exit(p, -1, sig);
+        return 0;
+    }
+    if (!p->exited && !sp(p)->started && l->connected) {
+        sp(p)->kill_sig = sig; /* sent: the helper has not confirmed it yet; done on its P */
+        return 0;
+    }
     if (p->exited || !sp(p)->started || !l->connected)
         return -ESRCH;
     char line[64];
@@ -257,14 +308,31 @@ static int send_signal(struct launch_proc *p, int sig)
     return send_line(l, line, (size_t)n) < 0 ? -ESRCH : 0;
 }
 
+static void connect_step(struct sshl *l);
+
 static void ssh_reap(struct launch_core *c)
 {
     struct sshl *l = (struct sshl *)c;
     uint64_t ticks;
     while (read(l->evfd, &ticks, sizeof(ticks)) > 0)
         ;
+    connect_step(l);
     pump(l);
     proc_reap(); /* a lost connection's client, when pump did not see it */
+}
+
+static int64_t ssh_wake(struct launch_core *c)
+{
+    return ssh_conn_wake(&((struct sshl *)c)->conn);
+}
+
+/* The helper did not confirm p in time (the core recorded why): its exit, now; should it still
+ * start, its P finds it exited and kills it. */
+static void ssh_abort_start(struct launch_proc *p, int64_t now_ms)
+{
+    (void)now_ms;
+    ssh_buf_free(&sp(p)->line);
+    sp_exit(p, -1, 0);
 }
 
 static void ssh_destroy(struct launch_core *c)
@@ -274,6 +342,8 @@ static void ssh_destroy(struct launch_core *c)
         launch_core_signal_all(&l->core, SIGKILL);
         /* EOF on its stdin: the helper kills what is left and exits, then ssh does */
         ssh_conn_close(&l->conn, SSH_CLOSE_WAIT_MS);
+    } else if (l->conn.state != SSH_CONN_DOWN) {
+        ssh_conn_close(&l->conn, 0); /* a set-up under way: nothing runs behind it yet */
     }
     if (l->table)
         proc_reap();
@@ -294,21 +364,72 @@ static void ssh_destroy(struct launch_core *c)
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
-static int connect_host(struct sshl *l, struct ea_error *err)
+/* Watch what the connection (or its set-up) waits on; an fd watched already is fine. */
+static int watch_conn(struct sshl *l)
 {
-    int r = ssh_conn_open(&l->conn, &l->t, SSH_CONNECT_TIMEOUT_MS, err);
-    if (r < 0)
-        return r;
-    if ((r = launch_core_watch(&l->core, l->conn.out_fd, NULL)) < 0 ||
-        (r = launch_core_watch(&l->core, l->conn.err_fd, NULL)) < 0 ||
-        (r = launch_core_watch(&l->core, l->conn.pidfd, NULL)) < 0) {
+    int fds[4];
+    int n = ssh_conn_fds(&l->conn, fds);
+    for (int i = 0; i < n; i++) {
+        int r = launch_core_watch(&l->core, fds[i], NULL);
+        if (r < 0 && r != -EEXIST)
+            return r;
+    }
+    return 0;
+}
+
+/* Send p's queued start line: it is then starting until the helper's P or F, or its deadline. */
+static void send_start(struct sshl *l, struct launch_proc *p)
+{
+    struct sproc *x = sp(p);
+    if (!x->line.len || p->exited)
+        return;
+    launch_core_starting(p, ea_now_ms() + SSH_START_TIMEOUT_MS);
+    int r = send_line(l, x->line.p, x->line.len); /* a failure: conn_lost ended p already */
+    ssh_buf_free(&x->line);
+    (void)r;
+}
+
+/* The set-up failed: every start queued behind it fails with its reason. */
+static void connect_failed(struct sshl *l, int r, const char *msg)
+{
+    for (size_t i = 0; i < l->core.n; i++) {
+        struct launch_proc *p = l->core.v[i];
+        if (p->exited || !sp(p)->line.len)
+            continue;
+        ssh_buf_free(&sp(p)->line);
+        launch_core_start_failed(p, r, "%s", msg);
+        sp_exit(p, 127, 0); /* the code is the start failure's */
+    }
+}
+
+/* Drive the connection's set-up: on "R", send the fence and the queued start lines. */
+static void connect_step(struct sshl *l)
+{
+    if (l->connected || l->conn.state == SSH_CONN_DOWN)
+        return;
+    struct ea_error err = {0};
+    int r = ssh_conn_step(&l->conn, &l->t, ea_now_ms(), &err);
+    if (r == 0 && (r = watch_conn(l)) == 0)
+        return; /* pending */
+    if (r < 0) {
+        if (l->conn.state != SSH_CONN_DOWN) { /* the watch failed */
+            ssh_conn_close(&l->conn, 0);
+            ea_errorf(&err, r, "cannot watch the ssh connection: %s", strerror(-r));
+        }
+        connect_failed(l, r, err.msg);
+        return;
+    }
+    if ((r = watch_conn(l)) < 0) {
         ssh_conn_close(&l->conn, 0);
-        return ea_errorf(err, r, "cannot watch the ssh connection: %s", strerror(-r));
+        ea_errorf(&err, r, "cannot watch the ssh connection: %s", strerror(-r));
+        connect_failed(l, r, err.msg);
+        return;
     }
     l->connected = true;
     l->fence_sent = 0;
     send_fence(l); /* a new helper: it knows nothing of the fence yet */
-    return l->connected ? 0 : ea_errorf(err, -EPIPE, "lost the ssh connection to '%s'", l->t.host);
+    for (size_t i = 0; i < l->core.n && l->connected; i++)
+        send_start(l, l->core.v[i]);
 }
 
 static int open_outputs(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
@@ -323,44 +444,6 @@ static int open_outputs(struct launch_proc *p, const struct launch_spec *spec, s
     return 0;
 }
 
-/* Wait for the helper's P or F about p (other slots' records are handled meanwhile). */
-static int await_answer(struct sshl *l, struct launch_proc *p)
-{
-    int64_t deadline = ea_now_ms() + SSH_START_TIMEOUT_MS;
-    while (l->connected && !sp(p)->started && !sp(p)->failed && !p->exited) {
-        int left = ea_timeout_until(deadline);
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd f[3] = {{.fd = l->conn.out_fd, .events = POLLIN},
-                              {.fd = l->conn.err_fd, .events = POLLIN},
-                              {.fd = l->conn.pidfd, .events = POLLIN}};
-        poll(f, 3, left);
-        pump(l);
-    }
-    return 0;
-}
-
-static int start_error(struct sshl *l, struct launch_proc *p, const struct launch_spec *spec,
-                       const char *cwd, struct ea_error *err)
-{
-    const char *prog = spec->argv[0];
-    int e = sp(p)->fail_errno;
-    if (strcmp(sp(p)->fail_what, "exec") == 0)
-        return ea_errorf(err, -e, "cannot run '%s' on host '%s': %s", prog, l->t.host, strerror(e));
-    if (strcmp(sp(p)->fail_what, "chdir") == 0)
-        return ea_errorf(err, -e, "cannot change to directory '%s' on host '%s' for '%s': %s", cwd,
-                         l->t.host, prog, strerror(e));
-    if (strcmp(sp(p)->fail_what, "conn") == 0 || !l->connected) {
-        char said[600];
-        ssh_conn_stderr(&l->conn, said, sizeof(said));
-        return ea_errorf(err, -EPIPE,
-                         "lost the ssh connection to host '%s' while starting '%s'%s%s", l->t.host,
-                         prog, said[0] ? ": " : "", said);
-    }
-    return ea_errorf(err, -e, "cannot start '%s' on host '%s': set-up failed: %s", prog, l->t.host,
-                     strerror(e));
-}
-
 static int ssh_spawn(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
 {
     struct sshl *l = (struct sshl *)p->core;
@@ -372,32 +455,35 @@ static int ssh_spawn(struct launch_proc *p, const struct launch_spec *spec, stru
                                            "process");
     x->slot = ++l->next_slot;
     int r = open_outputs(p, spec, err);
-    if (r == 0 && !l->connected)
-        r = connect_host(l, err);
     if (r < 0)
         return r;
     const char *cwd = spec->cwd ? spec->cwd : l->cwd;
-    struct ssh_buf line = {0};
     const char *const empty[] = {NULL};
-    if (ssh_start_line(&line, x->slot, cwd, spec->cwd != NULL, spec->envp ? spec->envp : empty,
-                       spec->argv) < 0) {
-        ssh_buf_free(&line);
+    if (!(x->cwd = strdup(cwd)) ||
+        ssh_start_line(&x->line, x->slot, cwd, spec->cwd != NULL, spec->envp ? spec->envp : empty,
+                       spec->argv) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory");
+    launch_core_starting(p, -1); /* until its line is sent: the set-up's own deadline */
+    if (l->connected) {
+        send_start(l, p);
+        return 0;
     }
-    r = send_line(l, line.p, line.len);
-    ssh_buf_free(&line);
-    if (r == 0 && await_answer(l, p) < 0) {
-        /* no answer in time: it may still start; end it quietly when it does */
-        launch_core_drop(p, ea_now_ms());
-        return ea_errorf(err, -ETIMEDOUT, "host '%s' did not confirm the start of '%s' in time",
-                         l->t.host, spec->argv[0]);
+    if (l->conn.state == SSH_CONN_DOWN) {
+        struct ea_error cerr = {0};
+        r = ssh_conn_begin(&l->conn, &l->t, l->connect_timeout_ms, ea_now_ms(), &cerr);
+        if (r < 0) { /* at once (no ssh, no slot directory): a start failure all the same */
+            connect_failed(l, r, cerr.msg);
+            return 0;
+        }
     }
-    return x->started ? 0 : start_error(l, p, spec, cwd, err);
+    connect_step(l); /* up already (r == 1), or watch what the set-up waits on */
+    return 0;
 }
 
 static const struct launch_core_ops ssh_core_ops = {
     .impl_size = sizeof(struct sproc), .spawn = ssh_spawn, .signal = send_signal,
-    .reap = ssh_reap, .destroy = ssh_destroy, .free = sp_free};
+    .reap = ssh_reap, .destroy = ssh_destroy, .free = sp_free, .wake = ssh_wake,
+    .abort_start = ssh_abort_start};
 
 static int dup_str(const char *s, const char **ret)
 {
@@ -420,6 +506,8 @@ static int ssh_create(const struct launcher_config *cfg, struct launcher **ret,
     l->t.port = cfg->port;
     l->t.parallel = cfg->conn_parallel;
     l->fence_grace_ms = cfg->fence_grace_ms;
+    l->connect_timeout_ms =
+        cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : SSH_CONNECT_TIMEOUT_MS;
     size_t nopt = 0;
     while (cfg->ssh_options && cfg->ssh_options[nopt])
         nopt++;

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "ea_time.h"
 #include "proc.h"
 #include "ssh_internal.h"
@@ -32,63 +33,69 @@
 
 /* ---- connection slots --------------------------------------------------------------------- */
 
-/* One of `n` slot files in `dir`, exclusively flock'ed (closing *ret_fd releases it); when all
- * are taken, waits for whichever is freed first: a holder's close of its slot file (its release,
- * or its death) is an inotify event, watched before the first try so none is missed. Without
- * inotify (a thousand nodes waiting at once exceed fs.inotify.max_user_instances, 128 by
- * default) it waits for the first slot it tried. Without a bound *ret_fd is -1. */
-static int slot_take(const char *dir, int n, struct ea_error *err, int *ret_fd)
+/* One of `n` slot files in `dir`, exclusively flock'ed while connecting (closing it releases
+ * it). Opened once (slots_open), then tried without waiting (slots_try) each time something may
+ * have freed one: a holder's close of its slot file (its release, or its death) is an inotify
+ * event on c->slot_in, watched before the first try so none is missed. Without inotify (a
+ * thousand nodes waiting at once exceed fs.inotify.max_user_instances, 128 by default) the
+ * tries come every SSH_SLOT_RETRY_MS. */
+#define SSH_SLOT_RETRY_MS 100
+
+static void slots_close(struct ssh_conn *c)
 {
-    *ret_fd = -1;
-    if (!dir || n <= 0)
-        return 0;
+    for (int i = 0; i < c->nslots; i++)
+        if (c->slots[i] >= 0 && c->slots[i] != c->slot_fd)
+            close(c->slots[i]);
+    free(c->slots);
+    c->slots = NULL;
+    c->nslots = 0;
+    if (c->slot_in >= 0)
+        close(c->slot_in);
+    c->slot_in = -1;
+}
+
+static int slots_open(struct ssh_conn *c, const char *dir, int n, struct ea_error *err)
+{
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         return ea_errorf(err, -errno, "cannot create the ssh connection-slot directory '%s': %s",
                          dir, strerror(errno));
-    int in = inotify_init1(IN_CLOEXEC);
-    if (in >= 0 && inotify_add_watch(in, dir, IN_CLOSE_WRITE) < 0) {
-        close(in);
-        in = -1;
+    c->slot_in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (c->slot_in >= 0 && inotify_add_watch(c->slot_in, dir, IN_CLOSE_WRITE) < 0) {
+        close(c->slot_in);
+        c->slot_in = -1;
     }
-    int *fd = malloc((size_t)n * sizeof(*fd));
-    int r = fd ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
-    int opened = 0, got = -1;
+    if (!(c->slots = malloc((size_t)n * sizeof(*c->slots))))
+        return ea_errorf(err, -ENOMEM, "out of memory");
     char path[4096];
-    for (; r == 0 && opened < n; opened++) {
-        snprintf(path, sizeof(path), "%s/slot.%d", dir, opened);
+    for (; c->nslots < n; c->nslots++) {
+        snprintf(path, sizeof(path), "%s/slot.%d", dir, c->nslots);
         /* kept open while waiting: a try that fails must not itself wake the other waiters */
-        if ((fd[opened] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0)
-            r = ea_errorf(err, -errno, "cannot open the ssh connection slot '%s': %s", path,
-                          strerror(errno));
+        if ((c->slots[c->nslots] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0)
+            return ea_errorf(err, -errno, "cannot open the ssh connection slot '%s': %s", path,
+                             strerror(errno));
     }
-    int start = (int)(getpid() % n); /* agents starting together spread over the slots */
-    while (r == 0 && got < 0) {
-        for (int k = 0; k < n && got < 0; k++) {
-            int i = (start + k) % n;
-            if (flock(fd[i], LOCK_EX | LOCK_NB) == 0)
-                got = i;
-            else if (errno != EWOULDBLOCK && errno != EINTR)
-                r = ea_errorf(err, -errno, "cannot lock '%s/slot.%d': %s", dir, i, strerror(errno));
+    c->slot_start = (int)(getpid() % n); /* agents starting together spread over the slots */
+    return 0;
+}
+
+/* 1 with c->slot_fd held, 0 when every slot is taken (try again on c->slot_in or later), or a
+ * negative errno. */
+static int slots_try(struct ssh_conn *c, const char *dir, struct ea_error *err)
+{
+    char ev[sizeof(struct inotify_event) + NAME_MAX + 1];
+    while (c->slot_in >= 0 && read(c->slot_in, ev, sizeof(ev)) > 0)
+        ; /* whatever was freed, the tries below find it */
+    for (int k = 0; k < c->nslots; k++) {
+        int i = (c->slot_start + k) % c->nslots;
+        if (flock(c->slots[i], LOCK_EX | LOCK_NB) == 0) {
+            c->slot_fd = c->slots[i];
+            slots_close(c);
+            return 1;
         }
-        if (r != 0 || got >= 0)
-            break;
-        char ev[sizeof(struct inotify_event) + NAME_MAX + 1];
-        int w = in >= 0 ? (int)read(in, ev, sizeof(ev)) : flock(fd[start], LOCK_EX);
-        if (w < 0 && errno != EINTR)
-            r = ea_errorf(err, -errno, "cannot wait for an ssh connection slot in '%s': %s", dir,
-                          strerror(errno));
-        else if (w == 0 && in < 0)
-            got = start;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return ea_errorf(err, -errno, "cannot lock '%s/slot.%d': %s", dir, i, strerror(errno));
     }
-    for (int i = 0; i < opened; i++)
-        if (i != got && fd[i] >= 0)
-            close(fd[i]);
-    if (got >= 0)
-        *ret_fd = fd[got];
-    free(fd);
-    if (in >= 0)
-        close(in);
-    return r;
+    return 0;
 }
 
 /* ---- I/O ---------------------------------------------------------------------------------- */
@@ -196,7 +203,7 @@ int ssh_conn_send(struct ssh_conn *c, const char *data, size_t n, int timeout_ms
             int left = ea_timeout_until(deadline);
             if (left <= 0)
                 return -ETIMEDOUT;
-            if (poll(p, 2, left) > 0 && p[1].revents)
+            if (ea_wait_fds(p, 2, deadline) > 0 && p[1].revents)
                 ssh_conn_pump(c);
             continue;
         }
@@ -240,7 +247,7 @@ void ssh_conn_close(struct ssh_conn *c, int wait_ms)
             struct pollfd p[3] = {{.fd = c->pidfd, .events = POLLIN},
                                   {.fd = c->out_fd, .events = POLLIN},
                                   {.fd = c->err_fd, .events = POLLIN}};
-            poll(p, 3, c->pidfd >= 0 ? ea_timeout_until(deadline) : 50);
+            ea_wait_fds(p, 3, c->pidfd >= 0 ? deadline : ea_now_ms() + 50);
             ssh_conn_pump(c);
         }
         if (!c->exited) {
@@ -261,6 +268,13 @@ void ssh_conn_close(struct ssh_conn *c, int wait_ms)
     ssh_buf_free(&c->rbuf);
     c->rpos = 0;
     c->pid = 0;
+    if (c->state == SSH_CONN_SLOT || c->state == SSH_CONN_HELLO) { /* a set-up given up */
+        slots_close(c);
+        if (c->slot_fd >= 0)
+            close(c->slot_fd);
+        c->slot_fd = -1;
+    }
+    c->state = SSH_CONN_DOWN;
 }
 
 static int build_argv(const struct ssh_target *t, const char **argv, char *port)
@@ -358,72 +372,119 @@ out:
     return r;
 }
 
-/* Wait for the helper's "R" (or "Z why"), skipping what a login script may have printed. */
-static int handshake(struct ssh_conn *c, const struct ssh_target *t, int64_t deadline,
-                     struct ea_error *err)
+/* The helper's "R" (or "Z why") among what ssh printed, skipping what a login script may have
+ * printed: 1 with it, 0 while nothing decisive came, else the failure. */
+static int hello(struct ssh_conn *c, const struct ssh_target *t, int64_t now, struct ea_error *err)
 {
     char msg[600];
-    for (;;) {
-        char *line;
-        size_t len;
-        while (ssh_conn_line(c, &line, &len)) {
-            if (strncmp(line, "R ", 2) == 0) {
-                snprintf(c->mode, sizeof(c->mode), "%.*s", (int)strcspn(line + 2, " "), line + 2);
-                return 0;
-            }
-            if (strncmp(line, "Z ", 2) == 0)
-                return ea_errorf(err, -EPROTO, "ssh to '%s': the remote helper failed: %s", t->host,
-                                 line + 2);
+    char *line;
+    size_t len;
+    while (ssh_conn_line(c, &line, &len)) {
+        if (strncmp(line, "R ", 2) == 0) {
+            snprintf(c->mode, sizeof(c->mode), "%.*s", (int)strcspn(line + 2, " "), line + 2);
+            return 1;
         }
-        if (c->out_fd < 0) {
-            ssh_conn_close(c, 2000);
-            int code = WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1;
-            ssh_conn_stderr(c, msg, sizeof(msg));
-            return ea_errorf(err, -EHOSTUNREACH,
-                             "cannot connect to host '%s' over ssh (ssh %s %d)%s%s", t->host,
-                             code >= 0 ? "exited with" : "killed by signal",
-                             code >= 0 ? code : WTERMSIG(c->status), msg[0] ? ": " : "", msg);
-        }
-        int left = ea_timeout_until(deadline);
-        if (left <= 0) {
-            ssh_conn_close(c, 0);
-            ssh_conn_stderr(c, msg, sizeof(msg));
-            return ea_errorf(err, -ETIMEDOUT,
-                             "ssh to host '%s': no answer from the remote helper "
-                             "in time%s%s",
-                             t->host, msg[0] ? "; ssh said: " : "", msg);
-        }
-        struct pollfd p[2] = {{.fd = c->out_fd, .events = POLLIN},
-                              {.fd = c->err_fd, .events = POLLIN}};
-        poll(p, 2, left);
-        ssh_conn_pump(c);
+        if (strncmp(line, "Z ", 2) == 0)
+            return ea_errorf(err, -EPROTO, "ssh to '%s': the remote helper failed: %s", t->host,
+                             line + 2);
     }
+    if (c->out_fd < 0) {
+        ssh_conn_close(c, 2000); /* ssh is ending (its stdout closed): its status and stderr */
+        int code = WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1;
+        ssh_conn_stderr(c, msg, sizeof(msg));
+        return ea_errorf(err, -EHOSTUNREACH,
+                         "cannot connect to host '%s' over ssh (ssh %s %d)%s%s", t->host,
+                         code >= 0 ? "exited with" : "killed by signal",
+                         code >= 0 ? code : WTERMSIG(c->status), msg[0] ? ": " : "", msg);
+    }
+    if (now >= c->deadline) {
+        ssh_conn_close(c, 0);
+        ssh_conn_stderr(c, msg, sizeof(msg));
+        return ea_errorf(err, -ETIMEDOUT,
+                         "ssh to host '%s': no answer from the remote helper in time%s%s",
+                         t->host, msg[0] ? "; ssh said: " : "", msg);
+    }
+    return 0;
 }
 
-int ssh_conn_open(struct ssh_conn *c, const struct ssh_target *t, int64_t timeout_ms,
+static void slot_release(struct ssh_conn *c)
+{
+    slots_close(c);
+    if (c->slot_fd >= 0)
+        close(c->slot_fd); /* releases the flock */
+    c->slot_fd = -1;
+}
+
+int ssh_conn_begin(struct ssh_conn *c, const struct ssh_target *t, int64_t timeout_ms,
+                   int64_t now, struct ea_error *err)
+{
+    *c = (struct ssh_conn){.pidfd = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .slot_fd = -1,
+                           .slot_in = -1, .state = SSH_CONN_SLOT, .timeout_ms = timeout_ms};
+    int r = t->lock_dir && t->parallel > 0 ? slots_open(c, t->lock_dir, t->parallel, err) : 0;
+    if (r < 0) {
+        slot_release(c);
+        c->state = SSH_CONN_DOWN;
+        return r;
+    }
+    return ssh_conn_step(c, t, now, err);
+}
+
+int ssh_conn_step(struct ssh_conn *c, const struct ssh_target *t, int64_t now,
                   struct ea_error *err)
 {
-    *c = (struct ssh_conn){.pidfd = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1};
-    int slot = -1;
-    int r = slot_take(t->lock_dir, t->parallel, err, &slot);
-    if (r < 0)
-        return r;
-    int64_t deadline = ea_now_ms() + timeout_ms; /* once it is our turn */
-    r = spawn_client(c, t, err);
-    if (r == -ENOENT) {
-        r = ea_errorf(err, r, "cannot run ssh for host '%s': %s", t->host, err ? err->msg : "");
-    } else if (r == 0) {
+    int r = 0;
+    if (c->state == SSH_CONN_SLOT) {
+        if (c->nslots > 0 && (r = slots_try(c, t->lock_dir, err)) <= 0) {
+            c->slot_retry = now + SSH_SLOT_RETRY_MS;
+            if (r == 0)
+                return 0;
+            goto fail;
+        }
+        c->deadline = now + c->timeout_ms; /* once it is our turn */
+        r = spawn_client(c, t, err);
+        if (r == -ENOENT)
+            r = ea_errorf(err, r, "cannot run ssh for host '%s': %s", t->host, err ? err->msg : "");
+        if (r < 0)
+            goto fail;
         char head[32];
         size_t script = strlen(ssh_helper_script);
         int n = snprintf(head, sizeof(head), "%zu\n", script);
-        /* a send error means ssh has gone (or hangs): the handshake reports why */
-        if (ssh_conn_send(c, head, (size_t)n, ea_timeout_until(deadline)) == 0)
-            ssh_conn_send(c, ssh_helper_script, script, ea_timeout_until(deadline));
-        r = handshake(c, t, deadline, err);
+        /* a few KB into an empty socket: it does not wait. A send error means ssh has gone (or
+         * hangs): the handshake reports why */
+        if (ssh_conn_send(c, head, (size_t)n, SSH_HELLO_SEND_MS) == 0)
+            ssh_conn_send(c, ssh_helper_script, script, SSH_HELLO_SEND_MS);
+        c->state = SSH_CONN_HELLO;
     }
-    if (slot >= 0)
-        close(slot); /* releases the flock */
-    if (r < 0)
-        ssh_conn_close(c, 0);
+    if (c->state == SSH_CONN_HELLO) {
+        ssh_conn_pump(c);
+        if ((r = hello(c, t, now, err)) == 0)
+            return 0;
+        if (r < 0)
+            goto fail;
+        slot_release(c);
+        c->state = SSH_CONN_UP;
+    }
+    return c->state == SSH_CONN_UP ? 1 : ea_errorf(err, -ENOTCONN, "not connected");
+fail:
+    slot_release(c);
+    ssh_conn_close(c, 0);
+    c->state = SSH_CONN_DOWN;
     return r;
+}
+
+int64_t ssh_conn_wake(const struct ssh_conn *c)
+{
+    if (c->state == SSH_CONN_SLOT)
+        return c->slot_in >= 0 ? -1 : c->slot_retry;
+    return c->state == SSH_CONN_HELLO ? c->deadline : -1;
+}
+
+int ssh_conn_fds(const struct ssh_conn *c, int fds[4])
+{
+    int n = 0;
+    const int all[4] = {c->slot_in, c->out_fd, c->err_fd, c->pidfd};
+    for (int i = 0; i < 4; i++)
+        if (all[i] >= 0)
+            fds[n++] = all[i];
+    return n;
 }

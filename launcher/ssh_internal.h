@@ -55,7 +55,20 @@ struct ssh_target {
     int parallel;               /* number of slots */
 };
 
+enum ssh_conn_state {
+    SSH_CONN_DOWN = 0, /* none (never set up, failed, closed) */
+    SSH_CONN_SLOT,     /* waiting for a connection slot */
+    SSH_CONN_HELLO,    /* ssh started, the helper sent: waiting for its "R" */
+    SSH_CONN_UP,
+};
+
 struct ssh_conn {
+    enum ssh_conn_state state;
+    int64_t timeout_ms, deadline; /* the set-up's bound, from the slot on; its deadline */
+    int *slots, nslots, slot_start; /* the slot files while waiting for one */
+    int slot_in;                    /* inotify on the slot directory, or -1 */
+    int slot_fd;                    /* the slot held while connecting, or -1 */
+    int64_t slot_retry;             /* without inotify: the next try */
     pid_t pid;           /* the ssh client, 0 when none */
     int pidfd;           /* of the client, or -1 */
     int in_fd;           /* its stdin (a socket: send() never raises SIGPIPE), -1 once closed */
@@ -70,11 +83,22 @@ struct ssh_conn {
     char mode[8]; /* "guard" or "sh": the remote middleman */
 };
 
-/* Take a connection slot, start `ssh ... host <bootstrap>`, send the helper and wait (bounded)
- * for its "R" line. On failure nothing is left running: -EHOSTUNREACH (or -ETIMEDOUT, -ENOENT
- * when ssh is not installed, ...) with a message naming the host and quoting ssh's stderr. */
-int ssh_conn_open(struct ssh_conn *c, const struct ssh_target *t, int64_t timeout_ms,
+/* Set up the connection without waiting (the agent's loop drives it): begin takes a connection
+ * slot when one is free (else waits for one: state SSH_CONN_SLOT), starts `ssh ... host
+ * <bootstrap>` and sends the helper (SSH_CONN_HELLO); step, whenever one of ssh_conn_fds() is
+ * ready or ssh_conn_wake() has come, goes on: 1 once the helper said "R" (SSH_CONN_UP), 0 while
+ * pending, else the failure, with nothing left running (SSH_CONN_DOWN): -EHOSTUNREACH, or
+ * -ETIMEDOUT when no "R" came within timeout_ms of taking the slot, -ENOENT when ssh is not
+ * installed, ...) with a message naming the host and quoting ssh's stderr. */
+#define SSH_HELLO_SEND_MS 5000 /* the helper's few KB into an empty socket: never waits really */
+int ssh_conn_begin(struct ssh_conn *c, const struct ssh_target *t, int64_t timeout_ms,
+                   int64_t now, struct ea_error *err);
+int ssh_conn_step(struct ssh_conn *c, const struct ssh_target *t, int64_t now,
                   struct ea_error *err);
+/* When step must run even without an fd ready (the set-up's deadline, a slot retry), -1: none. */
+int64_t ssh_conn_wake(const struct ssh_conn *c);
+/* The fds the set-up or the connection wait on (at most 4): how many. */
+int ssh_conn_fds(const struct ssh_conn *c, int fds[4]);
 
 /* Send bytes to the helper (blocking, bounded by timeout_ms). -EPIPE when the connection is
  * gone, -ETIMEDOUT. */

@@ -22,4 +22,4 @@ ea_add_criterion_test(test_launcher_fake
   SOURCES unit/test_launcher_fake.c
   LIBS ea_launcher
   TIMEOUT 30
-  SAFETY "fake/@(stop_*|a_second_stop*|release_*)")
+  SAFETY "fake/@(stop_*|a_second_stop*|release_*|an_unconfirmed_start*)")

@@ -131,6 +131,8 @@ bool pf_on_exit(struct pf *p, const struct launch_exit *e)
     if (p->timed_out)
         snprintf(what, sizeof(what), "timed out after %.1f s (--preflight-timeout), killed",
                  (double)p->timeout_ms / 1000.0);
+    else if (e->start_error)
+        snprintf(what, sizeof(what), "%s", e->start_error);
     else if (e->term_signal)
         snprintf(what, sizeof(what), "killed by signal %d (SIG%s)", e->term_signal,
                  sigabbrev_np(e->term_signal) ? sigabbrev_np(e->term_signal) : "?");

@@ -83,9 +83,22 @@ struct launch_proc *start_spec(struct launcher *l, const struct launch_spec *spe
 {
     struct launch_proc *p = NULL;
     struct ea_error err = {0};
-    int r = launch_start(l, spec, &p, &err);
+    int r = tl_start(l, spec, &p, &err, 60000); /* the connection, then the helper's P */
     cr_assert_eq(r, 0, "start '%s': %s", spec->argv[0], err.msg);
     return p;
+}
+
+struct launch_exit start_fails(struct launcher *l, const struct launch_spec *spec, int code)
+{
+    struct launch_proc *p = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(launch_start(l, spec, &p, &err), 0, "start() never waits: %s", err.msg);
+    cr_assert_eq(launch_pid(l, p), 0, "not confirmed when start() returns");
+    struct launch_exit e = wait_one(l, 60000);
+    cr_assert_eq(e.proc, p);
+    cr_assert_not_null(e.start_error, "exit %d signal %d", e.exit_code, e.term_signal);
+    cr_assert_eq(e.exit_code, code, "%d: %s", e.exit_code, e.start_error);
+    return e;
 }
 
 struct launch_proc *start(struct launcher *l, const char *const *argv)

@@ -27,6 +27,9 @@ struct launcher *mk_full(bool sh, const char *identity, int parallel, struct ea_
 struct launcher *mk(bool sh);
 /* launch_start that must succeed. */
 struct launch_proc *start_spec(struct launcher *l, const struct launch_spec *spec);
+/* launch_start of a start that fails: it returns at once, and the process's exit (the next one
+ * dispatched) carries start_error and `code` (127 not found, 126 otherwise): that exit. */
+struct launch_exit start_fails(struct launcher *l, const struct launch_spec *spec, int code);
 /* start_spec of argv with base_env, cwd `dir`, stdout to path_in("stdout"). */
 struct launch_proc *start(struct launcher *l, const char *const *argv);
 /* The next exit, which must come within timeout_ms. */

@@ -148,11 +148,8 @@ Test(ssh, refused_authentication_is_an_error_naming_the_host)
     cr_assert_eq(r, 0);
     const char *ok[] = {TW, "exit", "0", NULL};
     struct launch_spec spec = {.argv = ok, .envp = base_env};
-    struct launch_proc *p = NULL;
-    r = launch_start(l, &spec, &p, &err);
-    cr_assert_lt(r, 0);
-    cr_assert(strstr(err.msg, "'127.0.0.1'") && strstr(err.msg, "Permission denied"), "%s",
-              err.msg);
+    const char *msg = start_fails(l, &spec, 126).start_error;
+    cr_assert(strstr(msg, "'127.0.0.1'") && strstr(msg, "Permission denied"), "%s", msg);
     launcher_destroy(l);
 }
 
@@ -174,10 +171,9 @@ Test(ssh, unknown_host_key_is_an_error_naming_the_host)
     cr_assert_eq(launcher_create(&c, &l, &err), 0);
     const char *ok[] = {TW, "exit", "0", NULL};
     struct launch_spec spec = {.argv = ok, .envp = base_env};
-    struct launch_proc *p = NULL;
-    cr_assert_lt(launch_start(l, &spec, &p, &err), 0);
-    cr_assert(strstr(err.msg, "'127.0.0.1'") && strstr(err.msg, "Host key verification failed"),
-              "%s", err.msg);
+    const char *msg = start_fails(l, &spec, 126).start_error;
+    cr_assert(strstr(msg, "'127.0.0.1'") && strstr(msg, "Host key verification failed"), "%s",
+              msg);
     launcher_destroy(l);
 }
 
@@ -187,10 +183,8 @@ Test(ssh, unreachable_port_is_an_error_naming_the_host)
     struct launcher *l = mk(false);
     const char *ok[] = {TW, "exit", "0", NULL};
     struct launch_spec spec = {.argv = ok, .envp = base_env};
-    struct launch_proc *p = NULL;
-    struct ea_error err = {0};
-    cr_assert_lt(launch_start(l, &spec, &p, &err), 0);
-    cr_assert(strstr(err.msg, "'127.0.0.1'") && strstr(err.msg, "refused"), "%s", err.msg);
+    const char *msg = start_fails(l, &spec, 126).start_error;
+    cr_assert(strstr(msg, "'127.0.0.1'") && strstr(msg, "refused"), "%s", msg);
     launcher_destroy(l);
 }
 
@@ -333,4 +327,62 @@ Test(ssh, connection_setup_waits_for_a_free_slot)
     slot_wait(first_tried);
     while (n > 0)
         close(fds[--n]);
+}
+
+/* ---- a connection that never answers (issue 37) ------------------------------------------ */
+
+TestSuite(ssh_async, .timeout = 60);
+
+/* An `ssh` (first in PATH) that never answers: it waits until it is killed. Before issue 37,
+ * start() set up the connection itself and blocked the agent's loop for the whole connect (60 s):
+ * now it returns at once with the process starting, every start made meanwhile queues behind
+ * the same set-up, and at the connection's deadline each is a start failure (126) naming the host,
+ * through dispatch(), with the `ssh` killed and reaped. No sshd, no timing threshold: the verdict
+ * does not depend on the machine's load. Mutation (scripts/mutants.d/launcher_async.sh): the
+ * set-up's deadline. */
+Test(ssh_async, a_connection_that_never_answers_does_not_block_start_and_fails_at_its_deadline)
+{
+    char bin[64];
+    tl_mkdtemp(bin, sizeof(bin));
+    char fake[128], path[8192];
+    snprintf(fake, sizeof(fake), "%s/ssh", bin);
+    FILE *f = fopen(fake, "w");
+    cr_assert_not_null(f);
+    fputs("#!/bin/sh\nexec sleep 600\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(fake, 0755), 0);
+    const char *old = getenv("PATH");
+    snprintf(path, sizeof(path), "%s:%s", bin, old ? old : "/usr/bin:/bin");
+    cr_assert_eq(setenv("PATH", path, 1), 0); /* the launcher runs "ssh" from the PATH */
+
+    struct launcher_config cfg = {.name = "ssh", .host = "127.0.0.1", .connect_timeout_ms = 1500};
+    struct launcher *l = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(launcher_create(&cfg, &l, &err), 0, "%s", err.msg);
+    const char *argv[] = {"true", NULL};
+    struct launch_spec spec = {.argv = argv, .envp = (const char *const[]){NULL}};
+    struct launch_proc *p[2] = {NULL, NULL};
+    int64_t t0 = tl_now_ms();
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(launch_start(l, &spec, &p[i], &err), 0, "start() did not wait: %s", err.msg);
+        cr_assert_eq(launch_pid(l, p[i]), 0, "starting: no pid before the helper's answer");
+    }
+    cr_assert_eq(tl_child_count(), 1, "one ssh, set up once for both starts");
+    struct launch_exit ex[2];
+    cr_assert_eq(tl_wait_exits(l, ex, 2, 30000), 2, "both starts failed by the deadline");
+    for (int i = 0; i < 2; i++) {
+        cr_assert_not_null(tl_find_exit(ex, 2, p[i]));
+        cr_assert_eq(ex[i].exit_code, 126);
+        cr_assert_geq(ex[i].end_ms - t0, 1500, "not before the deadline: %lld ms",
+                      (long long)(ex[i].end_ms - t0)); /* load can only make it later */
+        cr_assert_not_null(ex[i].start_error);
+        cr_assert(strstr(ex[i].start_error, "'127.0.0.1'") &&
+                      strstr(ex[i].start_error, "no answer from the remote helper in time"),
+                  "%s", ex[i].start_error);
+        launch_release(l, ex[i].proc);
+    }
+    cr_assert_eq(tl_child_count(), 0, "the ssh that never answered is gone, reaped");
+    launcher_destroy(l);
+    setenv("PATH", old ? old : "/usr/bin:/bin", 1);
+    tl_rmrf(bin);
 }

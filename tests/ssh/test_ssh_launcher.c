@@ -153,17 +153,16 @@ static void exits_and_failures(bool sh)
     const char *missing[][2] = {{"/nonexistent/prog", NULL}, {"no-such-program-xyz", NULL}};
     for (int i = 0; i < 2; i++) {
         struct launch_spec spec = {.argv = missing[i], .envp = base_env};
-        struct ea_error err = {0};
-        struct launch_proc *q = NULL;
-        cr_assert_eq(launch_start(l, &spec, &q, &err), -ENOENT, "%s", err.msg);
-        cr_assert(strstr(err.msg, missing[i][0]) && strstr(err.msg, "'127.0.0.1'"), "%s", err.msg);
+        struct launch_exit f = start_fails(l, &spec, 127);
+        cr_assert(strstr(f.start_error, missing[i][0]) && strstr(f.start_error, "'127.0.0.1'"),
+                  "%s", f.start_error);
+        launch_release(l, f.proc);
     }
     const char *ok[] = {TW, "exit", "0", NULL};
     struct launch_spec spec = {.argv = ok, .envp = base_env, .cwd = "/nonexistent/dir"};
-    struct ea_error err = {0};
-    struct launch_proc *q = NULL;
-    cr_assert_lt(launch_start(l, &spec, &q, &err), 0);
-    cr_assert(strstr(err.msg, "/nonexistent/dir") && strstr(err.msg, "127.0.0.1"), "%s", err.msg);
+    struct launch_exit f = start_fails(l, &spec, 127);
+    cr_assert(strstr(f.start_error, "/nonexistent/dir") && strstr(f.start_error, "127.0.0.1"),
+              "%s", f.start_error);
     launcher_destroy(l);
 }
 

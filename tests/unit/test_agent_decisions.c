@@ -8,6 +8,7 @@
  * The same behaviours keep their end-to-end tests with real processes (tests/e2e/).
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,6 +48,12 @@ struct script {
     size_t nsigs[MAX_PROCS];
     int64_t agent_sigterm_at; /* send SIGTERM to the agent then (-1: never) */
     bool sigterm_sent;
+    /* the first start: held unconfirmed for this long (an ssh connection that does not answer),
+     * or failed with this errno (a missing program); 0: neither */
+    int64_t hold_first_ms;
+    int fail_first;
+    bool first_armed;
+    int64_t prev_pass, max_gap_while_held; /* the loop's passes while the first start is held */
 };
 
 static struct ea_fake_clock fc;
@@ -61,6 +68,18 @@ static void run_script(void *ctx, int64_t now)
         launch_fake_set_now(s->l, now);
         s->last_now = now;
     }
+    if (!s->first_armed) { /* the first pass, before the agent's own steps start anyone */
+        s->first_armed = true;
+        if (s->hold_first_ms)
+            launch_fake_hold_next(s->l, s->hold_first_ms);
+        if (s->fail_first)
+            launch_fake_fail_next(s->l, -s->fail_first);
+    }
+    if (s->seen > 0 && launch_fake_starting(s->p[0])) {
+        if (now - s->prev_pass > s->max_gap_while_held)
+            s->max_gap_while_held = now - s->prev_pass;
+    }
+    s->prev_pass = now;
     struct launch_proc *p;
     for (size_t i = 0; (p = launch_fake_proc(s->l, i)); i++) {
         size_t k = 0;
@@ -82,6 +101,8 @@ static void run_script(void *ctx, int64_t now)
                 s->end_at[k] = now;
             continue;
         }
+        if (launch_fake_starting(p))
+            continue; /* not running yet: it cannot end by itself */
         struct behaviour b = s->plan((int)k);
         bool term = false;
         for (size_t j = 0; j < n && j < LAUNCH_FAKE_SIGNALS_MAX; j++)
@@ -110,7 +131,7 @@ static int64_t script_wake(void *ctx)
 #define EARLIER(x) t = t < 0 || ((x) >= 0 && (x) < t) ? (x) : t
     for (size_t k = 0; k < s->seen; k++) {
         struct behaviour b = s->plan((int)k);
-        if (s->end_at[k] < 0 && b.after >= 0)
+        if (s->end_at[k] < 0 && b.after >= 0 && !launch_fake_starting(s->p[k]))
             EARLIER(s->start[k] + b.after);
     }
     if (!s->sigterm_sent)
@@ -230,4 +251,81 @@ Test(agent_decisions, sigterm_stops_the_workers_and_exits_143)
         cr_assert_geq(s.term_at[k], T0 + 5000, "worker %zu: SIGTERM after the agent's", k);
         cr_assert_geq(s.end_at[k], 0, "worker %zu ended", k);
     }
+}
+
+/* The failure event of the run's events file (--events) for `local_rank`, spaces taken out:
+ * whether it holds `want` (e.g. "\"exit_code\":126"). */
+static bool failure_event_has(const char *path, int local_rank, const char *want)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char line[4096], flat[4096], lr[64];
+    snprintf(lr, sizeof(lr), "\"local_rank\":%d,", local_rank);
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        size_t k = 0;
+        for (const char *c = line; *c && k + 1 < sizeof(flat); c++)
+            if (*c != ' ' && *c != '\n')
+                flat[k++] = *c;
+        flat[k] = '\0';
+        found = strstr(flat, "\"event\":\"failure\"") && strstr(flat, lr) && strstr(flat, want);
+    }
+    fclose(f);
+    return found;
+}
+
+static bool events_mention(const char *path, const char *what)
+{
+    char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, what) != NULL;
+}
+
+/* A start the launcher has not confirmed yet (an ssh connection being set up that never answers)
+ * does not hold the agent's loop: its passes go on (the lease's renewals among them: no pass is
+ * further apart than a third of --lease-ttl 3, and the lease is never lost), and at the start's
+ * deadline (60 s here) it is a failure charged to that local rank with exit code 126; the
+ * restart's round then succeeds. Before issue 37 the ssh launcher's start() blocked the loop for
+ * the whole connect. */
+Test(agent_decisions, an_unconfirmed_start_does_not_hold_the_loop_and_fails_its_rank_at_its_deadline)
+{
+    char events[] = "/tmp/ea_decisions_events_XXXXXX";
+    int fd = mkstemp(events);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    struct script s = {.plan = everyone_succeeds, .agent_sigterm_at = -1, .hold_first_ms = 60000};
+    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                          "--lease-ttl", "3", "--events", events, "--", "train", NULL};
+    int code = run_agent(&s, args);
+    cr_assert_eq(code, AGENT_EXIT_OK, "exit %d", code);
+    cr_assert_eq(s.seen, 4, "2 rounds of 2 workers, %zu started", s.seen);
+    cr_assert_eq(s.end_at[0] - s.start[0], 60000, "the held start ended at its deadline (%lld)",
+                 (long long)(s.end_at[0] - s.start[0]));
+    cr_assert_gt(s.max_gap_while_held, 0);
+    cr_assert_leq(s.max_gap_while_held, 1000, "the loop's passes stayed a renewal apart: %lld ms",
+                  (long long)s.max_gap_while_held);
+    cr_assert(failure_event_has(events, 0, "\"exit_code\":126"), "a failure of local rank 0, 126");
+    cr_assert_not(events_mention(events, "lease_lost"), "the lease was never lost");
+    unlink(events);
+}
+
+/* A start that fails (its program is missing) is a failure charged to that local rank with exit
+ * code 127, as when start() reported it itself: no restart budget, the agent exits 1. */
+Test(agent_decisions, a_missing_program_is_a_failure_of_its_rank_with_127)
+{
+    char events[] = "/tmp/ea_decisions_events_XXXXXX";
+    int fd = mkstemp(events);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    struct script s = {.plan = run_forever, .agent_sigterm_at = -1, .fail_first = ENOENT};
+    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--events", events, "--",
+                          "train", NULL};
+    cr_assert_eq(run_agent(&s, args), AGENT_EXIT_FAILED);
+    cr_assert(failure_event_has(events, 0, "\"exit_code\":127"), "a failure of local rank 0, 127");
+    cr_assert_geq(s.term_at[1], 0, "its peer was stopped");
+    unlink(events);
 }

@@ -168,10 +168,49 @@ int tl_child_count(void)
     return n;
 }
 
+/* Exits dispatched while tl_start waited for a confirmation: tl_wait_exits hands them out first. */
+static struct launch_exit stash[64];
+static size_t nstash;
+
+int tl_start(struct launcher *l, const struct launch_spec *spec, struct launch_proc **ret,
+             struct ea_error *err, int timeout_ms)
+{
+    struct launch_proc *p = NULL;
+    int r = launch_start(l, spec, &p, err);
+    if (r < 0)
+        return r;
+    *ret = p;
+    int64_t deadline = ea_now_ms() + timeout_ms;
+    while (launch_pid(l, p) == 0) {
+        for (size_t i = 0; i < nstash; i++)
+            if (stash[i].proc == p)
+                return stash[i].start_error ? 1 : 0; /* ended (never started, or at once) */
+        struct pollfd pfd = {.fd = launcher_fd(l), .events = POLLIN};
+        int t = ea_timeout_until(deadline);
+        if (t == 0)
+            return -ETIMEDOUT;
+        if (poll(&pfd, 1, t) <= 0)
+            continue;
+        struct launch_exit *ex = NULL;
+        size_t n = 0;
+        cr_assert_eq(launcher_dispatch(l, &ex, &n, err), 0, "dispatch: %s", err ? err->msg : "");
+        for (size_t i = 0; i < n; i++) {
+            cr_assert_lt(nstash, sizeof(stash) / sizeof(*stash));
+            stash[nstash++] = ex[i];
+        }
+        free(ex);
+    }
+    return 0;
+}
+
 size_t tl_wait_exits(struct launcher *l, struct launch_exit *out, size_t want, int timeout_ms)
 {
     int64_t deadline = ea_now_ms() + timeout_ms;
     size_t got = 0;
+    while (got < want && nstash > 0) {
+        out[got++] = stash[0];
+        memmove(stash, stash + 1, --nstash * sizeof(*stash));
+    }
     while (got < want) {
         struct pollfd pfd = {.fd = launcher_fd(l), .events = POLLIN};
         int t = ea_timeout_until(deadline);

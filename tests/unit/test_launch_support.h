@@ -49,6 +49,12 @@ int tl_child_count(void);
 /* Poll the launcher's fd and dispatch until `want` exits are collected into out[] or the
  * deadline passes; returns the number collected. */
 size_t tl_wait_exits(struct launcher *l, struct launch_exit *out, size_t want, int timeout_ms);
+/* launch_start, then dispatch until the launcher confirmed the start (launch_pid known) or the
+ * process ended: 0 when it started, 1 when it never did (its exit, with start_error, is the
+ * next tl_wait_exits hands out), the start's negative errno, or -ETIMEDOUT. Exits dispatched
+ * meanwhile wait for tl_wait_exits. */
+int tl_start(struct launcher *l, const struct launch_spec *spec, struct launch_proc **ret,
+             struct ea_error *err, int timeout_ms);
 /* The exit in ex[0..n) of process p, or NULL. */
 const struct launch_exit *tl_find_exit(const struct launch_exit *ex, size_t n,
                                        const struct launch_proc *p);

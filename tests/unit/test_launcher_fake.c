@@ -79,7 +79,9 @@ Test(fake, is_registered_and_records_the_request)
     launcher_destroy(l);
 }
 
-Test(fake, a_failed_start_leaves_nothing)
+/* start() never waits: a start that fails is an exit the next dispatch() reports, with the
+ * reason and the code of a shell (127: not found). */
+Test(fake, a_failed_start_is_an_exit_with_its_reason)
 {
     struct launcher *l = fake_create();
     launch_fake_fail_next(l, -ENOENT);
@@ -87,12 +89,60 @@ Test(fake, a_failed_start_leaves_nothing)
     struct launch_spec spec = {.argv = argv};
     struct launch_proc *p = NULL;
     struct ea_error err = {0};
-    cr_assert_eq(launch_start(l, &spec, &p, &err), -ENOENT);
-    cr_assert_null(p, "out-parameter untouched on failure");
-    cr_assert(strstr(err.msg, "'nope'"), "%s", err.msg);
-    cr_assert_eq(dispatch(l, NULL), 0);
+    cr_assert_eq(launch_start(l, &spec, &p, &err), 0, "%s", err.msg);
+    cr_assert(readable(launcher_fd(l)), "the failure wakes the loop");
+    struct launch_exit e;
+    cr_assert_eq(dispatch(l, &e), 1);
+    cr_assert_eq(e.proc, p);
+    cr_assert_eq(e.exit_code, 127);
+    cr_assert_not_null(e.start_error);
+    cr_assert(strstr(e.start_error, "'nope'"), "%s", e.start_error);
     cr_assert_eq(launch_fake_started(l), 0);
+    launch_release(l, p);
+    launch_fake_fail_next(l, -EACCES);
+    p = start(l, "1", 0);
+    cr_assert_eq(dispatch(l, &e), 1);
+    cr_assert_eq(e.exit_code, 126, "any other reason: 126");
+    launch_release(l, p);
     start(l, "0", 0); /* the next one succeeds again */
+    cr_assert_eq(dispatch(l, NULL), 0);
+    launcher_destroy(l);
+}
+
+/* A start the launcher has not confirmed (an ssh connection being set up) is given up at its
+ * deadline on the launcher's clock, not before: an exit with start_error and code 126. The
+ * core's rule, on the fake clock. Mutation (scripts/mutants.d/launcher_async.sh): the
+ * confirmation's deadline. */
+Test(fake, an_unconfirmed_start_fails_at_its_deadline_not_before)
+{
+    struct launcher *l = fake_create();
+    launch_fake_set_now(l, 1000);
+    launch_fake_hold_next(l, 30000);
+    struct launch_proc *p = start(l, "0", 0);
+    cr_assert(launch_fake_starting(p));
+    cr_assert_eq(launch_pid(l, p), 0, "no pid before the confirmation");
+    cr_assert_eq(launch_fake_next_kill(l), 31000, "the loop is woken at the deadline");
+    launch_fake_set_now(l, 30999);
+    cr_assert_eq(dispatch(l, NULL), 0, "still starting 1 ms before its deadline");
+    cr_assert(launch_fake_starting(p));
+    launch_fake_set_now(l, 31000);
+    struct launch_exit e;
+    cr_assert_eq(dispatch(l, &e), 1);
+    cr_assert_eq(e.proc, p);
+    cr_assert_eq(e.exit_code, 126);
+    cr_assert_eq(e.end_ms, 31000);
+    cr_assert_not_null(e.start_error);
+    cr_assert(strstr(e.start_error, "'train.py'") && strstr(e.start_error, "not confirmed"), "%s",
+              e.start_error);
+    launch_release(l, p);
+
+    launch_fake_hold_next(l, 30000); /* confirmed in time: it runs, nothing is reported */
+    p = start(l, "1", 0);
+    cr_assert_eq(launch_fake_confirm(l, p), 0);
+    cr_assert_gt(launch_pid(l, p), 0);
+    launch_fake_set_now(l, 90000);
+    cr_assert_eq(dispatch(l, NULL), 0);
+    cr_assert_eq(launch_fake_next_kill(l), -1);
     launcher_destroy(l);
 }
 

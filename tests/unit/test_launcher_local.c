@@ -59,7 +59,7 @@ static struct launch_proc *start_io(struct launcher *l, const char *const *argv,
                                .tee = tee};
     struct launch_proc *p = NULL;
     struct ea_error err = {0};
-    cr_assert_eq(launch_start(l, &spec, &p, &err), 0, "start '%s': %s", argv[0], err.msg);
+    cr_assert_eq(tl_start(l, &spec, &p, &err, 10000), 0, "start '%s': %s", argv[0], err.msg);
     cr_assert_not_null(p);
     return p;
 }
@@ -144,36 +144,49 @@ Test(local, fatal_signals_are_reported_exactly)
     launcher_destroy(l);
 }
 
-Test(local, exec_failure_is_an_error_naming_the_program)
+/* A start that fails after start() returned (start() never waits): the exit dispatch() reports,
+ * with the reason naming the program and the code of a shell (127 not found, 126 otherwise). */
+static void expect_start_failure(struct launcher *l, const struct launch_spec *spec, int code,
+                                 const char *named)
+{
+    struct launch_proc *p = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(launch_start(l, spec, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(launch_pid(l, p), 0, "not confirmed yet: start() did not wait");
+    struct launch_exit e = wait_one(l, p, 10000);
+    cr_assert_not_null(e.start_error);
+    cr_assert_eq(e.exit_code, code, "%d: %s", e.exit_code, e.start_error);
+    cr_assert_eq(e.term_signal, 0);
+    cr_assert(strstr(e.start_error, named), "%s", e.start_error);
+    launch_release(l, p);
+}
+
+Test(local, exec_failure_is_an_exit_with_the_error_naming_the_program)
 {
     struct launcher *l = tl_launcher();
     struct launch_proc *p = NULL;
     struct ea_error err = {0};
     const char *missing[] = {"/nonexistent/prog", "arg", NULL};
     struct launch_spec spec = {.argv = missing, .envp = (const char *const *)environ};
-    cr_assert_eq(launch_start(l, &spec, &p, &err), -ENOENT);
-    cr_assert_null(p, "ret set on failure");
-    cr_assert(strstr(err.msg, "'/nonexistent/prog'"), "%s", err.msg);
+    expect_start_failure(l, &spec, 127, "cannot execute '/nonexistent/prog'");
 
     const char *unknown[] = {"ea-no-such-program", NULL};
     const char *envp[] = {"PATH=" EA_HELPERS_DIR ":/nonexistent", NULL};
     spec = (struct launch_spec){.argv = unknown, .envp = envp};
-    cr_assert_eq(launch_start(l, &spec, &p, &err), -ENOENT);
-    cr_assert(strstr(err.msg, "'ea-no-such-program'"), "%s", err.msg);
+    expect_start_failure(l, &spec, 127, "'ea-no-such-program'");
 
     const char *plain[] = {path_in("plain"), NULL};
     int fd = open(plain[0], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     cr_assert_geq(fd, 0);
     close(fd);
     spec = (struct launch_spec){.argv = plain, .envp = envp};
-    cr_assert_eq(launch_start(l, &spec, &p, &err), -EACCES);
-    cr_assert(strstr(err.msg, plain[0]), "%s", err.msg);
+    expect_start_failure(l, &spec, 126, plain[0]);
 
     const char *ok[] = {TW, "exit", "0", NULL};
     spec = (struct launch_spec){.argv = ok, .envp = envp, .cwd = "/nonexistent/wd"};
-    cr_assert_eq(launch_start(l, &spec, &p, &err), -ENOENT);
-    cr_assert(strstr(err.msg, "'/nonexistent/wd'"), "%s", err.msg);
+    expect_start_failure(l, &spec, 127, "'/nonexistent/wd'");
 
+    /* known at once: an error of start() itself */
     spec = (struct launch_spec){.argv = ok, .envp = envp, .stdout_path = "/nonexistent/out"};
     cr_assert_eq(launch_start(l, &spec, &p, &err), -ENOENT);
     cr_assert(strstr(err.msg, "'/nonexistent/out'"), "%s", err.msg);
@@ -186,6 +199,26 @@ Test(local, exec_failure_is_an_error_naming_the_program)
     launcher_destroy(l);
 }
 
+/* A process stopped before its start was confirmed (start() never waits) ends as stopped, not as
+ * a failed start: no start_error, and the stop's signal. */
+Test(local, a_start_stopped_before_its_confirmation_is_not_a_start_failure)
+{
+    struct launcher *l = tl_launcher();
+    const char *argv[] = {TW, "hang", NULL};
+    struct launch_spec spec = {.argv = argv, .envp = (const char *const *)environ};
+    struct launch_proc *p = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(launch_start(l, &spec, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(launch_stop(l, p, 0), 0);
+    struct launch_exit e = wait_one(l, p, 10000);
+    cr_assert_null(e.start_error, "%s", e.start_error);
+    cr_assert_eq(e.exit_code, -1, "exit %d", e.exit_code);
+    cr_assert(e.term_signal == SIGTERM || e.term_signal == SIGKILL, "signal %d", e.term_signal);
+    launch_release(l, p);
+    cr_assert_eq(tl_child_count(), 0);
+    launcher_destroy(l);
+}
+
 Test(local, env_and_cwd_are_passed_exactly)
 {
     struct launcher *l = tl_launcher();
@@ -194,7 +227,7 @@ Test(local, env_and_cwd_are_passed_exactly)
     struct launch_spec spec = {.argv = argv, .envp = envp, .cwd = dir, .label = "3"};
     struct launch_proc *p = NULL;
     struct ea_error err = {0};
-    cr_assert_eq(launch_start(l, &spec, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(tl_start(l, &spec, &p, &err, 10000), 0, "%s", err.msg);
     pid_t pid = launch_pid(l, p);
     struct launch_exit e = wait_one(l, p, 10000);
     cr_assert_eq(e.exit_code, 0);
