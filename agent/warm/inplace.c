@@ -71,7 +71,7 @@ int warm_inplace_reassign(struct warm *w, struct spare *s, const struct warm_tak
         return ea_errorf(err, -ESTALE,
                          "generation %lld is not newer than %lld: the in-place worker (pid %ld) "
                          "is not re-assigned, it is stopped",
-                         (long long)t->generation, (long long)floor, (long)s->pid);
+                         (long long)t->generation, (long long)floor, (long)spare_pid(w, s));
     }
     char *line = NULL;
     size_t len = 0;
@@ -92,7 +92,7 @@ int warm_inplace_reassign(struct warm *w, struct spare *s, const struct warm_tak
         return ea_errorf(err, -EPIPE,
                          "the in-place worker (pid %ld) closed ELASTIC_ASSIGN_FD; "
                          "it is stopped",
-                         (long)s->pid);
+                         (long)spare_pid(w, s));
     }
     s->state = SP_REASSIGNED;
     s->acked = false;

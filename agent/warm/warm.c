@@ -68,7 +68,14 @@ void warm_count_assigned(struct warm *w, int64_t gen)
     w->cur_pending++;
 }
 
-void warm_add_fault(struct warm *w, const struct spare *s, const char *fmt, ...)
+pid_t spare_pid(const struct warm *w, struct spare *s)
+{
+    if (!s->pid && s->proc)
+        s->pid = launch_pid(w->c.launcher, s->proc);
+    return s->pid;
+}
+
+void warm_add_fault(struct warm *w, struct spare *s, const char *fmt, ...)
 {
     if (w->n_faults == w->cap_faults) {
         size_t cap = w->cap_faults ? w->cap_faults * 2 : 4;
@@ -81,12 +88,12 @@ void warm_add_fault(struct warm *w, const struct spare *s, const char *fmt, ...)
     struct warm_fault *f = &w->faults[w->n_faults++];
     memset(f, 0, sizeof(*f));
     f->local_rank = s->local_rank;
-    f->pid = s->pid;
+    f->pid = spare_pid(w, s);
     f->assigned = s->state == SP_TAKEN || s->state == SP_RUNNING || s->state == SP_REASSIGNED;
     f->held = s->state == SP_HELD;
     bool inplace = s->state == SP_RUNNING || s->state == SP_HELD || s->state == SP_REASSIGNED;
     int n = snprintf(f->message, sizeof(f->message), "local rank %d's %s (pid %ld) ",
-                     s->local_rank, inplace ? "in-place worker" : "warm spare", (long)s->pid);
+                     s->local_rank, inplace ? "in-place worker" : "warm spare", (long)f->pid);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof(f->message))
@@ -534,7 +541,7 @@ int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
         if (r < 0)
             return r; /* stopped; the caller asks again: a parked spare, else cold */
         *ret_proc = s->proc;
-        *ret_pid = s->pid;
+        *ret_pid = spare_pid(w, s);
         return 1;
     }
     s = parked_for(w, local_rank);
@@ -549,7 +556,7 @@ int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
         return ea_errorf(err, -ESTALE,
                          "generation %lld is not newer than %lld: the spare (pid %ld) is not for "
                          "it",
-                         (long long)t->generation, (long long)floor, (long)s->pid);
+                         (long long)t->generation, (long long)floor, (long)spare_pid(w, s));
     }
     char *line = NULL;
     size_t len = 0;
@@ -560,7 +567,7 @@ int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
         free(line);
         warm_stop_spare(w, s);
         return ea_errorf(err, -EPIPE, "the spare (pid %ld) closed ELASTIC_ASSIGN_FD",
-                         (long)s->pid);
+                         (long)spare_pid(w, s));
     }
     s->out = line;
     s->out_len = len;
@@ -568,7 +575,7 @@ int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
     if (warm_flush_out(w, s) < 0) {
         warm_stop_spare(w, s);
         return ea_errorf(err, -EPIPE, "the spare (pid %ld) closed ELASTIC_ASSIGN_FD",
-                         (long)s->pid);
+                         (long)spare_pid(w, s));
     }
     s->state = SP_TAKEN;
     s->gen = t->generation;
@@ -579,7 +586,7 @@ int warm_assign(struct warm *w, int local_rank, const struct warm_take *t,
     link_log(s->out_path, t->stdout_path);
     link_log(s->err_path, t->stderr_path);
     *ret_proc = s->proc;
-    *ret_pid = s->pid;
+    *ret_pid = spare_pid(w, s);
     maybe_done(w, s);
     return 0;
 }

@@ -26,7 +26,7 @@ enum spare_state {
 struct spare {
     enum spare_state state;
     struct launch_proc *proc;
-    pid_t pid;
+    pid_t pid; /* 0 until the launcher confirmed its start: read it through spare_pid() */
     int fd; /* our end of the socket, -1 once closed */
     int local_rank;
     int64_t deadline_ms; /* its ready line (or, re-assigned, its ack) is due */
@@ -64,7 +64,9 @@ void warm_close_fd(struct warm *w, struct spare *s);
 void warm_remove_spare(struct warm *w, struct spare *s);
 void warm_stop_spare(struct warm *w, struct spare *s);
 void warm_taken_done(struct warm *w, struct spare *s);
-void warm_add_fault(struct warm *w, const struct spare *s, const char *fmt, ...)
+/* The spare's pid: the launcher confirms a start after launch_start returned (0 until then). */
+pid_t spare_pid(const struct warm *w, struct spare *s);
+void warm_add_fault(struct warm *w, struct spare *s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void warm_fault_spare(struct warm *w, struct spare *s);
 int warm_flush_out(struct warm *w, struct spare *s);

@@ -312,6 +312,11 @@ static void make(const char *const *cmd, int nproc, int64_t ready_ms)
 }
 
 /* Drive the spares' sockets and the launcher's exits until `done` or the deadline. */
+/* The proc whose pid the pump learns: the launcher confirms a start after launch_start returned,
+ * so a pid is known only once a dispatch did (and before an exit releases the proc). */
+static struct launch_proc *watch_p;
+static pid_t watch_pid;
+
 static bool pump(bool (*done)(void), int timeout_ms)
 {
     int64_t deadline = ea_now_ms() + timeout_ms;
@@ -328,6 +333,8 @@ static bool pump(bool (*done)(void), int timeout_ms)
         struct launch_exit *ex = NULL;
         size_t n = 0;
         launcher_dispatch(l, &ex, &n, NULL);
+        if (watch_p && !watch_pid)
+            watch_pid = launch_pid(l, watch_p);
         for (size_t i = 0; i < n; i++)
             if (!warm_on_exit(w, &ex[i]))
                 launch_release(l, ex[i].proc); /* a handed-over one: ours to release */
@@ -351,6 +358,18 @@ static int64_t gen_wanted;
 static bool assigned(void)
 {
     return warm_assigned_ms(w, gen_wanted) >= 0;
+}
+
+/* Assigned, and its pid known (watch_p set to its proc first). */
+static bool assigned_with_pid(void)
+{
+    return assigned() && watch_pid != 0;
+}
+
+static void watch(struct launch_proc *p)
+{
+    watch_p = p;
+    watch_pid = 0;
 }
 
 Test(warm, assignment_of_a_generation_not_newer_than_the_spare_is_refused)
@@ -377,7 +396,10 @@ Test(warm, assignment_of_a_generation_not_newer_than_the_spare_is_refused)
     cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, &err), 0, "%s", err.msg);
     cr_assert_not_null(p);
     gen_wanted = 6;
-    cr_assert(pump(assigned, 10000), "the spare never took its assignment");
+    watch(p);
+    cr_assert(pump(assigned_with_pid, 10000), "the spare never took its assignment");
+    pid = watch_pid;
+    watch(NULL);
     const char *rec = NULL;
     char path[160];
     snprintf(path, sizeof(path), "%s/env.0.%d", dir, (int)pid);
@@ -432,7 +454,7 @@ Test(warm, spare_without_a_ready_line_misses_its_deadline)
     cr_assert_eq(warm_assign(w, 0, &t, &p, &pid, NULL), 0);
     cr_assert(pump(got_fault, 10000), "no fault");
     cr_assert(fault.assigned);
-    cr_assert_eq(fault.pid, pid);
+    cr_assert_eq(fault.pid, launch_pid(l, p));
     launch_signal(l, p, SIGKILL); /* the caller's to stop */
 }
 
@@ -495,7 +517,10 @@ static struct launch_proc *running_inplace(int64_t gen, pid_t *ret_pid)
     struct ea_error err = {0};
     cr_assert_eq(warm_assign(w, 0, &t, &p, ret_pid, &err), 0, "%s", err.msg);
     gen_wanted = gen;
-    cr_assert(pump(assigned, 20000), "the spare never took its assignment");
+    watch(p);
+    cr_assert(pump(assigned_with_pid, 20000), "the spare never took its assignment");
+    *ret_pid = watch_pid;
+    watch(NULL);
     return p;
 }
 
