@@ -18,6 +18,7 @@
 #include "daemon_cg.h"
 #include "daemon_internal.h"
 #include "daemon_trust.h"
+#include "ea_loop.h"
 #include "ea_signal.h"
 #include "ea_time.h"
 #include "http.h"
@@ -76,7 +77,7 @@ static int store_up(struct daemon *d, struct ea_error *err)
             d->lease = 0;
             return r;
         }
-        d->keepalive_at = ea_now_ms() + d->cfg.lease_ttl_ms / 3;
+        d->keepalive_at = serve_now(d) + d->cfg.lease_ttl_ms / 3;
     }
     if (!d->watch_id) {
         if ((r = kv_watch(d->kv, d->pool.next_key, 0, &d->watch_id, err)) < 0)
@@ -91,7 +92,7 @@ void serve_store_failed(struct daemon *d, const char *what, const struct ea_erro
     d->backoff_ms = d->backoff_ms ? (d->backoff_ms * 2 > 5000 ? 5000 : d->backoff_ms * 2) : 250;
     log_warn("%s: %s; retrying in %.1f s", what, err->msg, (double)d->backoff_ms / 1000.0);
     d->m.store_down = true;
-    d->retry_at = ea_now_ms() + d->backoff_ms;
+    d->retry_at = serve_now(d) + d->backoff_ms;
 }
 
 /* pool_advance's report of a spec that is not ours: moved aside here (once in the pool), or a
@@ -154,7 +155,7 @@ static void on_store(struct daemon *d)
             d->advance_at = 0; /* another daemon recomputed `next` after the round: stand down */
         if (ev[i].type == KV_EVENT_ERROR) {
             d->watch_id = 0; /* store_up() watches again */
-            d->retry_at = ea_now_ms();
+            d->retry_at = serve_now(d);
         } else {
             d->pick = true;
         }
@@ -171,68 +172,171 @@ static void keepalive(struct daemon *d)
         d->lease = 0;
     } else if (r < 0) {
         d->m.store_down = true;
-        d->keepalive_at = ea_now_ms() + 1000;
+        d->keepalive_at = serve_now(d) + 1000;
         return;
     }
     d->m.store_down = false;
-    d->keepalive_at = ea_now_ms() + d->cfg.lease_ttl_ms / 3;
+    d->keepalive_at = serve_now(d) + d->cfg.lease_ttl_ms / 3;
+}
+
+/* A pass's steps, in this order (ea_loop.h): (re)register with the pool, arm a rescan that is
+ * due, pick a run when idle, follow the run's room, keep the lease alive, publish /metrics. */
+static void step_store(void *ctx, int64_t now)
+{
+    struct daemon *d = ctx;
+    if (!d->term_signal && (d->retry_at < 0 || now >= d->retry_at) &&
+        (!d->lease || !d->watch_id)) {
+        struct ea_error err = {0};
+        d->retry_at = -1;
+        if (store_up(d, &err) < 0)
+            serve_store_failed(d, "registering with the pool", &err);
+    }
+    if (d->retry_at >= 0 && now >= d->retry_at && d->lease && d->watch_id) {
+        d->retry_at = -1;
+        d->pick = true;
+    }
+}
+
+static int64_t wake_store(void *ctx)
+{
+    return ((struct daemon *)ctx)->retry_at;
+}
+
+static void step_rescan(void *ctx, int64_t now)
+{
+    struct daemon *d = ctx;
+    if (!d->child && d->rescan_at && now >= d->rescan_at) {
+        d->rescan_at = 0;
+        d->pick = d->full_scan = true;
+    }
+}
+
+static void step_pick(void *ctx, int64_t now)
+{
+    struct daemon *d = ctx;
+    (void)now;
+    if (!d->term_signal && !d->child && d->pick && d->lease && d->watch_id && d->retry_at < 0)
+        serve_pick(d);
+}
+
+static void step_room(void *ctx, int64_t now)
+{
+    struct daemon *d = ctx;
+    if (d->child && !d->term_signal && !d->state_watch && d->lease)
+        serve_watch_run_state(d);
+    if (d->child && d->advance_at && now >= d->advance_at)
+        serve_advance_for_room(d);
+}
+
+/* idle: the rescan; in a run: recomputing `next` for its room */
+static int64_t wake_run(void *ctx)
+{
+    const struct daemon *d = ctx;
+    int64_t at = d->child ? d->advance_at : d->rescan_at;
+    return at ? at : -1;
+}
+
+static void step_keepalive(void *ctx, int64_t now)
+{
+    struct daemon *d = ctx;
+    if (d->lease && now >= d->keepalive_at)
+        keepalive(d);
+}
+
+static int64_t wake_keepalive(void *ctx)
+{
+    return ((struct daemon *)ctx)->keepalive_at;
+}
+
+static void step_publish(void *ctx, int64_t now)
+{
+    (void)now;
+    publish(ctx);
+}
+
+static const struct ea_loop_step serve_steps[] = {
+    {"store", step_store, wake_store, false},
+    {"rescan", step_rescan, wake_run, false},
+    {"pick", step_pick, NULL, false},
+    {"room", step_room, NULL, false},
+    {"keepalive", step_keepalive, wake_keepalive, false},
+    {"publish", step_publish, NULL, false},
+};
+
+static size_t one_fd(int fd, struct pollfd *fds)
+{
+    fds[0] = (struct pollfd){.fd = fd, .events = POLLIN};
+    return 1;
+}
+
+static size_t fds_signal(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    return one_fd(((struct daemon *)ctx)->sigfd, fds);
+}
+
+static void ready_signal(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)fds, (void)n, (void)now;
+    on_signal(ctx);
+}
+
+static size_t fds_child(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    return one_fd(((struct daemon *)ctx)->chldfd, fds);
+}
+
+static void ready_child(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct daemon *d = ctx;
+    (void)fds, (void)n, (void)now;
+    proc_reap();
+    int status = 0;
+    if (d->child && proc_exit_status(d->child, &status, NULL) == 1) {
+        proc_table_remove(d->child);
+        serve_run_ended(d, status);
+    }
+}
+
+static size_t fds_store(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    return one_fd(kv_event_fd(((struct daemon *)ctx)->kv), fds);
+}
+
+static void ready_store(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)fds, (void)n, (void)now;
+    on_store(ctx);
+}
+
+static const struct ea_loop_source serve_sources[] = {
+    {"signals", 1, fds_signal, ready_signal, false},
+    {"children", 1, fds_child, ready_child, false},
+    {"store", 1, fds_store, ready_store, false},
+};
+
+/* Over once a signal came and no run's agent is left. */
+static bool serve_done(void *ctx)
+{
+    const struct daemon *d = ctx;
+    return d->term_signal && !d->child;
 }
 
 static void loop(struct daemon *d)
 {
-    for (;;) {
-        int64_t now = ea_now_ms();
-        if (d->term_signal && !d->child)
-            return;
-        if (!d->term_signal && (d->retry_at < 0 || now >= d->retry_at) &&
-            (!d->lease || !d->watch_id)) {
-            struct ea_error err = {0};
-            d->retry_at = -1;
-            if (store_up(d, &err) < 0)
-                serve_store_failed(d, "registering with the pool", &err);
-        }
-        if (d->retry_at >= 0 && now >= d->retry_at && d->lease && d->watch_id) {
-            d->retry_at = -1;
-            d->pick = true;
-        }
-        if (!d->child && d->rescan_at && now >= d->rescan_at) {
-            d->rescan_at = 0;
-            d->pick = d->full_scan = true;
-        }
-        if (!d->term_signal && !d->child && d->pick && d->lease && d->watch_id &&
-            d->retry_at < 0)
-            serve_pick(d);
-        if (d->child && !d->term_signal && !d->state_watch && d->lease)
-            serve_watch_run_state(d);
-        if (d->child && d->advance_at && now >= d->advance_at)
-            serve_advance_for_room(d);
-        if (d->lease && now >= d->keepalive_at)
-            keepalive(d);
-        publish(d);
-        int64_t wake = d->keepalive_at;
-        if (d->retry_at >= 0 && (wake < 0 || d->retry_at < wake))
-            wake = d->retry_at;
-        int64_t at = d->child ? d->advance_at : d->rescan_at;
-        if (at && (wake < 0 || at < wake))
-            wake = at;
-        struct pollfd p[3] = {{.fd = d->sigfd, .events = POLLIN},
-                              {.fd = d->chldfd, .events = POLLIN},
-                              {.fd = kv_event_fd(d->kv), .events = POLLIN}};
-        if (poll(p, 3, ea_timeout_until(wake)) < 0 && errno != EINTR)
-            return;
-        if (p[0].revents)
-            on_signal(d);
-        if (p[1].revents) {
-            proc_reap();
-            int status = 0;
-            if (d->child && proc_exit_status(d->child, &status, NULL) == 1) {
-                proc_table_remove(d->child);
-                serve_run_ended(d, status);
-            }
-        }
-        if (p[2].revents)
-            on_store(d);
-    }
+    struct ea_loop *l = ea_loop_create(d->clock, serve_done, d);
+    int r = l ? 0 : -ENOMEM;
+    for (size_t i = 0; r == 0 && i < sizeof(serve_steps) / sizeof(serve_steps[0]); i++)
+        r = ea_loop_add_step(l, &serve_steps[i], d);
+    for (size_t i = 0; r == 0 && i < sizeof(serve_sources) / sizeof(serve_sources[0]); i++)
+        r = ea_loop_add_source(l, &serve_sources[i], d);
+    if (r < 0)
+        log_error("the loop: %s", strerror(-r));
+    else
+        ea_loop_run(l); /* until done, or the wait fails */
+    ea_loop_destroy(l);
 }
 
 static int setup(struct daemon *d, const char *pool)
@@ -292,6 +396,7 @@ static int setup(struct daemon *d, const char *pool)
 int serve_main(int argc, char **argv, char **envp)
 {
     struct daemon d = {.sigfd = -1, .chldfd = -1, .retry_at = -1, .keepalive_at = -1,
+                       .clock = &ea_clock_real,
                        .envp = envp, .cg = {.parent_fd = -1, .fd = -1}};
     const char *pool = NULL;
     bool help = false;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "daemon_cg.h"
 #include "daemon_trust.h"
+#include "ea_loop.h"
 #include "events.h"
 #include "http.h"
 #include "kv.h"
@@ -27,6 +28,7 @@
 #define BAD_MAX 16
 
 struct daemon {
+    const struct ea_clock *clock; /* the loop's: every deadline below is on its scale */
     struct cfg cfg;    /* the node's options (store, node id, lease TTL, log, --http) */
     char **cfg_argv;   /* what cfg points into */
     char **node_args;  /* handed to every run's agent (no --pool, no --http; the password
@@ -65,6 +67,12 @@ struct daemon {
     struct { char key[POOL_KEY_MAX]; int64_t rev; } bad[BAD_MAX];
     size_t n_bad;
 };
+
+/* The loop's time (monotonic ms): real, or a test's ea_fake_clock. */
+static inline int64_t serve_now(const struct daemon *d)
+{
+    return d->clock->now_ms(d->clock->ctx);
+}
 
 /* serve_opts.c: the options (0, or -EINVAL said on stderr, -ENOMEM), and --help. */
 int serve_parse(struct daemon *d, int argc, char **argv, char **envp, const char **ret_pool,

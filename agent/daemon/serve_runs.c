@@ -30,7 +30,7 @@
 
 static bool skipped(struct daemon *d, const char *run)
 {
-    int64_t now = ea_now_ms();
+    int64_t now = serve_now(d);
     for (size_t i = 0; i < SKIP_MAX; i++)
         if (d->skip[i].until > now && strcmp(d->skip[i].run, run) == 0)
             return true;
@@ -44,7 +44,7 @@ static void skip_run(struct daemon *d, const char *run)
         if (d->skip[i].until < d->skip[k].until)
             k = i;
     snprintf(d->skip[k].run, sizeof(d->skip[k].run), "%s", run);
-    d->skip[k].until = ea_now_ms() + SKIP_MS;
+    d->skip[k].until = serve_now(d) + SKIP_MS;
     if (d->retry_at < 0 || d->retry_at > d->skip[k].until)
         d->retry_at = d->skip[k].until; /* then look again */
 }
@@ -86,7 +86,7 @@ void serve_on_run_state(struct daemon *d, const struct kv_event *ev)
     int64_t window = (int64_t)d->run_max * 10;
     window = window < 20 ? 20 : window > 2000 ? 2000 : window;
     d->room_rev = ev->entry.mod_revision;
-    d->advance_at = ea_now_ms() + (int64_t)(h % (uint32_t)window);
+    d->advance_at = serve_now(d) + (int64_t)(h % (uint32_t)window);
 }
 
 void serve_advance_for_room(struct daemon *d)
@@ -225,7 +225,7 @@ void serve_pick(struct daemon *d)
         if (scan)
             runspec_clear(&s);
         ea_error_clear(&err);
-        int64_t now = ea_now_ms(), at = pool_rescan_at(d->scan_ms, now);
+        int64_t now = serve_now(d), at = pool_rescan_at(d->scan_ms, now);
         if (scan && at > now) { /* one scan per gap however often `next` is written */
             d->rescan_at = d->rescan_at && d->rescan_at < at ? d->rescan_at : at;
             d->pick = false;
@@ -234,7 +234,7 @@ void serve_pick(struct daemon *d)
     }
     for (;;) {
         if (scan)
-            d->scan_ms = ea_now_ms();
+            d->scan_ms = serve_now(d);
         if (scan && (r = pool_advance(&d->pool, fullv, n_full, &d->hooks, &s, &err)) < 0)
             goto fail;
         if (!s.run_id[0])
@@ -260,7 +260,7 @@ void serve_pick(struct daemon *d)
         goto fail;
     /* a run whose seats were all taken though its keys say room: a seat of a node that died
      * is freed by its lease; look again then */
-    d->rescan_at = n_full && !d->child ? ea_now_ms() + d->cfg.lease_ttl_ms : 0;
+    d->rescan_at = n_full && !d->child ? serve_now(d) + d->cfg.lease_ttl_ms : 0;
     d->pick = d->full_scan = false;
     d->m.store_down = false;
     d->backoff_ms = 0;

@@ -21,6 +21,7 @@
 #include "agent.h"
 #include "config.h"
 #include "ea_escape.h"
+#include "ea_loop.h"
 #include "ea_time.h"
 #include "kv.h"
 #include "status_node.h"
@@ -115,6 +116,81 @@ static int resync(struct status_cmd *sc, bool watch, struct ea_error *err)
     return watch ? kv_watch(sc->kv, sc->prefix, rev + 1, &sc->watch_id, err) : 0;
 }
 
+/* ---- the loops (ea_loop.h) ---------------------------------------------------------------- */
+
+/* SIGINT/SIGTERM/SIGHUP: a source of every loop here; `got` once one came (not read: the
+ * process ends). */
+struct sig_watch {
+    int sigfd;
+    bool got;
+};
+
+static size_t fds_signal(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    fds[0] = (struct pollfd){.fd = ((struct sig_watch *)ctx)->sigfd, .events = POLLIN};
+    return 1;
+}
+
+static void ready_signal(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)n, (void)now;
+    if (fds[0].revents & POLLIN)
+        ((struct sig_watch *)ctx)->got = true;
+}
+
+static const struct ea_loop_source signal_source = {"signals", 1, fds_signal, ready_signal, false};
+
+/* A one-shot read that caught a commit half-way lists again every COMMIT_POLL_MS, until the view
+ * decodes or COMMIT_WAIT_MS have passed. */
+struct commit_wait {
+    struct status_cmd *sc;
+    struct rdzv_run_view *v;
+    struct ea_error *err;
+    int r;
+    int64_t until, next;
+    bool over;
+};
+
+static void step_commit(void *ctx, int64_t now)
+{
+    struct commit_wait *w = ctx;
+    if (now >= w->next) {
+        ea_error_clear(w->err);
+        if ((w->r = resync(w->sc, false, w->err)) == 0)
+            w->r = rdzv_run_view_decode(w->sc->prefix, w->sc->keys, w->sc->n_keys, w->v, w->err);
+        w->next = now + COMMIT_POLL_MS;
+    }
+    w->over = w->r != -EAGAIN || now >= w->until;
+}
+
+static int64_t wake_commit(void *ctx)
+{
+    return ((const struct commit_wait *)ctx)->next;
+}
+
+static const struct ea_loop_step commit_steps[] = {{"commit", step_commit, wake_commit, true}};
+
+static bool commit_over(void *ctx)
+{
+    return ((const struct commit_wait *)ctx)->over;
+}
+
+static int wait_commit(struct status_cmd *sc, struct rdzv_run_view *v, struct ea_error *err)
+{
+    int64_t now = ea_now_ms();
+    struct commit_wait w = {.sc = sc, .v = v, .err = err, .r = -EAGAIN,
+                            .until = now + COMMIT_WAIT_MS, .next = now + COMMIT_POLL_MS};
+    struct ea_loop *l = ea_loop_create(NULL, commit_over, &w);
+    if (!l || ea_loop_add_step(l, &commit_steps[0], &w) < 0) {
+        ea_loop_destroy(l);
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    }
+    int r = ea_loop_run(l);
+    ea_loop_destroy(l);
+    return r < 0 ? ea_errorf(err, r, "waiting for the commit: %s", strerror(-r)) : w.r;
+}
+
 /* Print the mirrored run when it differs from the last print. -EPIPE when stdout is gone. */
 static int show(struct status_cmd *sc, struct ea_error *err)
 {
@@ -124,13 +200,8 @@ static int show(struct status_cmd *sc, struct ea_error *err)
      * which its `state` event brings; a one-shot read lists again, every COMMIT_POLL_MS for up to
      * COMMIT_WAIT_MS (the commit record follows its chunks in the coordinator's next request, but
      * a loaded coordinator can take a while: a count of quick retries ran out on a busy machine) */
-    for (int64_t until = ea_now_ms() + COMMIT_WAIT_MS;
-         r == -EAGAIN && !sc->cfg->watch && ea_now_ms() < until;) {
-        ea_error_clear(err);
-        poll(NULL, 0, COMMIT_POLL_MS);
-        if ((r = resync(sc, false, err)) == 0)
-            r = rdzv_run_view_decode(sc->prefix, sc->keys, sc->n_keys, &v, err);
-    }
+    if (r == -EAGAIN && !sc->cfg->watch)
+        r = wait_commit(sc, &v, err);
     if (r == -EAGAIN && sc->cfg->watch) {
         ea_error_clear(err);
         return 0;
@@ -218,83 +289,159 @@ static int on_events(struct status_cmd *sc, struct ea_error *err)
     return broken ? resync(sc, true, err) : 0;
 }
 
+/* --watch: follow the store until SIGINT/SIGTERM/SIGHUP. */
+struct follow {
+    struct status_cmd *sc;
+    struct sig_watch sig;
+    struct ea_error *err;
+    int r; /* a store error: the end */
+};
+
+static size_t fds_store(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    fds[0] = (struct pollfd){.fd = kv_event_fd(((struct follow *)ctx)->sc->kv), .events = POLLIN};
+    return 1;
+}
+
+static void ready_store(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct follow *f = ctx;
+    (void)n, (void)now;
+    if (f->sig.got || !(fds[0].revents & POLLIN))
+        return;
+    int r = on_events(f->sc, f->err);
+    if (r == 0)
+        r = show(f->sc, f->err);
+    f->r = r;
+}
+
+static const struct ea_loop_source store_source = {"store", 1, fds_store, ready_store, false};
+
+static bool follow_over(void *ctx)
+{
+    const struct follow *f = ctx;
+    return f->sig.got || f->r < 0;
+}
+
 /* Follow the store until SIGINT/SIGTERM (0), or a store error (its code). */
 static int watch_loop(struct status_cmd *sc, int sigfd, struct ea_error *err)
 {
-    struct pollfd fds[2] = {{.fd = sigfd, .events = POLLIN},
-                            {.fd = kv_event_fd(sc->kv), .events = POLLIN}};
-    for (;;) {
-        if (poll(fds, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            return ea_errorf(err, -errno, "poll: %s", strerror(errno));
-        }
-        if (fds[0].revents & POLLIN)
-            return 0;
-        if (!(fds[1].revents & POLLIN))
-            continue;
-        int r = on_events(sc, err);
-        if (r == 0)
-            r = show(sc, err);
-        if (r < 0)
-            return r;
-    }
+    struct follow f = {.sc = sc, .sig = {.sigfd = sigfd}, .err = err};
+    struct ea_loop *l = ea_loop_create(NULL, follow_over, &f);
+    int r = l ? ea_loop_add_source(l, &signal_source, &f.sig) : -ENOMEM;
+    if (r == 0)
+        r = ea_loop_add_source(l, &store_source, &f);
+    if (r == 0 && (r = ea_loop_run(l)) < 0)
+        ea_errorf(err, r, "poll: %s", strerror(-r));
+    else if (r < 0)
+        ea_errorf(err, r, "out of memory");
+    ea_loop_destroy(l);
+    return r < 0 ? r : f.sig.got ? 0 : f.r;
 }
 
-/*
- * --watch on a file store that does not exist yet: wait (inotify on the nearest existing
- * ancestor) until `path` exists, without creating anything. 0 when it does, 1 on SIGINT/SIGTERM,
- * or a negative errno.
- */
+/* --watch on a file store that does not exist yet: each pass watches the nearest existing
+ * ancestor of `path` (inotify) and waits for something to appear in it, or a signal. */
+struct dir_wait {
+    const char *path;
+    int ifd, wd;
+    struct sig_watch sig;
+    struct ea_error *err;
+    int r;       /* 0 waiting, 1 it exists, or a negative errno */
+    bool again;  /* look again at once: something appeared between the stat and the watch */
+};
+
+static void step_dir(void *ctx, int64_t now)
+{
+    struct dir_wait *w = ctx;
+    (void)now;
+    if (w->wd >= 0)
+        inotify_rm_watch(w->ifd, w->wd);
+    w->wd = -1;
+    w->again = false;
+    struct stat st;
+    if (stat(w->path, &st) == 0) {
+        w->r = 1;
+        return;
+    }
+    char anc[PATH_MAX];
+    snprintf(anc, sizeof(anc), "%s", w->path);
+    for (;;) { /* cut components until an existing directory takes the watch */
+        char *slash = strrchr(anc, '/');
+        if (slash == anc)
+            slash[1] = '\0';
+        else if (slash)
+            *slash = '\0';
+        else
+            snprintf(anc, sizeof(anc), ".");
+        if ((w->wd = inotify_add_watch(w->ifd, anc, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) >= 0 ||
+            (errno != ENOENT && errno != ENOTDIR) || !slash || slash == anc)
+            break;
+    }
+    if (w->wd < 0) {
+        w->r = ea_errorf(w->err, -errno, "cannot watch '%s' for '%s' to appear: %s", anc,
+                         w->path, strerror(errno));
+        return;
+    }
+    /* something may have been created between the stat and the watch: look again first */
+    char next[PATH_MAX];
+    const char *path = w->path;
+    size_t alen = strlen(anc);
+    size_t nlen = strcspn(path + alen + (path[alen] == '/'), "/");
+    snprintf(next, sizeof(next), "%.*s", (int)(alen + (path[alen] == '/') + nlen), path);
+    w->again = stat(next, &st) == 0;
+}
+
+static int64_t wake_dir(void *ctx)
+{
+    return ((const struct dir_wait *)ctx)->again ? 0 : -1; /* 0: a deadline passed already */
+}
+
+static const struct ea_loop_step dir_steps[] = {{"directory", step_dir, wake_dir, true}};
+
+static size_t fds_dir(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    fds[0] = (struct pollfd){.fd = ((struct dir_wait *)ctx)->ifd, .events = POLLIN};
+    return 1;
+}
+
+static void ready_dir(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    char buf[4096];
+    (void)fds, (void)n, (void)now;
+    while (read(((struct dir_wait *)ctx)->ifd, buf, sizeof(buf)) > 0)
+        ;
+}
+
+static const struct ea_loop_source dir_source = {"inotify", 1, fds_dir, ready_dir, false};
+
+static bool dir_over(void *ctx)
+{
+    const struct dir_wait *w = ctx;
+    return w->r != 0 || w->sig.got;
+}
+
+/* Wait until `path` exists, without creating anything. 0 when it does, 1 on SIGINT/SIGTERM, or a
+ * negative errno. */
 static int wait_for_dir(const char *path, int sigfd, struct ea_error *err)
 {
-    int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (ifd < 0)
+    struct dir_wait w = {.path = path, .wd = -1, .sig = {.sigfd = sigfd}, .err = err};
+    if ((w.ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0)
         return ea_errorf(err, -errno, "inotify: %s", strerror(errno));
-    int r = 0;
-    struct stat st;
-    while (stat(path, &st) < 0) {
-        char anc[PATH_MAX];
-        snprintf(anc, sizeof(anc), "%s", path);
-        int wd = -1;
-        for (;;) { /* cut components until an existing directory takes the watch */
-            char *slash = strrchr(anc, '/');
-            if (slash == anc)
-                slash[1] = '\0';
-            else if (slash)
-                *slash = '\0';
-            else
-                snprintf(anc, sizeof(anc), ".");
-            if ((wd = inotify_add_watch(ifd, anc, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) >= 0 ||
-                (errno != ENOENT && errno != ENOTDIR) || !slash || slash == anc)
-                break;
-        }
-        if (wd < 0) {
-            r = ea_errorf(err, -errno, "cannot watch '%s' for '%s' to appear: %s", anc, path,
-                          strerror(errno));
-            break;
-        }
-        /* something may have been created between the stat and the watch: look again first */
-        char next[PATH_MAX];
-        size_t alen = strlen(anc);
-        size_t nlen = strcspn(path + alen + (path[alen] == '/'), "/");
-        snprintf(next, sizeof(next), "%.*s", (int)(alen + (path[alen] == '/') + nlen), path);
-        if (stat(next, &st) < 0) {
-            struct pollfd fds[2] = {{.fd = sigfd, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
-            while (poll(fds, 2, -1) < 0 && errno == EINTR)
-                ;
-            if (fds[0].revents & POLLIN) {
-                r = 1;
-                break;
-            }
-            char buf[4096];
-            while (read(ifd, buf, sizeof(buf)) > 0)
-                ;
-        }
-        inotify_rm_watch(ifd, wd);
-    }
-    close(ifd);
-    return r;
+    struct ea_loop *l = ea_loop_create(NULL, dir_over, &w);
+    int r = l ? ea_loop_add_step(l, &dir_steps[0], &w) : -ENOMEM;
+    if (r == 0)
+        r = ea_loop_add_source(l, &signal_source, &w.sig);
+    if (r == 0)
+        r = ea_loop_add_source(l, &dir_source, &w);
+    if (r == 0)
+        r = ea_loop_run(l);
+    ea_loop_destroy(l);
+    close(w.ifd);
+    if (r < 0)
+        return ea_errorf(err, r, "waiting for '%s': %s", path, strerror(-r));
+    return w.r < 0 ? w.r : w.r == 1 ? 0 : 1;
 }
 
 static int run(struct status_cmd *sc, int sigfd)

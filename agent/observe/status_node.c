@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ea_escape.h"
+#include "ea_loop.h"
 #include "ea_time.h"
 
 /* Largest /status answer read (headers included): the agent's is a few hundred bytes. */
@@ -132,20 +133,61 @@ int status_node_check_addr(const char *spec, struct ea_error *err)
     return parse_addr(spec, &ss, &len, err);
 }
 
+/* One fd awaited until a deadline, on an ea_loop: `r` 0 while waiting, 1 ready, -ETIMEDOUT. */
+struct fd_wait {
+    int fd;
+    short events;
+    int64_t deadline;
+    int r;
+};
+
+static void step_deadline(void *ctx, int64_t now)
+{
+    struct fd_wait *w = ctx;
+    if (now >= w->deadline)
+        w->r = -ETIMEDOUT;
+}
+
+static int64_t wake_deadline(void *ctx)
+{
+    return ((const struct fd_wait *)ctx)->deadline;
+}
+
+static const struct ea_loop_step wait_steps[] = {{"deadline", step_deadline, wake_deadline, true}};
+
+static size_t fds_wait(void *ctx, struct pollfd *fds, size_t max)
+{
+    const struct fd_wait *w = ctx;
+    (void)max;
+    fds[0] = (struct pollfd){.fd = w->fd, .events = w->events};
+    return 1;
+}
+
+static void ready_wait(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)fds, (void)n, (void)now;
+    ((struct fd_wait *)ctx)->r = 1;
+}
+
+static const struct ea_loop_source wait_source = {"socket", 1, fds_wait, ready_wait, false};
+
+static bool wait_over(void *ctx)
+{
+    return ((const struct fd_wait *)ctx)->r != 0;
+}
+
 /* Wait for `events` on fd until the deadline: 0, or -ETIMEDOUT / -errno. */
 static int wait_fd(int fd, short events, int64_t deadline)
 {
-    for (;;) {
-        int64_t left = deadline - ea_now_ms();
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, (int)left);
-        if (n > 0)
-            return 0;
-        if (n < 0 && errno != EINTR)
-            return -errno;
-    }
+    struct fd_wait w = {.fd = fd, .events = events, .deadline = deadline};
+    struct ea_loop *l = ea_loop_create(NULL, wait_over, &w);
+    int r = l ? ea_loop_add_step(l, &wait_steps[0], &w) : -ENOMEM;
+    if (r == 0)
+        r = ea_loop_add_source(l, &wait_source, &w);
+    if (r == 0)
+        r = ea_loop_run(l);
+    ea_loop_destroy(l);
+    return r < 0 ? r : w.r == 1 ? 0 : w.r;
 }
 
 int status_node_fetch(const char *spec, int timeout_ms, json_t **ret, struct ea_error *err)
