@@ -318,20 +318,26 @@ static const struct ea_loop_source serve_sources[] = {
 };
 
 /* Over once a signal came and no run's agent is left. */
-static bool serve_done(void *ctx)
+bool serve_done(void *ctx)
 {
     const struct daemon *d = ctx;
     return d->term_signal && !d->child;
 }
 
-static void loop(struct daemon *d)
+int serve_loop_add(struct ea_loop *l, struct daemon *d)
 {
-    struct ea_loop *l = ea_loop_create(d->clock, serve_done, d);
-    int r = l ? 0 : -ENOMEM;
+    int r = 0;
     for (size_t i = 0; r == 0 && i < sizeof(serve_steps) / sizeof(serve_steps[0]); i++)
         r = ea_loop_add_step(l, &serve_steps[i], d);
     for (size_t i = 0; r == 0 && i < sizeof(serve_sources) / sizeof(serve_sources[0]); i++)
         r = ea_loop_add_source(l, &serve_sources[i], d);
+    return r;
+}
+
+static void loop(struct daemon *d)
+{
+    struct ea_loop *l = ea_loop_create(d->clock, serve_done, d);
+    int r = l ? serve_loop_add(l, d) : -ENOMEM;
     if (r < 0)
         log_error("the loop: %s", strerror(-r));
     else

@@ -79,6 +79,11 @@ int serve_parse(struct daemon *d, int argc, char **argv, char **envp, const char
                 bool *ret_help);
 void serve_print_help(FILE *f);
 
+/* serve.c: register the daemon's steps and sources (a const table) with loop `l` on d->clock
+ * (0, -ENOMEM); the loop's done() for it (a signal came and no run's agent is left). */
+int serve_loop_add(struct ea_loop *l, struct daemon *d);
+bool serve_done(void *ctx);
+
 /* serve.c: the daemon's record on its lease; a store error noted (backing off). */
 int serve_put_record(struct daemon *d, struct ea_error *err);
 void serve_store_failed(struct daemon *d, const char *what, const struct ea_error *err);

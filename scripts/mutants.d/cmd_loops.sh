@@ -4,3 +4,9 @@
 # check that was out of sec_queue.sh: its end-to-end test's bound grew with the elapsed time)
 mutant --target test_serve_rescan --filter 'serve_rescan/a_write_of_next_within*' \
   agent/daemon/serve_runs.c 's/if (scan \&\& at > now) {/if (0) {/' '^test_serve_rescan$'
+# the same gap through serve's own loop on the fake clock
+mutant --target test_serve_rescan --filter 'serve_rescan/the_loop_wakes*' \
+  agent/daemon/serve_runs.c 's/if (scan \&\& at > now) {/if (0) {/' '^test_serve_rescan$'
+# the loop wakes at the rescan's time (not at the next keepalive)
+mutant --target test_serve_rescan --filter 'serve_rescan/the_loop_wakes*' \
+  agent/daemon/serve.c 's/    return at ? at : -1;/    return -1;/' '^test_serve_rescan$'

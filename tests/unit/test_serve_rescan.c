@@ -84,3 +84,40 @@ Test(serve_rescan, a_write_of_next_after_the_gap_scans_at_once)
     cr_assert_eq(d.scan_ms, fc.now, "no scan although the gap was over");
     cr_assert_eq(d.rescan_at, 0);
 }
+
+/* The same decision through the daemon's own loop: a write of `next` 0 ms after a scan is
+ * answered by a scan when the loop's clock reaches the gap's end — the loop wakes for it — and
+ * not before. No real time passes: the fake clock jumps to each wake. */
+Test(serve_rescan, the_loop_wakes_at_the_gaps_end_to_scan)
+{
+    d.cfg.node_id = "n1";
+    d.cfg.lease_ttl_ms = 30000;
+    d.sigfd = d.chldfd = -1;
+    struct ea_loop *l = ea_loop_create(&fc.clock, serve_done, &d);
+    cr_assert(l);
+    cr_assert_eq(serve_loop_add(l, &d), 0);
+    /* the first pass registers, watches `next` and scans the (empty) queue */
+    for (int i = 0; i < 4 && !d.scan_ms; i++)
+        cr_assert_geq(ea_loop_run_once(l), 0);
+    int64_t first = d.scan_ms;
+    cr_assert_gt(first, 0, "the daemon never scanned its queue");
+    cr_assert(d.lease && d.watch_id);
+
+    fc.now += 1;
+    next_names_a_gone_run(); /* 1 ms after the scan; the watch's event wakes the loop at once */
+    int64_t scans_at[4];
+    int n = 0;
+    for (int pass = 0; pass < 40 && n < 1; pass++) {
+        int64_t before = d.scan_ms;
+        cr_assert_geq(ea_loop_run_once(l), 0);
+        if (d.scan_ms != before)
+            scans_at[n++] = d.scan_ms;
+    }
+    cr_assert_eq(n, 1, "no scan after the write of `next`");
+    cr_assert_eq(scans_at[0], first + POOL_RESCAN_GAP_MS,
+                 "scanned at +%lld ms, not at the gap's end (+%d ms)",
+                 (long long)(scans_at[0] - first), POOL_RESCAN_GAP_MS);
+    if (d.lease)
+        kv_lease_revoke(d.kv, d.lease, NULL);
+    ea_loop_destroy(l);
+}
