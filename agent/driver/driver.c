@@ -418,19 +418,25 @@ static const struct ea_loop_source driver_sources[] = {
     {"store", 1, fds_store, ready_store, false},
 };
 
-static bool driver_done(void *ctx)
+bool driver_done(void *ctx)
 {
     return ((const struct driver *)ctx)->done;
+}
+
+int driver_loop_add(struct ea_loop *l, struct driver *d)
+{
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof(driver_steps) / sizeof(driver_steps[0]); i++)
+        r = ea_loop_add_step(l, &driver_steps[i], d);
+    for (size_t i = 0; r == 0 && i < sizeof(driver_sources) / sizeof(driver_sources[0]); i++)
+        r = ea_loop_add_source(l, &driver_sources[i], d);
+    return r;
 }
 
 static void loop(struct driver *d)
 {
     struct ea_loop *l = ea_loop_create(d->clock, driver_done, d);
-    int r = l ? 0 : -ENOMEM;
-    for (size_t i = 0; r == 0 && i < sizeof(driver_steps) / sizeof(driver_steps[0]); i++)
-        r = ea_loop_add_step(l, &driver_steps[i], d);
-    for (size_t i = 0; r == 0 && i < sizeof(driver_sources) / sizeof(driver_sources[0]); i++)
-        r = ea_loop_add_source(l, &driver_sources[i], d);
+    int r = l ? driver_loop_add(l, d) : -ENOMEM;
     if (r == 0)
         r = ea_loop_run(l);
     ea_loop_destroy(l);

@@ -74,6 +74,10 @@ static inline int64_t driver_now(const struct driver *d)
 }
 
 /* driver.c */
+/* Register the driver's steps and sources (a const table) with loop `l` on d->clock: 0, -ENOMEM;
+ * the loop's done() for it (the run is over and every node's agent has exited). */
+int driver_loop_add(struct ea_loop *l, struct driver *d);
+bool driver_done(void *ctx);
 /* Make `l` the current host list: start nothing (the loop does), stop the nodes of hosts no
  * longer listed or whose slot count changed. 0 or -ENOMEM. */
 int driver_apply_list(struct driver *d, const struct host_list *l);

@@ -10,3 +10,10 @@ mutant --target test_serve_rescan --filter 'serve_rescan/the_loop_wakes*' \
 # the loop wakes at the rescan's time (not at the next keepalive)
 mutant --target test_serve_rescan --filter 'serve_rescan/the_loop_wakes*' \
   agent/daemon/serve.c 's/    return at ? at : -1;/    return -1;/' '^test_serve_rescan$'
+# driver mode's loop wakes at its deadlines (a cooldown's end, --join-timeout), on the loop's clock
+mutant --target test_driver_loop --filter 'driver_loop/*' \
+  agent/driver/driver.c 's/    return next_deadline(ctx);/    return -1;/' '^test_driver_loop$'
+# and ends in the pass that found the run over (no wait after it)
+mutant --target test_driver_loop --filter 'driver_loop/*' \
+  agent/driver/driver.c 's/{"driver", step_driver, wake_driver, true},/{"driver", step_driver, wake_driver, false},/' \
+  '^test_driver_loop$'
