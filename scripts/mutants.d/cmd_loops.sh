@@ -13,7 +13,3 @@ mutant --target test_serve_rescan --filter 'serve_rescan/the_loop_wakes*' \
 # driver mode's loop wakes at its deadlines (a cooldown's end, --join-timeout), on the loop's clock
 mutant --target test_driver_loop --filter 'driver_loop/*' \
   agent/driver/driver.c 's/    return next_deadline(ctx);/    return -1;/' '^test_driver_loop$'
-# and ends in the pass that found the run over (no wait after it)
-mutant --target test_driver_loop --filter 'driver_loop/*' \
-  agent/driver/driver.c 's/{"driver", step_driver, wake_driver, true},/{"driver", step_driver, wake_driver, false},/' \
-  '^test_driver_loop$'
