@@ -24,5 +24,8 @@ ea_add_criterion_test(test_e2e_signed SOURCES e2e/test_e2e_signed.c
 # on writes of `next` spaced (unit, memory backend).
 ea_add_criterion_test(test_pool_queue SOURCES unit/test_pool_queue.c LIBS ea_daemon
                       SAFETY "pool_queue/*")
+# serve's rescan gap decided on the loop's clock (issue 37): a fake one, so load cannot decide it.
+ea_add_criterion_test(test_serve_rescan SOURCES unit/test_serve_rescan.c LIBS ea_daemon
+                      PkgConfig::JANSSON SAFETY "serve_rescan/*")
 ea_add_criterion_test(test_e2e_queue_flood SOURCES e2e/test_e2e_queue_flood.c
                       LIBS ea_e2e_harness ea_etcd_harness ea_daemon TIMEOUT 300 LABELS e2e etcd)

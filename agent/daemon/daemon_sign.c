@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "proc.h"
 #include "specsig.h"
 
@@ -37,6 +38,63 @@ int daemon_parse_validity(const char *v, int64_t *ret_ms, struct ea_error *err)
                          "--valid-for '%s': not a duration from 1m to 30d (N[s|m|h|d])", v);
     *ret_ms = (int64_t)ms;
     return 0;
+}
+
+/* ssh-keygen's three pipes, pumped on an ea_loop: `in` to its stdin, its stdout into out (OUT_MAX),
+ * its stderr into errbuf (ERR_MAX - 1); a pipe is closed (-1) when done. */
+struct pump {
+    int fd[3]; /* stdin (write end), stdout, stderr (read ends) */
+    const char *in;
+    size_t in_len, sent;
+    char *out, *errbuf;
+    size_t got, egot;
+};
+
+static size_t pump_fds(void *ctx, struct pollfd *fds, size_t max)
+{
+    const struct pump *pu = ctx;
+    (void)max;
+    for (int i = 0; i < 3; i++)
+        fds[i] = (struct pollfd){.fd = pu->fd[i], .events = i == 0 ? POLLOUT : POLLIN};
+    return 3;
+}
+
+static void pump_ready(void *ctx, const struct pollfd *p, size_t n, int64_t now)
+{
+    struct pump *pu = ctx;
+    (void)n, (void)now;
+    if (pu->fd[0] >= 0 && p[0].revents) {
+        ssize_t k = write(pu->fd[0], pu->in + pu->sent, pu->in_len - pu->sent);
+        if (k > 0)
+            pu->sent += (size_t)k;
+        if ((k < 0 && errno != EAGAIN && errno != EINTR) || pu->sent == pu->in_len) {
+            close(pu->fd[0]); /* done, or ssh-keygen stopped reading (EPIPE) */
+            pu->fd[0] = -1;
+        }
+    }
+    for (int i = 1; i < 3; i++) {
+        if (pu->fd[i] < 0 || !p[i].revents)
+            continue;
+        char *buf = i == 1 ? pu->out : pu->errbuf;
+        size_t *got = i == 1 ? &pu->got : &pu->egot, cap = i == 1 ? OUT_MAX : ERR_MAX - 1;
+        char sink[512];
+        ssize_t k = *got < cap ? read(pu->fd[i], buf + *got, cap - *got)
+                               : read(pu->fd[i], sink, sizeof(sink));
+        if (k > 0 && *got < cap)
+            *got += (size_t)k;
+        if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
+            close(pu->fd[i]);
+            pu->fd[i] = -1;
+        }
+    }
+}
+
+static const struct ea_loop_source pump_source = {"ssh-keygen", 3, pump_fds, pump_ready, false};
+
+static bool pump_done(void *ctx)
+{
+    const struct pump *pu = ctx;
+    return pu->fd[0] < 0 && pu->fd[1] < 0 && pu->fd[2] < 0;
 }
 
 /* Run ssh-keygen with `in` on its stdin; its stdout into out (OUT_MAX), stderr into errbuf. */
@@ -72,46 +130,20 @@ static int run_keygen(char **envp, const char *key, const char *in, size_t in_le
         return r;
     }
     fcntl(pin[1], F_SETFL, O_NONBLOCK);
-    size_t sent = 0, got = 0, egot = 0;
-    struct pollfd p[3] = {{.fd = pin[1], .events = POLLOUT},
-                          {.fd = pout[0], .events = POLLIN},
-                          {.fd = perr[0], .events = POLLIN}};
+    struct pump pu = {.fd = {pin[1], pout[0], perr[0]}, .in = in, .in_len = in_len, .out = out,
+                      .errbuf = errbuf};
     if (in_len == 0) {
         close(pin[1]);
-        p[0].fd = -1;
+        pu.fd[0] = -1;
     }
-    while (p[0].fd >= 0 || p[1].fd >= 0 || p[2].fd >= 0) {
-        if (poll(p, 3, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (p[0].fd >= 0 && p[0].revents) {
-            ssize_t k = write(pin[1], in + sent, in_len - sent);
-            if (k > 0)
-                sent += (size_t)k;
-            if ((k < 0 && errno != EAGAIN && errno != EINTR) || sent == in_len) {
-                close(pin[1]); /* done, or ssh-keygen stopped reading (EPIPE) */
-                p[0].fd = -1;
-            }
-        }
-        for (int i = 1; i < 3; i++) {
-            if (p[i].fd < 0 || !p[i].revents)
-                continue;
-            char *buf = i == 1 ? out : errbuf;
-            size_t *n = i == 1 ? &got : &egot, cap = i == 1 ? OUT_MAX : ERR_MAX - 1;
-            char sink[512];
-            ssize_t k = *n < cap ? read(p[i].fd, buf + *n, cap - *n) : read(p[i].fd, sink, 512);
-            if (k > 0 && *n < cap)
-                *n += (size_t)k;
-            if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
-                close(p[i].fd);
-                p[i].fd = -1;
-            }
-        }
-    }
-    if (p[0].fd >= 0)
-        close(pin[1]);
+    struct ea_loop *l = ea_loop_create(NULL, pump_done, &pu);
+    if (l && ea_loop_add_source(l, &pump_source, &pu) == 0)
+        ea_loop_run(l); /* until every pipe is closed, or the wait fails */
+    ea_loop_destroy(l);
+    for (int i = 0; i < 3; i++)
+        if (pu.fd[i] >= 0)
+            close(pu.fd[i]);
+    size_t got = pu.got, egot = pu.egot;
     errbuf[egot] = '\0';
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

@@ -16,6 +16,7 @@
 #include "daemon_internal.h"
 #include "daemon_sign.h"
 #include "ea_escape.h"
+#include "ea_loop.h"
 #include "ea_time.h"
 #include "pool.h"
 #include "state.h"
@@ -128,69 +129,122 @@ static char **dup_strv(char *const *v, size_t n)
     return out;
 }
 
+/* --wait: following a run's `state` until it is final, on an ea_loop (one step, two sources). */
+struct follow {
+    struct kv *kv;
+    const char *id;
+    char key[POOL_KEY_MAX];
+    int sigfd;
+    int code; /* -1 until known */
+    int64_t watch;
+};
+
+static void follow_state(struct follow *f, const char *value, size_t len)
+{
+    struct rdzv_state s = {0};
+    if (rdzv_state_decode(value, len, &s, NULL) == 0)
+        f->code = pool_status_exit(rdzv_status_name(s.status));
+    rdzv_state_clear(&s);
+}
+
+/* No watch (at first, or broken): read the state and watch from there. */
+static void step_follow(void *ctx, int64_t now)
+{
+    struct follow *f = ctx;
+    (void)now;
+    if (f->watch)
+        return;
+    struct ea_error err = {0};
+    struct kv_list l = {0};
+    int r = kv_list(f->kv, f->key, &l, &err);
+    if (r == 0)
+        r = kv_watch(f->kv, f->key, l.revision + 1, &f->watch, &err);
+    for (size_t i = 0; r == 0 && i < l.n && f->code < 0; i++)
+        if (strcmp(l.entries[i].key, f->key) == 0)
+            follow_state(f, l.entries[i].value, l.entries[i].value_len);
+    kv_list_clear(&l);
+    if (r < 0) {
+        ea_fprintf(stderr, "elastic-agent submit: following run '%s': %s\n", f->id, err.msg);
+        f->code = AGENT_EXIT_STORE;
+    }
+}
+
+static const struct ea_loop_step follow_steps[] = {{"follow", step_follow, NULL, true}};
+
+static size_t fds_signal(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    fds[0] = (struct pollfd){.fd = ((struct follow *)ctx)->sigfd, .events = POLLIN};
+    return 1;
+}
+
+static void ready_signal(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct follow *f = ctx;
+    struct signalfd_siginfo si;
+    (void)fds, (void)n, (void)now;
+    if (read(f->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        f->code = 128 + (int)si.ssi_signo; /* the run goes on: cancel stops it */
+}
+
+static size_t fds_store(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    fds[0] = (struct pollfd){.fd = kv_event_fd(((struct follow *)ctx)->kv), .events = POLLIN};
+    return 1;
+}
+
+static void ready_store(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct follow *f = ctx;
+    struct kv_event *ev = NULL;
+    size_t k = 0;
+    (void)fds, (void)n, (void)now;
+    if (kv_read_events(f->kv, &ev, &k, NULL) < 0)
+        return;
+    for (size_t i = 0; i < k && f->code < 0; i++) {
+        if (ev[i].type == KV_EVENT_ERROR)
+            f->watch = 0; /* list and watch again */
+        else if (ev[i].type == KV_EVENT_PUT && strcmp(ev[i].entry.key, f->key) == 0)
+            follow_state(f, ev[i].entry.value, ev[i].entry.value_len);
+    }
+    kv_events_free(ev, k);
+}
+
+static const struct ea_loop_source follow_sources[] = {
+    {"signal", 1, fds_signal, ready_signal, false},
+    {"store", 1, fds_store, ready_store, false},
+};
+
+static bool follow_done(void *ctx)
+{
+    return ((const struct follow *)ctx)->code >= 0;
+}
+
 /* Follow run `id` until its state is final: its exit code (0/1/4), or 3/130-ish on trouble. */
 static int wait_run(struct pool *pool, const char *id)
 {
-    struct kv *kv = pool->kv;
-    char key[POOL_KEY_MAX];
-    pool_run_key(pool, id, "state", key, sizeof(key));
+    struct follow f = {.kv = pool->kv, .id = id, .code = -1};
+    pool_run_key(pool, id, "state", f.key, sizeof(f.key));
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
-    int sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    int code = -1;
-    int64_t watch = 0;
-    while (code < 0) {
-        struct ea_error err = {0};
-        struct kv_list l = {0};
-        if (!watch) {
-            int r = kv_list(kv, key, &l, &err);
-            if (r == 0)
-                r = kv_watch(kv, key, l.revision + 1, &watch, &err);
-            for (size_t i = 0; r == 0 && i < l.n && code < 0; i++) {
-                struct rdzv_state s = {0};
-                if (strcmp(l.entries[i].key, key) == 0 &&
-                    rdzv_state_decode(l.entries[i].value, l.entries[i].value_len, &s, NULL) == 0)
-                    code = pool_status_exit(rdzv_status_name(s.status));
-                rdzv_state_clear(&s);
-            }
-            kv_list_clear(&l);
-            if (r < 0) {
-                ea_fprintf(stderr, "elastic-agent submit: following run '%s': %s\n", id, err.msg);
-                code = AGENT_EXIT_STORE;
-            }
-            continue;
-        }
-        struct pollfd p[2] = {{.fd = kv_event_fd(kv), .events = POLLIN},
-                              {.fd = sigfd, .events = POLLIN}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
-            break;
-        if (p[1].revents) {
-            struct signalfd_siginfo si;
-            if (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                code = 128 + (int)si.ssi_signo; /* the run goes on: cancel stops it */
-        }
-        struct kv_event *ev = NULL;
-        size_t n = 0;
-        if (!p[0].revents || kv_read_events(kv, &ev, &n, &err) < 0)
-            continue;
-        for (size_t i = 0; i < n && code < 0; i++) {
-            struct rdzv_state s = {0};
-            if (ev[i].type == KV_EVENT_ERROR)
-                watch = 0; /* list and watch again */
-            else if (ev[i].type == KV_EVENT_PUT && strcmp(ev[i].entry.key, key) == 0 &&
-                     rdzv_state_decode(ev[i].entry.value, ev[i].entry.value_len, &s, NULL) == 0)
-                code = pool_status_exit(rdzv_status_name(s.status));
-            rdzv_state_clear(&s);
-        }
-        kv_events_free(ev, n);
-    }
-    if (watch)
-        kv_watch_cancel(kv, watch);
-    if (sigfd >= 0)
-        close(sigfd);
-    return code;
+    f.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    struct ea_loop *l = ea_loop_create(NULL, follow_done, &f);
+    int r = l ? 0 : -ENOMEM;
+    for (size_t i = 0; r == 0 && i < sizeof(follow_steps) / sizeof(follow_steps[0]); i++)
+        r = ea_loop_add_step(l, &follow_steps[i], &f);
+    for (size_t i = 0; r == 0 && i < sizeof(follow_sources) / sizeof(follow_sources[0]); i++)
+        r = ea_loop_add_source(l, &follow_sources[i], &f);
+    if (r == 0)
+        ea_loop_run(l); /* until the code is known, or the wait fails (code -1) */
+    ea_loop_destroy(l);
+    if (f.watch)
+        kv_watch_cancel(f.kv, f.watch);
+    if (f.sigfd >= 0)
+        close(f.sigfd);
+    return f.code;
 }
 
 int submit_main(int argc, char **argv, char **envp)

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * driver: driver mode's event loop (see driver.h). One poll() over the signal fd, the SIGCHLD
- * signalfd of the child table, a timerfd armed to the next deadline (discovery, cooldowns, kill
- * deadlines), the discovery script's stdout and the store's watch fd (failures/ records, to blame
- * the host whose workers failed). No sleeps.
+ * driver: driver mode's event loop (see driver.h), an ea_loop: one step (discovery, reconcile,
+ * the end) that wakes at the next deadline (discovery, cooldowns, kill deadlines), and the
+ * sources: the signal fd, the discovery script's stdout, the SIGCHLD signalfd of the child table
+ * and the store's watch fd (failures/ records, to blame the host whose workers failed). The time
+ * is the loop's clock (driver_now). No sleeps.
  *
  * Each host's child agent: proc_spawn() with its own process group (so a terminal's ^C reaches it
  * only through the driver) and PR_SET_PDEATHSIG=SIGTERM, so that a driver killed with SIGKILL
@@ -20,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "ea_loop.h"
 #include "ea_signal.h"
 #include "ea_time.h"
 #include "hostsource.h"
@@ -56,13 +57,13 @@ void driver_stop_host(struct driver *d, struct dhost *h, int sig, const char *wh
                  (long)h->pid);
     kill(h->pid, sig);
     if (h->st == DH_RUNNING)
-        h->kill_at = ea_now_ms() + d->cfg->stop_timeout_ms + KILL_GRACE_MS;
+        h->kill_at = driver_now(d) + d->cfg->stop_timeout_ms + KILL_GRACE_MS;
     h->st = DH_STOPPING;
 }
 
 static void cool_down(struct driver *d, struct dhost *h, const char *why)
 {
-    int64_t now = ea_now_ms();
+    int64_t now = driver_now(d);
     if (now - h->started_at >= DRIVER_COOLDOWN_CAP_MS)
         h->failures = 0; /* it had been fine for a long while: a fresh start */
     h->failures++;
@@ -110,7 +111,7 @@ static void start_host(struct driver *d, struct dhost *h)
         kill(pid, SIGKILL);
         ea_errorf(&err, r, "out of memory");
     }
-    int64_t now = ea_now_ms();
+    int64_t now = driver_now(d);
     if (r < 0) {
         char why[EA_ERROR_MSG_MAX + 32];
         snprintf(why, sizeof(why), "cannot start its node: %s", err.msg);
@@ -131,7 +132,7 @@ static void set_outcome(struct driver *d, int code, const struct dhost *h)
     if (d->outcome >= 0)
         return;
     d->outcome = code;
-    d->outcome_at = ea_now_ms();
+    d->outcome_at = driver_now(d);
     log_info("node of host '%s' exited with %d: the run %s; waiting for the other nodes", h->name,
              code,
              code == 0   ? "succeeded"
@@ -225,7 +226,7 @@ int driver_apply_list(struct driver *d, const struct host_list *l)
 /* Start what should run, stop what should not, expire cooldowns and kill deadlines. */
 static void reconcile(struct driver *d)
 {
-    int64_t now = ea_now_ms();
+    int64_t now = driver_now(d);
     bool ending = d->term_signal || d->outcome >= 0;
     for (size_t i = 0; i < d->n; i++) {
         struct dhost *h = &d->h[i];
@@ -325,63 +326,123 @@ static int64_t next_deadline(const struct driver *d)
     return t;
 }
 
-static void arm_timer(struct driver *d, int64_t at_ms)
+/* A pass (ea_loop.h): start or time out the discovery script, reconcile the hosts with the list,
+ * and end once the run is over and every node's agent has exited; it wakes at the earliest
+ * deadline (discovery, cooldowns, kill deadlines, the run's end, the join timeout). */
+static void step_driver(void *ctx, int64_t now)
 {
-    struct itimerspec its = {0};
-    if (at_ms >= 0) {
-        if (at_ms < 1)
-            at_ms = 1;
-        /* ea_now_ms() is CLOCK_MONOTONIC */
-        its.it_value.tv_sec = at_ms / 1000;
-        its.it_value.tv_nsec = (at_ms % 1000) * 1000000L;
+    struct driver *d = ctx;
+    if (d->cfg->host_discovery_script && d->disc_pid < 0 && d->disc_next >= 0 &&
+        now >= d->disc_next && !d->term_signal && d->outcome < 0)
+        driver_disc_start(d);
+    if (d->disc_pid > 0 && !d->disc_killed &&
+        (now >= d->disc_deadline || d->term_signal || d->outcome >= 0)) {
+        kill(-d->disc_pid, SIGKILL);
+        d->disc_killed = true;
     }
-    timerfd_settime(d->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    reconcile(d);
+    if ((d->term_signal || d->outcome >= 0) && alive(d) == 0 && d->disc_pid < 0) {
+        d->done = true;
+        d->exit_code = d->term_signal ? 128 + d->term_signal : d->outcome;
+    }
+}
+
+static int64_t wake_driver(void *ctx)
+{
+    return next_deadline(ctx);
+}
+
+static const struct ea_loop_step driver_steps[] = {
+    {"driver", step_driver, wake_driver, true},
+};
+
+static size_t one_fd(int fd, struct pollfd *fds)
+{
+    fds[0] = (struct pollfd){.fd = fd, .events = POLLIN}; /* -1: none now (poll ignores it) */
+    return 1;
+}
+
+static size_t fds_signals(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    return one_fd(((struct driver *)ctx)->sigfd, fds);
+}
+
+static void ready_signals(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)fds, (void)n, (void)now;
+    on_signals(ctx);
+}
+
+static size_t fds_discovery(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    return one_fd(((struct driver *)ctx)->disc_fd, fds);
+}
+
+static void ready_discovery(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)fds, (void)n, (void)now;
+    driver_disc_read(ctx);
+}
+
+static size_t fds_children(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    return one_fd(((struct driver *)ctx)->chldfd, fds);
+}
+
+static void ready_children(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)fds, (void)n, (void)now;
+    on_children(ctx);
+}
+
+static size_t fds_store(void *ctx, struct pollfd *fds, size_t max)
+{
+    const struct driver *d = ctx;
+    (void)max;
+    return one_fd(d->kv ? kv_event_fd(d->kv) : -1, fds);
+}
+
+static void ready_store(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)fds, (void)n, (void)now;
+    driver_on_store(ctx);
+}
+
+static const struct ea_loop_source driver_sources[] = {
+    {"signals", 1, fds_signals, ready_signals, false},
+    {"discovery", 1, fds_discovery, ready_discovery, false},
+    {"children", 1, fds_children, ready_children, false},
+    {"store", 1, fds_store, ready_store, false},
+};
+
+bool driver_done(void *ctx)
+{
+    return ((const struct driver *)ctx)->done;
+}
+
+int driver_loop_add(struct ea_loop *l, struct driver *d)
+{
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof(driver_steps) / sizeof(driver_steps[0]); i++)
+        r = ea_loop_add_step(l, &driver_steps[i], d);
+    for (size_t i = 0; r == 0 && i < sizeof(driver_sources) / sizeof(driver_sources[0]); i++)
+        r = ea_loop_add_source(l, &driver_sources[i], d);
+    return r;
 }
 
 static void loop(struct driver *d)
 {
-    while (!d->done) {
-        int64_t now = ea_now_ms();
-        if (d->cfg->host_discovery_script && d->disc_pid < 0 && d->disc_next >= 0 &&
-            now >= d->disc_next && !d->term_signal && d->outcome < 0)
-            driver_disc_start(d);
-        if (d->disc_pid > 0 && !d->disc_killed &&
-            (now >= d->disc_deadline || d->term_signal || d->outcome >= 0)) {
-            kill(-d->disc_pid, SIGKILL);
-            d->disc_killed = true;
-        }
-        reconcile(d);
-        if ((d->term_signal || d->outcome >= 0) && alive(d) == 0 && d->disc_pid < 0) {
-            d->done = true;
-            d->exit_code = d->term_signal ? 128 + d->term_signal : d->outcome;
-        }
-        if (d->done)
-            break;
-        arm_timer(d, next_deadline(d));
-        struct pollfd p[5] = {{.fd = d->sigfd, .events = POLLIN},
-                              {.fd = d->chldfd, .events = POLLIN},
-                              {.fd = d->tfd, .events = POLLIN},
-                              {.fd = d->disc_fd, .events = POLLIN},
-                              {.fd = d->kv ? kv_event_fd(d->kv) : -1, .events = POLLIN}};
-        if (poll(p, 5, -1) < 0 && errno != EINTR) {
-            log_error("poll: %s", strerror(errno));
-            d->exit_code = AGENT_EXIT_RDZV;
-            break;
-        }
-        if (p[2].revents) {
-            uint64_t x;
-            if (read(d->tfd, &x, sizeof(x)) < 0) {
-                /* EAGAIN: re-armed meanwhile */
-            }
-        }
-        if (p[0].revents)
-            on_signals(d);
-        if (p[3].revents)
-            driver_disc_read(d);
-        if (p[1].revents)
-            on_children(d);
-        if (d->kv && p[4].revents)
-            driver_on_store(d);
+    struct ea_loop *l = ea_loop_create(d->clock, driver_done, d);
+    int r = l ? driver_loop_add(l, d) : -ENOMEM;
+    if (r == 0)
+        r = ea_loop_run(l);
+    ea_loop_destroy(l);
+    if (r < 0) {
+        log_error("the loop: %s", strerror(-r));
+        d->exit_code = AGENT_EXIT_RDZV;
     }
 }
 
@@ -443,7 +504,7 @@ static int initial_list(struct driver *d)
     struct host_list l = {0};
     struct ea_error err = {0};
     if (c->host_discovery_script) {
-        d->disc_next = ea_now_ms(); /* first run at once; the loop waits for it */
+        d->disc_next = driver_now(d); /* first run at once; the loop waits for it */
         d->min_nodes = d->bounds_given ? c->min_nodes : 1;
         d->max_nodes = d->bounds_given ? c->max_nodes : HOSTS_MAX;
         return 0;
@@ -477,7 +538,7 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
                        .argv = argv,
                        .sigfd = -1,
                        .chldfd = -1,
-                       .tfd = -1,
+                       .clock = &ea_clock_real,
                        .disc_pid = -1,
                        .disc_fd = -1,
                        .disc_next = -1,
@@ -518,9 +579,8 @@ int driver_run(const struct cfg *cfg, int argc, char **argv, char **envp)
     ea_term_sigset(&set);
     struct ea_error err = {0};
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 ||
-        (d.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
-        (d.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0) {
-        log_error("cannot set up signals and timers: %s", strerror(errno));
+        (d.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+        log_error("cannot set up signals: %s", strerror(errno));
         code = AGENT_EXIT_RDZV;
         goto out;
     }
@@ -546,7 +606,7 @@ out:
             kill(d.h[i].pid, SIGKILL);
     if (d.disc_pid > 0)
         kill(-d.disc_pid, SIGKILL);
-    if (d.chldfd >= 0 && proc_kill_strays_until(ea_now_ms() + 1000) < 0)
+    if (d.chldfd >= 0 && proc_kill_strays_until(ea_now_ms() + 1000) < 0) /* real time */
         log_warn("processes the run left behind were still being killed after 1 s");
     if (d.chldfd >= 0)
         proc_table_close();
@@ -556,8 +616,6 @@ out:
         close(d.disc_fd);
     if (d.sigfd >= 0)
         close(d.sigfd);
-    if (d.tfd >= 0)
-        close(d.tfd);
     free(d.disc_buf);
     free(d.child_env);
     free(d.h);

@@ -25,7 +25,7 @@ void driver_disc_start(struct driver *d)
     struct ea_error err = {0};
     if (pipe2(p, O_CLOEXEC) < 0) {
         log_error("discovery: pipe: %s", strerror(errno));
-        d->disc_next = ea_now_ms() + d->cfg->discovery_interval_ms;
+        d->disc_next = driver_now(d) + d->cfg->discovery_interval_ms;
         return;
     }
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -57,7 +57,7 @@ void driver_disc_start(struct driver *d)
             log_warn("cannot run the discovery script: %s; keeping the %zu host(s) known", err.msg,
                      d->n);
         }
-        d->disc_next = ea_now_ms() + d->cfg->discovery_interval_ms;
+        d->disc_next = driver_now(d) + d->cfg->discovery_interval_ms;
         return;
     }
     fcntl(p[0], F_SETFL, O_NONBLOCK);
@@ -65,7 +65,7 @@ void driver_disc_start(struct driver *d)
     d->disc_fd = p[0];
     d->disc_len = 0;
     d->disc_overflow = d->disc_killed = false;
-    d->disc_deadline = ea_now_ms() + d->disc_timeout_ms;
+    d->disc_deadline = driver_now(d) + d->disc_timeout_ms;
     d->disc_next = -1;
 }
 
@@ -103,7 +103,7 @@ void driver_disc_finish(struct driver *d, int status)
     }
     proc_table_remove(d->disc_pid);
     d->disc_pid = -1;
-    d->disc_next = ea_now_ms() + d->cfg->discovery_interval_ms;
+    d->disc_next = driver_now(d) + d->cfg->discovery_interval_ms;
     if (d->term_signal || d->outcome >= 0)
         return; /* ending: killed on purpose, and no list matters any more */
     struct ea_error err = {0};

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "ea_loop.h"
 #include "hostsource.h"
 #include "kv.h"
 
@@ -36,6 +37,7 @@ struct dhost {
 };
 
 struct driver {
+    const struct ea_clock *clock; /* the loop's: every deadline below is on its scale */
     const struct cfg *cfg;
     int argc;
     char **argv;
@@ -45,7 +47,7 @@ struct driver {
     int min_nodes, max_nodes;
     struct dhost *h;
     size_t n, cap;
-    int sigfd, chldfd, tfd;
+    int sigfd, chldfd;
     /* discovery script */
     pid_t disc_pid;
     int disc_fd;
@@ -65,7 +67,17 @@ struct driver {
     int exit_code;
 };
 
+/* The loop's time (monotonic ms). */
+static inline int64_t driver_now(const struct driver *d)
+{
+    return d->clock->now_ms(d->clock->ctx);
+}
+
 /* driver.c */
+/* Register the driver's steps and sources (a const table) with loop `l` on d->clock: 0, -ENOMEM;
+ * the loop's done() for it (the run is over and every node's agent has exited). */
+int driver_loop_add(struct ea_loop *l, struct driver *d);
+bool driver_done(void *ctx);
 /* Make `l` the current host list: start nothing (the loop does), stop the nodes of hosts no
  * longer listed or whose slot count changed. 0 or -ENOMEM. */
 int driver_apply_list(struct driver *d, const struct host_list *l);

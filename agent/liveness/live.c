@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "ea_loop.h"
 #include "ea_time.h"
 
 struct queued_probe {
@@ -46,6 +47,10 @@ struct live {
     bool tight, latched;
     void (*fence)(void *ctx, int64_t valid_until_ms);
     void *fence_ctx;
+
+    /* the thread's own (its loop's pass): not under mu */
+    int64_t pass_now;
+    bool pass_tight, woke;
 };
 
 static void poke(int fd)
@@ -84,62 +89,124 @@ static void fence_locked(struct live *l, int64_t now)
     }
 }
 
+/* The thread's loop (ea_loop.h, one loop for this thread): a step takes what the agent's loop
+ * queued (the ring's members, probes) and writes the fence; the ring's wake, held to one tick
+ * while tight, is its deadline; the sources are the agent's wake-up, the ring's sockets, and,
+ * after every wait, handing the ring's reports back. */
+static void step_queued(void *ctx, int64_t now)
+{
+    struct live *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    if (l->set_pending) {
+        ring_set(l->ring, l->set_round, l->set_members, l->set_prev, l->set_await,
+                 l->set_has_next ? &l->set_next : NULL, now);
+        l->set_pending = false;
+    }
+    for (size_t i = 0; i < l->n_probes; i++) {
+        struct queued_probe *q = &l->probes[i];
+        if (ring_probe(l->ring, q->id, &q->peer, q->round, q->timeout_ms, now) == 0)
+            l->in_flight++;
+    }
+    l->n_probes = 0;
+    fence_locked(l, now);
+    l->pass_tight = l->tight;
+    pthread_mutex_unlock(&l->mu);
+    l->pass_now = now;
+    l->woke = false;
+}
+
+static int64_t wake_ring(void *ctx)
+{
+    const struct live *l = ctx;
+    int64_t wake = ring_wake_ms(l->ring);
+    if (l->pass_tight && (wake < 0 || wake > l->pass_now + l->tick))
+        wake = l->pass_now + l->tick; /* keep the fence ahead */
+    return wake;
+}
+
+static const struct ea_loop_step live_steps[] = {{"queued", step_queued, wake_ring, false}};
+
+static size_t fds_wake(void *ctx, struct pollfd *fds, size_t max)
+{
+    (void)max;
+    fds[0] = (struct pollfd){.fd = ((struct live *)ctx)->wake_fd, .events = POLLIN};
+    return 1;
+}
+
+static void ready_wake(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct live *l = ctx;
+    (void)n, (void)now;
+    l->woke = true;
+    if (fds[0].revents & POLLIN)
+        drain(l->wake_fd);
+}
+
+static size_t fds_ring(void *ctx, struct pollfd *fds, size_t max)
+{
+    return ring_pollfds(((struct live *)ctx)->ring, fds, max);
+}
+
+static void ready_ring(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct live *l = ctx;
+    bool any = l->woke;
+    for (size_t i = 0; i < n && !any; i++)
+        any = fds[i].revents != 0;
+    ring_on_poll(l->ring, fds, any ? n : 0, now); /* every wait: the ring's own deadlines */
+}
+
+static void ready_reports(void *ctx, const struct pollfd *fds, size_t n, int64_t now)
+{
+    struct live *l = ctx;
+    (void)fds, (void)n;
+    pthread_mutex_lock(&l->mu);
+    bool any = false;
+    struct ring_report x;
+    while (ring_take(l->ring, &x)) {
+        if (x.kind == RING_REPORT_PROBE && l->in_flight > 0)
+            l->in_flight--;
+        if (l->n_reports == RING_REPORTS_MAX) {
+            memmove(l->reports, l->reports + 1, (RING_REPORTS_MAX - 1) * sizeof(x));
+            l->n_reports--;
+        }
+        l->reports[l->n_reports++] = x;
+        any = true;
+    }
+    ring_get_links(l->ring, &l->links);
+    fence_locked(l, now);
+    pthread_mutex_unlock(&l->mu);
+    if (any)
+        poke(l->report_fd);
+}
+
+static const struct ea_loop_source live_sources[] = {
+    {"wake", 1, fds_wake, ready_wake, false},
+    {"ring", RING_POLL_MAX, fds_ring, ready_ring, true},
+    {"reports", 0, NULL, ready_reports, true},
+};
+
+static bool stopped(void *ctx)
+{
+    struct live *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    bool stop = l->stop;
+    pthread_mutex_unlock(&l->mu);
+    return stop;
+}
+
 static void *run(void *arg)
 {
     struct live *l = arg;
-    struct pollfd fds[1 + RING_POLL_MAX];
-    for (;;) {
-        int64_t now = ea_now_ms();
-        pthread_mutex_lock(&l->mu);
-        if (l->stop) {
-            pthread_mutex_unlock(&l->mu);
-            break;
-        }
-        if (l->set_pending) {
-            ring_set(l->ring, l->set_round, l->set_members, l->set_prev, l->set_await,
-                     l->set_has_next ? &l->set_next : NULL, now);
-            l->set_pending = false;
-        }
-        for (size_t i = 0; i < l->n_probes; i++) {
-            struct queued_probe *q = &l->probes[i];
-            if (ring_probe(l->ring, q->id, &q->peer, q->round, q->timeout_ms, now) == 0)
-                l->in_flight++;
-        }
-        l->n_probes = 0;
-        fence_locked(l, now);
-        bool tight = l->tight;
-        pthread_mutex_unlock(&l->mu);
-
-        fds[0] = (struct pollfd){.fd = l->wake_fd, .events = POLLIN};
-        size_t n = ring_pollfds(l->ring, fds + 1, RING_POLL_MAX);
-        int64_t wake = ring_wake_ms(l->ring);
-        if (tight && (wake < 0 || wake > now + l->tick))
-            wake = now + l->tick; /* keep the fence ahead */
-        int rc = poll(fds, n + 1, ea_timeout_until(wake));
-        now = ea_now_ms();
-        if (rc > 0 && (fds[0].revents & POLLIN))
-            drain(l->wake_fd);
-        ring_on_poll(l->ring, fds + 1, rc > 0 ? n : 0, now);
-
-        pthread_mutex_lock(&l->mu);
-        bool any = false;
-        struct ring_report x;
-        while (ring_take(l->ring, &x)) {
-            if (x.kind == RING_REPORT_PROBE && l->in_flight > 0)
-                l->in_flight--;
-            if (l->n_reports == RING_REPORTS_MAX) {
-                memmove(l->reports, l->reports + 1, (RING_REPORTS_MAX - 1) * sizeof(x));
-                l->n_reports--;
-            }
-            l->reports[l->n_reports++] = x;
-            any = true;
-        }
-        ring_get_links(l->ring, &l->links);
-        fence_locked(l, now);
-        pthread_mutex_unlock(&l->mu);
-        if (any)
-            poke(l->report_fd);
-    }
+    struct ea_loop *lp = ea_loop_create(NULL, stopped, l);
+    int r = lp ? 0 : -ENOMEM;
+    for (size_t i = 0; r == 0 && i < sizeof(live_steps) / sizeof(live_steps[0]); i++)
+        r = ea_loop_add_step(lp, &live_steps[i], l);
+    for (size_t i = 0; r == 0 && i < sizeof(live_sources) / sizeof(live_sources[0]); i++)
+        r = ea_loop_add_source(lp, &live_sources[i], l);
+    while (r == 0 && ea_loop_run(lp) < 0 && !stopped(l))
+        ; /* a failed wait (not EINTR) is passed over, as before: the next pass waits again */
+    ea_loop_destroy(lp);
     return NULL;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ea_escape.h"
+#include "ea_loop.h"
 #include "ea_time.h"
 
 /* Largest /status answer read (headers included): the agent's is a few hundred bytes. */
@@ -135,17 +136,11 @@ int status_node_check_addr(const char *spec, struct ea_error *err)
 /* Wait for `events` on fd until the deadline: 0, or -ETIMEDOUT / -errno. */
 static int wait_fd(int fd, short events, int64_t deadline)
 {
-    for (;;) {
-        int64_t left = deadline - ea_now_ms();
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, (int)left);
-        if (n > 0)
-            return 0;
-        if (n < 0 && errno != EINTR)
-            return -errno;
-    }
+    struct pollfd p = {.fd = fd, .events = events};
+    int n;
+    while ((n = ea_wait_fds(&p, 1, deadline)) < 0 && errno == EINTR)
+        ;
+    return n < 0 ? -errno : n == 0 ? -ETIMEDOUT : 0;
 }
 
 int status_node_fetch(const char *spec, int timeout_ms, json_t **ret, struct ea_error *err)

@@ -22,7 +22,7 @@ mutant --target test_config --filter 'config/handed_password_is_not_read_under_a
 # ... and what a run left behind past its guard and its agent is killed by serve at the run's
 # end (its cgroup, and what was re-parented to the daemon)
 mutant --target test_e2e_daemon --filter 'daemon/what_a_run_left_behind_is_killed*' \
-  agent/daemon/serve.c 's/^    daemon_cg_run_end(\&d->cg, d->run);/    (void)0;/' \
+  agent/daemon/serve_runs.c 's/^    daemon_cg_run_end(\&d->cg, d->run);/    (void)0;/' \
   '^test_e2e_daemon_safety$'
 # ... where no cgroup is used: what was re-parented, and theirs in turn (a unit test, no clock)
 mutant --target test_proc --filter 'proc/strays_and_their_children*' launcher/proc.c \

@@ -39,7 +39,7 @@ mutant --target test_etcd_big \
 # (serve.c's use of the gap, `if (scan && at > now)`, had a check here against
 # test_e2e_queue_flood: its bound is 2 + elapsed/gap, so on a machine loaded enough that the 200
 # writes take long the mutant passed — survived in the clean-clone CI with stress-ng --cpu 4.
-# Out until a daemon test on a fake clock decides it; pool_rescan_at itself is checked above.)
+# Now decided by test_serve_rescan on the loop's fake clock: scripts/mutants.d/cmd_loops.sh.)
 # a submission during a walk: `next` compared with what it held when the walk began, not re-read
 # after it (the late submission's `next` overwritten by the walk's older choice)
 mutant --target test_pool_queue --filter 'pool_queue/a_submission_during*' agent/daemon/pool.c \
