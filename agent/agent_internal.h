@@ -234,9 +234,7 @@ int agent_warm_check(struct agent *a, int64_t now, struct warm_fault *ret);
 int agent_warm_hold(struct agent *a, const struct rdzv_state *s);
 /* A process exit: 1 when it was a spare the group never took (accounted for here). */
 int agent_warm_on_exit(struct agent *a, const struct launch_exit *e);
-/* The spares' sockets: one pollable fd (-1 none), its handler, and the next deadline. */
-int agent_warm_fd(const struct agent *a);
-void agent_warm_on_events(struct agent *a);
+/* The spares' next deadline (their ready lines, acks). */
 int64_t agent_warm_wake_ms(const struct agent *a);
 /* Stop every parked spare (the loop ends). */
 void agent_warm_stop(struct agent *a);

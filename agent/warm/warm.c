@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,9 +20,9 @@
 
 void warm_close_fd(struct warm *w, struct spare *s)
 {
+    (void)w;
     if (s->fd < 0)
         return;
-    epoll_ctl(w->epfd, EPOLL_CTL_DEL, s->fd, NULL);
     close(s->fd);
     s->fd = -1;
 }
@@ -159,14 +158,13 @@ int warm_create(const struct warm_config *c, struct warm **ret, struct ea_error 
     if (!w)
         return ea_errorf(err, -ENOMEM, "out of memory");
     w->c = *c;
-    w->epfd = epoll_create1(EPOLL_CLOEXEC);
     w->env = copy_env(c->env);
     w->log_dir = c->log_dir ? strdup(c->log_dir) : NULL;
     w->shown = calloc((size_t)c->nproc, sizeof(*w->shown));
     w->last_gen = calloc((size_t)c->nproc, sizeof(*w->last_gen));
     w->cur_done_ms = -1;
-    if (w->epfd < 0 || !w->env || (c->log_dir && !w->log_dir) || !w->shown || !w->last_gen) {
-        int e = w->epfd < 0 ? errno : ENOMEM;
+    if (!w->env || (c->log_dir && !w->log_dir) || !w->shown || !w->last_gen) {
+        int e = ENOMEM;
         warm_destroy(w);
         return ea_errorf(err, -e, "cannot set up warm spares: %s", strerror(e));
     }
@@ -196,8 +194,6 @@ void warm_destroy(struct warm *w)
     free(w->shown);
     free(w->log_dir);
     free_env(w->env);
-    if (w->epfd >= 0)
-        close(w->epfd);
     free(w);
 }
 
@@ -266,14 +262,7 @@ static int spawn(struct warm *w, int i, int64_t floor_gen, struct ea_error *err)
     s->fd = sv[0];
     sv[0] = -1;
     s->deadline_ms = ea_now_ms() + w->c.ready_timeout_ms;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
-    w->v[w->n++] = s;
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
-        r = ea_errorf(err, -errno, "cannot watch a spare's socket: %s", strerror(errno));
-        warm_stop_spare(w, s);
-        s = NULL;
-        goto out;
-    }
+    w->v[w->n++] = s; /* its socket is polled from now on (warm_pollfds) */
     s = NULL;
 out:
     if (sv[0] >= 0)
@@ -363,8 +352,8 @@ static void maybe_done(struct warm *w, struct spare *s)
 
 static void want_out(struct warm *w, struct spare *s, bool on)
 {
-    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = s};
-    epoll_ctl(w->epfd, EPOLL_CTL_MOD, s->fd, &ev);
+    (void)w;
+    s->want_out = on;
 }
 
 /* Write what the socket takes of the assignment. 0, or -EPIPE (the worker's end is gone). */
@@ -476,9 +465,23 @@ static void on_input(struct warm *w, struct spare *s)
     }
 }
 
-int warm_fd(const struct warm *w)
+size_t warm_pollfds(const struct warm *w, struct pollfd *fds, size_t max)
 {
-    return w ? w->epfd : -1;
+    size_t n = 0;
+    for (size_t i = 0; w && i < w->n && n < max; i++)
+        if (w->v[i]->fd >= 0)
+            fds[n++] = (struct pollfd){.fd = w->v[i]->fd,
+                                       .events = POLLIN | (w->v[i]->want_out ? POLLOUT : 0)};
+    return n;
+}
+
+/* The spare whose socket is fd, or NULL (an earlier event of the batch dropped it). */
+static struct spare *spare_of_fd(const struct warm *w, int fd)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (w->v[i]->fd == fd)
+            return w->v[i];
+    return NULL;
 }
 
 static bool alive(const struct warm *w, const struct spare *s)
@@ -489,21 +492,21 @@ static bool alive(const struct warm *w, const struct spare *s)
     return false;
 }
 
-void warm_on_events(struct warm *w)
+void warm_on_poll(struct warm *w, const struct pollfd *fds, size_t n)
 {
-    struct epoll_event ev[32];
-    int n = epoll_wait(w->epfd, ev, 32, 0);
-    for (int i = 0; i < n; i++) {
-        struct spare *s = ev[i].data.ptr;
-        /* an earlier event of this batch may have dropped it (a fault takes the whole set) */
-        if (!alive(w, s) || s->fd < 0)
+    for (size_t i = 0; w && i < n; i++) {
+        if (!fds[i].revents || fds[i].fd < 0)
             continue;
-        if ((ev[i].events & EPOLLOUT) && warm_flush_out(w, s) < 0) {
+        /* an earlier event of this batch may have dropped it (a fault takes the whole set) */
+        struct spare *s = spare_of_fd(w, fds[i].fd);
+        if (!s)
+            continue;
+        if ((fds[i].revents & POLLOUT) && warm_flush_out(w, s) < 0) {
             warm_add_fault(w, s, "closed ELASTIC_ASSIGN_FD before it read its assignment");
             warm_fault_spare(w, s);
             continue;
         }
-        if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
             on_input(w, s);
         if (alive(w, s))
             maybe_done(w, s);

@@ -14,6 +14,7 @@
 #define EA_AGENT_WARM_H
 
 #include <limits.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,11 +121,12 @@ int warm_held(const struct warm *w);
 /* Stop every held worker (the node left the run, is leaving, or was fenced out). */
 void warm_drop_held(struct warm *w);
 
-/* An epoll fd, readable when warm_on_events has work (a line, a socket ready for the rest of an
- * assignment); -1 before warm_create succeeded. */
-int warm_fd(const struct warm *w);
-/* Read lines and write assignments, non-blocking. */
-void warm_on_events(struct warm *w);
+/* The spares' sockets to poll (for a line, or room for the rest of an assignment): at most max
+ * of them into fds, how many (0 for NULL). WARM_POLL_MAX holds every one. */
+#define WARM_POLL_MAX 8192 /* a parked and a held one for each of --nproc-per-node's 4096 */
+size_t warm_pollfds(const struct warm *w, struct pollfd *fds, size_t max);
+/* The poll's answer for those fds: read lines and write assignments, non-blocking. */
+void warm_on_poll(struct warm *w, const struct pollfd *fds, size_t n);
 /* A process exit the launcher reported: 1 when it was a spare not handed over (accounted for,
  * released: a parked one that exited is a fault), 0 otherwise (a handed-over spare is forgotten
  * here: the caller's). */

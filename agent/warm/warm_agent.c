@@ -172,16 +172,6 @@ int agent_warm_on_exit(struct agent *a, const struct launch_exit *e)
     return warm_on_exit(a->warm.spares, e);
 }
 
-int agent_warm_fd(const struct agent *a)
-{
-    return warm_fd(a->warm.spares);
-}
-
-void agent_warm_on_events(struct agent *a)
-{
-    if (a->warm.spares)
-        warm_on_events(a->warm.spares);
-}
 
 int64_t agent_warm_wake_ms(const struct agent *a)
 {
@@ -331,8 +321,19 @@ static void park(void *c, int64_t now)
         agent_warm_tick(c);
 }
 
-AGENT_FD_SOURCE(spares, agent_in_run(a) || a->stage.id == AP_WARMING, agent_warm_fd(a),
-                agent_warm_on_events(a))
+/* The spares' sockets, while they are in use: running, and warming before the join. */
+static size_t fds_spares(void *c, struct pollfd *fds, size_t max)
+{
+    const struct agent *a = c;
+    bool on = agent_in_run(c) || a->stage.id == AP_WARMING;
+    return on ? warm_pollfds(a->warm.spares, fds, max) : 0;
+}
+
+static void on_spares(void *c, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)now;
+    warm_on_poll(((struct agent *)c)->warm.spares, fds, n);
+}
 
 static void warm_enter(struct agent *a, int phase)
 {
@@ -381,7 +382,7 @@ static const struct agent_step warm_steps[] = {
 };
 
 static const struct ea_loop_source warm_sources[] = {
-    {"warm", 1, fd_spares, on_spares, false}, /* the spares' sockets */
+    {"warm", WARM_POLL_MAX, fds_spares, on_spares, false}, /* the spares' sockets */
 };
 
 const struct agent_component agent_warm_component = {

@@ -28,6 +28,7 @@ struct spare {
     struct launch_proc *proc;
     pid_t pid; /* 0 until the launcher confirmed its start: read it through spare_pid() */
     int fd; /* our end of the socket, -1 once closed */
+    bool want_out; /* the rest of an assignment waits for room: poll for POLLOUT too */
     int local_rank;
     int64_t deadline_ms; /* its ready line (or, re-assigned, its ack) is due */
     int64_t floor_gen;   /* it is for a generation after this one */
@@ -47,7 +48,6 @@ struct warm {
     char **env; /* copy of c.env */
     char *log_dir;
     bool *shown;
-    int epfd;
     struct spare **v;
     size_t n, cap;
     int64_t *last_gen; /* per local rank: the generation of its last assignment */

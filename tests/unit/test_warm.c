@@ -325,11 +325,11 @@ static bool pump(bool (*done)(void), int timeout_ms)
         int64_t until = wake >= 0 && wake < deadline ? wake : deadline;
         if (ea_now_ms() >= deadline)
             return false;
-        struct pollfd p[2] = {{.fd = warm_fd(w), .events = POLLIN},
-                              {.fd = launcher_fd(l), .events = POLLIN}};
-        poll(p, 2, ea_timeout_until(until));
-        if (p[0].revents)
-            warm_on_events(w);
+        struct pollfd p[64];
+        p[0] = (struct pollfd){.fd = launcher_fd(l), .events = POLLIN};
+        size_t n_spares = warm_pollfds(w, p + 1, 63);
+        poll(p, 1 + n_spares, ea_timeout_until(until));
+        warm_on_poll(w, p + 1, n_spares);
         struct launch_exit *ex = NULL;
         size_t n = 0;
         launcher_dispatch(l, &ex, &n, NULL);
