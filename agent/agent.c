@@ -67,6 +67,7 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
         report_append_stderr_tail(f->message, sizeof(f->message), w->stderr_tail,
                                   GROUP_STDERR_TAIL);
     }
+    agent_progress_failed(a, f);
     a->failure_generation = a->group.generation;
     a->failure_pending = true;
     a->m.worker_failures++;
@@ -209,9 +210,13 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     case LC_EXIT_FAILED: {
         struct rdzv_failure f;
         struct ea_error err = {0};
+        bool have = rdzv_get_failure(a->rdzv, s->failure_round, &f, &err) == 0;
+        if (have && agent_progress_ended(a, s, &f)) { /* --max-restarts-without-progress */
+            exit_with(a, AGENT_EXIT_FAILED);
+            return;
+        }
         log_error("run '%s' failed: worker failures exceeded --max-restarts %d", a->cfg->run_id,
                   s->max_restarts);
-        bool have = rdzv_get_failure(a->rdzv, s->failure_round, &f, &err) == 0;
         agent_emit(a, "run_failed", "{s:i, s:i, s:I, s:s?, s:i}", "restart_count",
                    s->restart_count, "max_restarts", s->max_restarts, "failure_round",
                    (json_int_t)s->failure_round, "failed_node", have ? f.node_id : NULL,
@@ -565,6 +570,8 @@ STEP_NOW(agent_store_step)
 STEP_NOW(fence_refresh)
 STEP_NOW(check_warm)
 STEP_NOW(check_hang)
+STEP_NOW(agent_progress_step)
+WAKE(agent_progress_wake_ms)
 STEP(agent_publish)
 STEP(agent_warm_tick)
 STEP(reconcile)
@@ -663,6 +670,7 @@ static const struct ea_loop_step agent_steps[] = {
     {"warm-check", step_check_warm, wake_agent_warm_wake_ms, false},
     {"hang", step_check_hang, wake_agent_health_wake_ms, false},
     {"preflight", step_preflight_tick, wake_preflight_wake, false},
+    {"progress", step_agent_progress_step, wake_agent_progress_wake_ms, false},
     {"publish", step_agent_publish, NULL, true}, /* before acting: a round's events first */
     {"warm-park", step_agent_warm_tick, NULL, false}, /* spares parked before the first round */
     {"reconcile", step_reconcile, NULL, false},

@@ -14,14 +14,14 @@
 const char *agent_health_arm(struct agent *a, int n, int rank_base, char *buf, size_t size)
 {
     if (!a->hb)
-        return NULL;
+        return agent_progress_arm(a, NULL, n, rank_base, buf, size);
     snprintf(buf, size, "%s/heartbeat", a->workdir);
     struct ea_error err = {0};
     if (hb_arm(a->hb, buf, n, rank_base, ea_now_ms(), &err) < 0) {
         log_error("%s: hang detection is off for this round", err.msg);
-        return NULL;
+        return agent_progress_arm(a, NULL, n, rank_base, buf, size);
     }
-    return buf;
+    return agent_progress_arm(a, buf, n, rank_base, buf, size);
 }
 
 /* A round's phases are complete: emit them, (group rank 0) publish them, and log them last, so

@@ -121,6 +121,8 @@ struct agent {
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
     int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
 
+    struct pg *pg; /* progress-aware restarts (agent_progress.c); NULL when off */
+
     /* --warm-workers (agent_warm.c) */
     struct warm *warm; /* the parked spares; NULL when off or not created yet */
     bool warm_off;     /* could not be set up: every worker starts cold */
@@ -242,6 +244,26 @@ int64_t agent_liveness_fence(struct agent *a, int64_t lease_until);
 /* The deadline the guards hold now: the ring's thread keeps moving it while in a ring; else
  * `handed` (the last one the loop handed them). */
 int64_t agent_liveness_fence_held(const struct agent *a, int64_t handed);
+
+/* agent_progress.c: progress-aware restarts (progress/progress.h); no-ops when off. */
+struct pg;
+/* Create the state for --max-restarts-without-progress (not for workers over ssh): 0 or -ENOMEM. */
+int agent_progress_open(struct agent *a, const char *launcher);
+void agent_progress_close(struct agent *a);
+/* The round's heartbeat directory (hang detection's `hb_dir`, or NULL: one in buf for the step
+ * alone), armed for reading the ranks' steps; NULL when neither wants one. */
+const char *agent_progress_arm(struct agent *a, const char *hb_dir, int n, int rank_base,
+                               char *buf, size_t size);
+/* A local worker failed (f filled, not yet reported): where the run was goes into f->progress. */
+void agent_progress_failed(struct agent *a, struct rdzv_failure *f);
+/* The run failed with record f: when it was the no-progress rule, its one message and the
+ * run_failed event are given here (true); else false (the caller reports the budget). */
+bool agent_progress_ended(struct agent *a, const struct rdzv_state *s,
+                          const struct rdzv_failure *f);
+/* Every pass: the run's counts after another node's failure, the periodic read of the steps
+ * (progress reported once per round), /metrics' fields; its next read. */
+void agent_progress_step(struct agent *a, int64_t now);
+int64_t agent_progress_wake_ms(const struct agent *a);
 
 /* Emit an event about the run's current round (events.h); a no-op without an event stream. */
 void agent_emit(struct agent *a, const char *name, const char *fmt, ...);

@@ -265,6 +265,8 @@ static int open_all(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_RDZV;
     }
+    if (agent_progress_open(a, lc.name) < 0)
+        return AGENT_EXIT_RDZV;
     a->group.launcher = a->launcher;
     a->group.cfg = c;
     a->group.workdir = a->workdir;
@@ -312,6 +314,7 @@ static void teardown(struct agent *a)
     nic_destroy(a->nic);
     tracker_destroy(a->tracker);
     hb_destroy(a->hb);
+    agent_progress_close(a);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
     if (a->workdir[0])

@@ -52,6 +52,11 @@ const struct opt cfg_opts[] = {
      "key prefix in the store; keys are PREFIX<run-id>/...", STORE},
     {"max-restarts", OPT_INT, OFF(max_restarts), "0", 0, 1000000, "PET_MAX_RESTARTS", "N",
      "job-wide worker-failure restarts before the run fails", AGENT},
+    {"max-restarts-without-progress", OPT_INT, OFF(max_restarts_without_progress), "3", 0, 1000000,
+     NULL, "N",
+     "end the run when the same failure comes N times in a row, or N restarts in a row, without "
+     "the run getting past the step it had reached (workers beat their step: "
+     "elastic_agent.beat(step)); 0: off (docs/restarts.md)", AGENT},
     {"join-timeout", OPT_SEC, OFF(join_timeout_ms), "600", 0, 1e6, NULL, "SEC",
      "give up when fewer than --min nodes are present for this long", AGENT},
     {"last-call", OPT_SEC, OFF(last_call_ms), "30", 0, 86400, NULL, "SEC",
