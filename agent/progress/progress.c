@@ -144,7 +144,8 @@ void pg_next(const struct rdzv_failure *prev, const struct rdzv_failure *f, int6
     bool have_prev = prev && prev->progress.repeat > 0;
     int64_t best = have_prev ? prev->progress.best : -1;
     struct rdzv_progress out = {.step = step < 0 ? -1 : step, .repeat = 1};
-    if (!have_prev || step > best) {
+    bool unknown = step < 0 && best < 0; /* no rank ever beat a step: nothing can be said */
+    if (!have_prev || unknown || step > best) {
         out.no_progress = 0; /* passed the best step: a progress restart; or nothing to compare */
     } else {
         out.no_progress = prev->progress.no_progress + 1;
