@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Progress-aware restarts end to end (issue 40): agents on a real etcd (tests/etcd/etcd_harness,
+ * free loopback ports), shell workers that beat their step (echo STEP > $ELASTIC_HEARTBEAT_FILE)
+ * with hang detection off. A worker that fails the same way at step 50 ends the run after at
+ * most 3 restarts without progress, with one message, although --max-restarts allows 100; a
+ * worker that fails at random steps but resumes past them is never stopped by the rule. Waits
+ * are on pidfds with deadlines, never sleeps.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+
+#include "etcd_harness.h"
+#include "harness.h"
+
+static char dir[256], work[300];
+static struct etcd_harness eh;
+
+static void setup(void)
+{
+    h_mkdtemp(dir, sizeof(dir), "progress");
+    snprintf(work, sizeof(work), "%s/work", dir);
+    cr_assert_eq(mkdir(work, 0755), 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    cr_assert_eq(etcd_harness_start(&eh, 1), 0);
+}
+
+static void teardown(void)
+{
+    h_kill_agents();
+    etcd_harness_stop(&eh);
+    if (getenv("EA_E2E_KEEP"))
+        cr_log_warn("kept %s", dir);
+    else
+        h_rmdir(dir);
+}
+
+TestSuite(e2e_progress, .init = setup, .fini = teardown, .timeout = 240);
+
+static void start(struct h_agent *a, const char *name, const char *run, const char *const *extra,
+                  const char *const *cmd)
+{
+    const char *base[] = {"--rdzv-endpoint", eh.endpoints, "--run-id", run, "--node-id", name,
+                          "--settle", "0.3", "--stop-timeout", "2", "--lease-ttl", "2",
+                          "--local-addr", "127.0.0.1", NULL};
+    h_agent_start_argv(a, dir, name, base, extra, cmd);
+}
+
+/* Rank 1 fails at step 50 every time (a bad batch); rank 0 beats on and waits to be stopped.
+ * mutation: pg_next counting progress as none (or the threshold off by one) changes when it
+ * stops; the failure record's stop not acted on by the coordinator → 100 restarts */
+Test(e2e_progress, the_same_failure_at_step_50_ends_the_run_without_spending_max_restarts)
+{
+    const char *extra[] = {"--nnodes", "2", "--max-restarts", "100", NULL};
+    const char *cmd[] = {
+        "sh", "-c",
+        "i=0; while [ $i -le 60 ]; do echo $i > \"$ELASTIC_HEARTBEAT_FILE\"; "
+        "if [ \"$RANK\" = 1 ] && [ $i = 50 ]; then echo 'bad batch at step 50' >&2; exit 3; fi; "
+        "i=$((i+1)); done; exec sleep 600",
+        NULL};
+    struct h_agent a[2];
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < 2; i++)
+        start(&a[i], h_fmt("n%d", i), "det", extra, cmd);
+    for (int i = 0; i < 2; i++)
+        h_expect_exit(&a[i], 1, 120000);
+    const char *msg = "failed: the same failure 3 times in a row at step 50, no progress: rank 1 "
+                      "(node 'n1'): exited with code 3";
+    for (int i = 0; i < 2; i++) {
+        if (!h_file_contains(a[i].log, msg))
+            h_show_log(&a[i]);
+        cr_assert_eq(h_count_in(a[i].log, msg), 1, "one message, on every node");
+        cr_assert(h_file_contains(a[i].log, "bad batch at step 50"), "the root cause");
+        cr_assert_not(h_file_contains(a[i].log, "exceeded --max-restarts"));
+        /* rounds 1-3 started, the 2 restarts without progress the last of them */
+        cr_assert(h_file_contains(a[i].log, "restarts 2/100"));
+        cr_assert_not(h_file_contains(a[i].log, "restarts 3/100"), "a 3rd restart");
+    }
+    cr_log_info("ended after 2 restarts without progress in %.1f s",
+                (double)(h_now_ms() - t0) / 1000.0);
+}
+
+/* Every attempt fails (the same rank, the same exit code) 1-5 steps after where it resumed, but
+ * resumes from its checkpoint past the last failure: progress every time, never stopped, and the
+ * run finishes at step 40.
+ * mutation: pg_next not resetting the counts on progress → stopped after 3 failures */
+Test(e2e_progress, failures_at_random_steps_that_progress_are_never_stopped)
+{
+    const char *extra[] = {"--nnodes", "1", "--max-restarts", "100", NULL};
+    const char *script = h_fmt(
+        "ck=%s/ckpt; s=$(cat $ck 2>/dev/null || echo 0); "
+        "k=$(( $(od -An -N1 -tu1 /dev/urandom) %% 5 + 1 )); i=$s; "
+        "while [ $i -le 40 ]; do echo $i > \"$ELASTIC_HEARTBEAT_FILE\"; echo $((i+1)) > $ck; "
+        "if [ $i -ge $((s+k-1)) ] && [ $i -lt 40 ]; then echo \"lost at step $i\" >&2; exit 3; "
+        "fi; i=$((i+1)); done",
+        work);
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    struct h_agent a;
+    start(&a, "n0", "rand", extra, cmd);
+    h_expect_exit(&a, 0, 180000);
+    int failures = h_count_in(a.log, "failed: exited with code 3");
+    if (failures < 6)
+        h_show_log(&a);
+    cr_assert_geq(failures, 6, "the worker failed only %d times", failures);
+    cr_assert_not(h_file_contains(a.log, "no progress"));
+    cr_log_info("%d failures, each past the last one, none stopped", failures);
+}
+
+/* Off: the same deterministic failure spends --max-restarts as before.
+ * mutation: --max-restarts-without-progress 0 not turning the rule off → exit before 4 restarts */
+Test(e2e_progress, off_spends_max_restarts)
+{
+    const char *extra[] = {"--nnodes", "1", "--max-restarts", "4",
+                           "--max-restarts-without-progress", "0", NULL};
+    const char *cmd[] = {
+        "sh", "-c",
+        "test -z \"$ELASTIC_HEARTBEAT_FILE\" || exit 9; echo 'bad batch' >&2; exit 3", NULL};
+    struct h_agent a;
+    start(&a, "n0", "off", extra, cmd);
+    h_expect_exit(&a, 1, 120000);
+    cr_assert(h_file_contains(a.log, "worker failures exceeded --max-restarts 4"));
+    cr_assert(h_file_contains(a.log, "restarts 4/4"));
+    cr_assert_not(h_file_contains(a.log, "no progress"));
+}
