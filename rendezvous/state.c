@@ -430,7 +430,7 @@ int rdzv_failure_encode(const struct rdzv_failure *f, char **ret_json, struct ea
                           f->signal, "pid", (json_int_t)f->pid, "time_ms", (json_int_t)f->time_ms,
                           "message", f->message);
     const struct rdzv_progress *p = &f->progress;
-    if (j && p->repeat > 0) { /* only a record that knows where the run was */
+    if (j && p->repeat > 0 && p->best >= 0) { /* only a record that knows where the run was */
         json_t *o = json_pack("{s:I, s:I, s:i, s:i, s:b}", "step", (json_int_t)p->step, "best",
                               (json_int_t)p->best, "no_progress", p->no_progress, "repeat",
                               p->repeat, "stop", p->stop);

@@ -207,6 +207,31 @@ static void print_failure(FILE *out, const struct rdzv_run_view *v)
         ea_fprintf(out, "    ...\n");
 }
 
+/* Where the run was at its last failure (its record's progress, issue 40), or NULL when that
+ * record says nothing about it (no rank beat a step, or --max-restarts-without-progress 0). */
+static const struct rdzv_progress *last_progress(const struct rdzv_run_view *v, int64_t *ret_round)
+{
+    if (!v->have_state || v->state.last_failure <= 0)
+        return NULL;
+    const struct rdzv_view_failure *vf = rdzv_run_view_failure(v, v->state.last_failure);
+    if (!vf || vf->f.progress.repeat <= 0)
+        return NULL;
+    *ret_round = vf->round;
+    return &vf->f.progress;
+}
+
+static void print_progress(FILE *out, const struct rdzv_run_view *v)
+{
+    int64_t round = 0;
+    const struct rdzv_progress *p = last_progress(v, &round);
+    if (p)
+        fprintf(out,
+                "progress      best step %" PRId64 " at the failure of round %" PRId64 "; %d "
+                "restart(s) in a row without progress, the same failure %d time(s) in a row%s\n",
+                p->best, round, p->no_progress, p->repeat,
+                p->stop ? " (the run ended: no progress)" : "");
+}
+
 /*
  * restart_count counts the worker failures charged to the budget (rendezvous/plan.c): the one
  * that exhausts it is charged too, so a failed run holds max_restarts + 1 (or more) and "N of M"
@@ -250,6 +275,7 @@ void status_print_text(FILE *out, const char *run_id, const struct rdzv_run_view
         ea_fprintf(out, "world size    %d on %zu node(s) (min %d, max %d)\n", s->world_size,
                    s->n_members, s->min_nodes, s->max_nodes);
         print_restarts(out, s);
+        print_progress(out, v);
         ea_fprintf(out, "scale events  %d\n", s->scale_events);
         if (v->master[0])
             ea_fprintf(out, "master        %s\n", v->master);
@@ -361,6 +387,15 @@ json_t *status_to_json(const char *run_id, const struct rdzv_run_view *v)
     set(o, "spares", spares_json(v, &ok), &ok);
     set(o, "failure", f ? failure_json(v, f) : json_null(), &ok);
     set(o, "failures_recorded", json_integer((json_int_t)v->n_failures), &ok);
+    int64_t pround = 0;
+    const struct rdzv_progress *p = last_progress(v, &pround);
+    if (p) /* only when the last failure's record knows it (issue 40) */
+        set(o, "progress",
+            json_pack("{s:I, s:I, s:I, s:i, s:i, s:b}", "failure_round", (json_int_t)pround,
+                      "step", (json_int_t)p->step, "best_step", (json_int_t)p->best,
+                      "restarts_without_progress", p->no_progress, "repeat", p->repeat, "stopped",
+                      p->stop),
+            &ok);
     if (!ok) {
         json_decref(o);
         return NULL;

@@ -69,13 +69,18 @@ Test(e2e_progress, the_same_failure_at_step_50_ends_the_run_without_spending_max
         start(&a[i], h_fmt("n%d", i), "det", extra, cmd);
     for (int i = 0; i < 2; i++)
         h_expect_exit(&a[i], 1, 120000);
+    /* ranks go by arrival: rank 1 is either node */
     const char *msg = "failed: the same failure 3 times in a row at step 50, no progress: rank 1 "
-                      "(node 'n1'): exited with code 3";
+                      "(node 'n";
     for (int i = 0; i < 2; i++) {
         if (!h_file_contains(a[i].log, msg))
             h_show_log(&a[i]);
         cr_assert_eq(h_count_in(a[i].log, msg), 1, "one message, on every node");
-        cr_assert(h_file_contains(a[i].log, "bad batch at step 50"), "the root cause");
+        cr_assert(h_file_contains(a[i].log, "exited with code 3 and left no error file (write one "
+                                            "with torch.distributed.elastic.multiprocessing.errors"
+                                            ".record) | last lines of stderr: | bad batch at step "
+                                            "50"),
+                  "the root cause, in the one message");
         cr_assert_not(h_file_contains(a[i].log, "exceeded --max-restarts"));
         /* rounds 1-3 started, the 2 restarts without progress the last of them */
         cr_assert(h_file_contains(a[i].log, "restarts 2/100"));
@@ -83,6 +88,19 @@ Test(e2e_progress, the_same_failure_at_step_50_ends_the_run_without_spending_max
     }
     cr_log_info("ended after 2 restarts without progress in %.1f s",
                 (double)(h_now_ms() - t0) / 1000.0);
+    /* status says where the run was and why it ended */
+    char scmd[1024], out[16384];
+    snprintf(scmd, sizeof(scmd), "%s status --run-id det --rdzv-endpoint %s 2>&1", EA_AGENT_BIN,
+             eh.endpoints);
+    FILE *p = popen(scmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    cr_assert(strstr(out, "progress      best step 50 at the failure of round 3; 2 restart(s) in a "
+                          "row without progress, the same failure 3 time(s) in a row (the run "
+                          "ended: no progress)"),
+              "status: %s", out);
 }
 
 /* Every attempt fails (the same rank, the same exit code) 1-5 steps after where it resumed, but
