@@ -45,3 +45,7 @@ mutant --target test_progress --filter 'progress/the_state_names*' \
 mutant --target test_e2e_progress --filter 'e2e_progress/the_same_failure*' \
   rendezvous/roundguard.c 's/^            stop = f->progress.stop;$/            stop = false;/' \
   '^test_e2e_progress$'
+# a state's last_failure after its own round followed
+mutant --target test_progress --filter 'progress/the_state_names*' \
+  rendezvous/state.c 's/^        last_failure < 0 || last_failure > round ||$/        last_failure < 0 ||/' \
+  '^test_progress$'

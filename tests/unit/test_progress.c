@@ -307,6 +307,11 @@ Test(progress, the_state_names_the_last_failure)
     cr_assert_eq(back.last_failure, 4);
     free(json);
     rdzv_state_clear(&back);
+    /* a last failure after the state's own round is not ours: refused, never followed */
+    next.last_failure = next.round + 1;
+    cr_assert_eq(rdzv_state_encode(&next, &json, NULL), 0);
+    cr_assert_eq(rdzv_state_decode(json, strlen(json), &back, NULL), -EBADMSG);
+    free(json);
     rdzv_state_clear(&next);
     /* the record says stop: never a restart, whatever the budget */
     cr_assert_eq(rdzv_plan_failure_ex(&P, &s, nodes, 2, true, &next, NULL), 1);
