@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Heartbeats for elastic-agent's hang detection (--worker-heartbeat-timeout).
+"""Heartbeats for elastic-agent's hang detection (--worker-heartbeat-timeout) and its
+progress-aware restarts (--max-restarts-without-progress: the step is where the run was when a
+worker fails, docs/restarts.md).
 
     import elastic_agent
     for step, batch in enumerate(loader):
@@ -9,8 +11,8 @@
 Each call overwrites the file named by ELASTIC_HEARTBEAT_FILE with one line (the step number or
 phase name, shown in the failure table as "last: step 1234"). The agent does not read the file on
 every beat: it looks at it only when the rank's deadline comes, so beating once per step costs
-one small write. Without ELASTIC_HEARTBEAT_FILE (another launcher, or hang detection off) every
-call is a no-op. The shell form is:
+one small write. Without ELASTIC_HEARTBEAT_FILE (another launcher, workers over ssh, or both hang
+detection and --max-restarts-without-progress off) every call is a no-op. The shell form is:
 
     echo "$STEP" > "$ELASTIC_HEARTBEAT_FILE"     # or: touch "$ELASTIC_HEARTBEAT_FILE"
 """
