@@ -20,3 +20,6 @@ ea_add_criterion_test(test_agent_decisions SOURCES unit/test_agent_decisions.c
 # Progress-aware restarts (agent/progress/, issue 40): the no-progress rule on synthetic failure
 # sequences, the ranks' step files, the record's codec and the plan's stop.
 ea_add_criterion_test(test_progress SOURCES unit/test_progress.c LIBS ea_agent TIMEOUT 30)
+# Straggler scoring (agent/straggler/, issue 40 part 2) on synthetic timings, without a clock.
+ea_add_criterion_test(test_straggler SOURCES unit/test_straggler.c LIBS ea_straggler m TIMEOUT 30)
+target_include_directories(test_straggler PRIVATE ${PROJECT_SOURCE_DIR}/include)
