@@ -264,21 +264,31 @@ Test(progress, the_record_carries_progress)
     cr_assert(back.progress.stop);
     free(json);
     const char *bad[] = {
-        "{\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":{\"step\":9,\"best\":8,"
         "\"no_progress\":0,\"repeat\":1,\"stop\":false}}",
-        "{\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":{\"step\":9,\"best\":9,"
         "\"no_progress\":-1,\"repeat\":1,\"stop\":false}}",
-        "{\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":{\"step\":9,\"best\":9,"
         "\"no_progress\":0,\"repeat\":0,\"stop\":true}}",
-        "{\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":\"yes\"}",
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        cr_assert_eq(rdzv_failure_decode(bad[i], strlen(bad[i]), &back, NULL), -EBADMSG,
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct ea_error err = {0};
+        cr_assert_eq(rdzv_failure_decode(bad[i], strlen(bad[i]), &back, &err), -EBADMSG,
                      "bad %zu", i);
+        cr_assert(strstr(err.msg, "field 'progress'"), "bad %zu: %s", i, err.msg);
+    }
+    /* the same record with a good progress is ours */
+    const char *good = "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,"
+                       "\"local_rank\":0,\"exit_code\":1,\"signal\":0,\"pid\":1,\"time_ms\":1,"
+                       "\"message\":\"m\",\"progress\":{\"step\":-1,\"best\":8,\"no_progress\":1,"
+                       "\"repeat\":1,\"stop\":false}}";
+    cr_assert_eq(rdzv_failure_decode(good, strlen(good), &back, NULL), 0);
+    cr_assert_eq(back.progress.step, -1);
 }
 
 Test(progress, the_state_names_the_last_failure)
