@@ -121,7 +121,8 @@ struct agent {
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
     int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
 
-    struct pg *pg; /* progress-aware restarts (agent_progress.c); NULL when off */
+    struct agent_progress *progress; /* progress-aware restarts, stragglers (agent_progress.c);
+                                        NULL when both are off */
 
     /* --warm-workers (agent_warm.c) */
     struct warm *warm; /* the parked spares; NULL when off or not created yet */
@@ -245,9 +246,11 @@ int64_t agent_liveness_fence(struct agent *a, int64_t lease_until);
  * `handed` (the last one the loop handed them). */
 int64_t agent_liveness_fence_held(const struct agent *a, int64_t handed);
 
-/* agent_progress.c: progress-aware restarts (progress/progress.h); no-ops when off. */
-struct pg;
-/* Create the state for --max-restarts-without-progress (not for workers over ssh): 0 or -ENOMEM. */
+/* agent_progress.c: progress-aware restarts (progress/progress.h) and straggler detection
+ * (straggler/straggler.h); no-ops when both are off. */
+struct agent_progress;
+/* Create the state for --max-restarts-without-progress and --straggler-threshold (not for
+ * workers over ssh): 0 or -ENOMEM. */
 int agent_progress_open(struct agent *a, const char *launcher);
 void agent_progress_close(struct agent *a);
 /* The round's heartbeat directory (hang detection's `hb_dir`, or NULL: one in buf for the step
@@ -261,7 +264,8 @@ void agent_progress_failed(struct agent *a, struct rdzv_failure *f);
 bool agent_progress_ended(struct agent *a, const struct rdzv_state *s,
                           const struct rdzv_failure *f);
 /* Every pass: the run's counts after another node's failure, the periodic read of the steps
- * (progress reported once per round), /metrics' fields; its next read. */
+ * (progress reported once per round) and compute times (this node's median published at a
+ * bounded rate; the coordinator scores the nodes), /metrics' fields; its next read. */
 void agent_progress_step(struct agent *a, int64_t now);
 int64_t agent_progress_wake_ms(const struct agent *a);
 

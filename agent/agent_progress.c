@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-/* agent progress glue: progress-aware restarts (progress/progress.h) tied to the loop: the
- * heartbeat files armed with each round (hang detection on or off), the step a failure happened
- * at carried in its record, the run's no-progress count for /metrics and the events, and the one
- * message when the rule ends the run. Kept out of agent.c. */
+/* agent progress glue: progress-aware restarts (progress/progress.h) and straggler detection
+ * (straggler/straggler.h) tied to the loop: the heartbeat files armed with each round (hang
+ * detection on or off), the step a failure happened at carried in its record, the run's
+ * no-progress count for /metrics and the events, the one message when the rule ends the run;
+ * the ranks' compute times sampled from the same files, this node's median published at a
+ * bounded rate (compute/<node>), and the coordinator's scoring. Kept out of agent.c. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -13,30 +15,69 @@
 #include "ea_time.h"
 #include "log.h"
 #include "progress.h"
+#include "straggler.h"
+
+/* Straggler detection: samples are read every SG_READ_MS, this node's median put into the store
+ * at most every SG_PUBLISH_MS (the coordinator scores the nodes as often). */
+#define SG_READ_MS 1000
+#define SG_PUBLISH_MS 5000
+
+/* The coordinator's verdict on one node. */
+struct sg_node_track {
+    char node[RDZV_ID_MAX];
+    struct sg_track t;
+    double score;
+};
+
+struct agent_progress {
+    struct pg *pg;          /* the ranks' files; NULL when both features are off */
+    bool straggler;         /* --straggler-threshold > 0 */
+    struct sg_rank *ranks;  /* per local rank: recent compute times */
+    int n_ranks;
+    int64_t publish_at;     /* next put of compute/<self> and, coordinating, the scoring */
+    struct sg_node_track *tracks; /* coordinator: per member of the round */
+    size_t n_tracks;
+    int64_t tracks_round;
+};
 
 int agent_progress_open(struct agent *a, const char *launcher)
 {
     /* the ranks' files are read on this machine: not for workers over ssh */
     if (strcmp(launcher, "ssh") == 0)
         return 0;
+    bool straggler = a->cfg->straggler_threshold > 0;
+    int limit = a->cfg->max_restarts_without_progress;
+    if (limit <= 0 && !straggler)
+        return 0;
+    struct agent_progress *ap = calloc(1, sizeof(*ap));
     struct ea_error err = {0};
-    if (pg_create(a->cfg->max_restarts_without_progress, &a->pg, &err) < 0) {
-        log_error("%s", err.msg);
+    if (!ap || pg_create(limit, straggler, straggler ? SG_READ_MS : 0, &ap->pg, &err) < 0) {
+        free(ap);
+        log_error("%s", err.msg[0] ? err.msg : "out of memory");
         return -ENOMEM;
     }
+    ap->straggler = straggler;
+    a->progress = ap;
     return 0;
 }
 
 void agent_progress_close(struct agent *a)
 {
-    pg_destroy(a->pg);
-    a->pg = NULL;
+    struct agent_progress *ap = a->progress;
+    if (!ap)
+        return;
+    pg_destroy(ap->pg);
+    free(ap->ranks);
+    free(ap->tracks);
+    free(ap);
+    a->progress = NULL;
 }
 
 const char *agent_progress_arm(struct agent *a, const char *hb_dir, int n, int rank_base,
                                char *buf, size_t size)
 {
-    if (!a->pg)
+    struct agent_progress *ap = a->progress;
+    if (!ap)
         return hb_dir;
     const char *dir = hb_dir;
     if (!dir) { /* hang detection off: the files exist for the step alone */
@@ -44,10 +85,13 @@ const char *agent_progress_arm(struct agent *a, const char *hb_dir, int n, int r
         dir = buf;
     }
     struct ea_error err = {0};
-    if (pg_arm(a->pg, dir, hb_dir == NULL, n, rank_base, ea_now_ms(), &err) < 0) {
+    if (pg_arm(ap->pg, dir, hb_dir == NULL, n, rank_base, ea_now_ms(), &err) < 0) {
         log_warn("%s: the run's progress is unknown for this round", err.msg);
         return hb_dir;
     }
+    free(ap->ranks); /* a new round's ranks: no samples of the last one */
+    ap->ranks = calloc((size_t)(n > 0 ? n : 1), sizeof(*ap->ranks));
+    ap->n_ranks = ap->ranks ? n : 0;
     return dir;
 }
 
@@ -70,7 +114,7 @@ static int previous_failure(struct agent *a, struct rdzv_failure *ret)
 
 void agent_progress_failed(struct agent *a, struct rdzv_failure *f)
 {
-    struct pg *p = a->pg;
+    struct pg *p = a->progress ? a->progress->pg : NULL;
     if (!p)
         return;
     int64_t step = pg_read(p, ea_now_ms());
@@ -110,9 +154,12 @@ bool agent_progress_ended(struct agent *a, const struct rdzv_state *s,
     return true;
 }
 
+static void straggler_step(struct agent *a, struct agent_progress *ap, int64_t now);
+
 void agent_progress_step(struct agent *a, int64_t now)
 {
-    struct pg *p = a->pg;
+    struct agent_progress *ap = a->progress;
+    struct pg *p = ap ? ap->pg : NULL;
     a->m.progress_step = p ? p->step : -1;
     a->m.progress_best = p ? p->run.best : -1;
     a->m.restarts_without_progress = pg_no_progress(p);
@@ -143,9 +190,102 @@ void agent_progress_step(struct agent *a, int64_t now)
     }
     a->m.progress_step = p->step;
     a->m.restarts_without_progress = pg_no_progress(p);
+    if (ap->straggler)
+        straggler_step(a, ap, now);
 }
 
 int64_t agent_progress_wake_ms(const struct agent *a)
 {
-    return pg_wake_ms(a->pg);
+    return a->progress ? pg_wake_ms(a->progress->pg) : -1;
+}
+
+/* compute/<node>: {"round", "median_s"} of the round `round`, else 0. */
+static double node_compute(const char *v, int64_t round)
+{
+    json_t *o = v ? json_loads(v, 0, NULL) : NULL;
+    json_int_t r = 0;
+    double m = 0;
+    if (!o || json_unpack(o, "{s:I, s:F}", "round", &r, "median_s", &m) < 0 || r != round ||
+        !(m > 0) || m > 86400)
+        m = 0;
+    json_decref(o);
+    return m;
+}
+
+/* The coordinator: score every member of the round from its compute/<node> (the store's watch
+ * brings them to the coordinator only), report the ones above the threshold for the window. */
+static void straggler_score(struct agent *a, struct agent_progress *ap,
+                            const struct rdzv_state *s, int64_t now)
+{
+    size_t n = s->n_members;
+    if (!s->members || n == 0)
+        return;
+    if (ap->tracks_round != s->round || ap->n_tracks != n) { /* a new round: new windows */
+        free(ap->tracks);
+        ap->tracks = calloc(n, sizeof(*ap->tracks));
+        ap->n_tracks = ap->tracks ? n : 0;
+        ap->tracks_round = s->round;
+        for (size_t i = 0; i < ap->n_tracks; i++) {
+            snprintf(ap->tracks[i].node, sizeof(ap->tracks[i].node), "%s",
+                     s->members[i].node_id);
+            ap->tracks[i].t.above_since = -1;
+        }
+    }
+    double *t = calloc(n, sizeof(*t)), *sc = calloc(n, sizeof(*sc)), *all = calloc(n, sizeof(*t));
+    if (!t || !sc || !all || ap->n_tracks != n)
+        goto out;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((t[i] = node_compute(rdzv_compute(a->rdzv, s->members[i].node_id), s->round)) > 0)
+            all[k++] = t[i];
+    double run = sg_median(all, k);
+    sg_scores(t, n, sc);
+    const struct cfg *c = a->cfg;
+    for (size_t i = 0; i < n; i++) {
+        ap->tracks[i].score = sc[i];
+        if (!sg_observe(&ap->tracks[i].t, sc[i], c->straggler_threshold, c->straggler_window_ms,
+                        now))
+            continue;
+        a->m.stragglers_reported++;
+        log_warn("round %" PRId64 ": straggler: node '%s' (group rank %zu) computes %.2fx as "
+                 "long as the other nodes (%.3f s a step against %.3f s, the run's median) for "
+                 "%.0f s (--straggler-threshold %.2f)",
+                 s->round, ap->tracks[i].node, i, sc[i], t[i], run,
+                 (double)(now - ap->tracks[i].t.above_since) / 1000.0, c->straggler_threshold);
+        agent_emit(a, "straggler", "{s:s, s:i, s:f, s:f, s:f, s:f}", "straggler_node",
+                   ap->tracks[i].node, "group_rank", (int)i, "score", sc[i], "window_s",
+                   (double)(now - ap->tracks[i].t.above_since) / 1000.0, "compute_s", t[i],
+                   "run_compute_s", run);
+    }
+out:
+    free(t);
+    free(sc);
+    free(all);
+}
+
+static void straggler_step(struct agent *a, struct agent_progress *ap, int64_t now)
+{
+    struct pg *p = ap->pg;
+    for (int i = 0; i < ap->n_ranks && i < p->n; i++) /* a new value: a new beat's sample */
+        if (p->compute[i] > 0 && p->compute[i] != ap->ranks[i].last)
+            sg_rank_add(&ap->ranks[i], p->compute[i]);
+    if (now < ap->publish_at)
+        return;
+    ap->publish_at = now + SG_PUBLISH_MS;
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    if (!s || s->status != RDZV_RUNNING || a->state != LC_RUNNING || a->group.round != s->round)
+        return;
+    double t = sg_node_time(ap->ranks, ap->n_ranks);
+    a->m.compute_seconds = t;
+    if (t > 0 && a->store_down_since_ms < 0) {
+        /* bounded rate: one small put every SG_PUBLISH_MS, never per step */
+        char v[96];
+        snprintf(v, sizeof(v), "{\"round\":%" PRId64 ",\"median_s\":%.6f}", s->round, t);
+        struct ea_error err = {0};
+        if (rdzv_publish_compute(a->rdzv, v, &err) < 0)
+            log_debug("could not publish this node's compute time: %s", err.msg);
+    }
+    if (rdzv_is_coordinator(a->rdzv))
+        straggler_score(a, ap, s, now);
 }

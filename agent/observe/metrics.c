@@ -92,6 +92,13 @@ char *metrics_render(const struct metrics_snapshot *m)
            "Restarts in a row after which the run did not get past its best step (reset by "
            "progress; --max-restarts-without-progress).",
            "", m->restarts_without_progress);
+    metric(f, "compute_seconds", "gauge",
+           "Median compute time of this node's ranks' recent steps (elastic_agent.compute(); 0: "
+           "none timed).",
+           "", m->compute_seconds);
+    metric(f, "stragglers_reported_total", "counter",
+           "Stragglers this node reported while it coordinated (--straggler-threshold).", "",
+           (double)m->stragglers_reported);
     metric(f, "rounds_started_total", "counter", "Rounds this node started workers for.", "",
            (double)m->rounds_started);
     metric(f, "worker_failures_total", "counter", "Local workers that exited with a failure.", "",

@@ -44,6 +44,8 @@ struct metrics_snapshot {
     int64_t progress_step;         /* highest step this node's ranks beat in the running round */
     int64_t progress_best;         /* the run's best step before its last failure */
     int restarts_without_progress; /* in a row, reset by progress */
+    double compute_seconds;        /* median compute time of this node's ranks (0: none) */
+    uint64_t stragglers_reported;  /* coordinator: straggler reports it made */
     /* counters since the agent started */
     uint64_t rounds_started;        /* rounds this node started workers for */
     uint64_t worker_failures;       /* local workers that failed */

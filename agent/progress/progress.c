@@ -12,15 +12,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int pg_create(int limit, struct pg **ret, struct ea_error *err)
+#include "straggler.h"
+
+int pg_create(int limit, bool always, int64_t read_ms, struct pg **ret, struct ea_error *err)
 {
     *ret = NULL;
-    if (limit <= 0)
+    if (limit <= 0 && !always)
         return 0;
     struct pg *p = calloc(1, sizeof(*p));
     if (!p)
         return ea_errorf(err, -ENOMEM, "out of memory");
-    p->limit = limit;
+    p->limit = limit > 0 ? limit : 0;
+    p->read_ms = read_ms > 0 ? read_ms : PG_READ_MS;
     p->step = -1;
     p->run = (struct rdzv_progress){.step = -1, .best = -1};
     *ret = p;
@@ -29,6 +32,8 @@ int pg_create(int limit, struct pg **ret, struct ea_error *err)
 
 void pg_destroy(struct pg *p)
 {
+    if (p)
+        free(p->compute);
     free(p);
 }
 
@@ -51,11 +56,16 @@ int pg_arm(struct pg *p, const char *dir, bool prepare, int n, int rank_base, in
                 return ea_errorf(err, -errno, "cannot remove '%s': %s", path, strerror(errno));
         }
     }
+    double *compute = calloc((size_t)(n > 0 ? n : 1), sizeof(*compute));
+    if (!compute)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    free(p->compute);
+    p->compute = compute;
     p->n = n;
     p->rank_base = rank_base;
     p->step = -1;
     p->passed = false;
-    p->read_at = now + PG_READ_MS;
+    p->read_at = now + p->read_ms;
     p->armed = true;
     return 0;
 }
@@ -93,18 +103,21 @@ int64_t pg_read(struct pg *p, int64_t now)
         char path[PATH_MAX + 32], buf[96];
         snprintf(path, sizeof(path), "%s/rank_%d", p->dir, p->rank_base + i);
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0)
+        if (fd < 0) {
+            p->compute[i] = 0;
             continue; /* not beaten yet */
+        }
         ssize_t len = read(fd, buf, sizeof(buf));
         close(fd);
         int64_t step = len > 0 ? pg_parse_step(buf, (size_t)len) : -1;
         if (step > best)
             best = step;
+        p->compute[i] = step >= 0 ? sg_parse_compute(buf, (size_t)len) : 0;
     }
     /* a rank that exited removes nothing: the highest step of the round stays */
     if (best > p->step)
         p->step = best;
-    p->read_at = now + PG_READ_MS;
+    p->read_at = now + p->read_ms;
     return p->step;
 }
 

@@ -23,7 +23,10 @@
 #define PG_READ_MS 5000
 
 struct pg {
-    int limit;                 /* --max-restarts-without-progress (> 0: pg exists only then) */
+    int limit;                 /* --max-restarts-without-progress (0: the rule is off) */
+    int64_t read_ms;           /* the files are read this often (PG_READ_MS, or faster) */
+    double *compute;           /* per rank: the compute time its file said at the last read
+                                  (seconds, 0 none): straggler detection's samples */
     char dir[PATH_MAX];        /* the round's heartbeat directory: <dir>/rank_<rank> */
     int n, rank_base;          /* this node's ranks of the armed round */
     bool armed;
@@ -34,8 +37,10 @@ struct pg {
     bool passed;               /* the armed round got past run.best (reported once) */
 };
 
-/* Create the state for `limit` > 0 (*ret NULL for 0: off, every call below a no-op). */
-int pg_create(int limit, struct pg **ret, struct ea_error *err);
+/* Create the state for `limit` (--max-restarts-without-progress) reading the files every
+ * `read_ms` (0: PG_READ_MS); *ret NULL (off, every call below a no-op) when limit is 0 and not
+ * `always` (straggler detection wants the files too). */
+int pg_create(int limit, bool always, int64_t read_ms, struct pg **ret, struct ea_error *err);
 void pg_destroy(struct pg *p);
 
 /* A round's workers are about to start: their files are <dir>/rank_<rank_base + i>, i < n. With
@@ -46,7 +51,7 @@ int pg_arm(struct pg *p, const char *dir, bool prepare, int n, int rank_base, in
 void pg_disarm(struct pg *p);
 
 /* Read every rank's file now: the highest step among them (-1: none beat a step), kept in
- * p->step. One open/read per rank. */
+ * p->step, and each rank's compute time in p->compute[i]. One open/read per rank. */
 int64_t pg_read(struct pg *p, int64_t now);
 /* Is a periodic read due at `now`? Its monotonic time (-1: not armed) for the loop's wake. */
 bool pg_due(const struct pg *p, int64_t now);

@@ -100,7 +100,8 @@ Test(health, beats_that_keep_coming_keep_a_slow_step_alive)
 Test(health, no_heartbeat_file_when_off)
 {
     struct h_agent a;
-    const char *extra[] = {"--max-restarts-without-progress", "0", NULL};
+    const char *extra[] = {"--max-restarts-without-progress", "0", "--straggler-threshold", "0",
+                           NULL};
     const char *cmd[] = {"sh", "-c", "test -z \"$ELASTIC_HEARTBEAT_FILE\"", NULL};
     setenv("ELASTIC_HEARTBEAT_FILE", "/tmp/inherited", 1); /* never inherited either */
     start(&a, "n0", extra, cmd);

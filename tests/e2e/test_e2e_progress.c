@@ -134,7 +134,8 @@ Test(e2e_progress, failures_at_random_steps_that_progress_are_never_stopped)
 Test(e2e_progress, off_spends_max_restarts)
 {
     const char *extra[] = {"--nnodes", "1", "--max-restarts", "4",
-                           "--max-restarts-without-progress", "0", NULL};
+                           "--max-restarts-without-progress", "0", "--straggler-threshold", "0",
+                           NULL};
     const char *cmd[] = {
         "sh", "-c",
         "test -z \"$ELASTIC_HEARTBEAT_FILE\" || exit 9; echo 'bad batch' >&2; exit 3", NULL};
@@ -144,4 +145,44 @@ Test(e2e_progress, off_spends_max_restarts)
     cr_assert(h_file_contains(a.log, "worker failures exceeded --max-restarts 4"));
     cr_assert(h_file_contains(a.log, "restarts 4/4"));
     cr_assert_not(h_file_contains(a.log, "no progress"));
+}
+
+/* Four nodes whose workers time their compute section (the shell form: "STEP SECONDS"); node n2's
+ * take 1.5x as long. The coordinator names n2, and no other node, within a deadline well above
+ * the 20 s window (the time is logged: bench/RESULTS.md); the store sees one put per node per
+ * 5 s, never one per step.
+ * mutation: sg_observe's threshold test inverted / the window ignored (unit-tested) */
+Test(e2e_progress, a_node_1_5x_slower_is_named_a_straggler, .timeout = 180)
+{
+    const char *ev = h_fmt("%s/events.jsonl", dir);
+    const char *extra[] = {"--nnodes", "4", "--events", ev, "--max-restarts", "0", NULL};
+    const char *cmd[] = {
+        "sh", "-c",
+        "c=0.10000; [ \"$ELASTIC_NODE_ID\" = n2 ] && c=0.15000; i=0; "
+        "while :; do echo \"$i $c$((i % 10))\" > \"$ELASTIC_HEARTBEAT_FILE\"; i=$((i+1)); "
+        "sleep 0.05; done",
+        NULL};
+    FILE *f = fopen(ev, "a"); /* there to be watched before the first event */
+    cr_assert_not_null(f);
+    fclose(f);
+    struct h_agent a[4];
+    for (int i = 0; i < 4; i++)
+        start(&a[i], h_fmt("n%d", i), "slow", extra, cmd);
+    struct h_agent events = {0}; /* the shared event stream, waited on like a log */
+    snprintf(events.log, sizeof(events.log), "%s", ev);
+    cr_assert(h_log_wait(&events, "\"event\":\"workers_started\"", 60000));
+    int64_t t0 = h_now_ms();
+    bool named = h_log_wait(&events, "\"event\":\"straggler\"", 120000);
+    int64_t took = h_now_ms() - t0;
+    if (!named)
+        for (int i = 0; i < 4; i++)
+            h_show_log(&a[i]);
+    cr_assert(named, "no straggler named");
+    cr_assert(h_file_contains(ev, "\"straggler_node\":\"n2\""));
+    for (int i = 0; i < 4; i++) {
+        h_agent_signal(&a[i], SIGTERM);
+        h_expect_exit(&a[i], 143, 30000);
+    }
+    cr_assert_eq(h_count_in(ev, "\"event\":\"straggler\""), 1, "a false report, or twice");
+    cr_log_info("the straggler named %.1f s after its workers started", (double)took / 1000.0);
 }

@@ -210,9 +210,9 @@ Test(progress, the_steps_are_read_from_the_round_s_files)
     char hb[256], path[300];
     snprintf(hb, sizeof(hb), "%s/heartbeat", dir);
     struct pg *p = NULL;
-    cr_assert_eq(pg_create(0, &p, NULL), 0);
+    cr_assert_eq(pg_create(0, false, 0, &p, NULL), 0);
     cr_assert_null(p, "0: off");
-    cr_assert_eq(pg_create(3, &p, NULL), 0);
+    cr_assert_eq(pg_create(3, false, 0, &p, NULL), 0);
     cr_assert_eq(pg_arm(p, hb, true, 2, 4, 1000, NULL), 0);
     cr_assert_eq(pg_read(p, 1000), -1, "nobody beat yet");
     snprintf(path, sizeof(path), "%s/rank_4", hb);
