@@ -49,3 +49,21 @@ mutant --target test_e2e_progress --filter 'e2e_progress/the_same_failure*' \
 mutant --target test_progress --filter 'progress/the_state_names*' \
   rendezvous/state.c 's/^        last_failure < 0 || last_failure > round ||$/        last_failure < 0 ||/' \
   '^test_progress$'
+# Straggler detection (agent/straggler/): the threshold, the window and the score, on synthetic
+# timings (tests/unit/test_straggler.c: no clock).
+# a stretch begins below the threshold
+mutant --target test_straggler --filter 'straggler/an_even_run*' \
+  agent/straggler/straggler.c 's/^    bool in = t->above_since >= 0 ? score >= floor : score >= threshold;$/    bool in = score >= floor;/' \
+  '^test_straggler$'
+# the window not waited for
+mutant --target test_straggler --filter 'straggler/the_window_must*' \
+  agent/straggler/straggler.c 's/^    if (t->reported || now - t->above_since < window_ms)$/    if (t->reported)/' \
+  '^test_straggler$'
+# reported again and again while it stays slow
+mutant --target test_straggler --filter 'straggler/a_node_1_5x*' \
+  agent/straggler/straggler.c 's/^    t->reported = true;$/    t->reported = false;/' \
+  '^test_straggler$'
+# the node's own time in the median it is compared with (two nodes: the slow one hidden)
+mutant --target test_straggler --filter 'straggler/scores_are*' \
+  agent/straggler/straggler.c 's/^            if (j != i \&\& t\[j\] > 0)$/            if (t[j] > 0)/' \
+  '^test_straggler$'
