@@ -23,6 +23,7 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "status_node.h"
+#include "straggler.h"
 
 /* --agent: how long the node's agent has to answer /status. */
 #define NODE_TIMEOUT_MS 2000
@@ -148,11 +149,31 @@ static void since_text(const struct rdzv_run_view *v, const struct rdzv_member *
         snprintf(buf, size, "-");
 }
 
+/* Each member's compute time (compute/<node>, 0 none) and straggler score (straggler.h: over the
+ * other members' median) into t[] and sc[] (s->n_members each, or NULL: none published). */
+static bool member_scores(const struct rdzv_run_view *v, double **ret_t, double **ret_sc)
+{
+    size_t n = v->state.n_members;
+    double *t = NULL, *sc = NULL;
+    if (v->n_compute && n && (t = calloc(n, sizeof(*t))) && (sc = calloc(n, sizeof(*sc)))) {
+        for (size_t i = 0; i < n; i++)
+            t[i] = rdzv_run_view_compute(v, v->state.members[i].node_id);
+        sg_scores(t, n, sc);
+    }
+    *ret_t = sc ? t : NULL;
+    *ret_sc = sc;
+    if (!sc)
+        free(t);
+    return sc != NULL;
+}
+
 static void print_members(FILE *out, const struct rdzv_run_view *v)
 {
     const struct rdzv_state *s = &v->state;
     int wn = 4, wh = 4, wr = 5, ws = 5;
     char ranks[64], since[32];
+    double *t, *sc;
+    bool timed = member_scores(v, &t, &sc);
     for (size_t i = 0; i < s->n_members; i++) {
         const struct rdzv_member *m = &s->members[i];
         wn = width(m->node_id, wn);
@@ -162,15 +183,21 @@ static void print_members(FILE *out, const struct rdzv_run_view *v)
         since_text(v, m, since, sizeof(since));
         ws = width(since, ws);
     }
-    ea_fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %-*s  %s\n", "GROUP", wn, "NODE", wh, "HOST", wr,
-               "RANKS", ws, "SINCE", "STATE");
+    int wst = timed ? 8 : 0; /* STATE is the last column unless COMPUTE follows */
+    ea_fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %-*s  %-*s%s\n", "GROUP", wn, "NODE", wh, "HOST",
+               wr, "RANKS", ws, "SINCE", wst, "STATE", timed ? "  COMPUTE" : "");
     for (size_t i = 0; i < s->n_members; i++) {
         const struct rdzv_member *m = &s->members[i];
         snprintf(ranks, sizeof(ranks), "%d-%d", m->rank_base, m->rank_base + m->nproc - 1);
         since_text(v, m, since, sizeof(since));
-        ea_fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %-*s  %s\n", m->group_rank, wn, m->node_id, wh,
-                   m->host, wr, ranks, ws, since, member_state(v, m));
+        char compute[48] = "";
+        if (timed) /* straggler detection: its median, its score */
+            snprintf(compute, sizeof(compute), t[i] > 0 ? "  %.3f s x%.2f" : "  -", t[i], sc[i]);
+        ea_fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %-*s  %-*s%s\n", m->group_rank, wn, m->node_id,
+                   wh, m->host, wr, ranks, ws, since, wst, member_state(v, m), compute);
     }
+    free(t);
+    free(sc);
 }
 
 static void print_failure(FILE *out, const struct rdzv_run_view *v)
@@ -327,6 +354,8 @@ static json_t *failure_json(const struct rdzv_run_view *v, const struct rdzv_vie
 
 static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
 {
+    double *t, *sc;
+    bool timed = member_scores(v, &t, &sc);
     json_t *a = json_array();
     for (size_t i = 0; a && v->have_state && i < v->state.n_members; i++) {
         const struct rdzv_member *m = &v->state.members[i];
@@ -341,9 +370,15 @@ static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
                               rdzv_run_view_is_done(v, m->node_id), "state", member_state(v, m),
                               "since_revision", since > 0 ? json_integer(since) : json_null(),
                               "since_ms", joined > 0 ? json_integer(joined) : json_null());
+        if (o && timed && t[i] > 0 &&
+            (json_object_set_new(o, "compute_s", json_real(t[i])) < 0 ||
+             json_object_set_new(o, "straggler_score", json_real(sc[i])) < 0))
+            *ok = false;
         if (!o || json_array_append_new(a, o) < 0)
             *ok = false;
     }
+    free(t);
+    free(sc);
     return a;
 }
 

@@ -52,7 +52,7 @@ mutant --target test_progress --filter 'progress/the_state_names*' \
 # Straggler detection (agent/straggler/): the threshold, the window and the score, on synthetic
 # timings (tests/unit/test_straggler.c: no clock).
 # a stretch begins below the threshold
-mutant --target test_straggler --filter 'straggler/an_even_run*' \
+mutant --target test_straggler --filter 'straggler/the_window_must*' \
   agent/straggler/straggler.c 's/^    bool in = t->above_since >= 0 ? score >= floor : score >= threshold;$/    bool in = score >= floor;/' \
   '^test_straggler$'
 # the window not waited for

@@ -179,6 +179,17 @@ Test(e2e_progress, a_node_1_5x_slower_is_named_a_straggler, .timeout = 180)
             h_show_log(&a[i]);
     cr_assert(named, "no straggler named");
     cr_assert(h_file_contains(ev, "\"straggler_node\":\"n2\""));
+    /* status: a COMPUTE column with each node's median and score */
+    char scmd[1024], out[16384];
+    snprintf(scmd, sizeof(scmd), "%s status --run-id slow --rdzv-endpoint %s 2>&1", EA_AGENT_BIN,
+             eh.endpoints);
+    FILE *p = popen(scmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    cr_assert(strstr(out, "COMPUTE") && strstr(out, "0.150 s x1.50") && strstr(out, "0.100 s x"),
+              "status: %s", out);
     for (int i = 0; i < 4; i++) {
         h_agent_signal(&a[i], SIGTERM);
         h_expect_exit(&a[i], 143, 30000);
