@@ -183,8 +183,8 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
                  : !s              ? ""
                  : s->round != a->group.round ? " (the run moved to a new round)"
                  : s->status == RDZV_FAILING
-                     ? " (a worker failed with --max-restarts spent: the run fails unless a "
-                       "lost node explains the failure)"
+                     ? " (a worker failed with --max-restarts spent, or without progress: the "
+                       "run fails unless a lost node explains the failure)"
                      : "");
         group_stop(&a->group);
         a->state = LC_STOPPING;
