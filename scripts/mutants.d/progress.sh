@@ -45,6 +45,15 @@ mutant --target test_progress --filter 'progress/the_state_names*' \
 mutant --target test_e2e_progress --filter 'e2e_progress/the_same_failure*' \
   rendezvous/roundguard.c 's/^            stop = f->progress.stop;$/            stop = false;/' \
   '^test_e2e_progress$'
+# the same two on the whole agent, fake clock and fake launcher (tests/unit/test_agent_decisions.c:
+# no verdict depends on the machine's load): the record's stop not acted on ...
+mutant --target test_agent_decisions --filter 'agent_decisions/the_same_failure_at_the_same*' \
+  rendezvous/roundguard.c 's/^            stop = f->progress.stop;$/            stop = false;/' \
+  '^test_agent_decisions$'
+# ... and the failing node's step not read (no progress ever: a progressing run stopped)
+mutant --target test_agent_decisions --filter 'agent_decisions/failures_that_progress*' \
+  agent/agent_progress.c 's/^    int64_t step = pg_read(p, ea_now_ms());$/    int64_t step = p->step;/' \
+  '^test_agent_decisions$'
 # a state's last_failure after its own round followed
 mutant --target test_progress --filter 'progress/the_state_names*' \
   rendezvous/state.c 's/^        last_failure < 0 || last_failure > round ||$/        last_failure < 0 ||/' \

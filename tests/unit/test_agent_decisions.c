@@ -46,6 +46,7 @@ struct script {
     int sigs[MAX_PROCS][4]; /* the first signals each got (the launcher is gone after the run) */
     size_t nsigs[MAX_PROCS];
     int64_t agent_sigterm_at; /* send SIGTERM to the agent then (-1: never) */
+    int64_t (*step_of)(int k); /* the step the k-th worker beats when it starts (NULL: none) */
     bool sigterm_sent;
 };
 
@@ -72,6 +73,13 @@ static void run_script(void *ctx, int64_t now)
             s->start[k] = now;
             s->term_at[k] = s->end_at[k] = -1;
             s->seen++;
+            const char *hb = launch_fake_env(p, "ELASTIC_HEARTBEAT_FILE");
+            if (s->step_of && hb) { /* what elastic_agent.beat(step) writes */
+                FILE *f = fopen(hb, "w");
+                cr_assert_not_null(f, "%s", hb);
+                fprintf(f, "%lld\n", (long long)s->step_of((int)k));
+                fclose(f);
+            }
         }
         const int *sigs;
         size_t n = launch_fake_signals(p, &sigs);
@@ -230,4 +238,46 @@ Test(agent_decisions, sigterm_stops_the_workers_and_exits_143)
         cr_assert_geq(s.term_at[k], T0 + 5000, "worker %zu: SIGTERM after the agent's", k);
         cr_assert_geq(s.end_at[k], 0, "worker %zu ended", k);
     }
+}
+
+static struct behaviour fails_after_a_second(int k)
+{
+    (void)k;
+    return (struct behaviour){.after = 1000, .code = 3};
+}
+
+static int64_t always_step_50(int k)
+{
+    (void)k;
+    return 50;
+}
+
+static int64_t ten_steps_further_each_time(int k)
+{
+    return 10 * (k + 1);
+}
+
+/* Progress-aware restarts (issue 40): the same failure at step 50, three times in a row, ends
+ * the run although --max-restarts allows 100. Mutation (scripts/mutants.d/progress.sh): the
+ * coordinator not reading the record's stop. */
+Test(agent_decisions, the_same_failure_at_the_same_step_ends_the_run_after_3)
+{
+    struct script s = {.plan = fails_after_a_second, .agent_sigterm_at = -1,
+                       .step_of = always_step_50};
+    const char *args[] = {"--standalone", "--max-restarts", "100", "--", "train", NULL};
+    int code = run_agent(&s, args);
+    cr_assert_eq(code, AGENT_EXIT_FAILED, "exit %d", code);
+    cr_assert_eq(s.seen, 3, "the first round and 2 restarts without progress, %zu started",
+                 s.seen);
+}
+
+/* ... and a run that gets further each time is never stopped by it: --max-restarts is spent. */
+Test(agent_decisions, failures_that_progress_spend_max_restarts)
+{
+    struct script s = {.plan = fails_after_a_second, .agent_sigterm_at = -1,
+                       .step_of = ten_steps_further_each_time};
+    const char *args[] = {"--standalone", "--max-restarts", "8", "--", "train", NULL};
+    int code = run_agent(&s, args);
+    cr_assert_eq(code, AGENT_EXIT_FAILED, "exit %d", code);
+    cr_assert_eq(s.seen, 9, "the first round and 8 restarts, %zu started", s.seen);
 }
