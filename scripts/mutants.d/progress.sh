@@ -50,9 +50,9 @@ mutant --target test_e2e_progress --filter 'e2e_progress/the_same_failure*' \
 mutant --target test_agent_decisions --filter 'agent_decisions/the_same_failure_at_the_same*' \
   rendezvous/roundguard.c 's/^            stop = f->progress.stop;$/            stop = false;/' \
   '^test_agent_decisions$'
-# ... and the failing node's step not read (no progress ever: a progressing run stopped)
-mutant --target test_agent_decisions --filter 'agent_decisions/failures_that_progress*' \
-  agent/agent_progress.c 's/^    int64_t step = pg_read(p, ea_now_ms());$/    int64_t step = p->step;/' \
+# ... and the previous failure's record not followed (every failure a first one)
+mutant --target test_agent_decisions --filter 'agent_decisions/the_same_failure_at_the_same*' \
+  agent/agent_progress.c 's/^    bool have = prev \&\& previous_failure(a, prev) == 0;$/    bool have = false;/' \
   '^test_agent_decisions$'
 # a state's last_failure after its own round followed
 mutant --target test_progress --filter 'progress/the_state_names*' \
