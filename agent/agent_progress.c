@@ -30,11 +30,11 @@ struct sg_node_track {
 };
 
 struct agent_progress {
-    struct pg *pg;          /* the ranks' files; NULL when both features are off */
-    bool straggler;         /* --straggler-threshold > 0 */
-    struct sg_rank *ranks;  /* per local rank: recent compute times */
+    struct pg *pg;         /* the ranks' files; NULL when both features are off */
+    bool straggler;        /* --straggler-threshold > 0 */
+    struct sg_rank *ranks; /* per local rank: recent compute times */
     int n_ranks;
-    int64_t publish_at;     /* next put of compute/<self> and, coordinating, the scoring */
+    int64_t publish_at;           /* next put of compute/<self> and, coordinating, the scoring */
     struct sg_node_track *tracks; /* coordinator: per member of the round */
     size_t n_tracks;
     int64_t tracks_round;
@@ -73,8 +73,8 @@ void agent_progress_close(struct agent *a)
     a->progress = NULL;
 }
 
-const char *agent_progress_arm(struct agent *a, const char *hb_dir, int n, int rank_base,
-                               char *buf, size_t size)
+const char *agent_progress_arm(struct agent *a, const char *hb_dir, int n, int rank_base, char *buf,
+                               size_t size)
 {
     struct agent_progress *ap = a->progress;
     if (!ap)
@@ -138,8 +138,7 @@ void agent_progress_failed(struct agent *a, struct rdzv_failure *f)
                 "max_restarts_without_progress", p->limit, "stop", g->stop);
 }
 
-bool agent_progress_ended(struct agent *a, const struct rdzv_state *s,
-                          const struct rdzv_failure *f)
+bool agent_progress_ended(struct agent *a, const struct rdzv_state *s, const struct rdzv_failure *f)
 {
     if (!f->progress.stop)
         return false;
@@ -214,8 +213,8 @@ static double node_compute(const char *v, int64_t round)
 
 /* The coordinator: score every member of the round from its compute/<node> (the store's watch
  * brings them to the coordinator only), report the ones above the threshold for the window. */
-static void straggler_score(struct agent *a, struct agent_progress *ap,
-                            const struct rdzv_state *s, int64_t now)
+static void straggler_score(struct agent *a, struct agent_progress *ap, const struct rdzv_state *s,
+                            int64_t now)
 {
     size_t n = s->n_members;
     if (!s->members || n == 0)
@@ -226,8 +225,7 @@ static void straggler_score(struct agent *a, struct agent_progress *ap,
         ap->n_tracks = ap->tracks ? n : 0;
         ap->tracks_round = s->round;
         for (size_t i = 0; i < ap->n_tracks; i++) {
-            snprintf(ap->tracks[i].node, sizeof(ap->tracks[i].node), "%s",
-                     s->members[i].node_id);
+            snprintf(ap->tracks[i].node, sizeof(ap->tracks[i].node), "%s", s->members[i].node_id);
             ap->tracks[i].t.above_since = -1;
         }
     }

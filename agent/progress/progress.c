@@ -150,8 +150,8 @@ bool pg_same(const struct rdzv_failure *a, const struct rdzv_failure *b)
     return where && a->exit_code == b->exit_code && a->signal == b->signal;
 }
 
-void pg_next(const struct rdzv_failure *prev, const struct rdzv_failure *f, int64_t step,
-             int limit, struct rdzv_progress *ret)
+void pg_next(const struct rdzv_failure *prev, const struct rdzv_failure *f, int64_t step, int limit,
+             struct rdzv_progress *ret)
 {
     /* a record without progress (an older writer's, or none) is no earlier failure to compare */
     bool have_prev = prev && prev->progress.repeat > 0;
@@ -165,8 +165,8 @@ void pg_next(const struct rdzv_failure *prev, const struct rdzv_failure *f, int6
         out.repeat = pg_same(prev, f) ? prev->progress.repeat + 1 : 1;
     }
     out.best = out.step > best ? out.step : best;
-    out.stop = limit > 0 && out.no_progress > 0 &&
-               (out.repeat >= limit || out.no_progress >= limit);
+    out.stop =
+        limit > 0 && out.no_progress > 0 && (out.repeat >= limit || out.no_progress >= limit);
     *ret = out;
 }
 

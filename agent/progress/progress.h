@@ -23,18 +23,18 @@
 #define PG_READ_MS 5000
 
 struct pg {
-    int limit;                 /* --max-restarts-without-progress (0: the rule is off) */
-    int64_t read_ms;           /* the files are read this often (PG_READ_MS, or faster) */
-    double *compute;           /* per rank: the compute time its file said at the last read
-                                  (seconds, 0 none): straggler detection's samples */
-    char dir[PATH_MAX];        /* the round's heartbeat directory: <dir>/rank_<rank> */
-    int n, rank_base;          /* this node's ranks of the armed round */
+    int limit;          /* --max-restarts-without-progress (0: the rule is off) */
+    int64_t read_ms;    /* the files are read this often (PG_READ_MS, or faster) */
+    double *compute;    /* per rank: the compute time its file said at the last read
+                           (seconds, 0 none): straggler detection's samples */
+    char dir[PATH_MAX]; /* the round's heartbeat directory: <dir>/rank_<rank> */
+    int n, rank_base;   /* this node's ranks of the armed round */
     bool armed;
-    int64_t step;              /* highest step this node's ranks beat in the armed round, -1 */
-    int64_t read_at;           /* monotonic: next read of the files (pg_due) */
-    struct rdzv_progress run;  /* the run's, from the last failure record known here */
-    int64_t run_round;         /* round of that record, 0: none */
-    bool passed;               /* the armed round got past run.best (reported once) */
+    int64_t step;             /* highest step this node's ranks beat in the armed round, -1 */
+    int64_t read_at;          /* monotonic: next read of the files (pg_due) */
+    struct rdzv_progress run; /* the run's, from the last failure record known here */
+    int64_t run_round;        /* round of that record, 0: none */
+    bool passed;              /* the armed round got past run.best (reported once) */
 };
 
 /* Create the state for `limit` (--max-restarts-without-progress) reading the files every
@@ -79,8 +79,8 @@ bool pg_same(const struct rdzv_failure *a, const struct rdzv_failure *b);
  * progress. stop (limit > 0, never after progress): the same failure `limit` times in a row, or
  * `limit` restarts in a row without progress (and failing again).
  */
-void pg_next(const struct rdzv_failure *prev, const struct rdzv_failure *f, int64_t step,
-             int limit, struct rdzv_progress *ret);
+void pg_next(const struct rdzv_failure *prev, const struct rdzv_failure *f, int64_t step, int limit,
+             struct rdzv_progress *ret);
 
 /* The one line that ends a run with progress.stop set, root cause once (its first line):
  * "the same failure 3 times in a row at step 1200, no progress: <root cause>" (pure). */

@@ -65,8 +65,7 @@ void sg_scores(const double *t, size_t n, double *ret_scores)
     free(others);
 }
 
-int sg_observe(struct sg_track *t, double score, double threshold, int64_t window_ms,
-               int64_t now)
+int sg_observe(struct sg_track *t, double score, double threshold, int64_t window_ms, int64_t now)
 {
     /* hysteresis: a stretch begins at the threshold and ends only below halfway back to 1, so
      * that one noisy sample does not restart the window of a node that is really slow */
@@ -97,8 +96,7 @@ double sg_parse_compute(const char *buf, size_t len)
         return 0;
     char *end;
     double v = strtod(sp, &end);
-    if (end == sp || (*end && *end != '\n' && *end != ' ') || !(v > 0) || !isfinite(v) ||
-        v > 86400)
+    if (end == sp || (*end && *end != '\n' && *end != ' ') || !(v > 0) || !isfinite(v) || v > 86400)
         return 0;
     return v;
 }

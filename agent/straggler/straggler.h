@@ -48,8 +48,7 @@ struct sg_track {
  * `window_ms` and was not reported for this stretch (report it), 0 otherwise. A stretch begins
  * at `threshold` and ends below 1 + (threshold - 1) / 2 (halfway back: one noisy sample does
  * not restart the window), or at a score of 0 (no samples). */
-int sg_observe(struct sg_track *t, double score, double threshold, int64_t window_ms,
-               int64_t now);
+int sg_observe(struct sg_track *t, double score, double threshold, int64_t window_ms, int64_t now);
 
 /* Parse a rank file's "STEP COMPUTE_S" line: the compute time in seconds (> 0), else 0. */
 double sg_parse_compute(const char *buf, size_t len);

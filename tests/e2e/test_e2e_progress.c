@@ -45,9 +45,10 @@ TestSuite(e2e_progress, .init = setup, .fini = teardown, .timeout = 240);
 static void start(struct h_agent *a, const char *name, const char *run, const char *const *extra,
                   const char *const *cmd)
 {
-    const char *base[] = {"--rdzv-endpoint", eh.endpoints, "--run-id", run, "--node-id", name,
-                          "--settle", "0.3", "--stop-timeout", "2", "--lease-ttl", "2",
-                          "--local-addr", "127.0.0.1", NULL};
+    const char *base[] = {"--rdzv-endpoint", eh.endpoints, "--run-id",    run,
+                          "--node-id",       name,         "--settle",    "0.3",
+                          "--stop-timeout",  "2",          "--lease-ttl", "2",
+                          "--local-addr",    "127.0.0.1",  NULL};
     h_agent_start_argv(a, dir, name, base, extra, cmd);
 }
 
@@ -133,12 +134,18 @@ Test(e2e_progress, failures_at_random_steps_that_progress_are_never_stopped)
  * mutation: --max-restarts-without-progress 0 not turning the rule off → exit before 4 restarts */
 Test(e2e_progress, off_spends_max_restarts)
 {
-    const char *extra[] = {"--nnodes", "1", "--max-restarts", "4",
-                           "--max-restarts-without-progress", "0", "--straggler-threshold", "0",
+    const char *extra[] = {"--nnodes",
+                           "1",
+                           "--max-restarts",
+                           "4",
+                           "--max-restarts-without-progress",
+                           "0",
+                           "--straggler-threshold",
+                           "0",
                            NULL};
     const char *cmd[] = {
-        "sh", "-c",
-        "test -z \"$ELASTIC_HEARTBEAT_FILE\" || exit 9; echo 'bad batch' >&2; exit 3", NULL};
+        "sh", "-c", "test -z \"$ELASTIC_HEARTBEAT_FILE\" || exit 9; echo 'bad batch' >&2; exit 3",
+        NULL};
     struct h_agent a;
     start(&a, "n0", "off", extra, cmd);
     h_expect_exit(&a, 1, 120000);

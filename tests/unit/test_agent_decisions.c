@@ -42,6 +42,7 @@ struct script {
     int64_t last_now;
     size_t seen;
     struct launch_proc *p[MAX_PROCS];
+    pid_t pid[MAX_PROCS]; /* a new record may reuse an ended one's memory: the pid tells them apart */
     int64_t start[MAX_PROCS], term_at[MAX_PROCS], end_at[MAX_PROCS];
     int sigs[MAX_PROCS][4]; /* the first signals each got (the launcher is gone after the run) */
     size_t nsigs[MAX_PROCS];
@@ -65,11 +66,12 @@ static void run_script(void *ctx, int64_t now)
     struct launch_proc *p;
     for (size_t i = 0; (p = launch_fake_proc(s->l, i)); i++) {
         size_t k = 0;
-        while (k < s->seen && s->p[k] != p)
+        while (k < s->seen && (s->p[k] != p || s->pid[k] != launch_pid(s->l, p)))
             k++;
         if (k == s->seen) { /* started since the last pass */
             cr_assert_lt(s->seen, MAX_PROCS);
             s->p[k] = p;
+            s->pid[k] = launch_pid(s->l, p);
             s->start[k] = now;
             s->term_at[k] = s->end_at[k] = -1;
             s->seen++;

@@ -253,8 +253,8 @@ Test(progress, the_record_carries_progress)
     cr_assert_eq(back.progress.best, -1);
     cr_assert_eq(back.progress.repeat, 0);
     free(json);
-    f.progress = (struct rdzv_progress){.step = 50, .best = 60, .no_progress = 2, .repeat = 3,
-                                        .stop = true};
+    f.progress =
+        (struct rdzv_progress){.step = 50, .best = 60, .no_progress = 2, .repeat = 3, .stop = true};
     cr_assert_eq(rdzv_failure_encode(&f, &json, NULL), 0);
     cr_assert_eq(rdzv_failure_decode(json, strlen(json), &back, NULL), 0);
     cr_assert_eq(back.progress.step, 50);
@@ -264,22 +264,30 @@ Test(progress, the_record_carries_progress)
     cr_assert(back.progress.stop);
     free(json);
     const char *bad[] = {
-        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/"
+        "v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":"
+        "0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":{\"step\":9,\"best\":8,"
         "\"no_progress\":0,\"repeat\":1,\"stop\":false}}",
-        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/"
+        "v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":"
+        "0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":{\"step\":9,\"best\":9,"
         "\"no_progress\":-1,\"repeat\":1,\"stop\":false}}",
-        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/"
+        "v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":"
+        "0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":{\"step\":9,\"best\":9,"
         "\"no_progress\":0,\"repeat\":0,\"stop\":true}}",
-        "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":0,"
+        "{\"schema\":\"elastic-agent/"
+        "v2\",\"node\":\"n\",\"host\":\"h\",\"rank\":0,\"local_rank\":0,\"exit_code\":1,\"signal\":"
+        "0,"
         "\"pid\":1,\"time_ms\":1,\"message\":\"m\",\"progress\":\"yes\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct ea_error err = {0};
-        cr_assert_eq(rdzv_failure_decode(bad[i], strlen(bad[i]), &back, &err), -EBADMSG,
-                     "bad %zu", i);
+        cr_assert_eq(rdzv_failure_decode(bad[i], strlen(bad[i]), &back, &err), -EBADMSG, "bad %zu",
+                     i);
         cr_assert(strstr(err.msg, "field 'progress'"), "bad %zu: %s", i, err.msg);
     }
     /* the same record with a good progress is ours */
@@ -293,18 +301,25 @@ Test(progress, the_record_carries_progress)
 
 Test(progress, the_state_names_the_last_failure)
 {
-    struct rdzv_params P = {.min_nodes = 1, .max_nodes = 2, .max_restarts = 100,
-                            .lease_ttl_ms = 10000};
-    struct rdzv_node nodes[2] = {{.node_id = "a", .host = "a", .addr = "10.0.0.1", .nproc = 1,
-                                  .create_revision = 5},
-                                 {.node_id = "b", .host = "b", .addr = "10.0.0.2", .nproc = 1,
-                                  .create_revision = 6}};
+    struct rdzv_params P = {
+        .min_nodes = 1, .max_nodes = 2, .max_restarts = 100, .lease_ttl_ms = 10000};
+    struct rdzv_node nodes[2] = {
+        {.node_id = "a", .host = "a", .addr = "10.0.0.1", .nproc = 1, .create_revision = 5},
+        {.node_id = "b", .host = "b", .addr = "10.0.0.2", .nproc = 1, .create_revision = 6}};
     struct rdzv_member m[2] = {{.node_id = "a", .nproc = 1, .group_rank = 0, .rank_base = 0},
                                {.node_id = "b", .nproc = 1, .group_rank = 1, .rank_base = 1}};
-    struct rdzv_state s = {.round = 4, .status = RDZV_RUNNING, .members = m, .n_members = 2,
-                           .group_world_size = 2, .n_chunks = 1, .world_size = 2,
-                           .restart_count = 1, .max_restarts = 100, .min_nodes = 1,
-                           .max_nodes = 2, .last_failure = 2};
+    struct rdzv_state s = {.round = 4,
+                           .status = RDZV_RUNNING,
+                           .members = m,
+                           .n_members = 2,
+                           .group_world_size = 2,
+                           .n_chunks = 1,
+                           .world_size = 2,
+                           .restart_count = 1,
+                           .max_restarts = 100,
+                           .min_nodes = 1,
+                           .max_nodes = 2,
+                           .last_failure = 2};
     struct rdzv_state next = {0};
     /* a failure with budget left restarts, and the next round's record follows on from it */
     cr_assert_eq(rdzv_plan_failure_ex(&P, &s, nodes, 2, false, &next, NULL), 1);

@@ -27,8 +27,7 @@ static double sample(unsigned *seed, double base, double jitter, double burst, d
 /* Run `seconds` of one sample per rank per second; node `slow` (-1 none) is `factor` times
  * slower. The time (s) of the first report and its node in *ret_node, or -1. */
 static int run(unsigned seed, int seconds, int slow, double factor, double jitter, double burst,
-               double burst_x, double threshold, int64_t window_ms, int *ret_reports,
-               int *ret_node)
+               double burst_x, double threshold, int64_t window_ms, int *ret_reports, int *ret_node)
 {
     struct sg_rank ranks[NODES][RANKS];
     struct sg_track track[NODES];
@@ -40,8 +39,8 @@ static int run(unsigned seed, int seconds, int slow, double factor, double jitte
         double times[NODES], scores[NODES];
         for (int i = 0; i < NODES; i++) {
             for (int r = 0; r < RANKS; r++)
-                sg_rank_add(&ranks[i][r], sample(&seed, 0.100 * (i == slow ? factor : 1),
-                                                 jitter, burst, burst_x));
+                sg_rank_add(&ranks[i][r], sample(&seed, 0.100 * (i == slow ? factor : 1), jitter,
+                                                 burst, burst_x));
             times[i] = sg_node_time(ranks[i], RANKS);
         }
         sg_scores(times, NODES, scores);
