@@ -221,11 +221,13 @@ Test(progress, the_steps_are_read_from_the_round_s_files)
     fclose(f);
     snprintf(path, sizeof(path), "%s/rank_5", hb);
     f = fopen(path, "w");
-    fputs("43\n", f);
+    fputs("43 0.5\n", f); /* with a compute time (straggler detection) */
     fclose(f);
     cr_assert_not(pg_due(p, 1000 + PG_READ_MS - 1));
     cr_assert(pg_due(p, 1000 + PG_READ_MS));
     cr_assert_eq(pg_read(p, 2000), 43);
+    cr_assert_float_eq(p->compute[0], 0, 1e-12, "a step alone");
+    cr_assert_float_eq(p->compute[1], 0.5, 1e-12);
     cr_assert_eq(pg_wake_ms(p), 2000 + PG_READ_MS);
     /* the run's last failure was at 42: 43 is past it, reported once */
     p->run = (struct rdzv_progress){.step = 42, .best = 42, .no_progress = 2, .repeat = 3};
