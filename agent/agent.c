@@ -53,6 +53,7 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
         report_append_stderr_tail(f->message, sizeof(f->message), w->stderr_tail,
                                   GROUP_STDERR_TAIL);
     }
+    AGENT_EACH(failing, a, f); /* e.g. the run's progress */
     a->failure_generation = a->group.generation;
     a->failure_pending = true;
     a->obs.m.worker_failures++;
@@ -134,6 +135,16 @@ static void exit_with(struct agent *a, int code)
     a->quit.exit_code = code;
 }
 
+/* The run failed with record f: a component that knows why said so (true). */
+static bool run_failed_said(struct agent *a, const struct rdzv_state *s,
+                            const struct rdzv_failure *f)
+{
+    for (size_t i = 0; i < agent_n_components; i++)
+        if (agent_components[i]->run_failed && agent_components[i]->run_failed(a, s, f))
+            return true;
+    return false;
+}
+
 static void act(struct agent *a, enum lc_action action, const struct rdzv_state *s, int64_t gen)
 {
     switch (action) {
@@ -159,8 +170,8 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
                  : !s              ? ""
                  : s->round != a->group.round ? " (the run moved to a new round)"
                  : s->status == RDZV_FAILING
-                     ? " (a worker failed with --max-restarts spent: the run fails unless a "
-                       "lost node explains the failure)"
+                     ? " (a worker failed with --max-restarts spent, or without progress: the "
+                       "run fails unless a lost node explains the failure)"
                      : "");
         group_stop(&a->group);
         a->state = LC_STOPPING;
@@ -186,9 +197,13 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     case LC_EXIT_FAILED: {
         struct rdzv_failure f;
         struct ea_error err = {0};
+        bool have = rdzv_get_failure(a->rdzv, s->failure_round, &f, &err) == 0;
+        if (have && run_failed_said(a, s, &f)) { /* e.g. --max-restarts-without-progress */
+            exit_with(a, AGENT_EXIT_FAILED);
+            return;
+        }
         log_error("run '%s' failed: worker failures exceeded --max-restarts %d", a->cfg->run_id,
                   s->max_restarts);
-        bool have = rdzv_get_failure(a->rdzv, s->failure_round, &f, &err) == 0;
         agent_emit(a, "run_failed", "{s:i, s:i, s:I, s:s?, s:i}", "restart_count",
                    s->restart_count, "max_restarts", s->max_restarts, "failure_round",
                    (json_int_t)s->failure_round, "failed_node", have ? f.node_id : NULL,

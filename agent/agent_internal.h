@@ -161,6 +161,8 @@ struct agent {
     struct agent_tracker tracker;
     struct agent_health health;
     struct agent_warm warm;
+    struct agent_progress *progress; /* progress-aware restarts, stragglers (progress/); NULL
+                                        when both are off */
 };
 
 /* agent.c's steps of AP_RUNNING (by slot) and its sources, which agent_setup.c registers with

@@ -259,6 +259,9 @@ static int open_all(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_RDZV;
     }
+    for (size_t i = 0; i < agent_n_components; i++)
+        if (agent_components[i]->open && agent_components[i]->open(a, lc.name) < 0)
+            return AGENT_EXIT_RDZV;
     a->group.launcher = a->launcher;
     a->group.cfg = c;
     a->group.workdir = a->me.workdir;
@@ -306,6 +309,7 @@ static void teardown(struct agent *a)
     nic_destroy(a->nic);
     tracker_destroy(a->tracker.srv);
     hb_destroy(a->health.hb);
+    AGENT_EACH(close, a);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
     if (a->me.workdir[0])

@@ -22,6 +22,7 @@ struct agent;
 struct group_start;
 struct group_worker;
 struct launch_exit;
+struct rdzv_failure;
 struct rdzv_state;
 
 /* Where in a pass a component's step runs (a pass runs the slots in this order; within a slot,
@@ -59,6 +60,10 @@ struct agent_component {
     const struct ea_loop_source *sources; /* ctx is the agent */
     size_t n_sources;
 
+    /* Set up once the store and the launcher are (launcher: its name, "local", "ssh", ...):
+     * 0, or negative (logged here) and the agent exits 4. Torn down at the end. */
+    int (*open)(struct agent *a, const char *launcher);
+    void (*close)(struct agent *a);
     /* The node entered phase `phase` (enum agent_phase). */
     void (*enter)(struct agent *a, int phase);
     /* A round with this node in it is committed (gen): may its workers start? Asked on every
@@ -78,6 +83,11 @@ struct agent_component {
     void (*worker_exited)(struct agent *a, const struct group_worker *w);
     /* Faults the component's checks found this pass: how many of ret[0..max) it filled. */
     size_t (*check)(struct agent *a, int64_t now, struct agent_fault *ret, size_t max);
+    /* A local failure's record, before it is reported: add to it (e.g. the run's progress). */
+    void (*failing)(struct agent *a, struct rdzv_failure *f);
+    /* The run failed with record f (s->failure_round's): true when this component said why,
+     * once (the agent then says nothing of the budget). */
+    bool (*run_failed)(struct agent *a, const struct rdzv_state *s, const struct rdzv_failure *f);
     /* A local fault observed (a failed worker, a hang): its time and cause. */
     void (*fault)(struct agent *a, int64_t fault_wall, const char *cause, int rank);
     /* Every pass: the round the store shows (s may be NULL), for the component's own view. */

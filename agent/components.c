@@ -9,6 +9,7 @@ extern const struct agent_component agent_warm_component;    /* warm/warm_agent.
 extern const struct agent_component agent_health_component;  /* health/health_agent.c */
 extern const struct agent_component agent_preflight_component; /* health/preflight_agent.c */
 extern const struct agent_component agent_preempt_component; /* preempt/preempt_agent.c */
+extern const struct agent_component agent_progress_component; /* progress/progress_agent.c */
 
 const struct agent_component *const agent_components[] = {
     &agent_tracker_component, /* its connections first: a worker waits on them */
@@ -17,5 +18,6 @@ const struct agent_component *const agent_components[] = {
     &agent_health_component,
     &agent_preflight_component,
     &agent_preempt_component,
+    &agent_progress_component, /* after health's: it reads the heartbeat directory health set */
 };
 const size_t agent_n_components = sizeof(agent_components) / sizeof(agent_components[0]);

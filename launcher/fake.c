@@ -35,6 +35,7 @@ struct fake {
 /* The fake part of a record. */
 struct fproc {
     char **argv;
+    char **envp; /* its environment, copied: a test reads e.g. ELASTIC_HEARTBEAT_FILE */
     int sigs[LAUNCH_FAKE_SIGNALS_MAX];
     size_t nsig;
     bool ending; /* the test (or a SIGKILL) ended it: reported by the next reap */
@@ -94,6 +95,9 @@ static void fake_free(struct launch_proc *p)
     for (size_t i = 0; fp(p)->argv && fp(p)->argv[i]; i++)
         free(fp(p)->argv[i]);
     free(fp(p)->argv);
+    for (size_t i = 0; fp(p)->envp && fp(p)->envp[i]; i++)
+        free(fp(p)->envp[i]);
+    free(fp(p)->envp);
 }
 
 static void fake_destroy(struct launch_core *c)
@@ -123,15 +127,15 @@ static int fake_create(const struct launcher_config *cfg, struct launcher **ret,
     return 0;
 }
 
-static int copy_argv(struct fproc *x, const char *const *argv)
+static int copy_strv(char ***ret, const char *const *argv)
 {
     size_t n = 0;
-    while (argv[n])
+    while (argv && argv[n])
         n++;
-    if (!(x->argv = calloc(n + 1, sizeof(*x->argv))))
+    if (!(*ret = calloc(n + 1, sizeof(**ret))))
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        if (!(x->argv[i] = strdup(argv[i])))
+        if (!((*ret)[i] = strdup(argv[i])))
             return -ENOMEM;
     return 0;
 }
@@ -139,7 +143,7 @@ static int copy_argv(struct fproc *x, const char *const *argv)
 static int fake_spawn(struct launch_proc *p, const struct launch_spec *spec, struct ea_error *err)
 {
     struct fake *f = (struct fake *)p->core;
-    if (copy_argv(fp(p), spec->argv) < 0)
+    if (copy_strv(&fp(p)->argv, spec->argv) < 0 || copy_strv(&fp(p)->envp, spec->envp) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory");
     if (f->fail_next < 0) { /* like an exec failure: an exit the next dispatch reports */
         launch_core_start_failed(p, f->fail_next, "cannot run '%s': %s", spec->argv[0],
@@ -231,6 +235,15 @@ void launch_fake_stderr(struct launch_proc *p, const char *data)
 size_t launch_fake_started(const struct launcher *l)
 {
     return ((const struct fake *)l)->started;
+}
+
+const char *launch_fake_env(const struct launch_proc *p, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; fp(p)->envp && fp(p)->envp[i]; i++)
+        if (strncmp(fp(p)->envp[i], name, len) == 0 && fp(p)->envp[i][len] == '=')
+            return fp(p)->envp[i] + len + 1;
+    return NULL;
 }
 
 const char *const *launch_fake_argv(const struct launch_proc *p)

@@ -47,6 +47,8 @@ void launch_fake_stderr(struct launch_proc *p, const char *data);
 size_t launch_fake_started(const struct launcher *l);
 const char *const *launch_fake_argv(const struct launch_proc *p);
 const char *launch_fake_label(const struct launch_proc *p);
+/* The value of `name` in the environment p was started with, or NULL. */
+const char *launch_fake_env(const struct launch_proc *p, const char *name);
 
 /* The signals sent to p's group so far, in order (at most LAUNCH_FAKE_SIGNALS_MAX in sigs;
  * the return value counts them all). */

@@ -151,6 +151,7 @@ static int new_round(const struct rdzv_params *p, const struct rdzv_state *prev,
     s.min_nodes = p->min_nodes;
     s.max_nodes = p->max_nodes;
     s.scale_events = (prev ? prev->scale_events : 0) + (scale && prev && prev->round > 0);
+    s.last_failure = prev ? prev->last_failure : 0;
     *next = s;
     return 1;
 }
@@ -327,7 +328,8 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
     }
     /* reports that reach the coordinator (failures/<r>, reform/<r>): acted on here, once */
     if (v->failure_reported)
-        return NODES_OR(v, rdzv_plan_failure(p, s, v->nodes, v->n_nodes, ret_next, err));
+        return NODES_OR(v, rdzv_plan_failure_ex(p, s, v->nodes, v->n_nodes, v->failure_stop,
+                                                ret_next, err));
     if (v->reform_requested)
         return NODES_OR(v, rdzv_plan_reform(p, s, v->nodes, v->n_nodes, ret_next, err));
     if (all_done(s, v->done, v->n_done)) {
@@ -370,9 +372,16 @@ int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
                       const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,
                       struct ea_error *err)
 {
+    return rdzv_plan_failure_ex(p, s, nodes, n_nodes, false, ret_next, err);
+}
+
+int rdzv_plan_failure_ex(const struct rdzv_params *p, const struct rdzv_state *s,
+                         const struct rdzv_node *nodes, size_t n_nodes, bool stop,
+                         struct rdzv_state *ret_next, struct ea_error *err)
+{
     int restarts = s->restart_count + 1;
     bool pending = s->charge_round > 0 && s->charge_round == s->round;
-    if (restarts > s->max_restarts) {
+    if (restarts > s->max_restarts || stop) {
         /* The budget is spent: no worker starts on speculation. A failure while the last charge
          * is pending confirms it, and a lone member has nobody whose loss could explain it: FAILED
          * at once. Otherwise FAILING: workers stop while the window runs (plan_failing). */
@@ -389,6 +398,7 @@ int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
             ret_next->charge_round = s->round; /* times the window (charge_seen_ms) */
             ret_next->charge_failed_round = s->round;
         }
+        ret_next->last_failure = s->round;
         return 1;
     }
     struct rdzv_params q = *p;
@@ -399,6 +409,7 @@ int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
     if (r > 0) {
         ret_next->charge_round = ret_next->round;
         ret_next->charge_failed_round = s->round;
+        ret_next->last_failure = s->round; /* the next failure's record follows on from it */
     }
     return r;
 }

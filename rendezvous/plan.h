@@ -68,6 +68,7 @@ struct rdzv_view {
     int64_t state_seen_ms;   /* when the coordinator first saw this state value (monotonic; 0:
                                 unknown): losses within rdzv_loss_batch_ms() of it are batched */
     bool failure_reported;   /* failures/<state->round> exists: a worker of the round failed */
+    bool failure_stop;       /* ... and its record says the run ends (no progress, issue 40) */
     bool reform_requested;   /* reform/<state->round> exists: a member had to stop its workers
                                 without a membership change (it lost its lease and rejoined) */
     /* Optional, from a caller that keeps it up to date per event (the coordinator's session: its
@@ -119,6 +120,12 @@ int rdzv_assign(const struct rdzv_state *prev, const struct rdzv_node *nodes, si
 int rdzv_plan_failure(const struct rdzv_params *p, const struct rdzv_state *s,
                       const struct rdzv_node *nodes, size_t n_nodes, struct rdzv_state *ret_next,
                       struct ea_error *err);
+/* The same, `stop`: the failure's record says the run ends (--max-restarts-without-progress,
+ * agent/progress/): handled as if the budget were spent (FAILING or FAILED, never a restart).
+ * Either way the next state's last_failure names this round. */
+int rdzv_plan_failure_ex(const struct rdzv_params *p, const struct rdzv_state *s,
+                         const struct rdzv_node *nodes, size_t n_nodes, bool stop,
+                         struct rdzv_state *ret_next, struct ea_error *err);
 
 /*
  * The next round over the live nodes, restart budget unchanged (or WAITING below min): used when a

@@ -395,23 +395,30 @@ int rdzv_guard_publish(struct rdzv_session *s, int64_t round, int which, const c
 
 /* ---- reports of a round --------------------------------------------------------------------- */
 
-bool rdzv_guard_report_counts(struct rdzv_session *s, const char *key, bool is_failure)
+bool rdzv_guard_report_counts(struct rdzv_session *s, const char *key, bool is_failure,
+                              bool *ret_stop)
 {
     ssize_t i = rdzv_mirror_find(&s->m, key);
     if (i < 0 || !s->have_state || !s->state.members)
         return false; /* members unknown: the coordinator commits a fresh round anyway */
     const struct kv_entry *e = &s->m.keys[i];
     char node[RDZV_ID_MAX] = "";
+    bool stop = false;
     if (is_failure) {
         struct rdzv_failure *f = malloc(sizeof(*f));
-        if (f && rdzv_failure_decode(e->value, e->value_len, f, NULL) == 0)
+        if (f && rdzv_failure_decode(e->value, e->value_len, f, NULL) == 0) {
             snprintf(node, sizeof(node), "%s", f->node_id);
+            stop = f->progress.stop;
+        }
         free(f);
     } else if (e->value_len < sizeof(node) && strlen(e->value) == e->value_len) {
         memcpy(node, e->value, e->value_len + 1);
     }
-    if (node[0] && rdzv_state_find(&s->state, node) >= 0)
+    if (node[0] && rdzv_state_find(&s->state, node) >= 0) {
+        if (ret_stop && stop)
+            *ret_stop = true;
         return true;
+    }
     printable(node);
     char msg[2 * EA_ERROR_MSG_MAX];
     if (node[0])

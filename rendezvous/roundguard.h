@@ -63,8 +63,11 @@ int rdzv_guard_publish(struct rdzv_session *s, int64_t round, int which, const c
                        struct ea_error *err);
 
 /* Full mode: does `key` (failures/<r> or reform/<r> of the committed round) exist and name a
- * member of that round? A record naming anyone else is reported once and does not count. */
-bool rdzv_guard_report_counts(struct rdzv_session *s, const char *key, bool is_failure);
+ * member of that round? A record naming anyone else is reported once and does not count.
+ * A failure record that counts and says the run ends (its progress.stop) sets *ret_stop (NULL:
+ * not asked; left alone otherwise). */
+bool rdzv_guard_report_counts(struct rdzv_session *s, const char *key, bool is_failure,
+                              bool *ret_stop);
 
 /* The coordinator, right after a commit: delete every key of a round later than the committed
  * one (rounds/<n>/..., failures/<n>, reform/<n>, done/<n>/...) in transactions fenced on

@@ -284,7 +284,7 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     else if (s->takeover_ms < 0)
         s->takeover_ms = now_ms + takeover_delay_ms(s);
     s->n_live = s->full ? n_live : (s->have_coord ? (size_t)s->coord.live : 0);
-    s->failure_reported = s->reform_requested = false;
+    s->failure_reported = s->reform_requested = s->failure_stop = false;
     if ((r = rdzv_count_members(s, err)) < 0 || (r = rdzv_count_done(s, err)) < 0)
         return r;
     if (s->full && s->have_state) {
@@ -292,8 +292,8 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         rdzv_key_of(s, fkey, "failures/%" PRId64, s->state.round);
         rdzv_key_of(s, rkey, "reform/%" PRId64, s->state.round);
         /* only a member of the round may report (roundguard.c) */
-        s->failure_reported = rdzv_guard_report_counts(s, fkey, true);
-        s->reform_requested = rdzv_guard_report_counts(s, rkey, false) || s->members_broken;
+        s->failure_reported = rdzv_guard_report_counts(s, fkey, true, &s->failure_stop);
+        s->reform_requested = rdzv_guard_report_counts(s, rkey, false, NULL) || s->members_broken;
     }
     const struct rdzv_state *st = &s->state;
     if (s->have_state && st->charge_round > 0 && st->charge_round == st->round) {
@@ -723,6 +723,7 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         .charge_seen_ms = s->charge_seen_ms,
         .state_seen_ms = s->state_seen_ms,
         .failure_reported = s->failure_reported,
+        .failure_stop = s->failure_stop,
         .reform_requested = s->reform_requested,
     };
     struct rdzv_state next = {0};

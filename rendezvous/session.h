@@ -126,6 +126,11 @@ const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char 
  * vanishes with the node; each node overwrites its own), and read any node's (NULL if absent). */
 int rdzv_publish_probe(struct rdzv_session *s, const char *value, struct ea_error *err);
 const char *rdzv_probe(const struct rdzv_session *s, const char *node_id);
+/* compute/<node-id> (straggler detection, docs/restarts.md): this node's summary of its ranks'
+ * compute times, put with its lease at a bounded rate (never per step); read by the coordinator
+ * (full mode: NULL otherwise, or when absent). */
+int rdzv_publish_compute(struct rdzv_session *s, const char *value, struct ea_error *err);
+const char *rdzv_compute(const struct rdzv_session *s, const char *node_id);
 
 /*
  * A local worker failed in the round of `generation`: record failures/<round> (create-only, first

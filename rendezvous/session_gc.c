@@ -104,7 +104,8 @@ int rdzv_gc_old_rounds(struct rdzv_session *s, int64_t now_ms, struct ea_error *
         enum gc_kind kind = per_round_key(key + plen, &round, &recovery);
         if (kind == GC_NONE || round >= keep_from || (recovery && round == last_recovery) ||
             (kind == GC_FAILURE && (round == first_failure || round == s->state.failure_round ||
-                                    round == s->state.charge_failed_round)))
+                                    round == s->state.charge_failed_round ||
+                                    round == s->state.last_failure)))
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;

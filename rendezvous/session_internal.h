@@ -56,6 +56,7 @@ struct rdzv_session {
                                        coordinator takes its members, not decoding its chunks */
     int64_t adopt_rev;
     bool failure_reported, reform_requested; /* full: failures/<round>, reform/<round> */
+    bool failure_stop; /* full: failures/<round> says the run ends (no progress, issue 40) */
     struct rdzv_coord coord;
     bool have_coord, is_coord;
     int64_t coord_rev, coord_seen_ms;

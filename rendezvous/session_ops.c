@@ -78,10 +78,12 @@ const struct rdzv_node *rdzv_node_find(const struct rdzv_session *s, const char 
     return i >= 0 ? s->m.dec[i] : NULL;
 }
 
-int rdzv_publish_probe(struct rdzv_session *s, const char *value, struct ea_error *err)
+/* <dir>/<self id>: this node's value under its lease (it vanishes with the node). */
+static int put_own_leased(struct rdzv_session *s, const char *dir, const char *value,
+                          struct ea_error *err)
 {
     char key[KEY_MAX];
-    rdzv_key_of(s, key, "probe/%s", s->cfg.self.node_id);
+    rdzv_key_of(s, key, "%s/%s", dir, s->cfg.self.node_id);
     int64_t rev = 0;
     count_write(s);
     int r = kv_put(s->kv, key, value, strlen(value), s->lease, &rev, err);
@@ -91,6 +93,23 @@ int rdzv_publish_probe(struct rdzv_session *s, const char *value, struct ea_erro
     if (rdzv_mirror_put_own(&s->m, key, value, rev, rev, s->lease) < 0)
         return ea_errorf(err, -ENOMEM, "out of memory");
     return 0;
+}
+
+int rdzv_publish_probe(struct rdzv_session *s, const char *value, struct ea_error *err)
+{
+    return put_own_leased(s, "probe", value, err);
+}
+
+int rdzv_publish_compute(struct rdzv_session *s, const char *value, struct ea_error *err)
+{
+    return put_own_leased(s, "compute", value, err);
+}
+
+const char *rdzv_compute(const struct rdzv_session *s, const char *node_id)
+{
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "compute/%s", node_id);
+    return rdzv_mirror_value(&s->m, key);
 }
 
 const char *rdzv_probe(const struct rdzv_session *s, const char *node_id)

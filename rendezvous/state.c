@@ -116,7 +116,8 @@ int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_err
         json_int_t v;
     } opt[] = {{"failure_round", s->failure_round}, {"generation", s->generation},
                {"charge_round", s->charge_round},   {"charge_failed_round", s->charge_failed_round},
-               {"scale_events", s->scale_events},   {"chunks_rev", s->chunks_rev}};
+               {"scale_events", s->scale_events},   {"chunks_rev", s->chunks_rev},
+               {"last_failure", s->last_failure}};
     for (size_t i = 0; j && i < sizeof(opt) / sizeof(opt[0]); i++)
         if (opt[i].v && json_object_set_new(j, opt[i].name, json_integer(opt[i].v)) < 0) {
             json_decref(j);
@@ -176,19 +177,19 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     struct rdzv_state s = {0};
     const char *status = NULL;
     json_int_t round = 0, failure_round = 0, generation = 0, charge = 0, charge_failed = 0;
-    json_int_t chunks_rev = 0;
+    json_int_t chunks_rev = 0, last_failure = 0;
     json_t *leader = NULL;
     json_error_t jerr;
     if (json_unpack_ex(
             root, &jerr, 0,
             "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i, s?I, "
-            "s?o}",
+            "s?o, s?I}",
             "round", &round, "status", &status, "members", &s.group_world_size, "chunks",
             &s.n_chunks, "world_size", &s.world_size, "restart_count", &s.restart_count,
             "max_restarts", &s.max_restarts, "min", &s.min_nodes, "max", &s.max_nodes,
             "failure_round", &failure_round, "generation", &generation, "charge_round", &charge,
             "charge_failed_round", &charge_failed, "scale_events", &s.scale_events, "chunks_rev",
-            &chunks_rev, "leader", &leader) < 0) {
+            &chunks_rev, "leader", &leader, "last_failure", &last_failure) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: %s", jerr.text);
         goto out;
     }
@@ -198,6 +199,7 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     s.charge_round = charge;
     s.charge_failed_round = charge_failed;
     s.chunks_rev = chunks_rev;
+    s.last_failure = last_failure;
     if (leader && (r = leader_decode(leader, &s.leader, err)) < 0)
         goto out;
     if (status_parse(status, &s.status) < 0) {
@@ -206,6 +208,7 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     }
     if (round < 0 || s.min_nodes < 1 || s.max_nodes < s.min_nodes || s.restart_count < 0 ||
         generation < 0 || charge < 0 || charge_failed < 0 || s.scale_events < 0 || chunks_rev < 0 ||
+        last_failure < 0 || last_failure > round ||
         s.max_restarts < 0 || s.group_world_size < 0 || s.world_size < s.group_world_size ||
         !rdzv_chunk_count_ok(s.n_chunks, (size_t)s.group_world_size) ||
         (s.status == RDZV_RUNNING && (s.group_world_size == 0 || round < 1))) {
@@ -421,12 +424,38 @@ int rdzv_coord_decode(const char *json, size_t len, struct rdzv_coord *ret, stru
 
 int rdzv_failure_encode(const struct rdzv_failure *f, char **ret_json, struct ea_error *err)
 {
-    return rdzv_json_dump(json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s}", "schema",
-                                    RDZV_SCHEMA, "node", f->node_id, "host", f->host, "rank",
-                                    f->rank, "local_rank", f->local_rank, "exit_code", f->exit_code,
-                                    "signal", f->signal, "pid", (json_int_t)f->pid, "time_ms",
-                                    (json_int_t)f->time_ms, "message", f->message),
-                          ret_json, err);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s}", "schema",
+                          RDZV_SCHEMA, "node", f->node_id, "host", f->host, "rank", f->rank,
+                          "local_rank", f->local_rank, "exit_code", f->exit_code, "signal",
+                          f->signal, "pid", (json_int_t)f->pid, "time_ms", (json_int_t)f->time_ms,
+                          "message", f->message);
+    const struct rdzv_progress *p = &f->progress;
+    if (j && p->repeat > 0 && p->best >= 0) { /* only a record that knows where the run was */
+        json_t *o = json_pack("{s:I, s:I, s:i, s:i, s:b}", "step", (json_int_t)p->step, "best",
+                              (json_int_t)p->best, "no_progress", p->no_progress, "repeat",
+                              p->repeat, "stop", p->stop);
+        if (!o || json_object_set_new(j, "progress", o) < 0) {
+            json_decref(j);
+            j = NULL;
+        }
+    }
+    return rdzv_json_dump(j, ret_json, err);
+}
+
+/* The record's optional "progress": absent, the run's progress is unknown. */
+static int progress_decode(const json_t *o, struct rdzv_progress *ret, struct ea_error *err)
+{
+    json_int_t step = -1, best = -1;
+    int np = 0, repeat = 0, stop = 0;
+    if (o && (json_unpack((json_t *)o, "{s:I, s:I, s:i, s:i, s:b}", "step", &step, "best", &best,
+                          "no_progress", &np, "repeat", &repeat, "stop", &stop) < 0 ||
+              step < -1 || best < step || np < 0 || repeat < 1))
+        return ea_errorf(err, -EBADMSG, "failure record: field 'progress' is not {\"step\", "
+                                        "\"best\" >= step, \"no_progress\" >= 0, \"repeat\" >= 1, "
+                                        "\"stop\"}");
+    *ret = (struct rdzv_progress){.step = step, .best = best, .no_progress = np,
+                                  .repeat = repeat, .stop = stop};
+    return 0;
 }
 
 int rdzv_failure_decode(const char *json, size_t len, struct rdzv_failure *ret,
@@ -439,13 +468,15 @@ int rdzv_failure_decode(const char *json, size_t len, struct rdzv_failure *ret,
     struct rdzv_failure f = {0};
     const char *node = NULL, *host = NULL, *msg = NULL;
     json_int_t pid = 0, t = 0;
+    json_t *progress = NULL;
     json_error_t jerr;
-    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s}", "node",
-                       &node, "host", &host, "rank", &f.rank, "local_rank", &f.local_rank,
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s, s?o}",
+                       "node", &node, "host", &host, "rank", &f.rank, "local_rank", &f.local_rank,
                        "exit_code", &f.exit_code, "signal", &f.signal, "pid", &pid, "time_ms", &t,
-                       "message", &msg) < 0)
+                       "message", &msg, "progress", &progress) < 0)
         r = ea_errorf(err, -EBADMSG, "failure record: %s", jerr.text);
-    else if (!(r = rdzv_copy_field(f.node_id, sizeof(f.node_id), node, "failure record", "node",
+    else if (!(r = progress_decode(progress, &f.progress, err)) &&
+             !(r = rdzv_copy_field(f.node_id, sizeof(f.node_id), node, "failure record", "node",
                                    err)) &&
              !(r = rdzv_copy_field(f.host, sizeof(f.host), host, "failure record", "host", err))) {
         /* messages may be long: cut rather than reject */

@@ -93,6 +93,8 @@ struct rdzv_state {
     int64_t charge_round;   /* round started by a worker failure whose restart charge is not final
                                yet (refunded if a member turns out lost within one lease TTL) */
     int64_t charge_failed_round; /* the round in which that worker failed */
+    int64_t last_failure;   /* round of the last worker failure acted on (its failures/<r> record
+                               carries the run's progress: agent/progress/), 0: none */
     int scale_events;       /* rounds started by membership changes (not charged) */
     int64_t chunks_rev;     /* store revision of the first write of this commit's assignment
                                chunks (0: unknown, a writer before it was recorded): a chunk is
@@ -135,6 +137,17 @@ struct rdzv_node {
     char live_ns[RDZV_ADDR_MAX];
 };
 
+/* Where the run was when a failure happened (issue 40, agent/progress/): optional in the record
+ * (absent: step and best -1, counts 0). O(1) bytes, written once per failed round. */
+struct rdzv_progress {
+    int64_t step;    /* highest step the failing node's ranks beat in the failed round, -1 unknown */
+    int64_t best;    /* highest step the run had reached before any failure, this one included */
+    int no_progress; /* restarts in a row after which the run did not pass its best step */
+    int repeat;      /* the same failure (rank or node, exit code, signal) this many times in a
+                        row without progress; 0: the record says nothing about progress */
+    bool stop;       /* --max-restarts-without-progress reached: the run ends with this failure */
+};
+
 /* A `failures/<r>` record: the first worker failure of round r. */
 struct rdzv_failure {
     char node_id[RDZV_ID_MAX];
@@ -145,6 +158,7 @@ struct rdzv_failure {
     int64_t pid;
     int64_t time_ms; /* wall clock, for humans */
     char message[4096]; /* root cause: the worker's error file message, or a generated one */
+    struct rdzv_progress progress;
 };
 
 const char *rdzv_status_name(enum rdzv_status s);

@@ -144,6 +144,18 @@ static int decode_key(const char *rel, const struct kv_entry *e, struct rdzv_run
             snprintf(v->master, sizeof(v->master), "%s", addr ? addr : e->value);
             json_decref(j);
         }
+    } else if (v->have_state && strncmp(rel, "compute/", 8) == 0 && rel[8]) {
+        /* {"round","median_s"}: this round's only, shown as written (status checks nothing) */
+        json_t *j = json_loadb(e->value, e->value_len, 0, NULL);
+        json_int_t r = 0;
+        double m = 0;
+        if (j && json_unpack(j, "{s:I, s:F}", "round", &r, "median_s", &m) == 0 &&
+            r == v->state.round && m > 0 && m <= 86400) {
+            struct rdzv_view_compute *c = &v->compute[v->n_compute++];
+            snprintf(c->node_id, sizeof(c->node_id), "%s", rel + 8);
+            c->median_s = m;
+        }
+        json_decref(j);
     } else if (v->have_state && strncmp(rel, "done/", 5) == 0) {
         const char *slash = strchr(rel + 5, '/');
         if (!slash || !parse_round(rel + 5, slash, &round) || round != v->state.round || !slash[1])
@@ -167,7 +179,8 @@ int rdzv_run_view_decode(const char *prefix, const struct kv_entry *entries, siz
     v.nodes = calloc(cap, sizeof(*v.nodes));
     v.done = calloc(cap, sizeof(*v.done));
     v.failures = calloc(cap, sizeof(*v.failures));
-    if (!v.nodes || !v.done || !v.failures) {
+    v.compute = calloc(cap, sizeof(*v.compute));
+    if (!v.nodes || !v.done || !v.failures || !v.compute) {
         r = -ENOMEM;
         goto error;
     }
@@ -197,8 +210,17 @@ void rdzv_run_view_clear(struct rdzv_run_view *v)
     free(v->done);
     free(v->nodes);
     free(v->failures);
+    free(v->compute);
     rdzv_state_clear(&v->state);
     memset(v, 0, sizeof(*v));
+}
+
+double rdzv_run_view_compute(const struct rdzv_run_view *v, const char *node_id)
+{
+    for (size_t i = 0; i < v->n_compute; i++)
+        if (strcmp(v->compute[i].node_id, node_id) == 0)
+            return v->compute[i].median_s;
+    return 0;
 }
 
 const struct rdzv_node *rdzv_run_view_node(const struct rdzv_run_view *v, const char *node_id)

@@ -33,6 +33,11 @@ struct rdzv_run_view {
     char master[RDZV_ADDR_MAX + 8];     /* rounds/<state.round>/master, "" when unknown */
     struct rdzv_view_failure *failures; /* by round; owned */
     size_t n_failures;
+    struct rdzv_view_compute {          /* compute/<node> of state.round (straggler detection) */
+        char node_id[RDZV_ID_MAX];
+        double median_s;
+    } *compute; /* owned */
+    size_t n_compute;
     size_t n_ignored; /* node or failure records that did not decode */
 };
 
@@ -57,6 +62,9 @@ bool rdzv_run_view_is_done(const struct rdzv_run_view *v, const char *node_id);
 
 /* Live nodes that are not members of the state's round (spares, or not admitted yet). */
 size_t rdzv_run_view_spares(const struct rdzv_run_view *v);
+
+/* The median compute time `node_id` published for state.round (compute/<node>), 0 when none. */
+double rdzv_run_view_compute(const struct rdzv_run_view *v, const char *node_id);
 
 /* The failure record of `round`, or NULL. */
 const struct rdzv_view_failure *rdzv_run_view_failure(const struct rdzv_run_view *v, int64_t round);

@@ -17,3 +17,9 @@ ea_add_criterion_test(test_ea_loop SOURCES unit/test_ea_loop.c LIBS ea_common TI
 # fake clock with the fake launcher: the whole agent in-process, in milliseconds (issue 37).
 ea_add_criterion_test(test_agent_decisions SOURCES unit/test_agent_decisions.c
                       LIBS ea_agent TIMEOUT 60)
+# Progress-aware restarts (agent/progress/, issue 40): the no-progress rule on synthetic failure
+# sequences, the ranks' step files, the record's codec and the plan's stop.
+ea_add_criterion_test(test_progress SOURCES unit/test_progress.c LIBS ea_agent TIMEOUT 30)
+# Straggler scoring (agent/straggler/, issue 40 part 2) on synthetic timings, without a clock.
+ea_add_criterion_test(test_straggler SOURCES unit/test_straggler.c LIBS ea_straggler m TIMEOUT 30)
+target_include_directories(test_straggler PRIVATE ${PROJECT_SOURCE_DIR}/include)

@@ -13,3 +13,7 @@ ea_add_criterion_test(test_e2e_secrets SOURCES e2e/test_e2e_secrets.c
 ea_add_criterion_test(test_e2e_rdzv_guard SOURCES e2e/test_e2e_rdzv_guard.c
                       LIBS ea_e2e_harness ea_etcd_harness ea_netns_harness TIMEOUT 300
                       LABELS e2e etcd netns)
+# Progress-aware restarts (issue 40): a deterministic failure at step 50 ends the run after at
+# most 3 restarts without progress; random failures that progress are never stopped.
+ea_add_criterion_test(test_e2e_progress SOURCES e2e/test_e2e_progress.c
+                      LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e etcd)

@@ -52,6 +52,19 @@ const struct opt cfg_opts[] = {
      "key prefix in the store; keys are PREFIX<run-id>/...", STORE},
     {"max-restarts", OPT_INT, OFF(max_restarts), "0", 0, 1000000, "PET_MAX_RESTARTS", "N",
      "job-wide worker-failure restarts before the run fails", AGENT},
+    {"max-restarts-without-progress", OPT_INT, OFF(max_restarts_without_progress), "3", 0, 1000000,
+     NULL, "N",
+     "end the run when the same failure comes N times in a row, or N restarts in a row, without "
+     "the run getting past the step it had reached (workers beat their step: "
+     "elastic_agent.beat(step)); 0: off (docs/restarts.md)", AGENT},
+    {"straggler-threshold", OPT_STR, OFF(straggler_threshold_s), "1.3", 0, 0, NULL, "X",
+     "report a node whose median compute time (workers time it: elastic_agent.compute()) is X "
+     "times the other nodes' median or more for --straggler-window; 0: off (docs/restarts.md)",
+     AGENT},
+    {"straggler-window", OPT_SEC, OFF(straggler_window_ms), "20", 1, 3600, NULL, "SEC",
+     "how long a node must stay above --straggler-threshold to be reported", AGENT},
+    {"straggler-action", OPT_STR, OFF(straggler_action), "report", 0, 0, NULL, "ACTION",
+     "report (a log line, the `straggler` event); evict is not built yet", AGENT},
     {"join-timeout", OPT_SEC, OFF(join_timeout_ms), "600", 0, 1e6, NULL, "SEC",
      "give up when fewer than --min nodes are present for this long", AGENT},
     {"last-call", OPT_SEC, OFF(last_call_ms), "30", 0, 86400, NULL, "SEC",
@@ -520,6 +533,26 @@ static int resolve_health(const struct cfg *c, const enum source *srcs, struct e
     return 0;
 }
 
+/* --straggler-threshold X (0, or 1.05-100) into straggler_threshold; --straggler-action. */
+static int resolve_straggler(struct cfg *c, const enum source *srcs, struct ea_error *err)
+{
+    char *end = NULL;
+    const char *s = c->straggler_threshold_s;
+    double x = s && s[0] ? strtod(s, &end) : -1;
+    if (!end || *end || !(x == 0 || (x >= 1.05 && x <= 100)))
+        return ea_errorf(err, -EINVAL, "--straggler-threshold: '%s' is not 0 (off) or a number "
+                                       "from 1.05 to 100", s ? s : "");
+    c->straggler_threshold = x;
+    if (strcmp(c->straggler_action, "report") != 0)
+        return ea_errorf(err, -EINVAL, "--straggler-action: '%s' is not report (evict is not "
+                                       "built yet)", c->straggler_action);
+    if (x == 0 && (on_cli(srcs, "straggler-window") || on_cli(srcs, "straggler-action")))
+        return ea_errorf(err, -EINVAL, "--%s has no effect with --straggler-threshold 0",
+                         on_cli(srcs, "straggler-window") ? "straggler-window"
+                                                          : "straggler-action");
+    return 0;
+}
+
 /* --http [ADDR]:PORT into http_addr/http_port. */
 static int resolve_http(struct cfg *c, struct ea_error *err)
 {
@@ -618,6 +651,8 @@ static int resolve(struct cfg *c, const enum source *srcs, struct ea_error *err)
     if ((r = resolve_launch(c, srcs, err)) < 0)
         return r;
     if ((r = resolve_health(c, srcs, err)) < 0)
+        return r;
+    if ((r = resolve_straggler(c, srcs, err)) < 0)
         return r;
     int wfd;
     if (c->worker_env_fd && (r = cfg_parse_fd("--worker-env-fd", c->worker_env_fd, &wfd, err)) < 0)

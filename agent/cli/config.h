@@ -36,6 +36,11 @@ struct cfg {
     const char *prefix;     /* key prefix, default "/elastic/" */
     const char *rank_order; /* "arrival" or "host" */
     int max_restarts;
+    int max_restarts_without_progress; /* issue 40: 0 off */
+    const char *straggler_threshold_s; /* issue 40 part 2: as given */
+    double straggler_threshold;        /* 0: off */
+    int64_t straggler_window_ms;
+    const char *straggler_action;      /* "report" */
     int64_t join_timeout_ms, last_call_ms, settle_ms, lease_ttl_ms, stop_timeout_ms;
     const char *log_dir;
     const char *preemption_file;

@@ -81,6 +81,24 @@ char *metrics_render(const struct metrics_snapshot *m)
            "", m->scale_events);
     metric(f, "workers_running", "gauge", "Local worker processes running.", "",
            m->workers_running);
+    metric(f, "progress_step", "gauge",
+           "Highest step this node's ranks beat in the running round (-1: none yet, or "
+           "--max-restarts-without-progress 0).",
+           "", (double)m->progress_step);
+    metric(f, "progress_best_step", "gauge",
+           "The run's highest step before its last worker failure (-1: none known).", "",
+           (double)m->progress_best);
+    metric(f, "restarts_without_progress", "gauge",
+           "Restarts in a row after which the run did not get past its best step (reset by "
+           "progress; --max-restarts-without-progress).",
+           "", m->restarts_without_progress);
+    metric(f, "compute_seconds", "gauge",
+           "Median compute time of this node's ranks' recent steps (elastic_agent.compute(); 0: "
+           "none timed).",
+           "", m->compute_seconds);
+    metric(f, "stragglers_reported_total", "counter",
+           "Stragglers this node reported while it coordinated (--straggler-threshold).", "",
+           (double)m->stragglers_reported);
     metric(f, "rounds_started_total", "counter", "Rounds this node started workers for.", "",
            (double)m->rounds_started);
     metric(f, "worker_failures_total", "counter", "Local workers that exited with a failure.", "",

@@ -40,6 +40,12 @@ struct metrics_snapshot {
     int world_size, members, live_nodes, restart_count, max_restarts, scale_events;
     int group_rank; /* -1: not a member (spare or waiting) */
     int workers_running;
+    /* progress (agent/progress/, issue 40): -1 / 0 when off or unknown */
+    int64_t progress_step;         /* highest step this node's ranks beat in the running round */
+    int64_t progress_best;         /* the run's best step before its last failure */
+    int restarts_without_progress; /* in a row, reset by progress */
+    double compute_seconds;        /* median compute time of this node's ranks (0: none) */
+    uint64_t stragglers_reported;  /* coordinator: straggler reports it made */
     /* counters since the agent started */
     uint64_t rounds_started;        /* rounds this node started workers for */
     uint64_t worker_failures;       /* local workers that failed */

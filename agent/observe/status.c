@@ -23,6 +23,7 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "status_node.h"
+#include "straggler.h"
 
 /* ---- what the view says ---------------------------------------------------------------- */
 
@@ -142,11 +143,31 @@ static void since_text(const struct rdzv_run_view *v, const struct rdzv_member *
         snprintf(buf, size, "-");
 }
 
+/* Each member's compute time (compute/<node>, 0 none) and straggler score (straggler.h: over the
+ * other members' median) into t[] and sc[] (s->n_members each, or NULL: none published). */
+static bool member_scores(const struct rdzv_run_view *v, double **ret_t, double **ret_sc)
+{
+    size_t n = v->state.n_members;
+    double *t = NULL, *sc = NULL;
+    if (v->n_compute && n && (t = calloc(n, sizeof(*t))) && (sc = calloc(n, sizeof(*sc)))) {
+        for (size_t i = 0; i < n; i++)
+            t[i] = rdzv_run_view_compute(v, v->state.members[i].node_id);
+        sg_scores(t, n, sc);
+    }
+    *ret_t = sc ? t : NULL;
+    *ret_sc = sc;
+    if (!sc)
+        free(t);
+    return sc != NULL;
+}
+
 static void print_members(FILE *out, const struct rdzv_run_view *v)
 {
     const struct rdzv_state *s = &v->state;
     int wn = 4, wh = 4, wr = 5, ws = 5;
     char ranks[64], since[32];
+    double *t, *sc;
+    bool timed = member_scores(v, &t, &sc);
     for (size_t i = 0; i < s->n_members; i++) {
         const struct rdzv_member *m = &s->members[i];
         wn = width(m->node_id, wn);
@@ -156,15 +177,21 @@ static void print_members(FILE *out, const struct rdzv_run_view *v)
         since_text(v, m, since, sizeof(since));
         ws = width(since, ws);
     }
-    ea_fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %-*s  %s\n", "GROUP", wn, "NODE", wh, "HOST", wr,
-               "RANKS", ws, "SINCE", "STATE");
+    int wst = timed ? 8 : 0; /* STATE is the last column unless COMPUTE follows */
+    ea_fprintf(out, "\n  %-5s  %-*s  %-*s  %-*s  %-*s  %-*s%s\n", "GROUP", wn, "NODE", wh, "HOST",
+               wr, "RANKS", ws, "SINCE", wst, "STATE", timed ? "  COMPUTE" : "");
     for (size_t i = 0; i < s->n_members; i++) {
         const struct rdzv_member *m = &s->members[i];
         snprintf(ranks, sizeof(ranks), "%d-%d", m->rank_base, m->rank_base + m->nproc - 1);
         since_text(v, m, since, sizeof(since));
-        ea_fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %-*s  %s\n", m->group_rank, wn, m->node_id, wh,
-                   m->host, wr, ranks, ws, since, member_state(v, m));
+        char compute[48] = "";
+        if (timed) /* straggler detection: its median, its score */
+            snprintf(compute, sizeof(compute), t[i] > 0 ? "  %.3f s x%.2f" : "  -", t[i], sc[i]);
+        ea_fprintf(out, "  %-5d  %-*s  %-*s  %-*s  %-*s  %-*s%s\n", m->group_rank, wn, m->node_id,
+                   wh, m->host, wr, ranks, ws, since, wst, member_state(v, m), compute);
     }
+    free(t);
+    free(sc);
 }
 
 static void print_failure(FILE *out, const struct rdzv_run_view *v)
@@ -199,6 +226,31 @@ static void print_failure(FILE *out, const struct rdzv_run_view *v)
     }
     if (*p)
         ea_fprintf(out, "    ...\n");
+}
+
+/* Where the run was at its last failure (its record's progress, issue 40), or NULL when that
+ * record says nothing about it (no rank beat a step, or --max-restarts-without-progress 0). */
+static const struct rdzv_progress *last_progress(const struct rdzv_run_view *v, int64_t *ret_round)
+{
+    if (!v->have_state || v->state.last_failure <= 0)
+        return NULL;
+    const struct rdzv_view_failure *vf = rdzv_run_view_failure(v, v->state.last_failure);
+    if (!vf || vf->f.progress.repeat <= 0)
+        return NULL;
+    *ret_round = vf->round;
+    return &vf->f.progress;
+}
+
+static void print_progress(FILE *out, const struct rdzv_run_view *v)
+{
+    int64_t round = 0;
+    const struct rdzv_progress *p = last_progress(v, &round);
+    if (p)
+        fprintf(out,
+                "progress      best step %" PRId64 " at the failure of round %" PRId64 "; %d "
+                "restart(s) in a row without progress, the same failure %d time(s) in a row%s\n",
+                p->best, round, p->no_progress, p->repeat,
+                p->stop ? " (the run ended: no progress)" : "");
 }
 
 /*
@@ -244,6 +296,7 @@ void status_print_text(FILE *out, const char *run_id, const struct rdzv_run_view
         ea_fprintf(out, "world size    %d on %zu node(s) (min %d, max %d)\n", s->world_size,
                    s->n_members, s->min_nodes, s->max_nodes);
         print_restarts(out, s);
+        print_progress(out, v);
         ea_fprintf(out, "scale events  %d\n", s->scale_events);
         if (v->master[0])
             ea_fprintf(out, "master        %s\n", v->master);
@@ -295,6 +348,8 @@ static json_t *failure_json(const struct rdzv_run_view *v, const struct rdzv_vie
 
 static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
 {
+    double *t, *sc;
+    bool timed = member_scores(v, &t, &sc);
     json_t *a = json_array();
     for (size_t i = 0; a && v->have_state && i < v->state.n_members; i++) {
         const struct rdzv_member *m = &v->state.members[i];
@@ -309,9 +364,15 @@ static json_t *members_json(const struct rdzv_run_view *v, bool *ok)
                               rdzv_run_view_is_done(v, m->node_id), "state", member_state(v, m),
                               "since_revision", since > 0 ? json_integer(since) : json_null(),
                               "since_ms", joined > 0 ? json_integer(joined) : json_null());
+        if (o && timed && t[i] > 0 &&
+            (json_object_set_new(o, "compute_s", json_real(t[i])) < 0 ||
+             json_object_set_new(o, "straggler_score", json_real(sc[i])) < 0))
+            *ok = false;
         if (!o || json_array_append_new(a, o) < 0)
             *ok = false;
     }
+    free(t);
+    free(sc);
     return a;
 }
 
@@ -355,6 +416,15 @@ json_t *status_to_json(const char *run_id, const struct rdzv_run_view *v)
     set(o, "spares", spares_json(v, &ok), &ok);
     set(o, "failure", f ? failure_json(v, f) : json_null(), &ok);
     set(o, "failures_recorded", json_integer((json_int_t)v->n_failures), &ok);
+    int64_t pround = 0;
+    const struct rdzv_progress *p = last_progress(v, &pround);
+    if (p) /* only when the last failure's record knows it (issue 40) */
+        set(o, "progress",
+            json_pack("{s:I, s:I, s:I, s:i, s:i, s:b}", "failure_round", (json_int_t)pround,
+                      "step", (json_int_t)p->step, "best_step", (json_int_t)p->best,
+                      "restarts_without_progress", p->no_progress, "repeat", p->repeat, "stopped",
+                      p->stop),
+            &ok);
     if (!ok) {
         json_decref(o);
         return NULL;

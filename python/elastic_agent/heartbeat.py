@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Heartbeats for elastic-agent's hang detection (--worker-heartbeat-timeout).
+"""Heartbeats for elastic-agent's hang detection (--worker-heartbeat-timeout) and its
+progress-aware restarts (--max-restarts-without-progress: the step is where the run was when a
+worker fails, docs/restarts.md).
 
     import elastic_agent
     for step, batch in enumerate(loader):
@@ -9,15 +11,49 @@
 Each call overwrites the file named by ELASTIC_HEARTBEAT_FILE with one line (the step number or
 phase name, shown in the failure table as "last: step 1234"). The agent does not read the file on
 every beat: it looks at it only when the rank's deadline comes, so beating once per step costs
-one small write. Without ELASTIC_HEARTBEAT_FILE (another launcher, or hang detection off) every
-call is a no-op. The shell form is:
+one small write. Without ELASTIC_HEARTBEAT_FILE (another launcher, workers over ssh, or both hang
+detection and --max-restarts-without-progress off) every call is a no-op. The shell form is:
 
     echo "$STEP" > "$ELASTIC_HEARTBEAT_FILE"     # or: touch "$ELASTIC_HEARTBEAT_FILE"
+
+Straggler detection (docs/restarts.md) compares each rank's own compute time (forward/backward,
+before the collective), not its step rate (the collective makes every rank's the same):
+
+    with elastic_agent.compute():       # two perf_counter() calls; the time goes with the beat
+        loss = model(batch).sum(); loss.backward()
+    optimizer.step()                    # the all-reduce: not timed
+    elastic_agent.beat(step)            # writes "1234 0.052341"
+
+or beat(step, compute_s=0.052). The shell form: echo "$STEP $SECONDS_OF_COMPUTE" > the file.
 """
 import os
+from time import perf_counter
 
 _fd = None
 _path = None
+_compute_s = None
+
+
+class _Timer:
+    __slots__ = ("t0",)
+
+    def __enter__(self):
+        self.t0 = perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        global _compute_s
+        _compute_s = perf_counter() - self.t0
+        return False
+
+
+_timer = _Timer()  # one per process: a step's blocks do not nest
+
+
+def compute():
+    """Time the block (`with compute():`) as this step's compute time; the next beat() carries
+    it. No allocation: the same timer each time."""
+    return _timer
 
 
 def path():
@@ -25,13 +61,19 @@ def path():
     return os.environ.get("ELASTIC_HEARTBEAT_FILE") or None
 
 
-def beat(what=None):
-    """Tell the agent this rank is alive; `what` (a step number or a word) is what it last did."""
-    global _fd, _path
+def beat(what=None, compute_s=None):
+    """Tell the agent this rank is alive; `what` (a step number or a word) is what it last did;
+    `compute_s` (default: the last compute() block's, used once) its compute time in seconds."""
+    global _fd, _path, _compute_s
+    if compute_s is None:
+        compute_s, _compute_s = _compute_s, None
     p = path()
     if p is None:
         return
-    data = b"\n" if what is None else (str(what).replace("\n", " ")[:80] + "\n").encode()
+    text = "" if what is None else str(what).replace("\n", " ")[:60]
+    if compute_s is not None and text.isdigit() and compute_s > 0:  # only after a step
+        text += " %.6f" % compute_s
+    data = (text + "\n").encode()
     try:
         if _fd is None or _path != p:  # a warm spare learns its file with its assignment
             if _fd is not None:

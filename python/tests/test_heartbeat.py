@@ -43,6 +43,31 @@ class Beat(unittest.TestCase):
         with open(q) as f:
             self.assertEqual(f.read(), "5\n")
 
+    def test_compute_time_goes_with_the_next_beat(self):
+        p = os.path.join(self.dir.name, "rank_0")
+        os.environ["ELASTIC_HEARTBEAT_FILE"] = p
+        with elastic_agent.compute():
+            sum(range(1000))
+        elastic_agent.beat(12)
+        with open(p) as f:
+            step, secs = f.read().split()
+        self.assertEqual(step, "12")
+        self.assertGreater(float(secs), 0)
+        elastic_agent.beat(13)  # used once: the next beat has no compute time of its own
+        with open(p) as f:
+            self.assertEqual(f.read(), "13\n")
+        elastic_agent.beat(14, compute_s=0.25)
+        with open(p) as f:
+            self.assertEqual(f.read(), "14 0.250000\n")
+        elastic_agent.beat("checkpoint", compute_s=0.25)  # a word carries none
+        with open(p) as f:
+            self.assertEqual(f.read(), "checkpoint\n")
+
+    def test_compute_without_a_file_is_harmless(self):
+        with elastic_agent.compute():
+            pass
+        elastic_agent.beat(1)
+
     def test_old_module_name_is_the_same_function(self):
         spec = importlib.util.spec_from_file_location("elastic_agent_heartbeat", ALIAS)
         mod = importlib.util.module_from_spec(spec)

@@ -94,14 +94,17 @@ Test(health, beats_that_keep_coming_keep_a_slow_step_alive)
     cr_assert_not(h_file_contains(a.log, "hung"), "a false hang");
 }
 
-/* Without the option no worker sees ELASTIC_HEARTBEAT_FILE, not even an inherited one.
+/* Without the option (and without progress-aware restarts, which read the step from the same
+ * file: docs/restarts.md) no worker sees ELASTIC_HEARTBEAT_FILE, not even an inherited one.
  * mutation: ELASTIC_HEARTBEAT_FILE left out of workerenv.c's owned names → the worker exits 1 */
 Test(health, no_heartbeat_file_when_off)
 {
     struct h_agent a;
+    const char *extra[] = {"--max-restarts-without-progress", "0", "--straggler-threshold", "0",
+                           NULL};
     const char *cmd[] = {"sh", "-c", "test -z \"$ELASTIC_HEARTBEAT_FILE\"", NULL};
     setenv("ELASTIC_HEARTBEAT_FILE", "/tmp/inherited", 1); /* never inherited either */
-    start(&a, "n0", NULL, cmd);
+    start(&a, "n0", extra, cmd);
     unsetenv("ELASTIC_HEARTBEAT_FILE");
     h_expect_exit(&a, 0, 20000);
 }

@@ -189,8 +189,11 @@ static char *read_env(const char *path)
 /* Variables whose value names a place of this agent's private directory or this round's port. */
 static bool per_run(const char *name)
 {
+    /* ELASTIC_HEARTBEAT_FILE: given by default since issue 40 (the step for progress-aware
+     * restarts), cold and warm alike, in the agent's private directory */
     static const char *const v[] = {"MASTER_PORT", "TORCHELASTIC_ERROR_FILE",
-                                    "ELASTIC_TOPOLOGY_FILE", "ELASTIC_GENERATION", NULL};
+                                    "ELASTIC_TOPOLOGY_FILE", "ELASTIC_GENERATION",
+                                    "ELASTIC_HEARTBEAT_FILE", NULL};
     for (int i = 0; v[i]; i++)
         if (strcmp(name, v[i]) == 0)
             return true;

@@ -43,10 +43,12 @@ struct script {
     int64_t last_now;
     size_t seen;
     struct launch_proc *p[MAX_PROCS];
+    pid_t pid[MAX_PROCS]; /* a new record may reuse an ended one's memory: the pid tells them apart */
     int64_t start[MAX_PROCS], term_at[MAX_PROCS], end_at[MAX_PROCS];
     int sigs[MAX_PROCS][4]; /* the first signals each got (the launcher is gone after the run) */
     size_t nsigs[MAX_PROCS];
     int64_t agent_sigterm_at; /* send SIGTERM to the agent then (-1: never) */
+    int64_t (*step_of)(int k); /* the step the k-th worker beats when it starts (NULL: none) */
     bool sigterm_sent;
     /* the first start: held unconfirmed for this long (an ssh connection that does not answer),
      * or failed with this errno (a missing program); 0: neither */
@@ -83,14 +85,22 @@ static void run_script(void *ctx, int64_t now)
     struct launch_proc *p;
     for (size_t i = 0; (p = launch_fake_proc(s->l, i)); i++) {
         size_t k = 0;
-        while (k < s->seen && s->p[k] != p)
+        while (k < s->seen && (s->p[k] != p || s->pid[k] != launch_pid(s->l, p)))
             k++;
         if (k == s->seen) { /* started since the last pass */
             cr_assert_lt(s->seen, MAX_PROCS);
             s->p[k] = p;
+            s->pid[k] = launch_pid(s->l, p);
             s->start[k] = now;
             s->term_at[k] = s->end_at[k] = -1;
             s->seen++;
+            const char *hb = launch_fake_env(p, "ELASTIC_HEARTBEAT_FILE");
+            if (s->step_of && hb) { /* what elastic_agent.beat(step) writes */
+                FILE *f = fopen(hb, "w");
+                cr_assert_not_null(f, "%s", hb);
+                fprintf(f, "%lld\n", (long long)s->step_of((int)k));
+                fclose(f);
+            }
         }
         const int *sigs;
         size_t n = launch_fake_signals(p, &sigs);
@@ -328,4 +338,46 @@ Test(agent_decisions, a_missing_program_is_a_failure_of_its_rank_with_127)
     cr_assert(failure_event_has(events, 0, "\"exit_code\":127"), "a failure of local rank 0, 127");
     cr_assert_geq(s.term_at[1], 0, "its peer was stopped");
     unlink(events);
+}
+
+static struct behaviour fails_after_a_second(int k)
+{
+    (void)k;
+    return (struct behaviour){.after = 1000, .code = 3};
+}
+
+static int64_t always_step_50(int k)
+{
+    (void)k;
+    return 50;
+}
+
+static int64_t ten_steps_further_each_time(int k)
+{
+    return 10 * (k + 1);
+}
+
+/* Progress-aware restarts (issue 40): the same failure at step 50, three times in a row, ends
+ * the run although --max-restarts allows 100. Mutation (scripts/mutants.d/progress.sh): the
+ * coordinator not reading the record's stop. */
+Test(agent_decisions, the_same_failure_at_the_same_step_ends_the_run_after_3)
+{
+    struct script s = {.plan = fails_after_a_second, .agent_sigterm_at = -1,
+                       .step_of = always_step_50};
+    const char *args[] = {"--standalone", "--max-restarts", "100", "--", "train", NULL};
+    int code = run_agent(&s, args);
+    cr_assert_eq(code, AGENT_EXIT_FAILED, "exit %d", code);
+    cr_assert_eq(s.seen, 3, "the first round and 2 restarts without progress, %zu started",
+                 s.seen);
+}
+
+/* ... and a run that gets further each time is never stopped by it: --max-restarts is spent. */
+Test(agent_decisions, failures_that_progress_spend_max_restarts)
+{
+    struct script s = {.plan = fails_after_a_second, .agent_sigterm_at = -1,
+                       .step_of = ten_steps_further_each_time};
+    const char *args[] = {"--standalone", "--max-restarts", "8", "--", "train", NULL};
+    int code = run_agent(&s, args);
+    cr_assert_eq(code, AGENT_EXIT_FAILED, "exit %d", code);
+    cr_assert_eq(s.seen, 9, "the first round and 8 restarts, %zu started", s.seen);
 }
