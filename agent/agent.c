@@ -570,6 +570,7 @@ STEP(agent_warm_tick)
 STEP(reconcile)
 STEP_NOW(check_waiting)
 STEP(agent_retire_tracker)
+STEP_NOW(agent_checkpoint_step)
 WAKE(agent_liveness_wake_ms)
 WAKE(agent_warm_wake_ms)
 WAKE(agent_health_wake_ms)
@@ -671,6 +672,7 @@ static const struct ea_loop_step agent_steps[] = {
     {"publish-again", step_agent_publish, NULL, false},
     {"nic", NULL, wake_nic_wake, false},
     {"tracker", step_agent_retire_tracker, wake_tracker_wake, false},
+    {"checkpoint", step_agent_checkpoint_step, NULL, false}, /* notes; a breakpoint's writes */
 };
 
 /* One fd of the agent's, ready for reading, polled in the phases `when` says. */
@@ -699,6 +701,7 @@ SOURCE_FD(warm, IN_RUN || a->stage.id == AP_WARMING, agent_warm_fd(a), agent_war
 SOURCE_FD(signal, true, a->sigfd, agent_on_signal(a))
 SOURCE_FD(preempt, IN_RUN, a->preempt.fd, if (preempt_check(&a->preempt)) on_preemption(a))
 SOURCE_FD(store, IN_RUN, kv_event_fd(a->kv), on_store_events(a))
+SOURCE_FD(checkpoint, IN_RUN, agent_checkpoint_fd(a), agent_checkpoint_on_events(a))
 
 static size_t fds_tracker(void *c, struct pollfd *fds, size_t max)
 {
@@ -760,6 +763,7 @@ static const struct ea_loop_source agent_sources[] = {
     {"preempt", 1, fd_preempt, on_preempt, false}, /* -1 without --preemption-file */
     {"workers", 1, fd_workers, on_workers, false},
     {"store", 1, fd_store, on_store, false},
+    {"checkpoint", 1, fd_checkpoint, on_checkpoint, false}, /* workers' saves and loads */
 };
 
 /* A pass ends early once its phase is over (or the run is being left): agent_setup.c moves on. */

@@ -124,6 +124,8 @@ struct agent {
     /* --warm-workers (agent_warm.c) */
     struct warm *warm; /* the parked spares; NULL when off or not created yet */
     bool warm_off;     /* could not be set up: every worker starts cold */
+
+    struct agent_ckpt *ckpt; /* --checkpoint-memory (agent_checkpoint.c); NULL when off */
 };
 
 /* Create a->loop with every step and source of the agent (agent.c): 0 or -ENOMEM. */
@@ -242,6 +244,18 @@ int64_t agent_liveness_fence(struct agent *a, int64_t lease_until);
 /* The deadline the guards hold now: the ring's thread keeps moving it while in a ring; else
  * `handed` (the last one the loop handed them). */
 int64_t agent_liveness_fence_held(const struct agent *a, int64_t handed);
+
+/* agent_checkpoint.c: the checkpoint store (checkpoint/checkpoint.h); no-ops when off. Open:
+ * its socket in the workdir and --checkpoint-dir's newest whole step; 0 or -errno (logged). */
+int agent_checkpoint_open(struct agent *a);
+/* Wait for --checkpoint-dir's writes, close the store. */
+void agent_checkpoint_close(struct agent *a);
+/* Every pass: log its notes, and at a breakpoint (workers failed or stopping, a signal) have
+ * the shards not yet on disk written. */
+void agent_checkpoint_step(struct agent *a, int64_t now);
+/* Its pollable fd (-1 off) and handler. */
+int agent_checkpoint_fd(const struct agent *a);
+void agent_checkpoint_on_events(struct agent *a);
 
 /* Emit an event about the run's current round (events.h); a no-op without an event stream. */
 void agent_emit(struct agent *a, const char *name, const char *fmt, ...);

@@ -314,6 +314,7 @@ static void teardown(struct agent *a)
     hb_destroy(a->hb);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
+    agent_checkpoint_close(a); /* --checkpoint-dir's writes finish first */
     if (a->workdir[0])
         workdir_remove(a->workdir);
     if (a->sigfd >= 0)
@@ -485,6 +486,8 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
         log_error("%s", perr.msg);
         code = AGENT_EXIT_USAGE;
     }
+    if (code == 0 && agent_checkpoint_open(&a) < 0)
+        code = AGENT_EXIT_USAGE;
     if (code == 0 && cfg->http)
         code = start_http(&a);
     if (code == 0 && preempt_check(&a.preempt)) {
