@@ -110,7 +110,8 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, c->path, strlen(c->path));
     if (r == 0 && ((c->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
-                   bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(c->lfd, 64) < 0))
+                   bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(c->path, 0600) < 0 ||
+                   listen(c->lfd, 64) < 0))
         r = ea_errorf(err, -errno, "checkpoint socket '%s': %s", c->path, strerror(errno));
     if (r == 0 && (c->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
         r = ea_errorf(err, -errno, "epoll: %s", strerror(errno));

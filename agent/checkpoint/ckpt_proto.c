@@ -74,6 +74,8 @@ int ckpt_req_parse(const char *msg, size_t n, struct ckpt_req *ret, struct ea_er
         return ea_errorf(err, -EBADMSG, "a request of %zu bytes (1..%d)", n, CKPT_MSG_MAX);
     if (memchr(msg, '\0', n))
         return ea_errorf(err, -EBADMSG, "a NUL byte in the request");
+    if (msg[n - 1] == ' ')
+        return ea_errorf(err, -EBADMSG, "a space at the end of the request");
     size_t pos = 0, len = 0;
     const char *t = NULL;
     if (!token(msg, n, &pos, &t, &len))

@@ -1,0 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# The checkpoint store (issue 39, agent/checkpoint/): its decisions, parser and server in-process;
+# end to end with real agents and workers.
+ea_add_criterion_test(test_checkpoint SOURCES unit/test_checkpoint.c LIBS ea_checkpoint
+                      LABELS safety)
