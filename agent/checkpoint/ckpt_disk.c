@@ -325,18 +325,35 @@ struct ckpt_writer {
     int efd;
 };
 
-/* Is every shard of h's step on disk under its name (written whole, by any node)? */
-static bool step_on_disk(const char *dir, const struct ckpt_shard_hdr *h)
+/* Is every shard of `step` on disk under its name (written whole, by any node)? */
+static bool step_on_disk(const char *dir, const char *run, int64_t step)
 {
-    char path[PATH_MAX + 128];
+    char sdir[PATH_MAX + 64], path[PATH_MAX + 128];
+    snprintf(sdir, sizeof(sdir), "%s/%s/step-%020" PRId64, dir, run, step);
+    int shards = shards_of(sdir);
     struct stat st;
-    for (int i = 0; i < h->shards; i++) {
-        snprintf(path, sizeof(path), "%s/%s/step-%020" PRId64 "/shard-%d-of-%d", dir, h->run,
-                 h->step, i, h->shards);
+    for (int i = 0; i < shards; i++) {
+        snprintf(path, sizeof(path), "%s/shard-%d-of-%d", sdir, i, shards);
         if (stat(path, &st) < 0)
             return false;
     }
-    return true;
+    return shards > 0;
+}
+
+/* Step `step` is whole on disk: keep it and the newest whole step before it (a fallback should
+ * the newer one be found corrupt), remove what is older. */
+static void prune_after(const char *dir, const char *run, int64_t step)
+{
+    char rdir[PATH_MAX];
+    snprintf(rdir, sizeof(rdir), "%s/%s", dir, run);
+    size_t n = 0;
+    int64_t *steps = list_steps(rdir, &n);
+    for (size_t k = 0; k < n; k++)
+        if (steps[k] < step && step_on_disk(dir, run, steps[k])) {
+            ckpt_disk_prune(dir, run, steps[k]);
+            break;
+        }
+    free(steps);
 }
 
 static void *writer_main(void *arg)
@@ -356,8 +373,8 @@ static void *writer_main(void *arg)
         snprintf(j.msg, sizeof(j.msg), "%s", e.msg);
         close(j.fd);
         j.fd = -1;
-        if (j.rc == 0 && step_on_disk(w->dir, &j.h))
-            ckpt_disk_prune(w->dir, j.h.run, j.h.step); /* older steps are not needed now */
+        if (j.rc == 0 && step_on_disk(w->dir, j.h.run, j.h.step))
+            prune_after(w->dir, j.h.run, j.h.step);
         pthread_mutex_lock(&w->mu);
         if (w->ndone < QMAX)
             w->done[w->ndone++] = j;

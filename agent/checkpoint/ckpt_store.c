@@ -75,7 +75,7 @@ int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int s
             return ea_errorf(err, -EBUSY, "shard %d of step %" PRId64 " is being saved already",
                              shard, step);
     }
-    if (len > s->limit || s->used + len - droppable(s, step) > s->limit)
+    if (s->used + len - droppable(s, step) > s->limit) /* used + len: no overflow (len < 2^49) */
         return ea_errorf(err, -ENOSPC, "%" PRIu64 " bytes do not fit --checkpoint-memory (%"
                          PRIu64 " of %" PRIu64 " bytes in use)", len, s->used, s->limit);
     if (s->used + len > s->limit)
