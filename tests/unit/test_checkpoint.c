@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "elastic_agent_checkpoint.h"
 #include "ckpt_proto.h"
 #include "ckpt_store.h"
 
@@ -438,7 +439,8 @@ Test(ckpt_server, a_peer_of_another_uid_is_refused)
         ckpt_on_events(srv);
         if (waitpid(pid, &status, WNOHANG) == pid)
             break;
-        poll(NULL, 0, 10);
+        struct pollfd pf = {.fd = ckpt_fd(srv), .events = POLLIN}; /* work, or the child's exit */
+        poll(&pf, 1, 10);
     }
     cr_assert(WIFEXITED(status), "status %d", status);
     cr_assert_eq(WEXITSTATUS(status), 0, "a peer of another uid got an answer (%d)",
@@ -512,4 +514,48 @@ Test(ckpt_server, checkpoint_dir_is_read_back_and_a_corrupt_step_skipped)
     while (ckpt_next_note(srv, &n) > 0)
         skipped |= strstr(n.message, "skipped") != NULL;
     cr_assert(skipped);
+}
+
+/* include/elastic_agent_checkpoint.h, the C workers' helper, in a child against this server */
+Test(ckpt_server, the_c_header_saves_and_loads)
+{
+    srv_open(1 << 20, NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("ELASTIC_AGENT_CHECKPOINT_SOCKET", ckpt_socket_path(srv), 1);
+        setenv("TORCHELASTIC_RUN_ID", "run", 1);
+        setenv("RANK", "1", 1);
+        setenv("WORLD_SIZE", "2", 1);
+        char err[256], a[5000], b[3000];
+        memset(a, 'a', sizeof(a));
+        memset(b, 'b', sizeof(b));
+        int64_t step = -1;
+        int shards = 0;
+        if (ea_ckpt_latest(&step, &shards, err, sizeof(err)) != 0)
+            _exit(10);
+        if (ea_ckpt_save(7, a, sizeof(a), -1, 0, err, sizeof(err)) < 0 ||
+            ea_ckpt_save(7, b, sizeof(b), 0, 0, err, sizeof(err)) < 0)
+            _exit(11);
+        if (ea_ckpt_latest(&step, &shards, err, sizeof(err)) != 1 || step != 7 || shards != 2)
+            _exit(12);
+        const void *p = NULL;
+        size_t n = 0;
+        if (ea_ckpt_load(7, -1, &p, &n, err, sizeof(err)) < 0 || n != sizeof(a) ||
+            memcmp(p, a, n) != 0)
+            _exit(13);
+        ea_ckpt_unmap(p, n);
+        if (ea_ckpt_save(8, a, 2 << 20, -1, 0, err, sizeof(err)) != -ENOSPC || !strstr(err, "fit"))
+            _exit(14);
+        _exit(0);
+    }
+    int status = -1;
+    for (int i = 0; i < 1000; i++) {
+        ckpt_on_events(srv);
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            break;
+        struct pollfd pf = {.fd = ckpt_fd(srv), .events = POLLIN};
+        poll(&pf, 1, 10);
+    }
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the C helper failed: status %d",
+              status);
 }
