@@ -160,14 +160,16 @@ static int ea_ckpt_save(int64_t step, const void *data, size_t len, int shard, i
         return r;
     if (fd < 0 || strncmp(buf, "ok ", 3) != 0)
         return ea_ckpt__fail(err, errsize, EPROTO, "unexpected reply '%s'", buf);
-    if (len > 0) {
-        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (m == MAP_FAILED) {
+    for (size_t off = 0; off < len;) { /* into the agent's memfd (no page faults of a map) */
+        ssize_t w = pwrite(fd, (const char *)data + off, len - off, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
             close(fd);
-            return ea_ckpt__fail(err, errsize, errno, "mmap: %s", strerror(errno));
+            return ea_ckpt__fail(err, errsize, e, "writing the shard: %s", strerror(e));
         }
-        memcpy(m, data, len);
-        munmap(m, len); /* before the commit: the agent seals it against writes */
+        off += (size_t)w;
     }
     close(fd);
     snprintf(req, sizeof(req), "commit %s %08" PRIx32, buf + 3, ea_ckpt_crc32(0, data, len));

@@ -81,7 +81,7 @@ static int adopt(void *ctx, const struct ckpt_shard_hdr *h, int fd)
         return r;
     }
     ckpt_store_set_fd(&c->store, id, fd);
-    r = ckpt_store_commit(&c->store, 0, id, h->len, h->crc, h->crc, &e);
+    r = ckpt_store_commit(&c->store, 0, id, h->len, true, h->crc, h->crc, &e);
     for (size_t i = 0; r >= 0 && i < c->store.n; i++)
         if (c->store.e[i].id == id)
             c->store.e[i].persisted = true;
@@ -243,7 +243,7 @@ static void maybe_persist(struct ckpt *c, const struct ckpt_entry *e)
     if (!c->writer || e->persisted)
         return;
     struct ckpt_shard_hdr h = {.step = e->step, .shard = e->shard, .shards = e->shards,
-                               .len = e->len, .crc = e->crc};
+                               .len = e->len, .crc = e->crc, .crc_known = e->crc_known};
     snprintf(h.run, sizeof(h.run), "%s", c->run);
     if (ckpt_writer_queue(c->writer, &h, e->fd) == 0)
         ((struct ckpt_entry *)e)->persisted = true;
@@ -294,7 +294,7 @@ static int on_commit(struct ckpt *c, struct client *cl, const struct ckpt_req *q
     struct stat st;
     uint64_t size = fstat(p->fd, &st) == 0 ? (uint64_t)st.st_size : UINT64_MAX;
     uint32_t crc = 0;
-    if (size == p->len && size > 0) {
+    if (q->has_crc && size == p->len && size > 0) { /* else the seal alone vouches */
         void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, p->fd, 0);
         if (m == MAP_FAILED) {
             size = UINT64_MAX;
@@ -306,7 +306,7 @@ static int on_commit(struct ckpt *c, struct client *cl, const struct ckpt_req *q
     int64_t step = p->step;
     int shard = p->shard, shards = p->shards;
     int fd = p->fd;
-    int r = ckpt_store_commit(&c->store, cl->owner, q->id, size, crc, q->crc, &e);
+    int r = ckpt_store_commit(&c->store, cl->owner, q->id, size, q->has_crc, crc, q->crc, &e);
     if (r < 0) {
         note(c, CKPT_NOTE_BAD, step, shard, shards, 0, "commit refused: %s", e.msg);
         return reply(cl, -1, "err %s %s", code_name(r), e.msg);
@@ -353,8 +353,10 @@ static void on_request(struct ckpt *c, struct client *cl, const char *buf, size_
         return;
     case CKPT_LOAD:
         ent = ckpt_store_find(&c->store, q.step, (int)q.shard);
-        if (ent)
+        if (ent && ent->crc_known)
             reply(cl, ent->fd, "ok %" PRIu64 " %08" PRIx32, ent->len, ent->crc);
+        else if (ent)
+            reply(cl, ent->fd, "ok %" PRIu64 " -", ent->len);
         else
             reply(cl, -1, "err ENOENT no shard %" PRId64 " of step %" PRId64 " in this store",
                   q.shard, q.step);

@@ -49,6 +49,7 @@ static bool hdr_unpack(const unsigned char *b, struct ckpt_shard_hdr *h)
     memcpy(&h->shards, b + 84, 4);
     memcpy(&h->len, b + 88, 8);
     memcpy(&h->crc, b + 96, 4);
+    h->crc_known = true;
     return h->len <= MAX_SHARD_LEN;
 }
 
@@ -91,8 +92,9 @@ static int mkdir_p(const char *path)
     return mkdir(b, 0700) < 0 && errno != EEXIST ? -errno : 0;
 }
 
-int ckpt_disk_write(const char *dir, const struct ckpt_shard_hdr *h, int fd, struct ea_error *err)
+int ckpt_disk_write(const char *dir, const struct ckpt_shard_hdr *hin, int fd, struct ea_error *err)
 {
+    struct ckpt_shard_hdr hc = *hin, *h = &hc;
     char sdir[PATH_MAX], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
     snprintf(sdir, sizeof(sdir), "%s/%s/step-%020" PRId64, dir, h->run, h->step);
     snprintf(final, sizeof(final), "%s/shard-%d-of-%d", sdir, h->shard, h->shards);
@@ -101,10 +103,19 @@ int ckpt_disk_write(const char *dir, const struct ckpt_shard_hdr *h, int fd, str
     if (r < 0)
         return ea_errorf(err, r, "cannot create '%s': %s", sdir, strerror(-r));
     unsigned char hb[HDR_SIZE];
-    hdr_pack(h, hb);
     void *m = NULL;
     if (h->len > 0 && (m = mmap(NULL, h->len, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
         return ea_errorf(err, -errno, "cannot map shard %d: %s", h->shard, strerror(errno));
+    uint32_t crc = ckpt_crc32(0, m, h->len);
+    if (h->crc_known && crc != h->crc) {
+        if (m)
+            munmap(m, h->len);
+        return ea_errorf(err, -EBADMSG, "shard %d of step %" PRId64 " changed in memory (checksum "
+                         "%08" PRIx32 ", committed as %08" PRIx32 "): not written", h->shard,
+                         h->step, crc, h->crc);
+    }
+    h->crc = crc;
+    hdr_pack(h, hb);
     int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     r = out < 0 ? -errno : 0;
     if (r == 0 && (r = write_all(out, hb, sizeof(hb))) == 0 && h->len > 0)

@@ -11,6 +11,7 @@
 #ifndef EA_AGENT_CKPT_DISK_H
 #define EA_AGENT_CKPT_DISK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ea_error.h"
@@ -21,9 +22,11 @@ struct ckpt_shard_hdr {
     int32_t shard, shards;
     uint64_t len;
     uint32_t crc;
+    bool crc_known; /* not on disk: ckpt_disk_write computes the CRC, and checks it when known */
 };
 
-/* Write one shard (the bytes of memfd `fd`, h->len of them) under dir: 0 or -errno with err. */
+/* Write one shard (the bytes of memfd `fd`, h->len of them) under dir, with their CRC computed
+ * here (-EBADMSG when h->crc_known and it differs): 0 or -errno with err. */
 int ckpt_disk_write(const char *dir, const struct ckpt_shard_hdr *h, int fd, struct ea_error *err);
 
 /* Called for each shard of the step found, with a sealed memfd of its bytes (the callee owns

@@ -116,7 +116,8 @@ int ckpt_req_parse(const char *msg, size_t n, struct ckpt_req *ret, struct ea_er
             ok = number(t, len, UINT64_MAX / 10, &r.id);
             break;
         case 'c':
-            ok = hex32(t, len, &r.crc);
+            r.has_crc = !(len == 1 && t[0] == '-');
+            ok = !r.has_crc || hex32(t, len, &r.crc);
             break;
         }
         if (!ok)

@@ -5,13 +5,15 @@
  * (zlib's polynomial: Python's zlib.crc32 computes the same). No I/O, no state.
  *
  *   save RUN STEP SHARD SHARDS LENGTH  -> ok ID (+ a memfd of LENGTH bytes) | err CODE TEXT
- *   commit ID CRC                      -> ok STEP SHARD | err CODE TEXT   (CRC: 8 hex digits)
+ *   commit ID CRC                      -> ok STEP SHARD | err CODE TEXT   (CRC: 8 hex digits, or
+ *                                         '-': none declared, the seal alone vouches for them)
  *   latest RUN                         -> ok STEP SHARDS | none
- *   load RUN STEP SHARD                -> ok LENGTH CRC (+ a sealed memfd) | err CODE TEXT
+ *   load RUN STEP SHARD                -> ok LENGTH CRC|- (+ a sealed memfd) | err CODE TEXT
  */
 #ifndef EA_AGENT_CKPT_PROTO_H
 #define EA_AGENT_CKPT_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +33,7 @@ struct ckpt_req {
     uint64_t len;
     uint64_t id;
     uint32_t crc;
+    bool has_crc; /* commit: a CRC declared (not '-') */
 };
 
 /* Parse one message of n bytes: 0 with *ret, or -EBADMSG with what is wrong (unknown verb, a

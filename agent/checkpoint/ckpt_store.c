@@ -133,7 +133,7 @@ static bool step_complete(const struct ckpt_store *s, int64_t step, int shards)
 }
 
 int ckpt_store_commit(struct ckpt_store *s, uint64_t owner, uint64_t id, uint64_t size,
-                      uint32_t crc, uint32_t crc_declared, struct ea_error *err)
+                      bool declared, uint32_t crc, uint32_t crc_declared, struct ea_error *err)
 {
     size_t i = 0;
     struct ckpt_entry *e = ckpt_store_pending(s, owner, id);
@@ -146,7 +146,7 @@ int ckpt_store_commit(struct ckpt_store *s, uint64_t owner, uint64_t id, uint64_
         drop_at(s, i);
         return -EBADMSG;
     }
-    if (crc != crc_declared) {
+    if (declared && crc != crc_declared) {
         ea_errorf(err, -EBADMSG, "shard %d of step %" PRId64 ": checksum %08" PRIx32 ", not the %08"
                   PRIx32 " declared", e->shard, e->step, crc, crc_declared);
         drop_at(s, i);
@@ -161,7 +161,8 @@ int ckpt_store_commit(struct ckpt_store *s, uint64_t owner, uint64_t id, uint64_
         }
     e = by_id(s, id, NULL);
     e->committed = true;
-    e->crc = crc;
+    e->crc = declared ? crc : 0;
+    e->crc_known = declared;
     if (step > s->complete && step_complete(s, step, shards)) {
         s->complete = step;
         s->complete_shards = shards;

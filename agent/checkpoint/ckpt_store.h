@@ -26,7 +26,9 @@ struct ckpt_entry {
     int64_t step;
     int shard, shards;
     uint64_t len;
-    uint32_t crc; /* CRC-32 (zlib's) of the bytes, once committed */
+    uint32_t crc; /* CRC-32 (zlib's) of the bytes, when crc_known */
+    bool crc_known; /* declared by the worker and verified, or read from disk; else the writer
+                       of --checkpoint-dir computes it */
     int fd;       /* the memfd (sealed once committed), -1 in tests */
     bool committed;
     bool persisted; /* written to --checkpoint-dir (or read from it) */
@@ -64,13 +66,14 @@ struct ckpt_entry *ckpt_store_pending(struct ckpt_store *s, uint64_t owner, uint
 
 /*
  * Commit pending save `id` of `owner`: its bytes measured by the caller after sealing them
- * (`size`, `crc`) must match what the worker declared (the reserved length, `crc_declared`).
+ * (`size`, and with `declared` their `crc`) must match what the worker declared (the reserved
+ * length, and with `declared` `crc_declared`; without, the seal alone vouches for the bytes).
  * 1 when the commit made its step the newest complete one (older steps are dropped), 0 when
  * committed, -ENOENT (no such pending save: dropped meanwhile), -EBADMSG (length or checksum
  * differs: the save is dropped). A committed entry of the same step and shard is replaced.
  */
 int ckpt_store_commit(struct ckpt_store *s, uint64_t owner, uint64_t id, uint64_t size,
-                      uint32_t crc, uint32_t crc_declared, struct ea_error *err);
+                      bool declared, uint32_t crc, uint32_t crc_declared, struct ea_error *err);
 /* Drop entry `id` (a save whose memfd could not be made). */
 void ckpt_store_drop(struct ckpt_store *s, uint64_t id);
 /* Drop the pending saves of `owner` (its connection closed). */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ckpt_disk.h"
 #include "elastic_agent_checkpoint.h"
 #include "ckpt_proto.h"
 #include "ckpt_store.h"
@@ -82,7 +83,7 @@ Test(ckpt_store, newest_complete_step_is_never_evicted_for_a_newer_save)
 {
     ckpt_store_init(&st, "r", 100);
     uint64_t a = reserve_ok(1, 1, 0, 1, 60);
-    cr_assert_eq(ckpt_store_commit(&st, 1, a, 60, 7, 7, NULL), 1, "step 1 complete");
+    cr_assert_eq(ckpt_store_commit(&st, 1, a, 60, true, 7, 7, NULL), 1, "step 1 complete");
     cr_assert_eq(reserve(2, 0, 1, 60), -ENOSPC, "60 held for step 1 + 60 > 100");
     int64_t step;
     int shards;
@@ -95,10 +96,10 @@ Test(ckpt_store, a_complete_step_evicts_older_ones)
 {
     ckpt_store_init(&st, "r", 130);
     uint64_t a = reserve_ok(1, 1, 0, 1, 60);
-    cr_assert_eq(ckpt_store_commit(&st, 1, a, 60, 7, 7, NULL), 1);
+    cr_assert_eq(ckpt_store_commit(&st, 1, a, 60, true, 7, 7, NULL), 1);
     uint64_t b = reserve_ok(1, 2, 0, 1, 60);
     cr_assert_eq(st.used, 120);
-    cr_assert_eq(ckpt_store_commit(&st, 1, b, 60, 9, 9, NULL), 1);
+    cr_assert_eq(ckpt_store_commit(&st, 1, b, 60, true, 9, 9, NULL), 1);
     cr_assert_eq(st.used, 60, "step 1 dropped once step 2 is complete");
     cr_assert_eq(ckpt_store_find(&st, 1, 0), NULL);
     cr_assert_neq(ckpt_store_find(&st, 2, 0), NULL);
@@ -109,13 +110,13 @@ Test(ckpt_store, complete_needs_every_shard)
 {
     ckpt_store_init(&st, "r", 1000);
     uint64_t a = reserve_ok(1, 5, 0, 3, 10), b = reserve_ok(1, 5, 2, 3, 10);
-    cr_assert_eq(ckpt_store_commit(&st, 1, a, 10, 1, 1, NULL), 0);
-    cr_assert_eq(ckpt_store_commit(&st, 1, b, 10, 1, 1, NULL), 0);
+    cr_assert_eq(ckpt_store_commit(&st, 1, a, 10, true, 1, 1, NULL), 0);
+    cr_assert_eq(ckpt_store_commit(&st, 1, b, 10, true, 1, 1, NULL), 0);
     int64_t step;
     int shards;
     cr_assert_eq(ckpt_store_latest(&st, &step, &shards), -ENOENT, "shard 1 missing");
     uint64_t c = reserve_ok(1, 5, 1, 3, 10);
-    cr_assert_eq(ckpt_store_commit(&st, 1, c, 10, 1, 1, NULL), 1);
+    cr_assert_eq(ckpt_store_commit(&st, 1, c, 10, true, 1, 1, NULL), 1);
     cr_assert_eq(ckpt_store_latest(&st, &step, &shards), 0);
     cr_assert_eq(step, 5);
     cr_assert_eq(shards, 3);
@@ -125,9 +126,9 @@ Test(ckpt_store, a_resave_replaces_and_does_not_count_twice)
 {
     ckpt_store_init(&st, "r", 1000);
     uint64_t a = reserve_ok(1, 5, 0, 2, 10);
-    cr_assert_eq(ckpt_store_commit(&st, 1, a, 10, 1, 1, NULL), 0);
+    cr_assert_eq(ckpt_store_commit(&st, 1, a, 10, true, 1, 1, NULL), 0);
     uint64_t b = reserve_ok(2, 5, 0, 2, 20); /* a restarted worker saves shard 0 again */
-    cr_assert_eq(ckpt_store_commit(&st, 2, b, 20, 3, 3, NULL), 0, "one shard of two: not complete");
+    cr_assert_eq(ckpt_store_commit(&st, 2, b, 20, true, 3, 3, NULL), 0, "one shard of two: not complete");
     cr_assert_eq(st.used, 20);
     cr_assert_eq(ckpt_store_find(&st, 5, 0)->crc, 3);
 }
@@ -137,27 +138,27 @@ Test(ckpt_store, commit_verifies_length_and_checksum)
     ckpt_store_init(&st, "r", 1000);
     struct ea_error e = {0};
     uint64_t a = reserve_ok(1, 1, 0, 1, 10);
-    cr_assert_eq(ckpt_store_commit(&st, 1, a, 9, 5, 5, &e), -EBADMSG, "a short shard");
+    cr_assert_eq(ckpt_store_commit(&st, 1, a, 9, true, 5, 5, &e), -EBADMSG, "a short shard");
     cr_assert(strstr(e.msg, "9 bytes"), "%s", e.msg);
     cr_assert_eq(st.n, 0, "dropped");
     cr_assert_eq(st.used, 0);
     uint64_t b = reserve_ok(1, 1, 0, 1, 10);
-    cr_assert_eq(ckpt_store_commit(&st, 1, b, 10, 5, 6, &e), -EBADMSG, "a garbled shard");
+    cr_assert_eq(ckpt_store_commit(&st, 1, b, 10, true, 5, 6, &e), -EBADMSG, "a garbled shard");
     cr_assert(strstr(e.msg, "checksum"), "%s", e.msg);
     cr_assert_eq(st.n, 0);
     int64_t step;
     int shards;
     cr_assert_eq(ckpt_store_latest(&st, &step, &shards), -ENOENT, "never complete");
     uint64_t c = reserve_ok(1, 1, 0, 1, 10);
-    cr_assert_eq(ckpt_store_commit(&st, 2, c, 10, 5, 5, NULL), -ENOENT, "another connection's");
-    cr_assert_eq(ckpt_store_commit(&st, 1, c + 100, 10, 5, 5, NULL), -ENOENT, "no such save");
+    cr_assert_eq(ckpt_store_commit(&st, 2, c, 10, true, 5, 5, NULL), -ENOENT, "another connection's");
+    cr_assert_eq(ckpt_store_commit(&st, 1, c + 100, 10, true, 5, 5, NULL), -ENOENT, "no such save");
 }
 
 Test(ckpt_store, older_incomplete_steps_make_room_for_a_newer_save)
 {
     ckpt_store_init(&st, "r", 100);
     uint64_t a = reserve_ok(1, 1, 0, 2, 60); /* the other shard lives on another node */
-    cr_assert_eq(ckpt_store_commit(&st, 1, a, 60, 1, 1, NULL), 0);
+    cr_assert_eq(ckpt_store_commit(&st, 1, a, 60, true, 1, 1, NULL), 0);
     uint64_t b = reserve_ok(1, 2, 0, 2, 60);
     cr_assert_eq(st.used, 60, "step 1 dropped for step 2");
     cr_assert_eq(ckpt_store_find(&st, 1, 0), NULL);
@@ -558,4 +559,41 @@ Test(ckpt_server, the_c_header_saves_and_loads)
     }
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the C helper failed: status %d",
               status);
+}
+
+/* A commit without a declared checksum ('-'): the seal vouches; the writer computes the CRC for
+ * the file, and one that was known re-checks it (bytes changed in memory are never written). */
+Test(ckpt_server, the_writer_computes_or_rechecks_the_checksum)
+{
+    srv_open(1 << 20, pdir);
+    int fd = cli_connect();
+    char buf[600];
+    int mfd = asks(fd, "save run 1 0 1 5", buf, sizeof(buf));
+    cr_assert_geq(mfd, 0, "%s", buf);
+    cr_assert_eq(pwrite(mfd, "hello", 5, 0), 5);
+    close(mfd);
+    char req[64];
+    snprintf(req, sizeof(req), "commit %s -", buf + 3);
+    asks(fd, req, buf, sizeof(buf));
+    cr_assert_str_eq(buf, "ok 1 0");
+    int lfd = asks(fd, "load run 1 0", buf, sizeof(buf));
+    cr_assert_str_eq(buf, "ok 5 -", "no checksum known yet");
+    wait_persisted(1);
+    close(fd);
+    /* the file carries the CRC the writer computed: read back whole */
+    ckpt_destroy(srv);
+    srv = NULL;
+    cr_assert_eq(srv_open(1 << 20, pdir), 1);
+    fd = cli_connect();
+    close(asks(fd, "load run 1 0", buf, sizeof(buf)));
+    cr_assert_str_eq(buf, "ok 5 3610a686", "zlib.crc32(b'hello')");
+    close(fd);
+    struct ckpt_shard_hdr h = {.run = "run", .step = 2, .shard = 0, .shards = 1, .len = 5,
+                               .crc = 0x3610a686 ^ 1, .crc_known = true};
+    struct ea_error e = {0};
+    cr_assert_eq(ckpt_disk_write(pdir, &h, lfd, &e), -EBADMSG, "%s", e.msg);
+    cr_assert(strstr(e.msg, "changed in memory"), "%s", e.msg);
+    h.crc ^= 1;
+    cr_assert_eq(ckpt_disk_write(pdir, &h, lfd, &e), 0, "%s", e.msg);
+    close(lfd);
 }
