@@ -212,7 +212,10 @@ Test(ckpt_proto, malformed_requests_are_errors)
     cr_assert_eq(ckpt_req_parse(nul, sizeof(nul) - 1, &q, NULL), -EBADMSG);
     char big[CKPT_MSG_MAX + 2];
     memset(big, 'a', sizeof(big));
-    cr_assert_eq(ckpt_req_parse(big, sizeof(big), &q, NULL), -EBADMSG);
+    memcpy(big, "latest ", 7); /* refused for its size before any field is looked at */
+    struct ea_error e = {0};
+    cr_assert_eq(ckpt_req_parse(big, sizeof(big), &q, &e), -EBADMSG);
+    cr_assert(strstr(e.msg, "bytes (1..512)"), "%s", e.msg);
 }
 
 Test(ckpt_proto, crc32_is_zlibs)
