@@ -37,9 +37,9 @@
 static int ea_ckpt__fd = -1;
 static pid_t ea_ckpt__pid;
 
-static int ea_ckpt__fail(char *err, size_t size, int e, const char *fmt, ...)
+static inline int ea_ckpt__fail(char *err, size_t size, int e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int ea_ckpt__fail(char *err, size_t size, int e, const char *fmt, ...)
+static inline int ea_ckpt__fail(char *err, size_t size, int e, const char *fmt, ...)
 {
     if (err && size) {
         va_list ap;
@@ -51,7 +51,7 @@ static int ea_ckpt__fail(char *err, size_t size, int e, const char *fmt, ...)
 }
 
 /* zlib's CRC-32 (the agent checks it at the commit) */
-static uint32_t ea_ckpt_crc32(uint32_t crc, const void *data, size_t n)
+static inline uint32_t ea_ckpt_crc32(uint32_t crc, const void *data, size_t n)
 {
     static uint32_t t[256];
     if (!t[1])
@@ -70,7 +70,7 @@ static uint32_t ea_ckpt_crc32(uint32_t crc, const void *data, size_t n)
 
 /* Send `req`, wait for the reply (into buf) and the fd that came with it (*ret_fd, -1 none).
  * An "err CODE TEXT" reply is returned as -errno with TEXT in err. */
-static int ea_ckpt__ask(const char *req, char *buf, size_t size, int *ret_fd, char *err,
+static inline int ea_ckpt__ask(const char *req, char *buf, size_t size, int *ret_fd, char *err,
                         size_t errsize)
 {
     if (ea_ckpt__fd < 0 || ea_ckpt__pid != getpid()) {
@@ -131,20 +131,20 @@ static int ea_ckpt__ask(const char *req, char *buf, size_t size, int *ret_fd, ch
     return 0;
 }
 
-static const char *ea_ckpt__run(void)
+static inline const char *ea_ckpt__run(void)
 {
     const char *r = getenv("TORCHELASTIC_RUN_ID");
     return r ? r : "";
 }
 
-static int ea_ckpt__env_int(const char *name, int dflt)
+static inline int ea_ckpt__env_int(const char *name, int dflt)
 {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : dflt;
 }
 
 /* Save len bytes as shard `shard` (-1: $RANK) of `shards` (0: $WORLD_SIZE) of step `step`. */
-static int ea_ckpt_save(int64_t step, const void *data, size_t len, int shard, int shards,
+static inline int ea_ckpt_save(int64_t step, const void *data, size_t len, int shard, int shards,
                         char *err, size_t errsize)
 {
     char req[EA_CKPT_MSG_MAX], buf[EA_CKPT_MSG_MAX];
@@ -180,7 +180,7 @@ static int ea_ckpt_save(int64_t step, const void *data, size_t len, int shard, i
 }
 
 /* The newest step complete in the agent's store: 1 with *ret_step and *ret_shards, 0 none. */
-static int ea_ckpt_latest(int64_t *ret_step, int *ret_shards, char *err, size_t errsize)
+static inline int ea_ckpt_latest(int64_t *ret_step, int *ret_shards, char *err, size_t errsize)
 {
     char req[EA_CKPT_MSG_MAX], buf[EA_CKPT_MSG_MAX];
     int fd = -1;
@@ -203,7 +203,7 @@ static int ea_ckpt_latest(int64_t *ret_step, int *ret_shards, char *err, size_t 
 
 /* Shard `shard` (-1: $RANK) of step `step`, mapped read-only: *ret_data, *ret_len (unmap with
  * ea_ckpt_unmap). */
-static int ea_ckpt_load(int64_t step, int shard, const void **ret_data, size_t *ret_len,
+static inline int ea_ckpt_load(int64_t step, int shard, const void **ret_data, size_t *ret_len,
                         char *err, size_t errsize)
 {
     char req[EA_CKPT_MSG_MAX], buf[EA_CKPT_MSG_MAX];
@@ -230,7 +230,7 @@ static int ea_ckpt_load(int64_t step, int shard, const void **ret_data, size_t *
     return 0;
 }
 
-static void ea_ckpt_unmap(const void *data, size_t len)
+static inline void ea_ckpt_unmap(const void *data, size_t len)
 {
     if (data && len)
         munmap((void *)data, len);
