@@ -53,16 +53,6 @@ int agent_checkpoint_open(struct agent *a)
     return 0;
 }
 
-void agent_checkpoint_close(struct agent *a)
-{
-    if (!a->ckpt)
-        return;
-    ckpt_breakpoint(a->ckpt->c); /* leaving: what is not on disk yet goes there now */
-    ckpt_destroy(a->ckpt->c);
-    free(a->ckpt);
-    a->ckpt = NULL;
-}
-
 static void on_note(struct agent *a, const struct ckpt_note *n)
 {
     static const char *const names[] = {
@@ -88,6 +78,22 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
     agent_emit(a, names[n->kind], "{s:I, s:i, s:i, s:I, s:s}", "step", (json_int_t)n->step,
                "shard", n->shard, "shards", n->shards, "bytes", (json_int_t)n->bytes, "message",
                n->message);
+}
+
+void agent_checkpoint_close(struct agent *a)
+{
+    if (!a->ckpt)
+        return;
+    int q = ckpt_breakpoint(a->ckpt->c); /* leaving: what is not on disk yet goes there now */
+    if (q > 0)
+        log_info("checkpoint store: writing %d shard(s) to --checkpoint-dir before exiting", q);
+    ckpt_flush(a->ckpt->c);
+    struct ckpt_note n;
+    while (ckpt_next_note(a->ckpt->c, &n) > 0)
+        on_note(a, &n); /* a write that failed is said, not lost */
+    ckpt_destroy(a->ckpt->c);
+    free(a->ckpt);
+    a->ckpt = NULL;
 }
 
 void agent_checkpoint_step(struct agent *a, int64_t now)

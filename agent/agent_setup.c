@@ -302,6 +302,7 @@ static void teardown(struct agent *a)
         else if (a->joined)
             agent_emit(a, "left", NULL);
     }
+    agent_checkpoint_close(a); /* after leaving (nobody waits on our disk), before "exited" */
     agent_emit(a, "exited", "{s:i}", "exit_code", a->exit_code);
     http_stop(a->http);
     events_close(a->events);
@@ -314,7 +315,6 @@ static void teardown(struct agent *a)
     hb_destroy(a->hb);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
-    agent_checkpoint_close(a); /* --checkpoint-dir's writes finish first */
     if (a->workdir[0])
         workdir_remove(a->workdir);
     if (a->sigfd >= 0)

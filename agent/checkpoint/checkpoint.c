@@ -438,6 +438,14 @@ void ckpt_on_events(struct ckpt *c)
     }
 }
 
+void ckpt_flush(struct ckpt *c)
+{
+    if (!c || !c->writer)
+        return;
+    ckpt_writer_finish(c->writer);
+    on_writer(c);
+}
+
 int ckpt_breakpoint(struct ckpt *c)
 {
     int queued = 0;

@@ -67,6 +67,9 @@ int ckpt_next_note(struct ckpt *c, struct ckpt_note *ret);
 /* A breakpoint (workers failed, leaving): queue every committed shard not yet written to
  * --checkpoint-dir. How many were queued (0 without a dir). */
 int ckpt_breakpoint(struct ckpt *c);
+/* Leaving: wait for --checkpoint-dir's queued writes (their results become notes, to be taken
+ * before ckpt_destroy). */
+void ckpt_flush(struct ckpt *c);
 /* The store (tests, the glue's status). */
 const struct ckpt_store *ckpt_store_of(const struct ckpt *c);
 

@@ -332,7 +332,7 @@ struct ckpt_writer {
     pthread_cond_t cv;
     struct job q[QMAX], done[QMAX];
     size_t nq, ndone;
-    bool stop;
+    bool stop, joined;
     int efd;
 };
 
@@ -461,15 +461,25 @@ int ckpt_writer_done(struct ckpt_writer *w, struct ckpt_shard_hdr *ret_h, int *r
     return have;
 }
 
-void ckpt_writer_destroy(struct ckpt_writer *w)
+void ckpt_writer_finish(struct ckpt_writer *w)
 {
-    if (!w)
+    if (w->joined)
         return;
     pthread_mutex_lock(&w->mu);
     w->stop = true;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
+    w->joined = true;
+}
+
+void ckpt_writer_destroy(struct ckpt_writer *w)
+{
+    if (!w)
+        return;
+    ckpt_writer_finish(w);
+    for (size_t i = 0; i < w->nq; i++) /* none left after the join; for clarity */
+        close(w->q[i].fd);
     close(w->efd);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);

@@ -55,7 +55,9 @@ int ckpt_writer_fd(const struct ckpt_writer *w);
 /* A finished job: 1 with *ret_h and *ret_rc (0 or -errno, text in err), 0 none. */
 int ckpt_writer_done(struct ckpt_writer *w, struct ckpt_shard_hdr *ret_h, int *ret_rc,
                      struct ea_error *err);
-/* Finish the queued jobs, stop the thread, free; NULL is a no-op. */
+/* Finish the queued jobs and stop the thread (their results stay for ckpt_writer_done). */
+void ckpt_writer_finish(struct ckpt_writer *w);
+/* ckpt_writer_finish, then free; NULL is a no-op. */
 void ckpt_writer_destroy(struct ckpt_writer *w);
 
 #endif

@@ -20,6 +20,7 @@ Output (stdout, flushed):
     [ckpt rank 0/2] done: step 30 loss 0.054321
 """
 import argparse
+import datetime
 import os
 import signal
 import sys
@@ -48,7 +49,9 @@ def main(argv):
     p.add_argument("--kill-at", type=int, default=-1)
     p.add_argument("--width", type=int, default=256)
     args = p.parse_args(argv)
-    dist.init_process_group("gloo")
+    # a bounded rendezvous: a master port taken meanwhile fails the start (the agent restarts
+    # it), instead of waiting for gloo's 30 minutes
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, args.width), nn.ReLU(), nn.Linear(args.width, 1))

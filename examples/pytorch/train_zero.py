@@ -19,6 +19,7 @@ Output: "[zero rank R/W] start: fresh" or "resumed from step S (W_old shards)", 
 (rank 0), "done: step N loss X".
 """
 import argparse
+import datetime
 import io
 import os
 import sys
@@ -72,7 +73,9 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=20)
     args = p.parse_args(argv)
-    dist.init_process_group("gloo")
+    # a bounded rendezvous: a master port taken meanwhile fails the start (the agent restarts
+    # it), instead of waiting for gloo's 30 minutes
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),

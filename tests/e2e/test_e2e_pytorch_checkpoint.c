@@ -41,7 +41,7 @@ TestSuite(e2e_pytorch_checkpoint, .init = setup, .fini = teardown, .timeout = 40
 static char *run(const char *name, int kill_at, struct h_agent *a)
 {
     const char *base[] = {"--rdzv-endpoint", etcd.endpoints, "--run-id", name, "--node-id", "n0",
-                          "--nproc-per-node", "2", "--max-restarts", "1", "--checkpoint-memory",
+                          "--nproc-per-node", "2", "--max-restarts", "3", "--checkpoint-memory",
                           "64", "--settle", "0.2", "--stop-timeout", "5", "--local-addr",
                           "127.0.0.1", NULL};
     const char *cmd[] = {"/usr/bin/env", h_fmt("CK_MARKER_DIR=%s", envdir), "/usr/bin/python3",
@@ -68,7 +68,7 @@ Test(e2e_pytorch_checkpoint, a_killed_rank_resumes_from_memory_with_the_same_los
     cr_assert(h_file_contains(b.out, "[ckpt rank 0/2] start: resumed from step 8 (the agent's memory"),
               "rank 0 resumed from step 8");
     cr_assert(h_file_contains(b.out, "[ckpt rank 1/2] start: resumed from step 8"));
-    cr_assert(h_file_contains(b.log, "restarts 1/1"), "the group was restarted");
+    cr_assert(h_file_contains(b.log, "restarts 1/3"), "the group was restarted");
     cr_assert_eq(strncmp(plain, "[ckpt rank 0/2] done: step 20 loss 0.", 37), 0, "'%s'", plain);
     cr_assert_str_eq(killed, plain, "the loss after resuming equals an uninterrupted run's");
     free(plain);
@@ -83,6 +83,7 @@ static char *zero(const char *name, const char *prefix, int nproc, int steps, co
     const char *base[] = {"--rdzv-endpoint", etcd.endpoints, "--prefix", prefix, "--run-id", name,
                           "--node-id", "n0", "--nproc-per-node", h_fmt("%d", nproc),
                           "--checkpoint-memory", "256", "--checkpoint-dir", ckdir,
+                          "--max-restarts", "3", /* a master port race on a busy machine */
                           "--checkpoint-every", "1", "--settle", "0.2", "--stop-timeout", "5",
                           "--local-addr", "127.0.0.1", NULL};
     const char *cmd[] = {"/usr/bin/python3",
