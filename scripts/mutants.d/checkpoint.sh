@@ -26,3 +26,5 @@ D=agent/checkpoint/ckpt_disk.c
 mutant --target test_checkpoint --filter 'ckpt_server/checkpoint_dir*' $D 's/    if (r == 0 \&\& ckpt_crc32(0, m, h->len) != h->crc)/    if (0)/' "$T"
 # the writer re-checks a known checksum: bytes that changed in memory are never written
 mutant --target test_checkpoint --filter 'ckpt_server/the_writer*' $D 's/    if (h->crc_known \&\& crc != h->crc) {/    if (0) {/' "$T"
+# --checkpoint-dir: a file of another run is never read back
+mutant --target test_checkpoint --filter 'ckpt_server/another_runs_file*' $D 's/    if (r == 0 \&\& (!hdr_unpack(hb, h) || strcmp(h->run, run) != 0 || h->step != step ||/    if (r == 0 \&\& (!hdr_unpack(hb, h) || h->step != step ||/' "$T"

@@ -600,3 +600,20 @@ Test(ckpt_server, the_writer_computes_or_rechecks_the_checksum)
     cr_assert_eq(ckpt_disk_write(pdir, &h, lfd, &e), 0, "%s", e.msg);
     close(lfd);
 }
+
+/* A whole shard file of another run, put under this run's directory: never read back. */
+Test(ckpt_server, another_runs_file_is_never_read_back)
+{
+    int mfd = memfd_create("t", MFD_CLOEXEC);
+    cr_assert_eq(pwrite(mfd, "other", 5, 0), 5);
+    struct ckpt_shard_hdr h = {.run = "other", .step = 4, .shard = 0, .shards = 1, .len = 5};
+    struct ea_error e = {0};
+    cr_assert_eq(mkdir(pdir, 0700), 0);
+    cr_assert_eq(ckpt_disk_write(pdir, &h, mfd, &e), 0, "%s", e.msg);
+    close(mfd);
+    char from[400], to[400];
+    snprintf(from, sizeof(from), "%s/other", pdir);
+    snprintf(to, sizeof(to), "%s/run", pdir);
+    cr_assert_eq(rename(from, to), 0);
+    cr_assert_eq(srv_open(1 << 20, pdir), -1, "a shard of run 'other' is not run 'run''s");
+}
