@@ -163,6 +163,7 @@ struct agent {
     struct agent_warm warm;
     struct agent_progress *progress; /* progress-aware restarts, stragglers (progress/); NULL
                                         when both are off */
+    struct agent_ckpt *ckpt; /* --checkpoint-memory (checkpoint/); NULL when off */
 };
 
 /* agent.c's steps of AP_RUNNING (by slot) and its sources, which agent_setup.c registers with

@@ -259,9 +259,11 @@ static int open_all(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_RDZV;
     }
-    for (size_t i = 0; i < agent_n_components; i++)
-        if (agent_components[i]->open && agent_components[i]->open(a, lc.name) < 0)
-            return AGENT_EXIT_RDZV;
+    for (size_t i = 0; i < agent_n_components; i++) {
+        int code = agent_components[i]->open ? agent_components[i]->open(a, lc.name) : 0;
+        if (code)
+            return code;
+    }
     a->group.launcher = a->launcher;
     a->group.cfg = c;
     a->group.workdir = a->me.workdir;
@@ -299,6 +301,7 @@ static void teardown(struct agent *a)
         else if (a->obs.joined)
             agent_emit(a, "left", NULL);
     }
+    AGENT_EACH(close, a); /* after leaving (nobody waits on our disk), before "exited" */
     agent_emit(a, "exited", "{s:i}", "exit_code", a->quit.exit_code);
     http_stop(a->obs.http);
     events_close(a->obs.events);
@@ -309,7 +312,6 @@ static void teardown(struct agent *a)
     nic_destroy(a->nic);
     tracker_destroy(a->tracker.srv);
     hb_destroy(a->health.hb);
-    AGENT_EACH(close, a);
     rdzv_session_destroy(a->rdzv);
     kv_close(a->kv);
     if (a->me.workdir[0])

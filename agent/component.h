@@ -61,7 +61,8 @@ struct agent_component {
     size_t n_sources;
 
     /* Set up once the store and the launcher are (launcher: its name, "local", "ssh", ...):
-     * 0, or negative (logged here) and the agent exits 4. Torn down at the end. */
+     * 0, or the exit code the agent exits with (logged here). Torn down at the end, after the
+     * node left the run and before its "exited" event. */
     int (*open)(struct agent *a, const char *launcher);
     void (*close)(struct agent *a);
     /* The node entered phase `phase` (enum agent_phase). */

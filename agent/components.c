@@ -10,6 +10,7 @@ extern const struct agent_component agent_health_component;  /* health/health_ag
 extern const struct agent_component agent_preflight_component; /* health/preflight_agent.c */
 extern const struct agent_component agent_preempt_component; /* preempt/preempt_agent.c */
 extern const struct agent_component agent_progress_component; /* progress/progress_agent.c */
+extern const struct agent_component agent_checkpoint_component; /* checkpoint/checkpoint_agent.c */
 
 const struct agent_component *const agent_components[] = {
     &agent_tracker_component, /* its connections first: a worker waits on them */
@@ -19,5 +20,6 @@ const struct agent_component *const agent_components[] = {
     &agent_preflight_component,
     &agent_preempt_component,
     &agent_progress_component, /* after health's: it reads the heartbeat directory health set */
+    &agent_checkpoint_component,
 };
 const size_t agent_n_components = sizeof(agent_components) / sizeof(agent_components[0]);

@@ -67,7 +67,11 @@ static int start_one(struct group *g, const struct group_start *s, int local_ran
         .dmlc_tracker = s->dmlc_tracker ? s->dmlc_tracker : g->cfg->dmlc_tracker,
         .ifaces = s->ifaces,
     };
-    char hb[PATH_MAX];
+    char hb[PATH_MAX], cks[PATH_MAX];
+    if (g->cfg->checkpoint_memory_mb > 0) {
+        snprintf(cks, sizeof(cks), WENV_CHECKPOINT_SOCKET_FMT, g->workdir);
+        wp.checkpoint_socket = cks;
+    }
     if (s->heartbeat_dir) {
         snprintf(hb, sizeof(hb), "%s/rank_%d", s->heartbeat_dir, w->rank);
         wp.heartbeat_file = hb;

@@ -22,7 +22,7 @@ static const char *const owned[] = {
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "ELASTIC_GENERATION",
     "ELASTIC_ROUND", "ELASTIC_NODE_ID", "ELASTIC_TOPOLOGY_FILE", "ELASTIC_IFACES",
-    "ELASTIC_HEARTBEAT_FILE", "ELASTIC_ASSIGN_FD", "ELASTIC_ASSIGN_LOCAL_RANK",
+    "ELASTIC_HEARTBEAT_FILE", "ELASTIC_AGENT_CHECKPOINT_SOCKET", "ELASTIC_ASSIGN_FD", "ELASTIC_ASSIGN_LOCAL_RANK",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME", "DMLC_TASK_ID",
     "DMLC_NUM_WORKER", "DMLC_NUM_SERVER", "DMLC_ROLE", "DMLC_TRACKER_URI", "DMLC_TRACKER_PORT",
@@ -228,6 +228,8 @@ int wenv_build(const struct wenv_params *p, char ***ret_envp)
         add(&b, "ELASTIC_TOPOLOGY_FILE=%s", p->topology_file);
     if (p->heartbeat_file)
         add(&b, "ELASTIC_HEARTBEAT_FILE=%s", p->heartbeat_file);
+    if (p->checkpoint_socket)
+        add(&b, "ELASTIC_AGENT_CHECKPOINT_SOCKET=%s", p->checkpoint_socket);
     if (p->ifaces) {
         add(&b, "ELASTIC_IFACES=%s", p->ifaces);
         if (!wenv_get(p->base_env, "NCCL_SOCKET_IFNAME"))
@@ -256,6 +258,8 @@ int wenv_build_parked(const struct wenv_parked *p, char ***ret_envp)
     if (!wenv_get(p->base_env, "OMP_NUM_THREADS") && p->nproc > 1)
         add(&b, "OMP_NUM_THREADS=1");
     add(&b, "ELASTIC_NODE_ID=%s", p->node_id);
+    if (p->checkpoint_socket)
+        add(&b, "ELASTIC_AGENT_CHECKPOINT_SOCKET=%s", p->checkpoint_socket);
     if (b.oom) {
         wenv_free(b.v);
         return -ENOMEM;

@@ -37,6 +37,8 @@ struct wenv_params {
     const char *ifaces;        /* NIC discovery result "eth0,eth1" (ELASTIC_IFACES, and
                                   NCCL_/GLOO_SOCKET_IFNAME unless set), or NULL */
     const char *heartbeat_file; /* ELASTIC_HEARTBEAT_FILE (hang detection on), or NULL */
+    const char *checkpoint_socket; /* ELASTIC_AGENT_CHECKPOINT_SOCKET (--checkpoint-memory), or
+                                      NULL */
 };
 
 /* Parse a --env-style list ("torch,horovod") into WENV_* bits; -EINVAL with a message. */
@@ -57,7 +59,11 @@ struct wenv_parked {
     unsigned styles;       /* WENV_* bits; 0 = WENV_TORCH */
     int nproc;             /* this node's workers (OMP_NUM_THREADS=1 when > 1 and unset) */
     const char *node_id;   /* ELASTIC_NODE_ID */
+    const char *checkpoint_socket; /* ELASTIC_AGENT_CHECKPOINT_SOCKET, or NULL */
 };
+
+/* The checkpoint socket's path in the agent's workdir (agent/checkpoint/ listens on it). */
+#define WENV_CHECKPOINT_SOCKET_FMT "%s/checkpoint/sock"
 
 /* The spare's environment: what wenv_build gives every worker whatever the round (the inherited
  * variables but the names it owns, TORCH_NCCL_ASYNC_ERROR_HANDLING, OMP_NUM_THREADS,

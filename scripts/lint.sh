@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 command -v cppcheck >/dev/null || { echo "lint: cppcheck is not installed" >&2; exit 1; }
 dirs=(common backends rendezvous launcher agent tests bench include examples/c)
 incs=()
-for d in common backends rendezvous launcher agent agent/cli agent/driver agent/nic agent/tracker agent/health agent/observe agent/daemon agent/warm agent/liveness agent/log agent/preempt agent/progress agent/straggler include tests/helpers tests/e2e tests/etcd tests/fuzz tests/netns tests/ssh tests/unit tests/chaos; do
+for d in common backends rendezvous launcher agent agent/cli agent/driver agent/nic agent/tracker agent/health agent/observe agent/daemon agent/warm agent/liveness agent/log agent/preempt agent/progress agent/straggler agent/checkpoint include tests/helpers tests/e2e tests/etcd tests/fuzz tests/netns tests/ssh tests/unit tests/chaos; do
   incs+=(-I "$d")
 done
 existing=()

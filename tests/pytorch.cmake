@@ -12,3 +12,7 @@ ea_add_criterion_test(test_e2e_pytorch_warm SOURCES e2e/test_e2e_pytorch_warm.c
 # --in-place; a node added and one killed, the survivors keep their process; exact resumption.
 ea_add_criterion_test(test_e2e_pytorch_inplace SOURCES e2e/test_e2e_pytorch_inplace.c
                       LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e pytorch)
+# The checkpoint store (issue 39): examples/pytorch/train_checkpoint.py saves a DDP model every
+# step into the agent's memory; a rank killed, the group resumes from it with the same loss.
+ea_add_criterion_test(test_e2e_pytorch_checkpoint SOURCES e2e/test_e2e_pytorch_checkpoint.c
+                      LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e pytorch)

@@ -114,6 +114,17 @@ const struct opt cfg_opts[] = {
     {"in-place-timeout", OPT_SEC, OFF(in_place_timeout_ms), "30", 0.1, 1e6, NULL, "SEC",
      "with --in-place: a re-assigned worker must acknowledge within this long, else it is stopped "
      "and restarted the normal way", AGENT},
+    {"checkpoint-memory", OPT_INT, OFF(checkpoint_memory_mb), "0", 0, 16777216, NULL, "MB",
+     "hold the workers' checkpoints in this node's memory, up to MB (own shards and saves in "
+     "progress: give twice a node's state); workers save and load through "
+     "ELASTIC_AGENT_CHECKPOINT_SOCKET (python: elastic_agent.checkpoint; docs/checkpoint.md). "
+     "0: off", AGENT},
+    {"checkpoint-dir", OPT_STR, OFF(checkpoint_dir), NULL, 0, 0, NULL, "DIR",
+     "with --checkpoint-memory: also write checkpoints to DIR/<run-id>/ in the background (every "
+     "--checkpoint-every steps, and the newest one when workers fail or the agent leaves); a "
+     "whole-run restart resumes from the newest whole step there", AGENT},
+    {"checkpoint-every", OPT_INT, OFF(checkpoint_every), "10", 1, 1000000000, NULL, "K",
+     "with --checkpoint-dir: write every K-th step (those whose number is a multiple of K)", AGENT},
     {"liveness", OPT_STR, OFF(liveness), "on", 0, 0, NULL, "MODE",
      "on | off: a ring of agent-to-agent heartbeat links sees a dead or frozen node in about a "
      "second (a peer suspects it, the coordinator probes it and revokes its lease), not after "
@@ -514,6 +525,12 @@ static int resolve_health(const struct cfg *c, const enum source *srcs, struct e
     if (c->warm_workers && remote) /* the assignment travels on an inherited socket */
         return ea_errorf(err, -EINVAL, "--warm-workers needs the workers on this machine (the "
                                        "local launcher)");
+    if ((c->checkpoint_dir || on_cli(srcs, "checkpoint-every")) && c->checkpoint_memory_mb == 0)
+        return ea_errorf(err, -EINVAL, "--checkpoint-dir and --checkpoint-every need "
+                                       "--checkpoint-memory (the store they write from)");
+    if (c->checkpoint_memory_mb > 0 && remote) /* the socket and the memfds are this machine's */
+        return ea_errorf(err, -EINVAL, "--checkpoint-memory needs the workers on this machine "
+                                       "(not --host/--launcher ssh)");
     if (c->in_place && !c->warm_workers) /* only a worker holding ELASTIC_ASSIGN_FD can be told */
         return ea_errorf(err, -EINVAL, "--in-place needs --warm-workers (the new assignment "
                                        "travels on the fd a warm worker holds)");

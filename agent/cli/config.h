@@ -85,6 +85,10 @@ struct cfg {
     bool warm_workers; /* --warm-workers: parked spares take each round's ranks (docs/warm.md) */
     bool in_place;     /* --in-place: capable workers are re-assigned, not restarted */
     int64_t in_place_timeout_ms; /* --in-place-timeout: a re-assignment's ack is due */
+    /* the checkpoint store (agent/checkpoint/, docs/checkpoint.md); 0 MB = off */
+    int checkpoint_memory_mb;
+    const char *checkpoint_dir; /* --checkpoint-dir, or NULL */
+    int checkpoint_every;       /* write every k-th step to --checkpoint-dir */
     const char *liveness; /* "on" | "off": the liveness ring (agent/liveness/) */
     int64_t liveness_interval_ms;
     int liveness_misses;

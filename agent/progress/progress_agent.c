@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent.h"
 #include "agent_internal.h"
 #include "ea_time.h"
 #include "log.h"
@@ -63,7 +64,7 @@ static int agent_progress_open(struct agent *a, const char *launcher)
     if (!ap || pg_create(limit, straggler, straggler ? SG_READ_MS : 0, &ap->pg, &err) < 0) {
         free(ap);
         log_error("%s", err.msg[0] ? err.msg : "out of memory");
-        return -ENOMEM;
+        return AGENT_EXIT_RDZV;
     }
     ap->straggler = straggler;
     a->progress = ap;

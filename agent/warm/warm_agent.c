@@ -24,6 +24,11 @@ static int create(struct agent *a)
                              .node_id = c->node_id};
     if (c->env_style && wenv_parse_styles(c->env_style, &wp.styles, NULL) < 0)
         wp.styles = WENV_TORCH; /* validated by cfg; never reached */
+    char cks[PATH_MAX];
+    if (c->checkpoint_memory_mb > 0) {
+        snprintf(cks, sizeof(cks), WENV_CHECKPOINT_SOCKET_FMT, a->me.workdir);
+        wp.checkpoint_socket = cks;
+    }
     char **env = NULL;
     bool *shown = calloc((size_t)c->nproc_per_node, sizeof(*shown));
     char logdir[PATH_MAX];

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: Apache-2.0
+/* checkpoint: the workers' socket, memfds and their seals, requests and replies, notes. */
+#include "checkpoint.h"
+#include "ckpt_disk.h"
+#include "ckpt_proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define NOTES_MAX 64
+#define TAG_LISTEN UINT64_C(0)
+#define TAG_WRITER UINT64_MAX
+
+struct client {
+    int fd;        /* -1: free slot */
+    uint64_t owner; /* its saves' owner in the store (unique over the agent's life) */
+};
+
+struct ckpt {
+    struct ckpt_config cfg;
+    char dir[PATH_MAX];
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char run[CKPT_RUN_MAX];
+    char persist_dir[PATH_MAX];
+    struct ckpt_store store;
+    int lfd, epfd;
+    struct client cl[CKPT_MAX_CLIENTS];
+    uint64_t next_owner;
+    struct ckpt_writer *writer;
+    struct ckpt_note notes[NOTES_MAX];
+    size_t nnotes;
+};
+
+static void note(struct ckpt *c, enum ckpt_note_kind kind, int64_t step, int shard, int shards,
+                 uint64_t bytes, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void note(struct ckpt *c, enum ckpt_note_kind kind, int64_t step, int shard, int shards,
+                 uint64_t bytes, const char *fmt, ...)
+{
+    if (c->nnotes == NOTES_MAX) /* the glue is behind: the oldest goes */
+        memmove(c->notes, c->notes + 1, --c->nnotes * sizeof(*c->notes));
+    struct ckpt_note *n = &c->notes[c->nnotes++];
+    *n = (struct ckpt_note){.kind = kind, .step = step, .shard = shard, .shards = shards,
+                            .bytes = bytes};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->message, sizeof(n->message), fmt, ap);
+    va_end(ap);
+}
+
+int ckpt_next_note(struct ckpt *c, struct ckpt_note *ret)
+{
+    if (!c || c->nnotes == 0)
+        return 0;
+    *ret = c->notes[0];
+    memmove(c->notes, c->notes + 1, --c->nnotes * sizeof(*c->notes));
+    return 1;
+}
+
+/* A shard read back from --checkpoint-dir enters the store as a committed save. */
+static int adopt(void *ctx, const struct ckpt_shard_hdr *h, int fd)
+{
+    struct ckpt *c = ctx;
+    struct ea_error e = {0};
+    uint64_t id = 0;
+    int r = ckpt_store_reserve(&c->store, 0, h->step, h->shard, h->shards, h->len, &id, &e);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    ckpt_store_set_fd(&c->store, id, fd);
+    r = ckpt_store_commit(&c->store, 0, id, h->len, true, h->crc, h->crc, &e);
+    for (size_t i = 0; r >= 0 && i < c->store.n; i++)
+        if (c->store.e[i].id == id)
+            c->store.e[i].persisted = true;
+    return r < 0 ? r : 0;
+}
+
+int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_restored,
+                struct ea_error *err)
+{
+    struct ckpt *c = calloc(1, sizeof(*c));
+    if (!c)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    c->cfg = *cfg;
+    c->lfd = c->epfd = -1;
+    for (int i = 0; i < CKPT_MAX_CLIENTS; i++)
+        c->cl[i].fd = -1;
+    c->next_owner = 1;
+    snprintf(c->run, sizeof(c->run), "%s", cfg->run_id);
+    ckpt_store_init(&c->store, cfg->run_id, cfg->memory);
+    snprintf(c->dir, sizeof(c->dir), "%s", cfg->socket_dir);
+    int r = 0;
+    if ((size_t)snprintf(c->path, sizeof(c->path), "%s/sock", c->dir) >= sizeof(c->path))
+        r = ea_errorf(err, -ENAMETOOLONG, "checkpoint socket path '%s/sock' is too long", c->dir);
+    else if (mkdir(c->dir, 0700) < 0)
+        r = ea_errorf(err, -errno, "cannot create '%s': %s", c->dir, strerror(errno));
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, c->path, strlen(c->path));
+    if (r == 0 && ((c->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
+                   bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(c->path, 0600) < 0 ||
+                   listen(c->lfd, 64) < 0))
+        r = ea_errorf(err, -errno, "checkpoint socket '%s': %s", c->path, strerror(errno));
+    if (r == 0 && (c->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        r = ea_errorf(err, -errno, "epoll: %s", strerror(errno));
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG_LISTEN};
+    if (r == 0 && epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->lfd, &ev) < 0)
+        r = ea_errorf(err, -errno, "epoll: %s", strerror(errno));
+    int64_t restored = -1;
+    if (r == 0 && cfg->persist_dir) {
+        snprintf(c->persist_dir, sizeof(c->persist_dir), "%s", cfg->persist_dir);
+        c->cfg.persist_dir = c->persist_dir;
+        r = ckpt_writer_create(c->persist_dir, &c->writer, err);
+        ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = TAG_WRITER};
+        if (r == 0 && epoll_ctl(c->epfd, EPOLL_CTL_ADD, ckpt_writer_fd(c->writer), &ev) < 0)
+            r = ea_errorf(err, -errno, "epoll: %s", strerror(errno));
+        int skipped = 0;
+        int found = r == 0 ? ckpt_disk_read_latest(c->persist_dir, c->run, cfg->memory, adopt, c,
+                                                   &restored, &skipped, err)
+                           : 0;
+        if (found < 0)
+            r = found;
+        if (skipped > 0)
+            note(c, CKPT_NOTE_BAD, -1, -1, 0, 0, "--checkpoint-dir: %d newer step(s) of run '%s' "
+                 "skipped (a shard missing, corrupt, of another run, or larger than "
+                 "--checkpoint-memory)", skipped, c->run);
+    }
+    if (r < 0) {
+        ckpt_destroy(c);
+        return r;
+    }
+    *ret = c;
+    *ret_restored = restored;
+    return 0;
+}
+
+static void client_close(struct ckpt *c, struct client *cl)
+{
+    ckpt_store_drop_owner(&c->store, cl->owner);
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, cl->fd, NULL);
+    close(cl->fd);
+    cl->fd = -1;
+}
+
+void ckpt_destroy(struct ckpt *c)
+{
+    if (!c)
+        return;
+    ckpt_writer_destroy(c->writer); /* finishes the queued shards first */
+    for (int i = 0; i < CKPT_MAX_CLIENTS; i++)
+        if (c->cl[i].fd >= 0)
+            client_close(c, &c->cl[i]);
+    if (c->lfd >= 0) {
+        close(c->lfd);
+        unlink(c->path);
+    }
+    if (c->epfd >= 0)
+        close(c->epfd);
+    rmdir(c->dir);
+    ckpt_store_clear(&c->store);
+    free(c);
+}
+
+const char *ckpt_socket_path(const struct ckpt *c)
+{
+    return c->path;
+}
+
+int ckpt_fd(const struct ckpt *c)
+{
+    return c ? c->epfd : -1;
+}
+
+const struct ckpt_store *ckpt_store_of(const struct ckpt *c)
+{
+    return &c->store;
+}
+
+/* One reply message, with `fd` passed along (-1: none); a peer not reading is dropped. */
+static int reply(struct client *cl, int fd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int reply(struct client *cl, int fd, const char *fmt, ...)
+{
+    char buf[CKPT_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -EINVAL;
+    struct iovec iov = {.iov_base = buf, .iov_len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1};
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        memset(&u, 0, sizeof(u));
+        m.msg_control = u.b;
+        m.msg_controllen = sizeof(u.b);
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &fd, sizeof(int));
+    }
+    return sendmsg(cl->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+static const char *code_name(int r)
+{
+    switch (r) {
+    case -EINVAL: return "EINVAL";
+    case -ENOSPC: return "ENOSPC";
+    case -ESTALE: return "ESTALE";
+    case -EBUSY: return "EBUSY";
+    case -ENOENT: return "ENOENT";
+    case -EBADMSG: return "EBADMSG";
+    case -EACCES: return "EACCES";
+    default: return "EIO";
+    }
+}
+
+static int reply_err(struct ckpt *c, struct client *cl, int code, const char *msg)
+{
+    note(c, code == -ENOSPC ? CKPT_NOTE_NOFIT : CKPT_NOTE_BAD, -1, -1, 0, 0, "%s", msg);
+    return reply(cl, -1, "err %s %s", code_name(code), msg);
+}
+
+static void maybe_persist(struct ckpt *c, const struct ckpt_entry *e)
+{
+    if (!c->writer || e->persisted)
+        return;
+    struct ckpt_shard_hdr h = {.step = e->step, .shard = e->shard, .shards = e->shards,
+                               .len = e->len, .crc = e->crc, .crc_known = e->crc_known};
+    snprintf(h.run, sizeof(h.run), "%s", c->run);
+    if (ckpt_writer_queue(c->writer, &h, e->fd) == 0)
+        ((struct ckpt_entry *)e)->persisted = true;
+    else
+        note(c, CKPT_NOTE_PERSIST_FAILED, e->step, e->shard, e->shards, e->len,
+             "--checkpoint-dir: the writer is behind: shard %d of step %" PRId64 " not written",
+             e->shard, e->step);
+}
+
+static int on_save(struct ckpt *c, struct client *cl, const struct ckpt_req *q)
+{
+    struct ea_error e = {0};
+    uint64_t id = 0;
+    int r = ckpt_store_reserve(&c->store, cl->owner, q->step, (int)q->shard, (int)q->shards,
+                               q->len, &id, &e);
+    if (r < 0) {
+        if (r == -ENOSPC)
+            note(c, CKPT_NOTE_NOFIT, q->step, (int)q->shard, (int)q->shards, q->len,
+                 "save of shard %d of step %" PRId64 " refused: %s", (int)q->shard, q->step,
+                 e.msg);
+        return reply(cl, -1, "err %s %s", code_name(r), e.msg);
+    }
+    int fd = memfd_create("ckpt", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, (off_t)q->len) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+        r = -errno;
+        if (fd >= 0)
+            close(fd);
+        ckpt_store_drop(&c->store, id);
+        ea_errorf(&e, r, "cannot make a memfd of %" PRIu64 " bytes: %s", q->len, strerror(-r));
+        return reply_err(c, cl, -EIO, e.msg);
+    }
+    ckpt_store_set_fd(&c->store, id, fd);
+    return reply(cl, fd, "ok %" PRIu64, id);
+}
+
+static int on_commit(struct ckpt *c, struct client *cl, const struct ckpt_req *q)
+{
+    struct ea_error e = {0};
+    struct ckpt_entry *p = ckpt_store_pending(&c->store, cl->owner, q->id);
+    if (!p)
+        return reply(cl, -1, "err ENOENT no save %" PRIu64 " pending on this connection "
+                     "(never made, or dropped: a newer step is complete)", q->id);
+    /* from here the bytes cannot change: what is measured is what is served */
+    if (fcntl(p->fd, F_ADD_SEALS, F_SEAL_WRITE) < 0)
+        return reply(cl, -1, "err EBUSY cannot seal the shard (%s): unmap it before the commit",
+                     strerror(errno));
+    struct stat st;
+    uint64_t size = fstat(p->fd, &st) == 0 ? (uint64_t)st.st_size : UINT64_MAX;
+    uint32_t crc = 0;
+    if (q->has_crc && size == p->len && size > 0) { /* else the seal alone vouches */
+        void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, p->fd, 0);
+        if (m == MAP_FAILED) {
+            size = UINT64_MAX;
+        } else {
+            crc = ckpt_crc32(0, m, size);
+            munmap(m, size);
+        }
+    }
+    int64_t step = p->step;
+    int shard = p->shard, shards = p->shards;
+    int fd = p->fd;
+    int r = ckpt_store_commit(&c->store, cl->owner, q->id, size, q->has_crc, crc, q->crc, &e);
+    if (r < 0) {
+        note(c, CKPT_NOTE_BAD, step, shard, shards, 0, "commit refused: %s", e.msg);
+        return reply(cl, -1, "err %s %s", code_name(r), e.msg);
+    }
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL);
+    const struct ckpt_entry *ce = ckpt_store_find(&c->store, step, shard);
+    if (ce && c->cfg.persist_every > 0 && step % c->cfg.persist_every == 0)
+        maybe_persist(c, ce);
+    if (r == 1)
+        note(c, CKPT_NOTE_COMPLETE, step, -1, shards, 0, "step %" PRId64 " complete (%d shard(s))",
+             step, shards);
+    return reply(cl, -1, "ok %" PRId64 " %d", step, shard);
+}
+
+static void on_request(struct ckpt *c, struct client *cl, const char *buf, size_t n)
+{
+    struct ckpt_req q;
+    struct ea_error e = {0};
+    int r = ckpt_req_parse(buf, n, &q, &e);
+    if (r < 0) {
+        reply_err(c, cl, r, e.msg);
+        return;
+    }
+    if (q.op != CKPT_COMMIT && strcmp(q.run, c->run) != 0) {
+        ea_errorf(&e, -EACCES, "run '%s' is not this agent's run '%s'", q.run, c->run);
+        reply_err(c, cl, -EACCES, e.msg);
+        return;
+    }
+    int64_t step;
+    int shards;
+    const struct ckpt_entry *ent;
+    switch (q.op) {
+    case CKPT_SAVE:
+        on_save(c, cl, &q);
+        return;
+    case CKPT_COMMIT:
+        on_commit(c, cl, &q);
+        return;
+    case CKPT_LATEST:
+        if (ckpt_store_latest(&c->store, &step, &shards) == 0)
+            reply(cl, -1, "ok %" PRId64 " %d", step, shards);
+        else
+            reply(cl, -1, "none");
+        return;
+    case CKPT_LOAD:
+        ent = ckpt_store_find(&c->store, q.step, (int)q.shard);
+        if (ent && ent->crc_known)
+            reply(cl, ent->fd, "ok %" PRIu64 " %08" PRIx32, ent->len, ent->crc);
+        else if (ent)
+            reply(cl, ent->fd, "ok %" PRIu64 " -", ent->len);
+        else
+            reply(cl, -1, "err ENOENT no shard %" PRId64 " of step %" PRId64 " in this store",
+                  q.shard, q.step);
+        return;
+    }
+}
+
+static void on_accept(struct ckpt *c)
+{
+    for (;;) {
+        int fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != c->cfg.uid) {
+            note(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint socket: a connection of uid %d "
+                 "(pid %d) refused: only uid %d may save or load", (int)cr.uid, (int)cr.pid,
+                 (int)c->cfg.uid);
+            close(fd);
+            continue;
+        }
+        int i = 0;
+        while (i < CKPT_MAX_CLIENTS && c->cl[i].fd >= 0)
+            i++;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i + 1};
+        if (i == CKPT_MAX_CLIENTS || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            note(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint socket: a connection refused: "
+                 "%d connections open already", CKPT_MAX_CLIENTS);
+            close(fd);
+            continue;
+        }
+        c->cl[i] = (struct client){.fd = fd, .owner = c->next_owner++};
+    }
+}
+
+static void on_client(struct ckpt *c, struct client *cl)
+{
+    char buf[CKPT_MSG_MAX + 1];
+    for (int k = 0; k < 16 && cl->fd >= 0; k++) { /* bounded work per connection per pass */
+        ssize_t n = recv(cl->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0) {
+            client_close(c, cl); /* gone: its pending saves are dropped */
+            return;
+        }
+        on_request(c, cl, buf, (size_t)n > sizeof(buf) ? sizeof(buf) : (size_t)n);
+    }
+}
+
+static void on_writer(struct ckpt *c)
+{
+    struct ckpt_shard_hdr h;
+    int rc = 0;
+    struct ea_error e = {0};
+    while (ckpt_writer_done(c->writer, &h, &rc, &e) > 0) {
+        if (rc < 0)
+            note(c, CKPT_NOTE_PERSIST_FAILED, h.step, h.shard, h.shards, h.len,
+                 "--checkpoint-dir: %s", e.msg);
+        else
+            note(c, CKPT_NOTE_PERSISTED, h.step, h.shard, h.shards, h.len,
+                 "shard %d of step %" PRId64 " written to --checkpoint-dir", h.shard, h.step);
+    }
+}
+
+void ckpt_on_events(struct ckpt *c)
+{
+    struct epoll_event ev[32];
+    int n = epoll_wait(c->epfd, ev, 32, 0);
+    for (int i = 0; i < n; i++) {
+        uint64_t tag = ev[i].data.u64;
+        if (tag == TAG_LISTEN)
+            on_accept(c);
+        else if (tag == TAG_WRITER)
+            on_writer(c);
+        else if (tag <= CKPT_MAX_CLIENTS && c->cl[tag - 1].fd >= 0)
+            on_client(c, &c->cl[tag - 1]);
+    }
+}
+
+void ckpt_flush(struct ckpt *c)
+{
+    if (!c || !c->writer)
+        return;
+    ckpt_writer_finish(c->writer);
+    on_writer(c);
+}
+
+int ckpt_breakpoint(struct ckpt *c)
+{
+    int queued = 0;
+    for (size_t i = 0; c && c->writer && i < c->store.n; i++) {
+        const struct ckpt_entry *e = &c->store.e[i];
+        if (e->committed && !e->persisted) {
+            maybe_persist(c, e);
+            queued += e->persisted;
+        }
+    }
+    return queued;
+}

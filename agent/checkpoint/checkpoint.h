@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * checkpoint: this agent's checkpoint store (--checkpoint-memory, docs/checkpoint.md). It listens
+ * on a unix socket (SOCK_SEQPACKET) in a 0700 directory of the agent's, named to the workers in
+ * ELASTIC_AGENT_CHECKPOINT_SOCKET; a peer of another uid is refused (SO_PEERCRED). A save gets a
+ * memfd of its length (shrink and grow sealed), the worker writes its bytes into it, and its
+ * commit has the agent seal it against writes, measure it and verify length and checksum
+ * (ckpt_store.h decides). A load hands back the sealed memfd. --checkpoint-dir is written by a
+ * thread (ckpt_disk.h) every k-th step and at a breakpoint, and read back at start. Whatever a
+ * worker sends is hostile input: a clear error reply, never a crash. No logging: the glue
+ * (agent/checkpoint/checkpoint_agent.c) logs the notes.
+ */
+#ifndef EA_AGENT_CHECKPOINT_H
+#define EA_AGENT_CHECKPOINT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ckpt_store.h"
+#include "ea_error.h"
+
+#define CKPT_ENV "ELASTIC_AGENT_CHECKPOINT_SOCKET"
+#define CKPT_MAX_CLIENTS 256
+
+struct ckpt_config {
+    const char *socket_dir; /* created 0700 (must not exist); the socket is socket_dir/sock */
+    const char *run_id;     /* the only run whose shards are saved and served */
+    uint64_t memory;        /* bytes: the memory bound */
+    const char *persist_dir; /* --checkpoint-dir, or NULL */
+    int persist_every;      /* write every k-th step (step % k == 0) to persist_dir */
+    uid_t uid;              /* the only peer uid admitted */
+};
+
+enum ckpt_note_kind {
+    CKPT_NOTE_COMPLETE,  /* a step became the newest complete one */
+    CKPT_NOTE_NOFIT,     /* a save refused: it does not fit the memory bound */
+    CKPT_NOTE_BAD,       /* a malformed or refused request (the worker got the reason) */
+    CKPT_NOTE_REFUSED,   /* a connection of another uid, or past CKPT_MAX_CLIENTS */
+    CKPT_NOTE_PERSISTED, /* a shard written to --checkpoint-dir */
+    CKPT_NOTE_PERSIST_FAILED,
+};
+
+struct ckpt_note {
+    enum ckpt_note_kind kind;
+    int64_t step;
+    int shard, shards;
+    uint64_t bytes;
+    char message[320];
+};
+
+struct ckpt;
+
+/* Create the socket, and with persist_dir its writer, then read the newest whole step of the
+ * run from it (*ret_restored: that step, -1 none; skipped steps are notes). 0 or -errno. */
+int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_restored,
+                struct ea_error *err);
+/* Wait for the writer's queued jobs, close everything, remove the socket; NULL is a no-op. */
+void ckpt_destroy(struct ckpt *c);
+/* The socket's path (for the workers' environment). */
+const char *ckpt_socket_path(const struct ckpt *c);
+/* An epoll fd, readable when ckpt_on_events has work; -1 for NULL. */
+int ckpt_fd(const struct ckpt *c);
+/* Accept, read and answer requests, collect the writer's results; never blocks. */
+void ckpt_on_events(struct ckpt *c);
+/* The oldest note not yet taken: 1 and *ret, else 0. */
+int ckpt_next_note(struct ckpt *c, struct ckpt_note *ret);
+/* A breakpoint (workers failed, leaving): queue every committed shard not yet written to
+ * --checkpoint-dir. How many were queued (0 without a dir). */
+int ckpt_breakpoint(struct ckpt *c);
+/* Leaving: wait for --checkpoint-dir's queued writes (their results become notes, to be taken
+ * before ckpt_destroy). */
+void ckpt_flush(struct ckpt *c);
+/* The store (tests, the glue's status). */
+const struct ckpt_store *ckpt_store_of(const struct ckpt *c);
+
+#endif

@@ -1,0 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
+# The checkpoint store (issue 39, agent/checkpoint/): its decisions, parser and server in-process;
+# end to end with real agents and workers.
+ea_add_criterion_test(test_checkpoint SOURCES unit/test_checkpoint.c LIBS ea_checkpoint
+                      LABELS safety)
+target_include_directories(test_checkpoint PRIVATE ${PROJECT_SOURCE_DIR}/include)
+if(TARGET ea_etcd_harness)
+  ea_add_criterion_test(test_e2e_checkpoint SOURCES e2e/test_e2e_checkpoint.c
+                        LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e etcd)
+endif()

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The checkpoint store end to end (issue 39, docs/checkpoint.md): elastic-agent on a real etcd,
+ * real Python workers (tests/helpers/ckpt_worker.py, through python/elastic_agent/checkpoint.py):
+ * a worker that crashed reloads its state from the agent's memory (the same bytes); a whole-run
+ * restart resumes from --checkpoint-dir; a corrupt shard there is skipped for the older whole
+ * step; a process of another user cannot reach the socket.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "etcd_harness.h"
+#include "harness.h"
+
+static char dir[256], state[300], envdir[300];
+static struct etcd_harness etcd;
+
+static void setup(void)
+{
+    h_suite_dirs("ckpt", dir, state, envdir);
+    cr_assert_eq(etcd_harness_start(&etcd, 1), 0, "cannot start etcd");
+}
+
+static void teardown(void)
+{
+    h_kill_agents();
+    etcd_harness_stop(&etcd);
+    if (getenv("EA_E2E_KEEP"))
+        cr_log_warn("kept %s", dir);
+    else
+        h_rmdir(dir);
+}
+
+TestSuite(e2e_checkpoint, .init = setup, .fini = teardown, .timeout = 240);
+
+/* One node of run "ck" (store prefix `prefix`), the worker ckpt_worker.py with `wenv` (a
+ * "K=V K=V" string for env(1)), and `extra` agent flags. */
+static void start(struct h_agent *a, const char *name, const char *prefix, const char *wenv,
+                  const char *const *extra)
+{
+    const char *base[] = {"--rdzv-endpoint", etcd.endpoints, "--prefix", prefix, "--run-id", "ck",
+                          "--node-id", name, "--settle", "0.2", "--stop-timeout", "5",
+                          "--local-addr", "127.0.0.1", NULL};
+    const char *cmd[] = {"/usr/bin/env", h_fmt("PYTHONPATH=%s/python", EA_SOURCE_DIR),
+                         h_fmt("CK_OUT=%s", envdir), "/bin/sh", "-c",
+                         h_fmt("exec env %s /usr/bin/python3 %s/tests/helpers/ckpt_worker.py", wenv,
+                               EA_SOURCE_DIR),
+                         NULL};
+    h_agent_start_argv(a, dir, name, base, extra, cmd);
+}
+
+static void expect_log(const char *needle)
+{
+    char *s = h_slurp(h_fmt("%s/log.0", envdir), NULL);
+    bool ok = strstr(s, needle) != NULL;
+    if (!ok)
+        cr_log_error("worker log:\n%s", s);
+    free(s);
+    cr_assert(ok, "'%s' not in the worker's log", needle);
+}
+
+Test(e2e_checkpoint, a_crashed_worker_reloads_its_state_from_memory)
+{
+    struct h_agent a = {0};
+    const char *extra[] = {"--checkpoint-memory", "16", "--max-restarts", "1", NULL};
+    start(&a, "n0", "/ck1/", "CK_STEPS=6 CK_CRASH_AT=3", extra);
+    int code = h_agent_wait(&a, 120000);
+    if (code != 0)
+        h_show_log(&a);
+    cr_assert_eq(code, 0);
+    expect_log("fresh\nsaved 1\nsaved 2\nsaved 3\nresumed 3 ok\nsaved 4\nsaved 5\nsaved 6\n");
+}
+
+Test(e2e_checkpoint, a_whole_run_restart_resumes_from_checkpoint_dir)
+{
+    const char *ckdir = h_fmt("%s/disk", dir);
+    struct h_agent a = {0}, b = {0};
+    const char *extra[] = {"--checkpoint-memory", "16", "--checkpoint-dir", ckdir,
+                           "--checkpoint-every", "2", NULL};
+    /* the run fails after step 5 (no restarts): step 4 was written as a multiple of 2, step 5
+     * at the breakpoint */
+    start(&a, "n0", "/ck2a/", "CK_STEPS=9 CK_CRASH_AT=5", extra);
+    int code = h_agent_wait(&a, 120000);
+    cr_assert_neq(code, 0, "the run failed");
+    expect_log("saved 5\n");
+    /* a new run of the same id (a fresh store prefix: the job restarted from scratch) */
+    start(&b, "n0", "/ck2b/", "CK_STEPS=6", extra);
+    code = h_agent_wait(&b, 120000);
+    if (code != 0)
+        h_show_log(&b);
+    cr_assert_eq(code, 0);
+    expect_log("saved 5\nresumed 5 ok\nsaved 6\n");
+    cr_assert(h_file_contains(b.log, "read back from --checkpoint-dir"));
+}
+
+Test(e2e_checkpoint, a_corrupt_shard_on_disk_is_skipped_for_the_older_whole_step)
+{
+    const char *ckdir = h_fmt("%s/disk", dir);
+    struct h_agent a = {0}, b = {0};
+    const char *extra[] = {"--checkpoint-memory", "16", "--checkpoint-dir", ckdir,
+                           "--checkpoint-every", "1", NULL};
+    start(&a, "n0", "/ck3a/", "CK_STEPS=4", extra);
+    cr_assert_eq(h_agent_wait(&a, 120000), 0);
+    /* steps 3 and 4 kept; one byte of step 4's data garbled */
+    const char *f = h_fmt("%s/ck/step-%020d/shard-0-of-1", ckdir, 4);
+    int fd = open(f, O_RDWR);
+    cr_assert_geq(fd, 0, "%s", f);
+    cr_assert_eq(pwrite(fd, "#", 1, 4096), 1);
+    close(fd);
+    start(&b, "n0", "/ck3b/", "CK_STEPS=5", extra);
+    cr_assert_eq(h_agent_wait(&b, 120000), 0);
+    expect_log("saved 4\nresumed 3 ok\nsaved 4\nsaved 5\n");
+    cr_assert(h_file_contains(b.log, "skipped"));
+}
+
+Test(e2e_checkpoint, another_user_cannot_reach_the_socket)
+{
+    struct h_agent a = {0};
+    const char *extra[] = {"--checkpoint-memory", "16", NULL};
+    const char *base[] = {"--rdzv-endpoint", etcd.endpoints, "--prefix", "/ck4/", "--run-id", "ck",
+                          "--node-id", "n0", "--settle", "0.2", "--stop-timeout", "2", NULL};
+    const char *cmd[] = {"/bin/sh", "-c",
+                         h_fmt("echo $ELASTIC_AGENT_CHECKPOINT_SOCKET > %s/sock.tmp && mv "
+                               "%s/sock.tmp %s/sock && exec sleep 600",
+                               envdir, envdir, envdir),
+                         NULL};
+    h_agent_start_argv(&a, dir, "n0", base, extra, cmd);
+    cr_assert_eq(h_wait_files(envdir, "sock", 1, 30000), 1);
+    char *path = h_slurp(h_fmt("%s/sock", envdir), NULL);
+    path[strcspn(path, "\n")] = 0;
+    cr_assert(path[0] == '/', "ELASTIC_AGENT_CHECKPOINT_SOCKET '%s'", path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgid(65534) < 0 || setuid(65534) < 0)
+            _exit(2);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        _exit(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? 0 : 1);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "uid 65534 reached %s", path);
+    free(path);
+    h_agent_signal(&a, SIGTERM);
+    h_agent_wait(&a, 30000);
+}
