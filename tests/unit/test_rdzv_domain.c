@@ -383,6 +383,12 @@ Test(confirm, the_coordinators_rack_confirms_nothing)
     cr_assert_eq(c[0], 8);
     cr_assert_eq(c[1], 9);
     free(m);
+    /* a coordinator without a domain: nothing to be outside of, nobody committed */
+    m = members(32, racks_of_8);
+    m[0].domain[0] = '\0';
+    rdzv_pick_confirmers(m, 32, 0, c);
+    cr_assert_eq(c[0], -1);
+    free(m);
     /* members without a domain may be anywhere, the coordinator's rack too: never chosen */
     m = members(32, rack_of_8_first);
     rdzv_pick_confirmers(m, 32, 0, c);
