@@ -60,6 +60,13 @@ static const char *rack_of_32_first(size_t i)
     return i < 32 ? "rack-a" : "";
 }
 
+/* two chunks (even ranks, odd ranks) of two racks each, where the odd chunk's lowest rank is in
+ * the rack the even chunk ends with: only the boundary rule keeps them apart */
+static const char *crossed(size_t i)
+{
+    return (i % 2 == 0) == (i < 16) ? "rack-a" : "rack-b";
+}
+
 static const char *all_one(size_t i)
 {
     (void)i;
@@ -259,6 +266,11 @@ Test(placement, chunk_boundaries_are_kept_apart_too)
     ring_of(&s, ring);
     cr_assert_eq(same_domain_links(&s, ring), 0);
     free(s.members);
+    int ring32[32];
+    s = make(32, 2, crossed);
+    ring_of(&s, ring32);
+    cr_assert_eq(same_domain_links(&s, ring32), 0, "chunk 1's first member beside chunk 0's last");
+    free(s.members);
     /* four racks, each of four runs of 8 consecutive ranks */
     s = make(128, 4, racks_of_8);
     ring_of(&s, ring);
@@ -277,8 +289,8 @@ Test(placement, no_domains_or_one_domain_leave_the_links_of_before)
             /* chunk order with each chunk in rank order: chunk k holds ranks k, k+nc, ... */
             size_t j = 0;
             for (int k = 0; k < nc; k++)
-                for (int r = k; r < 128; r += nc)
-                    cr_assert_eq(ring[j++], r, "domains %zu, %d chunks, step %zu", v, nc, j);
+                for (int r = k; r < 128; r += nc, j++)
+                    cr_assert_eq(ring[j], r, "domains %zu, %d chunks, step %zu", v, nc, j);
             free(s.members);
         }
     }
