@@ -37,9 +37,12 @@ int rdzv_chunk_of(int64_t slot, int n_chunks)
 }
 
 /* Within each chunk, the ring order of its members idx[from..end[k]) (issue 41): members of one
- * failure domain apart where the domains allow (rdzv_ring_order), each chunk's first member away
- * from the previous chunk's last. Ranks do not change, only the order a chunk lists its members
- * in, which is the ring's. Nothing moves when no member names a domain. */
+ * failure domain apart where the domains allow (rdzv_ring_order, from the chunk's own members
+ * only), then each chunk's first member away from the previous non-empty chunk's last
+ * (rdzv_ring_front, which never moves a last member). So a membership change re-places its own
+ * chunk and at most the front of the next one, never a cascade over the ring. Ranks do not
+ * change, only the order a chunk lists its members in, which is the ring's. Nothing moves when
+ * no member names a domain. */
 static int chunk_place(const struct rdzv_member *m, size_t n, size_t k_max, size_t *idx,
                        const size_t *end)
 {
@@ -51,16 +54,29 @@ static int chunk_place(const struct rdzv_member *m, size_t n, size_t k_max, size
     const char **dom = malloc((n ? n : 1) * sizeof(*dom));
     size_t *ord = malloc((n ? n : 1) * sizeof(*ord)), *was = malloc((n ? n : 1) * sizeof(*was));
     int r = dom && ord && was ? 0 : -ENOMEM;
-    const char *after = NULL;
     for (size_t k = 0, from = 0; r == 0 && k < k_max; from = end[k++]) {
         size_t c = end[k] - from;
         for (size_t j = 0; j < c; j++)
             dom[j] = m[idx[from + j]].domain, was[j] = idx[from + j];
-        if (c && (r = rdzv_ring_order(dom, c, after, ord)) == 0) {
+        if (c && (r = rdzv_ring_order(dom, c, ord)) == 0)
             for (size_t j = 0; j < c; j++)
                 idx[from + j] = was[ord[j]];
-            after = m[idx[from + c - 1]].domain;
-        }
+    }
+    /* the fronts, each after the last of the non-empty chunk before it (wrapping) */
+    const char *after = NULL;
+    for (size_t k = k_max; r == 0 && k-- > 0 && !after;)
+        if (end[k] > (k ? end[k - 1] : 0))
+            after = m[idx[end[k] - 1]].domain;
+    for (size_t k = 0, from = 0; r == 0 && k < k_max; from = end[k++]) {
+        size_t c = end[k] - from;
+        if (!c)
+            continue;
+        for (size_t j = 0; j < c; j++)
+            dom[j] = m[idx[from + j]].domain, ord[j] = j, was[j] = idx[from + j];
+        if (rdzv_ring_front(dom, c, after, ord))
+            for (size_t j = 0; j < c; j++)
+                idx[from + j] = was[ord[j]];
+        after = m[idx[from + c - 1]].domain;
     }
     free(dom);
     free(ord);

@@ -40,7 +40,7 @@ struct group {
     size_t left, next;
 };
 
-int rdzv_ring_order(const char *const *dom, size_t n, const char *after, size_t *ret_order)
+int rdzv_ring_order(const char *const *dom, size_t n, size_t *ret_order)
 {
     struct group *g = malloc((n ? n : 1) * sizeof(*g));
     size_t *group_of = malloc((n ? n : 1) * sizeof(*group_of));
@@ -59,7 +59,7 @@ int rdzv_ring_order(const char *const *dom, size_t n, const char *after, size_t 
         g[k].left++;
         group_of[i] = k;
     }
-    const char *prev = after;
+    const char *prev = NULL;
     for (size_t out = 0; out < n; out++) {
         /* the domain with the most items left that is not the previous item's, ties to the
          * lowest next index (so with no domains every group has one item: the rank order) */
@@ -90,6 +90,24 @@ int rdzv_ring_order(const char *const *dom, size_t n, const char *after, size_t 
     free(g);
     free(group_of);
     return 0;
+}
+
+bool rdzv_ring_front(const char *const *dom, size_t n, const char *after, size_t *order)
+{
+    if (n == 0 || !same_domain(dom[order[0]], after))
+        return true;
+    /* an interior item j (never the last: the next chunk's start depends on it) */
+    for (size_t j = 1; j + 1 < n; j++) {
+        const char *d = dom[order[j]];
+        if (same_domain(d, after) || same_domain(d, dom[order[0]]) ||
+            same_domain(dom[order[j - 1]], dom[order[j + 1]]))
+            continue;
+        size_t x = order[j];
+        memmove(&order[1], &order[0], j * sizeof(*order));
+        order[0] = x;
+        return true;
+    }
+    return false;
 }
 
 void rdzv_pick_confirmers(const struct rdzv_member *m, size_t n, int coord_rank, int ret[2])

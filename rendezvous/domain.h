@@ -22,12 +22,22 @@ bool rdzv_domain_ok(const char *s);
  * The ring order of n items given in rank order with domains dom[i] ("" or NULL: no domain):
  * ret_order[0..n) is a permutation of 0..n-1 in which consecutive items are in different domains
  * where the counts allow it (greedy: the domain with the most items left that differs from the
- * previous one, ties to the lowest index). An item without a domain is a domain of its own, so
- * with no domains at all the order is 0..n-1 (the rank order, unchanged). `after` is the domain
- * of the item just before the first (the previous chunk's last: NULL or "" for none), so chains
- * of calls keep the boundary between them apart too. -ENOMEM, else 0.
+ * previous one, ties to the lowest index; within a domain, rank order). An item without a domain
+ * is a domain of its own, so with no domains at all the order is 0..n-1 (the rank order,
+ * unchanged). It depends on these n items only: a chunk's order does not change when another
+ * chunk's members do (no cascade of new ring links over the fleet). -ENOMEM, else 0.
  */
-int rdzv_ring_order(const char *const *dom, size_t n, const char *after, size_t *ret_order);
+int rdzv_ring_order(const char *const *dom, size_t n, size_t *ret_order);
+
+/*
+ * Keep the start of `order` (n items, as rdzv_ring_order left it) away from `after`, the domain
+ * of the item just before it in the ring (the previous chunk's last): when the first item is in
+ * that domain, move the first interior item that fits (in another domain than `after` and the
+ * first item, and whose neighbours are in different domains) to the front. The last item never
+ * moves, so the next chunk's start is decided by its own members and this one's last alone.
+ * True when order[0] is now apart from `after` (or `after` is NULL or "").
+ */
+bool rdzv_ring_front(const char *const *dom, size_t n, const char *after, size_t *order);
 
 /*
  * The members that confirm a suspicion of the coordinator, chosen when a round is committed:

@@ -12,7 +12,13 @@ mutant --target test_rdzv_domain --filter 'placement/chunk_boundaries*' rendezvo
   's/    if (chunk_place(m, n, k_max, idx, start) < 0) {/    if (0) {/' '^test_rdzv_domain$'
 # ... with each chunk's first member away from the previous chunk's last
 mutant --target test_rdzv_domain --filter 'placement/chunk_boundaries*' rendezvous/chunk.c \
-  's/            after = m\[idx\[from + c - 1\]\].domain;/            after = NULL;/' \
+  's/        if (rdzv_ring_front(dom, c, after, ord))/        if (0)/' '^test_rdzv_domain$'
+mutant --target test_rdzv_domain --filter 'placement/chunk_boundaries*' rendezvous/chunk.c \
+  's/        after = m\[idx\[from + c - 1\]\].domain;/        after = NULL;/' \
+  '^test_rdzv_domain$'
+# ... by moving a member that leaves no new clash behind
+mutant --target test_rdzv_domain --filter 'placement/the_front_moves*' rendezvous/domain.c \
+  's/            same_domain(dom\[order\[j - 1\]\], dom\[order\[j + 1\]\]))/            0)/' \
   '^test_rdzv_domain$'
 # the confirmers: outside the coordinator's domain, and apart from each other
 mutant --target test_rdzv_domain --filter 'confirm/the_coordinators_rack*' rendezvous/domain.c \

@@ -60,11 +60,13 @@ static const char *rack_of_32_first(size_t i)
     return i < 32 ? "rack-a" : "";
 }
 
-/* two chunks (even ranks, odd ranks) of two racks each, where the odd chunk's lowest rank is in
- * the rack the even chunk ends with: only the boundary rule keeps them apart */
+/* two chunks (even ranks, odd ranks): the even one alternates rack-a and rack-b and ends in
+ * rack-b; the odd one starts with rack-b on its own: only the front rule keeps them apart */
 static const char *crossed(size_t i)
 {
-    return (i % 2 == 0) == (i < 16) ? "rack-a" : "rack-b";
+    if (i % 2 == 0)
+        return i < 16 ? "rack-a" : "rack-b";
+    return i == 1 || i == 3 ? "rack-b" : i == 5 ? "rack-c" : "";
 }
 
 static const char *all_one(size_t i)
@@ -323,7 +325,7 @@ Test(placement, uneven_domains_clash_only_as_the_counts_force)
             dom[i] = lab[i];
             count[(unsigned char)d[i]] += d[i] != '.';
         }
-        cr_assert_eq(rdzv_ring_order(dom, n, NULL, order), 0);
+        cr_assert_eq(rdzv_ring_order(dom, n, order), 0);
         bool seen[64] = {false};
         size_t clash = 0;
         for (size_t j = 0; j < n; j++) {
@@ -339,13 +341,68 @@ Test(placement, uneven_domains_clash_only_as_the_counts_force)
                 if (dom[order[j]][0] && strcmp(dom[order[j]], dom[order[k]]) == 0)
                     cr_assert_lt(order[j], order[k], "'%s'", d);
     }
-    /* the item before the first (the previous chunk's last) is kept apart too */
-    const char *dom[] = {"A", "B", "A", "B"};
-    size_t order[4];
-    cr_assert_eq(rdzv_ring_order(dom, 4, "A", order), 0);
-    cr_assert_str_eq(dom[order[0]], "B");
-    cr_assert_eq(rdzv_ring_order(dom, 4, NULL, order), 0);
-    cr_assert_eq(order[0], 0);
+}
+
+Test(placement, the_front_moves_one_interior_member_never_the_last)
+{
+    /* the previous chunk ended in A: the first interior member that fits comes to the front */
+    const char *dom[] = {"A", "B", "C", "B"};
+    size_t order[4] = {0, 1, 2, 3};
+    cr_assert(rdzv_ring_front(dom, 4, "A", order));
+    cr_assert_eq(order[0], 1);
+    cr_assert_eq(order[1], 0);
+    cr_assert_eq(order[3], 3, "the last stays: the next chunk's start depends on it");
+    /* no member may move without a new clash inside: left as it is */
+    const char *alt[] = {"A", "B", "A", "B"};
+    size_t o2[4] = {0, 1, 2, 3};
+    cr_assert_not(rdzv_ring_front(alt, 4, "A", o2));
+    for (size_t j = 0; j < 4; j++)
+        cr_assert_eq(o2[j], j);
+    /* apart already, or nothing before it: nothing moves */
+    cr_assert(rdzv_ring_front(alt, 4, "B", o2));
+    cr_assert(rdzv_ring_front(alt, 4, NULL, o2));
+    cr_assert(rdzv_ring_front(alt, 4, "", o2));
+    for (size_t j = 0; j < 4; j++)
+        cr_assert_eq(o2[j], j);
+    /* two members: nothing interior to move */
+    size_t o3[2] = {0, 1};
+    cr_assert_not(rdzv_ring_front(dom, 2, "A", o3));
+    cr_assert_eq(o3[0], 0);
+}
+
+/* One departure changes the links of its own chunk and at most the front of the next one: with
+ * two domains spread at random over 2,000 members, never more than two chunks' worth of
+ * successors (a chunk's order depending on the one before it re-linked most of the ring). */
+static const char *two_zones(size_t i)
+{
+    return (i * 7919) % 2 ? "zone-a" : "zone-b";
+}
+
+Test(placement, a_departure_relinks_two_chunks_at_most)
+{
+    size_t n = 2000;
+    int nc = rdzv_chunk_count(n);
+    struct rdzv_state s = make(n, nc, two_zones);
+    cr_assert_eq(rdzv_members_link_ring(s.members, n, nc), 0);
+    struct rdzv_member *b = calloc(n, sizeof(*b));
+    for (size_t gone = 0; gone < n; gone += 97) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (i != gone) {
+                b[k] = s.members[i];
+                b[k].group_rank = (int)k;
+                k++;
+            }
+        cr_assert_eq(rdzv_members_link_ring(b, k, rdzv_chunk_count_next(nc, k)), 0);
+        size_t changed = 0;
+        for (size_t i = 0, j = 0; i < n; i++)
+            if (i != gone)
+                changed += strcmp(s.members[i].next, b[j++].next) != 0;
+        cr_assert_leq(changed, 2 * RDZV_CHUNK_NODES, "member %zu left: %zu successors changed",
+                      gone, changed);
+    }
+    free(b);
+    free(s.members);
 }
 
 /* Members 0..n-1 in rank order, member i in domain dom(i). */
