@@ -224,6 +224,8 @@ static int open_all(struct agent *a)
     }
     rc.self.nproc = c->nproc_per_node;
     rc.self.pid = getpid();
+    if (c->failure_domain) /* validated by cfg: a label that fits */
+        snprintf(rc.self.domain, sizeof(rc.self.domain), "%s", c->failure_domain);
     if ((r = nic_create(c->nic_discovery, c->iface, &a->nic, &err)) < 0) {
         log_error("%s", err.msg);
         return r == -ENODEV ? AGENT_EXIT_USAGE : AGENT_EXIT_RDZV;

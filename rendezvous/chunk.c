@@ -3,6 +3,7 @@
  * liveness ring's links in chunk order, and gathering a commit's members from its chunks, with
  * validation (a corrupt or foreign chunk is reported, not trusted). */
 #include "state.h"
+#include "domain.h"
 #include "state_internal.h"
 
 #include <errno.h>
@@ -35,10 +36,59 @@ int rdzv_chunk_of(int64_t slot, int n_chunks)
     return n_chunks > 0 ? (int)((uint64_t)slot % (uint64_t)n_chunks) : 0;
 }
 
+/* Within each chunk, the ring order of its members idx[from..end[k]) (issue 41): members of one
+ * failure domain apart where the domains allow (rdzv_ring_order, from the chunk's own members
+ * only), then each chunk's first member away from the previous non-empty chunk's last
+ * (rdzv_ring_front, which never moves a last member). So a membership change re-places its own
+ * chunk and at most the front of the next one, never a cascade over the ring. Ranks do not
+ * change, only the order a chunk lists its members in, which is the ring's. Nothing moves when
+ * no member names a domain. */
+static int chunk_place(const struct rdzv_member *m, size_t n, size_t k_max, size_t *idx,
+                       const size_t *end)
+{
+    bool any = false;
+    for (size_t i = 0; i < n && !any; i++)
+        any = m[i].domain[0] != '\0';
+    if (!any)
+        return 0;
+    const char **dom = malloc((n ? n : 1) * sizeof(*dom));
+    size_t *ord = malloc((n ? n : 1) * sizeof(*ord)), *was = malloc((n ? n : 1) * sizeof(*was));
+    int r = dom && ord && was ? 0 : -ENOMEM;
+    for (size_t k = 0, from = 0; r == 0 && k < k_max; from = end[k++]) {
+        size_t c = end[k] - from;
+        for (size_t j = 0; j < c; j++)
+            dom[j] = m[idx[from + j]].domain, was[j] = idx[from + j];
+        if (c && (r = rdzv_ring_order(dom, c, ord)) == 0)
+            for (size_t j = 0; j < c; j++)
+                idx[from + j] = was[ord[j]];
+    }
+    /* the fronts, each after the last of the non-empty chunk before it (wrapping) */
+    const char *after = NULL;
+    for (size_t k = k_max; r == 0 && k-- > 0 && !after;)
+        if (end[k] > (k ? end[k - 1] : 0))
+            after = m[idx[end[k] - 1]].domain;
+    for (size_t k = 0, from = 0; r == 0 && k < k_max; from = end[k++]) {
+        size_t c = end[k] - from;
+        if (!c)
+            continue;
+        for (size_t j = 0; j < c; j++)
+            dom[j] = m[idx[from + j]].domain, ord[j] = j, was[j] = idx[from + j];
+        if (rdzv_ring_front(dom, c, after, ord))
+            for (size_t j = 0; j < c; j++)
+                idx[from + j] = was[ord[j]];
+        after = m[idx[from + c - 1]].domain;
+    }
+    free(dom);
+    free(ord);
+    free(was);
+    return r;
+}
+
 /* The members m[0..n) in chunk order: chunk k's are idx[end[k-1]..end[k]) (end[-1] = 0), in
- * group-rank order within the chunk (m[] is in that order). This is also the liveness ring's
- * order: the members of chunk k as listed, then the first member of the next non-empty chunk,
- * wrapping. Both malloc'ed; end has nc entries. */
+ * group-rank order within the chunk (m[] is in that order), or with failure domains in their
+ * ring placement (chunk_place). This is also the liveness ring's order: the members of chunk k
+ * as listed, then the first member of the next non-empty chunk, wrapping. Both malloc'ed; end
+ * has nc entries. */
 static int chunk_layout(const struct rdzv_member *m, size_t n, int nc, size_t **ret_idx,
                         size_t **ret_end)
 {
@@ -57,6 +107,11 @@ static int chunk_layout(const struct rdzv_member *m, size_t n, int nc, size_t **
     for (size_t i = 0; i < n; i++)
         idx[start[rdzv_chunk_of(m[i].slot, nc)]++] = i;
     /* start[k] is now the end of chunk k */
+    if (chunk_place(m, n, k_max, idx, start) < 0) {
+        free(start);
+        free(idx);
+        return -ENOMEM;
+    }
     *ret_idx = idx;
     *ret_end = start;
     return 0;

@@ -82,6 +82,7 @@ static void member_from_node(struct rdzv_member *m, const struct rdzv_node *n)
     memcpy(m->addr, n->addr, sizeof(m->addr));
     m->nproc = n->nproc;
     m->slot = n->create_revision;
+    memcpy(m->domain, n->domain, sizeof(m->domain)); /* the ring's placement and confirmers */
 }
 
 static int cmp_host(const void *a, const void *b)

@@ -2,6 +2,7 @@
 /* rdzv session: the coordinator's writes — a round's assignment chunks and commit record in
  * fenced transactions, and the `coord` key (its claim, and the live count while gathering). */
 #include "session_internal.h"
+#include "domain.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -111,6 +112,30 @@ static void leader_of(struct rdzv_session *s, struct rdzv_state *st)
         memset(l, 0, sizeof(*l));
 }
 
+/* Commit the members that confirm a suspicion of this coordinator (issue 41): members outside
+ * its failure domain, so that a rack or switch that takes it takes them not with it (the lowest
+ * other rank, today's confirmer, is often its rack neighbour). Chosen for a round this commit
+ * writes the members of (they carry their records' domains); a same-round write keeps its
+ * commit's; none outside a running round. */
+static void confirmers_of(struct rdzv_session *s, struct rdzv_state *st, bool chunks)
+{
+    if (st->status != RDZV_RUNNING) {
+        st->n_confirm = 0;
+        return;
+    }
+    if (!chunks || !st->members)
+        return;
+    int coord = -1, c[2];
+    for (size_t i = 0; i < st->n_members && coord < 0; i++)
+        if (strcmp(st->members[i].node_id, s->cfg.self.node_id) == 0)
+            coord = st->members[i].group_rank;
+    rdzv_pick_confirmers(st->members, st->n_members, coord, c);
+    st->n_confirm = coord < 0 || c[0] < 0 ? 0 : c[1] < 0 ? 1 : 2;
+    st->confirm_coord = st->n_confirm ? coord : 0;
+    st->confirm[0] = st->n_confirm ? c[0] : 0;
+    st->confirm[1] = st->n_confirm > 1 ? c[1] : 0;
+}
+
 int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t now_ms,
                 struct ea_error *err)
 {
@@ -142,6 +167,7 @@ int rdzv_commit(struct rdzv_session *s, const struct rdzv_state *next, int64_t n
     struct rdzv_state st = *next;
     st.chunks_rev = chunks ? 0 : s->state.chunks_rev;
     leader_of(s, &st);
+    confirmers_of(s, &st, chunks);
     /* the chunks in batches, then `state` alone, at a later revision than every chunk: a node
      * watching its chunk and `state` on one stream gets its chunk first */
     for (size_t at = 0; r == 0 && at < n_ops;) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* rdzv state codec: JSON (jansson) for the state, node and failure records, with validation. */
 #include "state.h"
+#include "domain.h"
 #include "state_internal.h"
 
 #include <errno.h>
@@ -138,7 +139,43 @@ int rdzv_state_encode(const struct rdzv_state *s, char **ret_json, struct ea_err
             j = NULL;
         }
     }
+    /* issue 41: [coordinator's rank, confirmer, (confirmer)] when the commit chose any */
+    if (j && s->n_confirm > 0) {
+        json_t *c = json_pack("[i, i]", s->confirm_coord, s->confirm[0]);
+        if (!c || (s->n_confirm > 1 && json_array_append_new(c, json_integer(s->confirm[1])) < 0) ||
+            json_object_set_new(j, "confirm", c) < 0) {
+            json_decref(j);
+            j = NULL;
+        }
+    }
     return rdzv_json_dump(j, ret_json, err);
+}
+
+/* The commit record's "confirm": [coordinator's group rank, 1-2 confirmers' group ranks], all
+ * ranks of the round and all different. */
+static int confirm_decode(const json_t *c, struct rdzv_state *s, struct ea_error *err)
+{
+    size_t n = json_array_size(c);
+    int v[3] = {-1, -1, -1};
+    bool ok = json_is_array(c) && n >= 2 && n <= 3;
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *x = json_array_get(c, i);
+        json_int_t r = json_is_integer(x) ? json_integer_value(x) : -1;
+        ok = r >= 0 && r < s->group_world_size;
+        v[i] = (int)r;
+        for (size_t k = 0; ok && k < i; k++)
+            ok = v[k] != v[i];
+    }
+    if (!ok)
+        return ea_errorf(err, -EBADMSG,
+                         "state: field 'confirm' is not [coordinator, 1-2 confirmers]: distinct "
+                         "group ranks of the round's %d members",
+                         s->group_world_size);
+    s->confirm_coord = v[0];
+    s->confirm[0] = v[1];
+    s->confirm[1] = v[2];
+    s->n_confirm = (int)n - 1;
+    return 0;
 }
 
 /* The commit record's "leader": {"node","slot","addrs":[numeric addresses]}. */
@@ -178,18 +215,19 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
     const char *status = NULL;
     json_int_t round = 0, failure_round = 0, generation = 0, charge = 0, charge_failed = 0;
     json_int_t chunks_rev = 0, last_failure = 0;
-    json_t *leader = NULL;
+    json_t *leader = NULL, *confirm = NULL;
     json_error_t jerr;
     if (json_unpack_ex(
             root, &jerr, 0,
             "{s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s?I, s?I, s?I, s?I, s?i, s?I, "
-            "s?o, s?I}",
+            "s?o, s?I, s?o}",
             "round", &round, "status", &status, "members", &s.group_world_size, "chunks",
             &s.n_chunks, "world_size", &s.world_size, "restart_count", &s.restart_count,
             "max_restarts", &s.max_restarts, "min", &s.min_nodes, "max", &s.max_nodes,
             "failure_round", &failure_round, "generation", &generation, "charge_round", &charge,
             "charge_failed_round", &charge_failed, "scale_events", &s.scale_events, "chunks_rev",
-            &chunks_rev, "leader", &leader, "last_failure", &last_failure) < 0) {
+            &chunks_rev, "leader", &leader, "last_failure", &last_failure, "confirm",
+            &confirm) < 0) {
         r = ea_errorf(err, -EBADMSG, "state: %s", jerr.text);
         goto out;
     }
@@ -219,6 +257,8 @@ int rdzv_state_decode(const char *json, size_t len, struct rdzv_state *ret, stru
                       s.min_nodes, s.max_nodes);
         goto out;
     }
+    if (confirm && (r = confirm_decode(confirm, &s, err)) < 0)
+        goto out;
     *ret = s;
     r = 0;
 out:
@@ -292,6 +332,8 @@ int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error
         json_object_set_new(root, "live_addr", json_string(n->live_addr));
     if (root && n->live_port > 0 && n->live_ns[0])
         json_object_set_new(root, "live_ns", json_string(n->live_ns));
+    if (root && n->domain[0])
+        json_object_set_new(root, "domain", json_string(n->domain));
     return rdzv_json_dump(root, ret_json, err);
 }
 
@@ -363,10 +405,11 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
     struct rdzv_node n = {0};
     const char *node = NULL, *host = NULL, *addr = NULL, *agent_addr = "";
     json_int_t pid = 0, joined = 0;
+    json_t *domain = NULL;
     json_error_t jerr;
-    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:i, s:I, s?I, s?s}", "node", &node, "host",
-                       &host, "addr", &addr, "nproc", &n.nproc, "pid", &pid, "joined_ms", &joined,
-                       "agent_addr", &agent_addr) < 0)
+    if (json_unpack_ex(root, &jerr, 0, "{s:s, s:s, s:s, s:i, s:I, s?I, s?s, s?o}", "node", &node,
+                       "host", &host, "addr", &addr, "nproc", &n.nproc, "pid", &pid, "joined_ms",
+                       &joined, "agent_addr", &agent_addr, "domain", &domain) < 0)
         r = ea_errorf(err, -EBADMSG, "node record: %s", jerr.text);
     else if (!(r = rdzv_copy_field(n.node_id, sizeof(n.node_id), node, "node record", "node",
                                    err)) &&
@@ -379,6 +422,14 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
             r = ea_errorf(err, -EBADMSG, "node record '%s': nproc %d < 1", node, n.nproc);
         else if ((r = node_ifaces_parse(root, &n, err)) == 0)
             r = node_live_parse(root, &n, err);
+        /* the failure domain is the node's own word: a label, never anything longer or odder */
+        if (r == 0 && domain && !rdzv_domain_ok(json_string_value(domain)))
+            r = ea_errorf(err, -EBADMSG,
+                          "node record '%s': field 'domain' is not 1-%d characters of A-Z a-z "
+                          "0-9 . _ : / -",
+                          node, RDZV_DOMAIN_MAX - 1);
+        else if (r == 0 && domain)
+            snprintf(n.domain, sizeof(n.domain), "%s", json_string_value(domain));
     }
     json_decref(root);
     if (r < 0)

@@ -28,6 +28,8 @@
 #define RDZV_ID_MAX 128
 #define RDZV_HOST_MAX 256
 #define RDZV_ADDR_MAX 64
+/* A failure domain label (--failure-domain, issue 41): rdzv_domain_ok() (domain.h) says which. */
+#define RDZV_DOMAIN_MAX 64
 
 enum rdzv_status {
     RDZV_WAITING = 0, /* fewer than min live nodes: no round runs */
@@ -57,6 +59,10 @@ struct rdzv_member {
     char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
     int next_rank, prev_rank; /* their group ranks (meaningful when next / prev are set) */
     int64_t next_slot;        /* the successor's slot: its node record is the same while this is */
+    /* its node record's failure domain ("" none): the coordinator's only (the plan fills it from
+       the record; chunks do not carry it), to order the ring (rdzv_ring_order) and pick the
+       coordinator's confirmers (rdzv_pick_confirmers) */
+    char domain[RDZV_DOMAIN_MAX];
 };
 
 /* Members are published in chunks of about this many (assign/<k>): a node reads one chunk. */
@@ -100,6 +106,12 @@ struct rdzv_state {
                                chunks (0: unknown, a writer before it was recorded): a chunk is
                                this commit's iff written in [chunks_rev, generation) */
     struct rdzv_leader leader; /* group rank 0 of `round` (RUNNING commits; may be empty) */
+    /* the members that confirm a suspicion of the coordinator (issue 41, rdzv_coord_confirmer_of):
+       n_confirm of confirm[] (group ranks, outside the domain of the coordinator at group rank
+       confirm_coord), chosen when the round was committed; 0: none (an older writer, no domains) */
+    int n_confirm;
+    int confirm_coord;
+    int confirm[2];
     bool ring;              /* not stored: rdzv_chunk_encode() adds each chunk's ring links */
 };
 
@@ -135,6 +147,9 @@ struct rdzv_node {
     /* with a loopback address: which host and network namespace it is good in ("<boot id>:<netns
        inode>"); a node elsewhere cannot reach it there. "" otherwise */
     char live_ns[RDZV_ADDR_MAX];
+    /* optional ("domain"): its failure domain (--failure-domain: a rack, a switch, a zone), as
+       the node itself says; "" none */
+    char domain[RDZV_DOMAIN_MAX];
 };
 
 /* Where the run was when a failure happened (issue 40, agent/progress/): optional in the record

@@ -2,6 +2,7 @@
 /* cfg: the option table and the parser and validator it drives (--help: config_help.c). */
 #include "config.h"
 #include "config_internal.h"
+#include "domain.h"
 #include "hostsel.h"
 #include "netif.h"
 #include "workerenv.h"
@@ -135,6 +136,10 @@ const struct opt cfg_opts[] = {
      "a ring link silent for this many intervals is broken (and a confirming probe gets as "
      "long); a frozen node's workers are stopped by their guards before it can be evicted",
      AGENT},
+    {"failure-domain", OPT_STR, OFF(failure_domain), NULL, 0, 0, NULL, "LABEL",
+     "what fails with this node (its rack, switch or zone: 1-63 of A-Z a-z 0-9 . _ : / -; "
+     "empty: none): the liveness ring keeps one domain's nodes apart and a suspicion of the "
+     "coordinator is confirmed from outside its domain (default: none)", AGENT},
     {"preflight", OPT_STR, OFF(preflight), NULL, 0, 0, NULL, "CMD",
      "health check run (sh -c CMD) before this node joins: a failure keeps it out (status lists "
      "it as held, with the reason) and it is retried after --preflight-cooldown", AGENT},
@@ -538,6 +543,11 @@ static int resolve_health(const struct cfg *c, const enum source *srcs, struct e
         return ea_errorf(err, -EINVAL, "--in-place-timeout has no effect without --in-place");
     if (strcmp(c->liveness, "on") != 0 && strcmp(c->liveness, "off") != 0)
         return ea_errorf(err, -EINVAL, "--liveness: '%s' is not on or off", c->liveness);
+    /* the node's own word, published in its record: a short label, never free text */
+    if (c->failure_domain && c->failure_domain[0] && !rdzv_domain_ok(c->failure_domain))
+        return ea_errorf(err, -EINVAL,
+                         "--failure-domain: '%s' must be 1-%d characters of A-Z a-z 0-9 . _ : / -",
+                         c->failure_domain, RDZV_DOMAIN_MAX - 1);
     static const char *const lv[] = {"liveness-interval", "liveness-misses"};
     for (size_t i = 0; strcmp(c->liveness, "off") == 0 && i < sizeof(lv) / sizeof(*lv); i++)
         if (on_cli(srcs, lv[i]))

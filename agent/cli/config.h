@@ -92,6 +92,7 @@ struct cfg {
     const char *liveness; /* "on" | "off": the liveness ring (agent/liveness/) */
     int64_t liveness_interval_ms;
     int liveness_misses;
+    const char *failure_domain; /* --failure-domain LABEL (issue 41), or NULL / "": none */
     const char *preflight;
     bool preflight_every_round;
     int64_t preflight_timeout_ms, preflight_cooldown_ms;

@@ -85,7 +85,7 @@ PENDING_FLAGS = {}
 SERVE_FLAGS = ["pool", "nproc-per-node", "node-id", "local-addr", "http", "rdzv-endpoint",
                "rdzv-backend", "prefix", "cacert", "cert", "key", "user", "password-file",
                "lease-ttl", "log-level", "log-format", "events", "log-dir", "preflight",
-               "stop-timeout"]
+               "stop-timeout", "failure-domain"]
 # `elastic-agent submit`'s own options; its run options are the one-shot form's (--help)
 SUBMIT_FLAGS = ["run-id", "pool", "wait", "env"]
 # what a run is made of: it belongs to `submit`, never to a daemon's configuration
@@ -289,6 +289,11 @@ def cmd_k8s(a):
     node_id = env_list_value(env, "ELASTIC_NODE_ID")
     check(node_id and node_id.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
           f"{what}: ELASTIC_NODE_ID comes from the downward API (spec.nodeName)")
+    # issue 41: the failure domain from the node's zone label (copied onto the pod at binding)
+    dom = env_list_value(env, "ELASTIC_FAILURE_DOMAIN")
+    check(dom and dom.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+          == "metadata.labels['topology.kubernetes.io/zone']",
+          f"{what}: ELASTIC_FAILURE_DOMAIN comes from the downward API (the node's zone label)")
     check_no_run([e["name"] for e in env], f"{what} DaemonSet env")
     check(not c.get("command") and c.get("args") == ["serve"],
           f"{what}: the container runs `elastic-agent serve` (args [serve], no run command)",
@@ -386,6 +391,7 @@ def cmd_k8s(a):
             mapping = check_locked.materialize(pod, c, cms, secrets, a.volumes_out)
         run = {k: check_locked.remap(v, mapping) for k, v in merged.items() if v is not None}
         run.update({"ELASTIC_NODE_ID": "node-a", "ELASTIC_LOCAL_ADDR": "127.0.0.1",
+                    "ELASTIC_FAILURE_DOMAIN": "us-east-1a",
                     "ELASTIC_RDZV_ENDPOINT": a.closed_endpoint})
         if "ELASTIC_HTTP" in run:
             run["ELASTIC_HTTP"] = "127.0.0.1:0"  # the value's form is checked above; any free port

@@ -131,6 +131,38 @@ Test(config, bad_input_is_named)
     expect_error(ARGV("--rank-order", "random", "x"), "--rank-order: 'random'");
 }
 
+/* issue 41: --failure-domain / ELASTIC_FAILURE_DOMAIN: a short label, published in the node
+ * record; anything else is a usage error naming the flag; empty (a downward-API variable whose
+ * node label is missing) is none. */
+Test(config, failure_domain)
+{
+    struct cfg c;
+    struct ea_error err = {0};
+    cr_assert_eq(parse(ARGV("x"), NULL, &c, NULL), 0);
+    cr_assert(!c.failure_domain || !c.failure_domain[0], "default: none");
+    cr_assert_eq(parse(ARGV("--failure-domain", "rack-7", "x"), NULL, &c, &err), 0, "%s",
+                 err.msg);
+    cr_assert_str_eq(c.failure_domain, "rack-7");
+    char *env[] = {"ELASTIC_FAILURE_DOMAIN=eu-west-1b", NULL};
+    cr_assert_eq(parse(ARGV("x"), env, &c, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(c.failure_domain, "eu-west-1b");
+    char *empty[] = {"ELASTIC_FAILURE_DOMAIN=", NULL};
+    cr_assert_eq(parse(ARGV("x"), empty, &c, &err), 0, "%s", err.msg);
+    cr_assert(!c.failure_domain || !c.failure_domain[0], "empty: none");
+    char max[64];
+    memset(max, 'r', 63);
+    max[63] = '\0';
+    cr_assert_eq(parse(ARGV("--failure-domain", max, "x"), NULL, &c, &err), 0, "%s", err.msg);
+    char over[65];
+    memset(over, 'r', 64);
+    over[64] = '\0';
+    expect_error(ARGV("--failure-domain", over, "x"), "--failure-domain: 'rrrr");
+    expect_error(ARGV("--failure-domain", "rack 7", "x"),
+                 "--failure-domain: 'rack 7' must be 1-63 characters of A-Z a-z 0-9 . _ : / -");
+    expect_error(ARGV("--failure-domain", "rack\"7", "x"), "--failure-domain");
+    expect_error(ARGV("--failure-domain", "r\xc3\xa4" "ck", "x"), "--failure-domain");
+}
+
 Test(config, env_errors_name_the_variable)
 {
     struct cfg c;

@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include "ea_time.h"
+#include "domain.h"
 #include "session.h"
 
 #define N 3
 static char dir[] = "/tmp/ea-sess-XXXXXX";
 static struct kv *kvs[N];
 static struct rdzv_session *ss[N];
+static const char *domains[N]; /* --failure-domain of session i (NULL: none) */
 
 /* (Re)create session i on its store handle: a round at min after `settle_ms` without arrivals
  * or `last_call_ms` after min was reached; the whole run mirrored with `full_view`. */
@@ -35,6 +37,7 @@ static void make_session(int i, int64_t settle_ms, int64_t last_call_ms, bool fu
     snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
     snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
     rc.self.nproc = 2;
+    snprintf(rc.self.domain, sizeof(rc.self.domain), "%s", domains[i] ? domains[i] : "");
     cr_assert_eq(rdzv_session_create(kvs[i], &rc, &ss[i], &err), 0, "%s", err.msg);
 }
 
@@ -55,6 +58,7 @@ static void teardown(void)
     for (int i = 0; i < N; i++) {
         rdzv_session_destroy(ss[i]);
         ss[i] = NULL;
+        domains[i] = NULL;
         kv_close(kvs[i]);
     }
     char cmd[128];
@@ -141,9 +145,29 @@ Test(session, cold_start_commits_once_with_contiguous_ranks)
     cr_assert_eq(s0->world_size, 6);
     cr_assert_eq(s1->n_members, 0, "a node that does not coordinate reads only its own chunk");
     cr_assert_eq(s0->n_members, N, "the coordinator has every member");
+    cr_assert_eq(s1->n_confirm, 0, "no failure domains: no confirmers committed");
     for (int i = 0; i < N; i++) {
         cr_assert_eq(rdzv_my_index(ss[i]), i, "arrival order");
         cr_assert_eq(rdzv_self_member(ss[i])->rank_base, 2 * i);
+    }
+}
+
+/* issue 41: the commit record names the members that confirm a suspicion of the coordinator,
+ * outside its failure domain, and every node has them with the commit (no member list read). */
+Test(session, commit_names_confirmers_outside_the_coordinators_domain)
+{
+    domains[0] = domains[1] = "rack-a";
+    domains[2] = "rack-b";
+    for (int i = 0; i < N; i++)
+        make_session(i, 0, 1000, false);
+    join_all();
+    cr_assert(rdzv_is_coordinator(ss[0]));
+    for (int i = 0; i < N; i++) {
+        const struct rdzv_state *s = rdzv_current(ss[i], NULL);
+        cr_assert_eq(s->n_confirm, 1, "node %d", i);
+        cr_assert_eq(s->confirm_coord, 0, "node %d: the coordinator's rank", i);
+        cr_assert_eq(s->confirm[0], 2, "node %d: the one member outside rack-a", i);
+        cr_assert_eq(rdzv_coord_confirmer_of(s, 0, 1), 2);
     }
 }
 
