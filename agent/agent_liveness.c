@@ -22,6 +22,7 @@
 #include "ea_time.h"
 #include "live.h"
 #include "log.h"
+#include "domain.h"
 #include "suspect.h"
 
 /* Suspicions one round can have confirmed (more wait for the next scan). */
@@ -348,7 +349,7 @@ static void suspect_coord(struct agent *a, struct agent_ring *g, const struct rd
     /* its group rank: the ring runs in chunk order, so a neighbour's rank is the chunk's word */
     struct rdzv_coord_suspicion cx = {
         .sus = *x, .by_rank = m->group_rank, .coord_rank = outbound ? m->next_rank : m->prev_rank};
-    if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
+    if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {
         confirm_coord(a, g, &cx, false);
         return;
     }
@@ -382,7 +383,7 @@ static void check_coord_suspicion(struct agent *a, struct agent_ring *g)
     const struct rdzv_state *s = rdzv_current(a->rdzv, NULL);
     const struct rdzv_member *m = rdzv_self_member(a->rdzv);
     if (s && m && !rdzv_is_coordinator(a->rdzv) &&
-        rdzv_coord_confirmer(s->group_world_size, cx.coord_rank, cx.by_rank) == m->group_rank)
+        rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) == m->group_rank)
         confirm_coord(a, g, &cx, true);
 }
 

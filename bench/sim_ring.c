@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ea_time.h"
+#include "domain.h"
 #include "suspect.h"
 
 #define CASES_MAX 16
@@ -535,7 +536,7 @@ static void suspect_coord(struct sim_ring *g, struct rdzv_session *s,
         return;
     struct rdzv_coord_suspicion cx = {
         .sus = *x, .by_rank = m->group_rank, .coord_rank = outbound ? m->next_rank : m->prev_rank};
-    if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {
+    if (rdzv_coord_confirmer_of(st, cx.coord_rank, cx.by_rank) < 0) {
         confirm_coord(g, s, &cx, false);
         return;
     }
@@ -557,7 +558,7 @@ static void check_coord(struct sim_ring *g, struct rdzv_session *s)
     const struct rdzv_state *st = rdzv_current(s, NULL);
     const struct rdzv_member *m = rdzv_self_member(s);
     if (st && m && !rdzv_is_coordinator(s) &&
-        rdzv_coord_confirmer(st->group_world_size, cx.coord_rank, cx.by_rank) == m->group_rank)
+        rdzv_coord_confirmer_of(st, cx.coord_rank, cx.by_rank) == m->group_rank)
         confirm_coord(g, s, &cx, true);
 }
 
