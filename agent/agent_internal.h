@@ -112,6 +112,9 @@ struct agent_health {
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
     int64_t pf_gen, pf_run_gen; /* generation the check passed for / is running for */
     char hbdir[PATH_MAX];   /* the round's heartbeat directory (group_start's) */
+    int64_t out_until;      /* evicted (--straggler-action evict): the preflight gate holds the
+                               node out until then (monotonic), 0: not held */
+    char out_reason[256];   /* ... and why (its held/<node-id> key says so) */
 };
 
 /* --warm-workers (warm/warm_agent.c). */

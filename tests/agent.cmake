@@ -23,3 +23,7 @@ ea_add_criterion_test(test_progress SOURCES unit/test_progress.c LIBS ea_agent T
 # Straggler scoring (agent/straggler/, issue 40 part 2) on synthetic timings, without a clock.
 ea_add_criterion_test(test_straggler SOURCES unit/test_straggler.c LIBS ea_straggler m TIMEOUT 30)
 target_include_directories(test_straggler PRIVATE ${PROJECT_SOURCE_DIR}/include)
+# --straggler-action evict: the decision (a spare waits, the cooldown) without a clock, and who
+# may write rounds/<r>/evict, on sessions sharing the file backend.
+ea_add_criterion_test(test_straggler_evict SOURCES unit/test_straggler_evict.c
+                      LIBS ea_straggler ea_rendezvous TIMEOUT 60)

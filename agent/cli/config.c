@@ -65,7 +65,12 @@ const struct opt cfg_opts[] = {
     {"straggler-window", OPT_SEC, OFF(straggler_window_ms), "20", 1, 3600, NULL, "SEC",
      "how long a node must stay above --straggler-threshold to be reported", AGENT},
     {"straggler-action", OPT_STR, OFF(straggler_action), "report", 0, 0, NULL, "ACTION",
-     "report (a log line, the `straggler` event); evict is not built yet", AGENT},
+     "report (a log line, the `straggler` event), or evict: also make the node leave the run "
+     "when a spare node waits, so that the next round takes the spare (a scale event, no "
+     "restart spent); without a spare it only reports", AGENT},
+    {"straggler-cooldown", OPT_SEC, OFF(straggler_cooldown_ms), "300", 0, 86400, NULL, "SEC",
+     "with --straggler-action evict: an evicted node stays out this long (status lists it as "
+     "held) before it rejoins as a spare", AGENT},
     {"join-timeout", OPT_SEC, OFF(join_timeout_ms), "600", 0, 1e6, NULL, "SEC",
      "give up when fewer than --min nodes are present for this long", AGENT},
     {"last-call", OPT_SEC, OFF(last_call_ms), "30", 0, 86400, NULL, "SEC",
@@ -570,9 +575,12 @@ static int resolve_straggler(struct cfg *c, const enum source *srcs, struct ea_e
         return ea_errorf(err, -EINVAL, "--straggler-threshold: '%s' is not 0 (off) or a number "
                                        "from 1.05 to 100", s ? s : "");
     c->straggler_threshold = x;
-    if (strcmp(c->straggler_action, "report") != 0)
-        return ea_errorf(err, -EINVAL, "--straggler-action: '%s' is not report (evict is not "
-                                       "built yet)", c->straggler_action);
+    c->straggler_evict = strcmp(c->straggler_action, "evict") == 0;
+    if (!c->straggler_evict && strcmp(c->straggler_action, "report") != 0)
+        return ea_errorf(err, -EINVAL, "--straggler-action: '%s' is not report or evict",
+                         c->straggler_action);
+    if (!c->straggler_evict && on_cli(srcs, "straggler-cooldown"))
+        return ea_errorf(err, -EINVAL, "--straggler-cooldown needs --straggler-action evict");
     if (x == 0 && (on_cli(srcs, "straggler-window") || on_cli(srcs, "straggler-action")))
         return ea_errorf(err, -EINVAL, "--%s has no effect with --straggler-threshold 0",
                          on_cli(srcs, "straggler-window") ? "straggler-window"

@@ -40,7 +40,9 @@ struct cfg {
     const char *straggler_threshold_s; /* issue 40 part 2: as given */
     double straggler_threshold;        /* 0: off */
     int64_t straggler_window_ms;
-    const char *straggler_action;      /* "report" */
+    const char *straggler_action;      /* "report" or "evict" */
+    bool straggler_evict;              /* --straggler-action evict */
+    int64_t straggler_cooldown_ms;     /* an evicted node stays out this long */
     int64_t join_timeout_ms, last_call_ms, settle_ms, lease_ttl_ms, stop_timeout_ms;
     const char *log_dir;
     const char *preemption_file;

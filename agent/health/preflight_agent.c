@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /* agent preflight gate: run --preflight before the node joins; while it fails, the node stays
  * out, says why in one leased held/<node-id> key (status lists it) and retries after the
- * cooldown. The check itself is health/preflight.c. */
+ * cooldown. A node evicted as a straggler (a->health.out_until, progress/progress_agent.c) is
+ * held out here the same way until its cooldown ends. The check itself is health/preflight.c. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
@@ -84,16 +85,33 @@ static void gate_end(struct agent *a, int code)
     agent_phase_over(a, code);
 }
 
+/* Evicted (--straggler-action evict): held out until a->health.out_until, then the check (with
+ * --preflight) or the join. */
+static void gate_hold(struct agent *a, struct gate *g, int64_t now)
+{
+    g->cooling = true;
+    g->until = a->health.out_until;
+    g->h.since_wall = ea_wall_ms();
+    held_put(a, &g->h, a->health.out_reason);
+    log_info("%s: this node stays out of run '%s' for %.0f s (--straggler-cooldown), then "
+             "rejoins as a spare",
+             a->health.out_reason, a->cfg->run_id, (double)(g->until - now) / 1000.0);
+    a->health.out_until = 0;
+}
+
 void agent_preflight_enter(struct agent *a)
 {
     const struct cfg *c = a->cfg;
-    if (!c->preflight) {
+    int64_t now = ea_now_ms();
+    bool held = a->health.out_until > now;
+    if (!c->preflight && !held) {
         agent_phase_over(a, 0);
         return;
     }
     struct ea_error err = {0};
-    if (!a->health.pf && pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->me.workdir, a->env.envp,
-                            &a->health.pf, &err) < 0) {
+    if (c->preflight && !a->health.pf &&
+        pf_create(c->preflight, c->preflight_timeout_ms, a->launcher, a->me.workdir, a->env.envp,
+                  &a->health.pf, &err) < 0) {
         log_error("%s", err.msg);
         agent_phase_over(a, AGENT_EXIT_RDZV);
         return;
@@ -107,7 +125,10 @@ void agent_preflight_enter(struct agent *a)
     g->h.renew_at = -1;
     rdzv_key_held(a->me.prefix, c->node_id, g->h.key, sizeof(g->h.key));
     a->stage.data = g;
-    pf_start(a->health.pf, ea_now_ms());
+    if (held)
+        gate_hold(a, g, now);
+    else
+        pf_start(a->health.pf, now);
 }
 
 /* The check has finished: passed (the phase is over), or failed (held out for the cooldown). */
@@ -144,6 +165,11 @@ void agent_preflight_step(struct agent *a, int64_t now)
     }
     if (g->cooling && now >= g->until) {
         g->cooling = false;
+        if (!a->health.pf) { /* an eviction's cooldown, without --preflight: over */
+            log_info("the cooldown is over: joining run '%s' again", a->cfg->run_id);
+            gate_end(a, 0);
+            return;
+        }
         pf_start(a->health.pf, now);
     }
     if (!g->cooling && pf_state(a->health.pf) != PF_RUNNING) {

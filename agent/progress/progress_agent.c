@@ -4,7 +4,9 @@
  * detection on or off), the step a failure happened at carried in its record, the run's
  * no-progress count for /metrics and the events, the one message when the rule ends the run;
  * the ranks' compute times sampled from the same files, this node's median published at a
- * bounded rate (compute/<node>), and the coordinator's scoring. Kept out of agent.c. */
+ * bounded rate (compute/<node>), and the coordinator's scoring; --straggler-action evict: the
+ * coordinator's rounds/<r>/evict when a spare waits, and the named node's leave and cooldown
+ * (the preflight gate holds it out). Kept out of agent.c. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -13,7 +15,9 @@
 
 #include "agent.h"
 #include "agent_internal.h"
+#include "component.h"
 #include "ea_time.h"
+#include "evict.h"
 #include "log.h"
 #include "progress.h"
 #include "straggler.h"
@@ -47,6 +51,8 @@ struct agent_progress {
     struct sg_node_track *tracks; /* coordinator: per member of the round */
     size_t n_tracks;
     int64_t tracks_round;
+    int64_t evict_round; /* coordinator: the round whose evict key it wrote */
+    bool evicting;       /* this node was evicted: its workers are stopping, then it leaves */
     char dir[PATH_MAX]; /* the round's heartbeat directory when hang detection is off */
 };
 
@@ -164,6 +170,8 @@ static bool agent_progress_ended(struct agent *a, const struct rdzv_state *s, co
 }
 
 static void straggler_step(struct agent *a, struct agent_progress *ap, int64_t now);
+static void evict_follow(struct agent *a, struct agent_progress *ap, const struct rdzv_state *s,
+                         int64_t now);
 
 static void agent_progress_step(struct agent *a, int64_t now)
 {
@@ -176,6 +184,8 @@ static void agent_progress_step(struct agent *a, int64_t now)
         return;
     int64_t gen = 0;
     const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    if (ap->straggler)
+        evict_follow(a, ap, s, now);
     if (s && s->last_failure > p->run_round) {
         /* another node's failure moved the run on: its record has the run's counts (one read
          * per failed round, not per step) */
@@ -249,26 +259,101 @@ static void straggler_score(struct agent *a, struct agent_progress *ap, const st
     double run = sg_median(all, k);
     sg_scores(t, n, sc);
     const struct cfg *c = a->cfg;
+    size_t live = rdzv_live_count(a->rdzv);
     for (size_t i = 0; i < n; i++) {
-        ap->tracks[i].score = sc[i];
-        if (!sg_observe(&ap->tracks[i].t, sc[i], c->straggler_threshold, c->straggler_window_ms,
-                        now))
+        struct sg_node_track *tk = &ap->tracks[i];
+        tk->score = sc[i];
+        bool report = sg_observe(&tk->t, sc[i], c->straggler_threshold, c->straggler_window_ms,
+                                 now) == 1;
+        bool still = tk->t.reported && tk->t.above_since >= 0;
+        if (!report && !(still && c->straggler_evict && ap->evict_round != s->round))
             continue;
-        a->obs.m.stragglers_reported++;
-        log_warn("round %" PRId64 ": straggler: node '%s' (group rank %zu) computes %.2fx as "
-                 "long as the other nodes (%.3f s a step against %.3f s, the run's median) for "
-                 "%.0f s (--straggler-threshold %.2f)",
-                 s->round, ap->tracks[i].node, i, sc[i], t[i], run,
-                 (double)(now - ap->tracks[i].t.above_since) / 1000.0, c->straggler_threshold);
-        agent_emit(a, "straggler", "{s:s, s:i, s:f, s:f, s:f, s:f}", "straggler_node",
-                   ap->tracks[i].node, "group_rank", (int)i, "score", sc[i], "window_s",
-                   (double)(now - ap->tracks[i].t.above_since) / 1000.0, "compute_s", t[i],
-                   "run_compute_s", run);
+        enum sg_action act = sg_evict_decide(c->straggler_evict, live, n,
+                                             strcmp(tk->node, c->node_id) == 0);
+        if (report) {
+            a->obs.m.stragglers_reported++;
+            log_warn("round %" PRId64 ": straggler: node '%s' (group rank %zu) computes %.2fx "
+                     "as long as the other nodes (%.3f s a step against %.3f s, the run's "
+                     "median) for %.0f s (--straggler-threshold %.2f)%s",
+                     s->round, tk->node, i, sc[i], t[i], run,
+                     (double)(now - tk->t.above_since) / 1000.0, c->straggler_threshold,
+                     act == SG_REPORT_NO_SPARE ? "; no spare node waits (live nodes: the "
+                                                 "round's members): reported only, not evicted"
+                     : act == SG_REPORT_SELF ? "; it coordinates the run: reported only, not "
+                                               "evicted"
+                                             : "");
+            agent_emit(a, "straggler", "{s:s, s:i, s:f, s:f, s:f, s:f, s:s}", "straggler_node",
+                       tk->node, "group_rank", (int)i, "score", sc[i], "window_s",
+                       (double)(now - tk->t.above_since) / 1000.0, "compute_s", t[i],
+                       "run_compute_s", run, "action", sg_action_name(act));
+        }
+        if (act != SG_EVICT || ap->evict_round == s->round)
+            continue; /* one eviction a round: the next round scores its members anew */
+        struct ea_error err = {0};
+        if (rdzv_straggler_evict(a->rdzv, s->round, tk->node, &err) < 0) {
+            log_warn("round %" PRId64 ": cannot evict straggler '%s': %s; trying again at the "
+                     "next scoring",
+                     s->round, tk->node, err.msg);
+            continue;
+        }
+        ap->evict_round = s->round;
+        log_warn("round %" PRId64 ": evicting straggler '%s' (%.2fx): a spare node waits (%zu "
+                 "live, %zu in the round); it leaves the run for --straggler-cooldown %.0f s and "
+                 "the next round takes the spare (a scale event, no restart spent)",
+                 s->round, tk->node, sc[i], live, n, (double)c->straggler_cooldown_ms / 1000.0);
+        agent_emit(a, "straggler_evict", "{s:s, s:f, s:i, s:i, s:f}", "straggler_node", tk->node,
+                   "score", sc[i], "live", (int)live, "members", (int)n, "cooldown_s",
+                   (double)c->straggler_cooldown_ms / 1000.0);
     }
 out:
     free(t);
     free(sc);
     free(all);
+}
+
+/* This node: named by the coordinator's rounds/<r>/evict of its round? Then it leaves the run
+ * at once (the others' next round takes the spare: a scale event), stops its workers and, once
+ * they are gone, ends its part of the run; the preflight gate holds it out for the cooldown and
+ * it joins again as a spare. */
+static void evict_follow(struct agent *a, struct agent_progress *ap, const struct rdzv_state *s,
+                         int64_t now)
+{
+    const struct cfg *c = a->cfg;
+    if (ap->evicting) {
+        if (a->group.live > 0)
+            return; /* its workers' exits wake the loop */
+        struct sg_hold h = {0};
+        sg_hold_start(&h, now, c->straggler_cooldown_ms);
+        a->health.out_until = h.until;
+        snprintf(a->health.out_reason, sizeof(a->health.out_reason),
+                 "evicted as a straggler in round %" PRId64 " (--straggler-action evict)",
+                 a->group.round);
+        a->health.pf_out = a->quit.exiting = true; /* next: the gate, then the join */
+        ap->evicting = false;
+        return;
+    }
+    if (!c->straggler_evict || !s || s->status != RDZV_RUNNING || a->group.round != s->round ||
+        rdzv_my_index(a->rdzv) < 0)
+        return;
+    char node[RDZV_ID_MAX];
+    if (rdzv_straggler_evicted(a->rdzv, s->round, node) < 0 || strcmp(node, c->node_id) != 0)
+        return;
+    log_warn("round %" PRId64 ": the coordinator evicted this node as a straggler: leaving run "
+             "'%s' (a spare takes its place), stopping %d worker(s), then staying out for %.0f s "
+             "(--straggler-cooldown)",
+             s->round, c->run_id, a->group.live, (double)c->straggler_cooldown_ms / 1000.0);
+    agent_emit(a, "evicted", "{s:s, s:f}", "reason", "straggler", "cooldown_s",
+               (double)c->straggler_cooldown_ms / 1000.0);
+    struct ea_error err = {0};
+    if (rdzv_leave(a->rdzv, &err) < 0) /* first: the run moves on without waiting for us */
+        log_warn("leaving the run: %s", err.msg);
+    a->quit.stop_reason = "evicted";
+    AGENT_EACH(stopping, a, s);
+    if (a->group.live > 0 && a->state != LC_STOPPING) {
+        group_stop(&a->group);
+        a->state = LC_STOPPING;
+    }
+    ap->evicting = true;
 }
 
 static void straggler_step(struct agent *a, struct agent_progress *ap, int64_t now)

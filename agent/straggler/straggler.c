@@ -100,3 +100,37 @@ double sg_parse_compute(const char *buf, size_t len)
         return 0;
     return v;
 }
+
+enum sg_action sg_evict_decide(bool evict, size_t live, size_t members, bool is_coordinator)
+{
+    if (!evict)
+        return SG_REPORT;
+    if (is_coordinator)
+        return SG_REPORT_SELF;
+    if (live <= members) /* no node waits outside the round: evicting would shrink the run */
+        return SG_REPORT_NO_SPARE;
+    return SG_EVICT;
+}
+
+const char *sg_action_name(enum sg_action a)
+{
+    static const char *const names[] = {
+        [SG_REPORT] = "report",
+        [SG_EVICT] = "evict",
+        [SG_REPORT_NO_SPARE] = "report_no_spare",
+        [SG_REPORT_SELF] = "report_coordinator",
+    };
+    return (unsigned)a < sizeof(names) / sizeof(*names) ? names[a] : "?";
+}
+
+void sg_hold_start(struct sg_hold *h, int64_t now, int64_t cooldown_ms)
+{
+    h->until = now + (cooldown_ms > 0 ? cooldown_ms : 0);
+    if (h->until == 0)
+        h->until = 1; /* held, if only until the next pass */
+}
+
+bool sg_hold_active(const struct sg_hold *h, int64_t now)
+{
+    return h->until != 0 && now < h->until;
+}

@@ -53,4 +53,27 @@ int sg_observe(struct sg_track *t, double score, double threshold, int64_t windo
 /* Parse a rank file's "STEP COMPUTE_S" line: the compute time in seconds (> 0), else 0. */
 double sg_parse_compute(const char *buf, size_t len);
 
+/* --straggler-action evict (docs/restarts.md): what the coordinator does about a node reported
+ * as a straggler. */
+enum sg_action {
+    SG_REPORT,          /* --straggler-action report */
+    SG_EVICT,           /* evict: it leaves, a spare takes its place in the next round */
+    SG_REPORT_NO_SPARE, /* evict, but no spare waits: the run would shrink; reported only */
+    SG_REPORT_SELF,     /* evict, but the straggler coordinates: reported only */
+};
+
+/* The decision (pure): `evict` (--straggler-action evict), `live` nodes in the run (the
+ * coordinator's count), `members` in the round, `is_coordinator` (the straggler is the node
+ * deciding). A spare waits when more nodes are live than the round has members. */
+enum sg_action sg_evict_decide(bool evict, size_t live, size_t members, bool is_coordinator);
+const char *sg_action_name(enum sg_action a);
+
+/* An evicted node's cooldown: held out from `since` (monotonic ms) for `cooldown_ms`. */
+struct sg_hold {
+    int64_t until; /* monotonic; 0: not held */
+};
+void sg_hold_start(struct sg_hold *h, int64_t now, int64_t cooldown_ms);
+/* Still held at `now`? */
+bool sg_hold_active(const struct sg_hold *h, int64_t now);
+
 #endif
