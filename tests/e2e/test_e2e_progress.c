@@ -204,3 +204,80 @@ Test(e2e_progress, a_node_1_5x_slower_is_named_a_straggler, .timeout = 180)
     cr_assert_eq(h_count_in(ev, "\"event\":\"straggler\""), 1, "a false report, or twice");
     cr_log_info("the straggler named %.1f s after its workers started", (double)took / 1000.0);
 }
+
+static char *status_of(const char *run)
+{
+    char scmd[1024];
+    snprintf(scmd, sizeof(scmd), "%s status --run-id %s --rdzv-endpoint %s 2>&1", EA_AGENT_BIN,
+             run, eh.endpoints);
+    FILE *p = popen(scmd, "r");
+    cr_assert_not_null(p);
+    static char out[16384];
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    return out;
+}
+
+/* --straggler-action evict with a fifth node waiting (--nnodes 4): the slow node n2 leaves, the
+ * spare n4 takes its place in the next round, the run keeps 4 nodes without spending a restart
+ * (--max-restarts 0), and n2 is held out (listed by status) until its cooldown ends, then joins
+ * again as a spare.
+ * mutation: the spare condition of sg_evict_decide / the writer check of rdzv_straggler_check
+ * (unit-tested: test_straggler_evict) */
+Test(e2e_progress, a_straggler_is_evicted_to_a_waiting_spare, .timeout = 200)
+{
+    const char *ev = h_fmt("%s/events-evict.jsonl", dir);
+    const char *extra[] = {"--nnodes",           "4",     "--events",            ev,
+                           "--max-restarts",     "0",     "--straggler-window",  "5",
+                           "--straggler-action", "evict", "--straggler-cooldown", "15",
+                           NULL};
+    const char *cmd[] = {
+        "sh", "-c",
+        "c=0.10000; [ \"$ELASTIC_NODE_ID\" = n2 ] && c=0.15000; i=0; "
+        "while :; do echo \"$i $c$((i % 10))\" > \"$ELASTIC_HEARTBEAT_FILE\"; i=$((i+1)); "
+        "sleep 0.05; done",
+        NULL};
+    FILE *f = fopen(ev, "a");
+    cr_assert_not_null(f);
+    fclose(f);
+    struct h_agent a[5];
+    start(&a[0], "n0", "evict", extra, cmd); /* first: it coordinates (never evicts itself) */
+    h_wait_in(&a[0], false, "joined run 'evict'", 30000);
+    for (int i = 1; i < 4; i++)
+        start(&a[i], h_fmt("n%d", i), "evict", extra, cmd);
+    struct h_agent events = {0};
+    snprintf(events.log, sizeof(events.log), "%s", ev);
+    cr_assert(h_log_wait(&events, "\"event\":\"workers_started\"", 60000));
+    start(&a[4], "n4", "evict", extra, cmd); /* the spare: the round is full */
+    h_wait_in(&a[4], false, "joined run 'evict'", 30000);
+
+    bool evicted = h_log_wait(&a[2], "the coordinator evicted this node as a straggler", 120000);
+    if (!evicted)
+        for (int i = 0; i < 5; i++)
+            h_show_log(&a[i]);
+    cr_assert(evicted, "n2 was not evicted");
+    h_wait_in(&a[2], false, "stays out of run 'evict'", 30000);
+    int64_t out_at = h_now_ms();
+    cr_assert(h_file_contains(ev, "\"event\":\"straggler_evict\""));
+    cr_assert(h_file_contains(ev, "\"straggler_node\":\"n2\""));
+    char *st = status_of("evict"); /* held out, with the reason */
+    cr_assert(strstr(st, "n2 (since ") && strstr(st, "evicted as a straggler"), "status: %s", st);
+
+    /* the spare runs in the next round, at the same size */
+    h_wait_in(&a[4], false, "of world 4", 60000);
+    cr_assert(h_log_wait(&a[4], "restarts 0/0", 1000), "a restart was spent: %s", a[4].log);
+    cr_assert_eq(h_count_in(a[2].log, "joined run 'evict'"), 1, "n2 joined again during its hold");
+
+    /* n2 rejoins only once its cooldown is over (logged before the join), as a spare */
+    cr_assert(h_log_wait(&a[2], "the cooldown is over", 60000));
+    int64_t held = h_now_ms() - out_at;
+    cr_assert_geq(held, 13000, "n2 came back after %.1f s, before --straggler-cooldown 15",
+                  (double)held / 1000.0);
+    cr_assert_eq(h_count_in(ev, "\"event\":\"run_failed\""), 0);
+    for (int i = 0; i < 5; i++) {
+        h_agent_signal(&a[i], SIGTERM);
+        h_expect_exit(&a[i], 143, 30000);
+    }
+    cr_log_info("n2 held out for %.1f s", (double)held / 1000.0);
+}
