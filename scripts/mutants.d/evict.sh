@@ -30,3 +30,12 @@ mutant --target test_straggler_evict --filter 'evict_key/only_the_coordinator*' 
 mutant --target test_straggler_evict --filter 'evict_key/a_planted*' \
   rendezvous/evict.c 's/^        expected = e->mod_revision; \/\* planted: overwritten \*\/$/        expected = 0;/' \
   '^test_straggler_evict$'
+# End to end on a real etcd (tests/e2e/test_e2e_progress.c): the evicted node not held out (it
+# rejoins at once, before --straggler-cooldown) ...
+mutant --target test_e2e_progress --filter 'e2e_progress/a_straggler_is_evicted*' \
+  agent/health/preflight_agent.c 's/^    bool held = a->health.out_until > now;$/    bool held = false;/' \
+  '^test_e2e_progress$'
+# ... and every member leaving on an eviction that names another node
+mutant --target test_e2e_progress --filter 'e2e_progress/a_straggler_is_evicted*' \
+  agent/progress/progress_agent.c 's/^    if (rdzv_straggler_evicted(a->rdzv, s->round, node) < 0 || strcmp(node, c->node_id) != 0)$/    if (rdzv_straggler_evicted(a->rdzv, s->round, node) < 0)/' \
+  '^test_e2e_progress$'
