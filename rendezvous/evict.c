@@ -13,13 +13,14 @@
 #include "session_internal.h"
 
 int rdzv_straggler_check(const char *value, size_t len, int64_t key_lease, const char *coord_id,
-                     int64_t coord_lease, char *ret_node)
+                         int64_t coord_lease, char *ret_node)
 {
     if (!value || len > 1024)
         return -EBADMSG;
     json_t *root = json_loadb(value, len, JSON_REJECT_DUPLICATES, NULL);
     const char *schema = NULL, *by = NULL, *node = NULL;
-    int r = root && json_unpack(root, "{s:s, s:s, s:s}", "schema", &schema, "by", &by, "node",
+    int r = root &&
+                    json_unpack(root, "{s:s, s:s, s:s}", "schema", &schema, "by", &by, "node",
                                 &node) == 0 &&
                     strcmp(schema, RDZV_SCHEMA) == 0 && node[0] &&
                     rdzv_strlcpy(ret_node, RDZV_ID_MAX, node) == 0
@@ -60,8 +61,8 @@ int rdzv_straggler_evict(struct rdzv_session *s, int64_t round, const char *node
         const struct kv_entry *e = &s->m.keys[i];
         char named[RDZV_ID_MAX];
         if (rdzv_straggler_check(e->value, e->value_len, e->lease, s->cfg.self.node_id, s->lease,
-                             named) == 0)
-            return 0; /* ours already: the first word stands */
+                                 named) == 0)
+            return 0;               /* ours already: the first word stands */
         expected = e->mod_revision; /* planted: overwritten */
     }
     json_t *j = json_pack("{s:s, s:s, s:s}", "schema", RDZV_SCHEMA, "by", s->cfg.self.node_id,
@@ -95,7 +96,7 @@ int rdzv_straggler_evicted(struct rdzv_session *s, int64_t round, char *ret_node
     int64_t lease = 0;
     bool known = coord_of(s, &coord, &lease);
     int r = rdzv_straggler_check(e->value, e->value_len, e->lease, known ? coord : NULL, lease,
-                             ret_node);
+                                 ret_node);
     if (r < 0) {
         char msg[EA_ERROR_MSG_MAX];
         snprintf(msg, sizeof(msg), "ignoring key '%s': %s", key,

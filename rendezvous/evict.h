@@ -24,7 +24,7 @@ struct rdzv_session;
  * (`by` is not the coordinator, or the key is not on its lease); -EBADMSG when it does not
  * decode. */
 int rdzv_straggler_check(const char *value, size_t len, int64_t key_lease, const char *coord_id,
-                     int64_t coord_lease, char *ret_node);
+                         int64_t coord_lease, char *ret_node);
 
 /* The coordinator: write rounds/<round>/evict naming `node_id` (a member of the round other
  * than itself), with its lease, in a transaction fenced on `coord`: create-only, and a value

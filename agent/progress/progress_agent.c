@@ -53,7 +53,7 @@ struct agent_progress {
     int64_t tracks_round;
     int64_t evict_round; /* coordinator: the round whose evict key it wrote */
     bool evicting;       /* this node was evicted: its workers are stopping, then it leaves */
-    char dir[PATH_MAX]; /* the round's heartbeat directory when hang detection is off */
+    char dir[PATH_MAX];  /* the round's heartbeat directory when hang detection is off */
 };
 
 static int agent_progress_open(struct agent *a, const char *launcher)
@@ -263,13 +263,13 @@ static void straggler_score(struct agent *a, struct agent_progress *ap, const st
     for (size_t i = 0; i < n; i++) {
         struct sg_node_track *tk = &ap->tracks[i];
         tk->score = sc[i];
-        bool report = sg_observe(&tk->t, sc[i], c->straggler_threshold, c->straggler_window_ms,
-                                 now) == 1;
+        bool report =
+            sg_observe(&tk->t, sc[i], c->straggler_threshold, c->straggler_window_ms, now) == 1;
         bool still = tk->t.reported && tk->t.above_since >= 0;
         if (!report && !(still && c->straggler_evict && ap->evict_round != s->round))
             continue;
-        enum sg_action act = sg_evict_decide(c->straggler_evict, live, n,
-                                             strcmp(tk->node, c->node_id) == 0);
+        enum sg_action act =
+            sg_evict_decide(c->straggler_evict, live, n, strcmp(tk->node, c->node_id) == 0);
         if (report) {
             a->obs.m.stragglers_reported++;
             log_warn("round %" PRId64 ": straggler: node '%s' (group rank %zu) computes %.2fx "
@@ -279,9 +279,9 @@ static void straggler_score(struct agent *a, struct agent_progress *ap, const st
                      (double)(now - tk->t.above_since) / 1000.0, c->straggler_threshold,
                      act == SG_REPORT_NO_SPARE ? "; no spare node waits (live nodes: the "
                                                  "round's members): reported only, not evicted"
-                     : act == SG_REPORT_SELF ? "; it coordinates the run: reported only, not "
-                                               "evicted"
-                                             : "");
+                     : act == SG_REPORT_SELF   ? "; it coordinates the run: reported only, not "
+                                                 "evicted"
+                                               : "");
             agent_emit(a, "straggler", "{s:s, s:i, s:f, s:f, s:f, s:f, s:s}", "straggler_node",
                        tk->node, "group_rank", (int)i, "score", sc[i], "window_s",
                        (double)(now - tk->t.above_since) / 1000.0, "compute_s", t[i],

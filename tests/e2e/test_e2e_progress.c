@@ -208,8 +208,8 @@ Test(e2e_progress, a_node_1_5x_slower_is_named_a_straggler, .timeout = 180)
 static char *status_of(const char *run)
 {
     char scmd[1024];
-    snprintf(scmd, sizeof(scmd), "%s status --run-id %s --rdzv-endpoint %s 2>&1", EA_AGENT_BIN,
-             run, eh.endpoints);
+    snprintf(scmd, sizeof(scmd), "%s status --run-id %s --rdzv-endpoint %s 2>&1", EA_AGENT_BIN, run,
+             eh.endpoints);
     FILE *p = popen(scmd, "r");
     cr_assert_not_null(p);
     static char out[16384];
@@ -228,9 +228,18 @@ static char *status_of(const char *run)
 Test(e2e_progress, a_straggler_is_evicted_to_a_waiting_spare, .timeout = 200)
 {
     const char *ev = h_fmt("%s/events-evict.jsonl", dir);
-    const char *extra[] = {"--nnodes",           "4",     "--events",            ev,
-                           "--max-restarts",     "0",     "--straggler-window",  "5",
-                           "--straggler-action", "evict", "--straggler-cooldown", "15",
+    const char *extra[] = {"--nnodes",
+                           "4",
+                           "--events",
+                           ev,
+                           "--max-restarts",
+                           "0",
+                           "--straggler-window",
+                           "5",
+                           "--straggler-action",
+                           "evict",
+                           "--straggler-cooldown",
+                           "15",
                            NULL};
     const char *cmd[] = {
         "sh", "-c",

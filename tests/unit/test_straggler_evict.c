@@ -89,9 +89,9 @@ Test(evict_check, what_does_not_decode_is_refused)
     char node[RDZV_ID_MAX];
     cr_assert_eq(check("n3", 77, "n0", 77, node), -EBADMSG);
     cr_assert_eq(check(V("n0", ""), 77, "n0", 77, node), -EBADMSG, "names nobody");
-    cr_assert_eq(check("{\"by\":\"n0\",\"node\":\"n3\",\"schema\":\"other/v9\"}", 77, "n0", 77,
-                       node),
-                 -EBADMSG, "another schema");
+    cr_assert_eq(
+        check("{\"by\":\"n0\",\"node\":\"n3\",\"schema\":\"other/v9\"}", 77, "n0", 77, node),
+        -EBADMSG, "another schema");
     cr_assert_eq(check("{\"by\":\"n0\",\"node\":\"n3\",\"node\":\"n1\",\"schema\":"
                        "\"elastic-agent/v2\"}",
                        77, "n0", 77, node),
@@ -224,8 +224,8 @@ Test(evict_key, the_coordinators_eviction_reaches_every_node)
     cr_assert_eq(rdzv_straggler_evicted(ss[member], 1, who[member]), -ENOENT, "none yet");
     struct ea_error err = {0};
     cr_assert_eq(rdzv_straggler_evict(ss[coord], 1, id, &err), 0, "%s", err.msg);
-    cr_assert(pump_within(all_named, 5000), "every node sees the eviction (got %d %d %d)",
-              named[0], named[1], named[2]);
+    cr_assert(pump_within(all_named, 5000), "every node sees the eviction (got %d %d %d)", named[0],
+              named[1], named[2]);
     for (int i = 0; i < N; i++)
         cr_assert_str_eq(who[i], id);
     cr_assert_eq(rdzv_straggler_evict(ss[coord], 1, id, &err), 0, "again: the first word stands");
