@@ -264,7 +264,7 @@ mutant --target test_liveness_ring --filter 'ring_proto/hello_round_trips*' \
 # its own suspicion alone: one cut link (packets dropped at the switch, so probes time out rather
 # than fail locally) between the coordinator and its predecessor; either mutant evicts somebody.
 mutant --target test_e2e_liveness_netns --filter 'liveness_netns/one_cut*' agent/agent_liveness.c \
-  's/if (rdzv_coord_confirmer(n, cx.coord_rank, cx.by_rank) < 0) {/if (1) { \/* mutant: the watcher alone *\//' \
+  's/if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {/if (1) { \/* mutant: the watcher alone *\//' \
   '^test_e2e_liveness_netns$'
 mutant --target test_e2e_liveness_netns --filter 'liveness_netns/one_cut*' agent/agent_liveness.c \
   's/if (rdzv_is_coordinator(a->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, a->cfg->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
