@@ -383,7 +383,7 @@ static enum agent_phase next_phase(struct agent *a)
         struct ea_error err = {0}; /* out until the check passes: the others go on without us */
         if (rdzv_leave(a->rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
-        agent_emit(a, "left", "{s:s}", "reason", "preflight");
+        agent_emit(a, "left", "{s:s}", "reason", a->health.out_until ? "straggler" : "preflight");
         a->health.pf_out = a->quit.exiting = a->obs.joined = false;
         a->state = LC_IDLE;
         a->quit.exit_code = 0;
