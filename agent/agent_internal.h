@@ -2,7 +2,7 @@
 /*
  * agent internals, shared by the files at the top of agent/: agent.c (the event loop and the
  * lifecycle's actions), agent_setup.c (opening the store, launcher and endpoints, joining, leaving,
- * tearing down), agent_store.c (the loop's writes and store trouble), agent_signal.c, and the
+ * tearing down), agent_node.c (the glue to its node: node/node.h, and the loop's writes), agent_signal.c, and the
  * loop's glue to health/ (agent_health.c, agent_preflight.c). Calls go one way: agent.c and
  * agent_setup.c call the others; those never call back into agent.c.
  * Not for other modules: agent.h is the agent's interface.
@@ -25,16 +25,16 @@
 #include "lifecycle.h"
 #include "metrics.h"
 #include "nic.h"
+#include "node.h"
 #include "phases.h"
 #include "preempt.h"
 #include "session.h"
 #include "tracker.h"
 #include "warm.h"
 
-/* Store retries, the join's and every later request's (ea_retry_next): 200 ms doubling to 5 s,
- * each wait spread over half to one and a half times the delay. */
-#define AGENT_RETRY_BASE_MS 200
-#define AGENT_RETRY_CAP_MS 5000
+/* Store retries, the join's and every later request's: the node's one back-off (node.h). */
+#define AGENT_RETRY_BASE_MS NODE_RETRY_BASE_MS
+#define AGENT_RETRY_CAP_MS NODE_RETRY_CAP_MS
 
 /* What the one loop is doing: a node goes through these in order (agent_setup.c moves it on), and
  * each phase's steps act only in their phase. */
@@ -66,7 +66,7 @@ struct agent {
                            NULL: envp */
     char *worker_env_buf; /* what --worker-env-fd held (worker_envp points into it) */
     struct kv *kv;
-    struct rdzv_session *rdzv;
+    struct node node; /* the session, its lease, rejoin, pending reports, the ring's decisions */
     struct launcher *launcher;
     struct nic *nic; /* NIC discovery (nic.h); gates the start of each round's workers */
     struct tracker *tracker; /* the rabit tracker this node serves for its round, or NULL */
@@ -82,22 +82,11 @@ struct agent {
 
     int term_signal;     /* first SIGTERM/SIGINT/...; 0 while running */
     pid_t parent;        /* who started us: when it is gone, a stop does not wait */
-    bool lease_lost;     /* fenced out: stop workers, then rejoin */
     int64_t fence_until; /* last deadline handed to the workers' guards (launcher_fence), 0 */
-    bool reform_pending; /* rejoined: ask for a new round of reform_generation */
-    int64_t reform_generation;
     bool exiting;
     int exit_code;
 
-    bool failure_pending; /* a local failure still to be written to the store */
-    bool done_pending;    /* this node's done marker for group.round still to be written */
-    struct rdzv_failure failure;
-    int64_t failure_generation;
-
     int64_t waiting_since_ms; /* not in a running round since (for --join-timeout), -1 */
-    int64_t store_down_since_ms;
-    int64_t retry_at_ms;
-    int64_t retry_delay_ms; /* store retries: jittered, doubling to 5 s; 0 after a success */
     int64_t progress_at_ms;
     size_t progress_count;
     int64_t last_generation_logged;
@@ -115,7 +104,7 @@ struct agent {
     struct ph ph;           /* per-phase recovery clock */
     int64_t ph_round;       /* last round seen committed with this node in it */
     struct pf *pf;          /* --preflight (health/preflight.h); NULL when off */
-    struct agent_ring *ring; /* the liveness ring's glue (agent_liveness.c); NULL when off */
+    struct agent_live *live; /* the ring's thread, the node's transport (agent_node.c); NULL off */
     char self_addr[64];      /* this machine's address (a->addr is the workers' host's) */
     bool pf_fresh;          /* passed at join: good for the first round */
     bool pf_out;            /* failed before a round: leave, hold, rejoin once it passes */
@@ -141,7 +130,9 @@ void agent_on_worker_exits(struct agent *a);
 /* Derive run-level events and hand the HTTP thread a fresh snapshot (every loop pass). */
 void agent_publish(struct agent *a);
 
-/* agent_store.c: the loop's writes to the store, and store trouble. */
+/* agent_node.c: the agent's glue to its node (node/node.h), and the loop's writes to the store.
+ * Set up a->node with the agent's callbacks and `clock` (before the session is created). */
+void agent_node_init(struct agent *a, const struct ea_clock *clock);
 /* A store operation failed: log it once per outage, retry with backoff, give up (exit 3) after
  * --join-timeout; a refused credential exits 2, a corrupt or foreign value 4. */
 void agent_store_problem(struct agent *a, int code, const struct ea_error *err);
@@ -221,7 +212,7 @@ void agent_preflight_on_exit(struct agent *a, const struct launch_exit *e);
  * ends the loop with a->pf_out (agent_run leaves, holds the node out and rejoins). */
 bool agent_preflight_round(struct agent *a, int64_t gen);
 
-/* agent_liveness.c: the liveness ring (liveness/live.h) and its keys (rendezvous/suspect.h).
+/* agent_node.c: the liveness ring (liveness/live.h) and its keys (rendezvous/suspect.h).
  * Open it (--liveness on) and put its port into this node's record; no-op when off. */
 int agent_liveness_open(struct agent *a, struct rdzv_node *self);
 void agent_liveness_close(struct agent *a);
@@ -231,8 +222,6 @@ void agent_liveness_step(struct agent *a, int64_t now);
 /* The ring's fd (-1 when off) was readable: its suspicions and probe results. */
 int agent_liveness_fd(const struct agent *a);
 void agent_liveness_on_reports(struct agent *a);
-/* False while a node that lost its lease again soon after rejoining waits before rejoining. */
-bool agent_liveness_may_rejoin(const struct agent *a, int64_t now);
 /* http_links_fn (observe/http.h) over this node's ring: ctx is the agent. */
 void agent_liveness_links(void *ctx, struct metrics_link *out, struct metrics_link *in);
 int64_t agent_liveness_wake_ms(const struct agent *a);

@@ -150,7 +150,7 @@ void agent_joining_step(struct agent *a, int64_t now)
     if (now < a->stage.deadline)
         return;
     struct ea_error err = {0};
-    int r = rdzv_join(a->rdzv, &err);
+    int r = rdzv_join(a->node.rdzv, &err);
     if (r == 0) {
         agent_phase_over(a, 0);
         return;
@@ -240,7 +240,7 @@ static int open_all(struct agent *a)
     rc.params.ring = strcmp(c->liveness, "on") == 0;
     if ((r = agent_liveness_open(a, &rc.self)) != 0)
         return r;
-    if (rdzv_session_create(a->kv, &rc, &a->rdzv, &err) < 0) {
+    if (rdzv_session_create(a->kv, &rc, &a->node.rdzv, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
@@ -281,7 +281,7 @@ static int start_http(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
-    if (a->ring) /* /status and /metrics read the links as they are at the request */
+    if (a->live) /* /status and /metrics read the links as they are at the request */
         http_set_links(a->http, agent_liveness_links, a);
     bool v6 = strchr(a->cfg->http_addr, ':') != NULL;
     log_info("serving /healthz, /readyz and /metrics on http://%s%s%s:%d", v6 ? "[" : "",
@@ -295,9 +295,9 @@ static void teardown(struct agent *a)
     a->exiting = true;
     ea_loop_destroy(a->loop);
     agent_liveness_close(a); /* a bye on its links before leaving: nobody suspects it */
-    if (a->rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
+    if (a->node.rdzv && a->exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
         struct ea_error err = {0};
-        if (rdzv_leave(a->rdzv, &err) < 0)
+        if (rdzv_leave(a->node.rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
         else if (a->joined)
             agent_emit(a, "left", NULL);
@@ -312,7 +312,7 @@ static void teardown(struct agent *a)
     nic_destroy(a->nic);
     tracker_destroy(a->tracker);
     hb_destroy(a->hb);
-    rdzv_session_destroy(a->rdzv);
+    rdzv_session_destroy(a->node.rdzv);
     kv_close(a->kv);
     if (a->workdir[0])
         workdir_remove(a->workdir);
@@ -381,7 +381,7 @@ static enum agent_phase next_phase(struct agent *a)
         if (!a->pf_out)
             return AP_DRAINING;
         struct ea_error err = {0}; /* out until the check passes: the others go on without us */
-        if (rdzv_leave(a->rdzv, &err) < 0)
+        if (rdzv_leave(a->node.rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
         agent_emit(a, "left", "{s:s}", "reason", "preflight");
         a->pf_out = a->exiting = a->joined = false;
@@ -420,9 +420,10 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
     static const struct agent_hooks none = {0};
     struct agent a = {.cfg = cfg, .hooks = hooks ? hooks : &none, .envp = envp, .sigfd = -1, .preempt = {.fd = -1},
                       .waiting_since_ms = -1,
-                      .store_down_since_ms = -1, .retry_at_ms = -1, .progress_at_ms = 0,
+                      .progress_at_ms = 0,
                       .last_generation_logged = -1, .parent = getppid()};
     ph_init(&a.ph);
+    agent_node_init(&a, a.hooks->clock);
     log_init(cfg->log_level, cfg->node_id);
     bool json_log = strcmp(cfg->log_format, "json") == 0;
     if (json_log)
