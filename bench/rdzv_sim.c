@@ -49,7 +49,7 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "session.h"
-#include "sim_ring.h"
+#include "ring_host.h"
 #include "sim_wire.h"
 #include "rdzv_sim.h"
 

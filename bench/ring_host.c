@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* sim_ring: a simulated node's liveness ring, as agent/agent_liveness.c runs it (sim_ring.h). */
-#include "sim_ring.h"
+#include "ring_host.h"
 
 #include <errno.h>
 #include <inttypes.h>
