@@ -167,7 +167,7 @@ void agent_joining_step(struct agent *a, int64_t now)
         agent_phase_over(a, AGENT_EXIT_STORE);
         return;
     }
-    /* the same jittered schedule as every later store request (agent_store.c): agents that
+    /* the same jittered schedule as every later store request (node/node.c): agents that
      * start together against a down store must not retry in lockstep */
     int64_t wait;
     a->stage.delay = ea_retry_next(a->stage.delay, AGENT_RETRY_BASE_MS, AGENT_RETRY_CAP_MS,
