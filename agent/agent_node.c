@@ -38,10 +38,18 @@ static void node_log_cb(void *ctx, enum node_level level, const char *msg)
 {
     (void)ctx;
     switch (level) {
-    case NODE_DEBUG: log_debug("%s", msg); break;
-    case NODE_INFO: log_info("%s", msg); break;
-    case NODE_WARN: log_warn("%s", msg); break;
-    default: log_error("%s", msg); break;
+    case NODE_DEBUG:
+        log_debug("%s", msg);
+        break;
+    case NODE_INFO:
+        log_info("%s", msg);
+        break;
+    case NODE_WARN:
+        log_warn("%s", msg);
+        break;
+    default:
+        log_error("%s", msg);
+        break;
     }
 }
 
@@ -71,8 +79,8 @@ static void node_event_cb(void *ctx, const struct node_event *e)
         break;
     case NODE_EV_CLEARED:
         a->m.liveness_false_alarms++;
-        agent_emit(a, "suspect_cleared", "{s:s, s:s, s:s}", "node", e->node, "by", e->by,
-                   "cause", e->cause);
+        agent_emit(a, "suspect_cleared", "{s:s, s:s, s:s}", "node", e->node, "by", e->by, "cause",
+                   e->cause);
         break;
     case NODE_EV_STORE_OK:
         break;
@@ -91,13 +99,11 @@ static void node_fatal_cb(void *ctx, enum node_fatal why, const char *msg)
 
 void agent_node_init(struct agent *a, const struct ea_clock *clock)
 {
-    struct node_params p = {.node_id = a->cfg->node_id,
-                            .clock = clock,
-                            .join_timeout_ms = a->cfg->join_timeout_ms,
-                            .ops = {.ctx = a,
-                                    .log = node_log_cb,
-                                    .event = node_event_cb,
-                                    .fatal = node_fatal_cb}};
+    struct node_params p = {
+        .node_id = a->cfg->node_id,
+        .clock = clock,
+        .join_timeout_ms = a->cfg->join_timeout_ms,
+        .ops = {.ctx = a, .log = node_log_cb, .event = node_event_cb, .fatal = node_fatal_cb}};
     node_init(&a->node, &p);
 }
 
@@ -190,12 +196,13 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
         return AGENT_EXIT_RDZV;
     }
     bool lo = node_is_loopback(here);
-    struct node_ring_params rp = {.tr = {.ctx = g->live, .set = live_set_cb, .probe = live_probe_cb},
-                                  .probe_ms = misses * iv,
-                                  .cooldown_ms = c->lease_ttl_ms,
-                                  .ns = ns,
-                                  .loopback = lo,
-                                  .await_prev = true};
+    struct node_ring_params rp = {
+        .tr = {.ctx = g->live, .set = live_set_cb, .probe = live_probe_cb},
+        .probe_ms = misses * iv,
+        .cooldown_ms = c->lease_ttl_ms,
+        .ns = ns,
+        .loopback = lo,
+        .await_prev = true};
     if (node_ring_open(&a->node, &rp) < 0) {
         log_error("out of memory");
         live_destroy(g->live);
@@ -317,8 +324,8 @@ static int free_port(const char *addr)
         sa.sin_addr.s_addr = htonl(INADDR_ANY);
         b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     }
-    int r = b < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0 ? -errno
-                                                                       : ntohs(sa.sin_port);
+    int r =
+        b < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0 ? -errno : ntohs(sa.sin_port);
     close(fd);
     return r;
 }
@@ -342,12 +349,16 @@ static int create_tracker(struct agent *a, const struct rdzv_state *s, const cha
     for (size_t i = 0; i < n; i++) {
         all_here &= strcmp(ro[i].host, a->host) == 0;
         for (size_t k = 0; k < ro[i].n_addrs; k++)
-            hosts[n_hosts++] = (struct tracker_host){.addr = ro[i].addrs[k],
-                                                     .workers = ro[i].nproc};
+            hosts[n_hosts++] =
+                (struct tracker_host){.addr = ro[i].addrs[k], .workers = ro[i].nproc};
     }
-    struct tracker_params p = {.addr = addr, .world_size = s->world_size, .round = s->round,
-                               .avoid_port = a->tracker_last_port, .hosts = hosts,
-                               .n_hosts = n_hosts, .loopback = all_here};
+    struct tracker_params p = {.addr = addr,
+                               .world_size = s->world_size,
+                               .round = s->round,
+                               .avoid_port = a->tracker_last_port,
+                               .hosts = hosts,
+                               .n_hosts = n_hosts,
+                               .loopback = all_here};
     int r = tracker_create(&p, &a->tracker, err);
     free(hosts);
     return r;

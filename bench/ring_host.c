@@ -29,15 +29,15 @@ struct ring_host {
     pthread_t th;
     bool started, stop;
     int64_t pass_ms;
-    int efd;                 /* reports wait for the loop */
-    int kick;                /* the loop changed a ring: the thread looks again */
-    int ep;                  /* epoll: the kick and every ring's sockets */
+    int efd;                       /* reports wait for the loop */
+    int kick;                      /* the loop changed a ring: the thread looks again */
+    int ep;                        /* epoll: the kick and every ring's sockets */
     struct ring_host_ring **rings; /* NULL where a ring was closed or killed */
     size_t n, max;
     struct ring_host_ring **dirty; /* rings the loop changed since the thread last synced them */
     size_t n_dirty;
     struct ring_host_ring **owner; /* by fd: the ring that registered it */
-    short *rev;              /* by fd: what epoll reported in this pass */
+    short *rev;                    /* by fd: what epoll reported in this pass */
     size_t fd_max;
     struct epoll_event *evs;
     size_t evmax;
@@ -60,7 +60,7 @@ struct ring_host_ring {
 };
 
 int ring_host_create(size_t max_rings, int64_t pass_ms, struct ring_host **ret,
-                         struct ea_error *err)
+                     struct ea_error *err)
 {
     struct ring_host *h = calloc(1, sizeof(*h));
     if (!h)
@@ -304,8 +304,8 @@ void ring_host_reports(struct ring_host *h, void (*handle)(void *ctx, const stru
 }
 
 int ring_host_open(struct ring_host *h, const char *run_id, const char *node_id,
-                  int64_t interval_ms, int misses, void *ctx, struct ring_host_ring **ret,
-                  struct ea_error *err)
+                   int64_t interval_ms, int misses, void *ctx, struct ring_host_ring **ret,
+                   struct ea_error *err)
 {
     if (h->n >= h->max)
         return ea_errorf(err, -ENOSPC, "ring host: %zu rings already", h->max);

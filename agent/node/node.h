@@ -63,9 +63,9 @@ enum node_fatal {
 
 struct node_ops {
     void *ctx;
-    void (*log)(void *ctx, enum node_level level, const char *msg);             /* or NULL */
-    void (*event)(void *ctx, const struct node_event *e);                       /* or NULL */
-    void (*fatal)(void *ctx, enum node_fatal why, const char *msg);             /* or NULL */
+    void (*log)(void *ctx, enum node_level level, const char *msg); /* or NULL */
+    void (*event)(void *ctx, const struct node_event *e);           /* or NULL */
+    void (*fatal)(void *ctx, enum node_fatal why, const char *msg); /* or NULL */
 };
 
 /* The ring's sockets, run by whoever hosts them (ring.h's ring_set/ring_probe, maybe on a thread
@@ -89,9 +89,9 @@ struct node_ring_params {
 };
 
 struct node_params {
-    const char *node_id;             /* copied */
-    const struct ea_clock *clock;    /* NULL: ea_clock_real */
-    int64_t join_timeout_ms;         /* store unreachable this long: NODE_FATAL_TIMEOUT */
+    const char *node_id;          /* copied */
+    const struct ea_clock *clock; /* NULL: ea_clock_real */
+    int64_t join_timeout_ms;      /* store unreachable this long: NODE_FATAL_TIMEOUT */
     struct node_ops ops;
 };
 
@@ -149,7 +149,8 @@ void node_write_done(struct node *n, int64_t now);
 /* Next monotonic wake-up the node's store duties need, -1 none. */
 int64_t node_wake_ms(const struct node *n);
 
-/* ---- the liveness ring (node_ring.c) ---------------------------------------------------------- */
+/* ---- the liveness ring (node_ring.c) ----------------------------------------------------------
+ */
 
 /* Take part in the ring: 0 or -ENOMEM. */
 int node_ring_open(struct node *n, const struct node_ring_params *p);

@@ -236,8 +236,8 @@ static void to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret)
 /* Confirm a suspicion of the coordinator with a probe of this node's own, on a new connection:
  * this node is the third member rdzv_coord_confirmer() names, or the watcher in a round of two
  * (docs/protocol.md: why a third member, and why a revoke is safe). */
-static void confirm_coord(struct node *n, struct node_ring *g,
-                          const struct rdzv_coord_suspicion *x, bool from_key)
+static void confirm_coord(struct node *n, struct node_ring *g, const struct rdzv_coord_suspicion *x,
+                          bool from_key)
 {
     char holder[RDZV_ID_MAX];
     int64_t lease = 0;
@@ -323,8 +323,10 @@ static void on_suspect(struct node *n, struct node_ring *g, const struct ring_re
     node_log(n, NODE_WARN, "liveness ring: lost node '%s' (the link %s it: %s): suspecting it",
              x->node_id, x->outbound ? "to" : "from", x->cause);
     g->st.suspicions++;
-    node_event(n, &(struct node_event){.kind = NODE_EV_SUSPECT, .node = x->node_id,
-                                       .cause = x->cause, .outbound = x->outbound});
+    node_event(n, &(struct node_event){.kind = NODE_EV_SUSPECT,
+                                       .node = x->node_id,
+                                       .cause = x->cause,
+                                       .outbound = x->outbound});
     char holder[RDZV_ID_MAX];
     int64_t lease = 0;
     if (!rdzv_is_coordinator(n->rdzv) &&
@@ -357,8 +359,8 @@ static void publish_detect(struct node *n, const struct rdzv_suspicion *x)
     snprintf(v, sizeof(v),
              "{\"fault_ms\":%lld,\"detected_ms\":%lld,\"cause\":\"node_lost\",\"node\":\"%s\","
              "\"rank\":-1}",
-             (long long)(x->fault_ms > 0 ? x->fault_ms : x->detected_ms),
-             (long long)x->detected_ms, x->node_id);
+             (long long)(x->fault_ms > 0 ? x->fault_ms : x->detected_ms), (long long)x->detected_ms,
+             x->node_id);
     struct ea_error err = {0};
     if (rdzv_publish_round_key(n->rdzv, x->round, "detect", v, &err) < 0)
         node_log(n, NODE_DEBUG, "could not publish the detect time of round %" PRId64 ": %s",
@@ -380,8 +382,11 @@ static void evicted(struct node *n, struct node_ring *g, const struct rdzv_suspi
              "liveness ring: node '%s' did not answer a probe either (%s; '%s' saw: %s): its "
              "lease is revoked, the run goes on without it",
              x->node_id, why, x->by, x->cause);
-    node_event(n, &(struct node_event){.kind = NODE_EV_EVICTED, .node = x->node_id, .by = x->by,
-                                       .cause = x->cause, .detail = why});
+    node_event(n, &(struct node_event){.kind = NODE_EV_EVICTED,
+                                       .node = x->node_id,
+                                       .by = x->by,
+                                       .cause = x->cause,
+                                       .detail = why});
 }
 
 static void false_alarm(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x)
@@ -390,8 +395,8 @@ static void false_alarm(struct node *n, struct node_ring *g, const struct rdzv_s
     node_log(n, NODE_INFO,
              "liveness ring: node '%s' answered a probe: a false alarm ('%s' saw: %s)", x->node_id,
              x->by, x->cause);
-    node_event(n, &(struct node_event){.kind = NODE_EV_CLEARED, .node = x->node_id, .by = x->by,
-                                       .cause = x->cause});
+    node_event(n, &(struct node_event){
+                      .kind = NODE_EV_CLEARED, .node = x->node_id, .by = x->by, .cause = x->cause});
 }
 
 /* A probe this node could not even start (no route from here): it says nothing of the suspect,

@@ -239,8 +239,7 @@ static bool settle(int members)
                 continue;
             const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
             int64_t r = round_of(i);
-            ok = r > 0 && s->group_world_size == members && tr[i].round == r &&
-                 (r0 < 0 || r == r0);
+            ok = r > 0 && s->group_world_size == members && tr[i].round == r && (r0 < 0 || r == r0);
             r0 = r;
         }
         if (ok)
@@ -250,8 +249,8 @@ static bool settle(int members)
     for (int i = 0; i < NN; i++) { /* what each node saw: for the failure's message */
         const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
         cr_log_warn("n%d%s: round %lld of %d, ring round %lld, lease_lost %d", i,
-                    dead[i] ? " (dead)" : "", (long long)round_of(i),
-                    s ? s->group_world_size : -1, (long long)tr[i].round, nodes[i].lease_lost);
+                    dead[i] ? " (dead)" : "", (long long)round_of(i), s ? s->group_world_size : -1,
+                    (long long)tr[i].round, nodes[i].lease_lost);
     }
     return false;
 }
@@ -424,9 +423,9 @@ static void revoke(int i)
     struct rdzv_ring_peer p;
     char id[8];
     snprintf(id, sizeof(id), "n%d", i);
-    cr_assert_eq(rdzv_ring_peer(nodes[coordinator() == i ? (i + 1) % NN : coordinator()].rdzv, id,
-                                &p, NULL),
-                 0);
+    cr_assert_eq(
+        rdzv_ring_peer(nodes[coordinator() == i ? (i + 1) % NN : coordinator()].rdzv, id, &p, NULL),
+        0);
     cr_assert_eq(real_ops->lease_revoke(kv, p.lease, NULL), 0);
 }
 
@@ -437,7 +436,7 @@ Test(node, a_lost_lease_stops_the_node_and_it_rejoins_with_the_jittered_backoff)
     int64_t gen = 0; /* the generation its workers ran: a rejoin asks for a new round of it */
     rdzv_current(nodes[x].rdzv, &gen);
     revoke(x);
-    advance(TTL / 3 + 1); /* its keepalive is due */
+    advance(TTL / 3 + 1);                                                /* its keepalive is due */
     struct node_step_in hold = {.may_rejoin = false, .generation = gen}; /* workers stopping */
     node_step(&nodes[x], &hold, fc.now);
     cr_assert(nodes[x].lease_lost);
