@@ -17,4 +17,4 @@ endif()
 # issue 37: the node unit's decisions (agent/node/) on the memory store with a fake clock and a
 # fake ring transport: no real time, no sockets (scripts/mutants.d/node.sh)
 ea_add_criterion_test(test_node SOURCES unit/test_node.c LIBS ea_node
-                      SAFETY "node/*")
+                      SAFETY "node/@(a_suspicion*|a_probe*|the_coordinators*|a_lost_lease*|a_node_that*|a_failure_report*)")
