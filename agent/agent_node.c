@@ -82,8 +82,6 @@ static void node_event_cb(void *ctx, const struct node_event *e)
         agent_emit(a, "suspect_cleared", "{s:s, s:s, s:s}", "node", e->node, "by", e->by, "cause",
                    e->cause);
         break;
-    case NODE_EV_STORE_OK:
-        break;
     }
 }
 

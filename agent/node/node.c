@@ -111,8 +111,7 @@ void node_store_problem(struct node *n, int code, const struct ea_error *err, in
 
 void node_store_ok(struct node *n)
 {
-    bool was_down = n->store_down_since_ms >= 0;
-    if (was_down)
+    if (n->store_down_since_ms >= 0)
         node_log(n, NODE_INFO, "store reachable again");
     n->store_down_since_ms = -1;
     n->retry_delay_ms = 0;

@@ -45,7 +45,6 @@ enum node_event_kind {
     NODE_EV_SUSPECT,        /* a ring link broke: `node` suspected (outbound: the successor) */
     NODE_EV_EVICTED,        /* a suspicion confirmed by this node's probe: `node`'s lease revoked */
     NODE_EV_CLEARED,        /* a suspicion's probe answered: a false alarm */
-    NODE_EV_STORE_OK,       /* the store answers again after trouble (`detail`: was it down) */
 };
 
 struct node_event {
