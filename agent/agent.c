@@ -35,7 +35,7 @@ static void exit_with(struct agent *a, int code);
 
 static void fill_failure(struct agent *a, const struct group_worker *w, const char *message)
 {
-    struct rdzv_failure *f = &a->failure;
+    struct rdzv_failure *f = &a->node.failure;
     memset(f, 0, sizeof(*f));
     snprintf(f->node_id, sizeof(f->node_id), "%s", a->cfg->node_id);
     snprintf(f->host, sizeof(f->host), "%s", a->me.host);
@@ -54,8 +54,8 @@ static void fill_failure(struct agent *a, const struct group_worker *w, const ch
                                   GROUP_STDERR_TAIL);
     }
     AGENT_EACH(failing, a, f); /* e.g. the run's progress */
-    a->failure_generation = a->group.generation;
-    a->failure_pending = true;
+    a->node.failure_generation = a->group.generation;
+    a->node.failure_pending = true;
     a->obs.m.worker_failures++;
     events_emit(a->obs.events, "failure", a->group.round, a->group.generation,
                 "{s:i, s:i, s:i, s:i, s:I, s:s}", "rank", f->rank, "local_rank", f->local_rank,
@@ -74,7 +74,7 @@ static void workers_stopped(struct agent *a)
 
 static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t gen)
 {
-    const char *master = rdzv_master(a->rdzv, s->round);
+    const char *master = rdzv_master(a->node.rdzv, s->round);
     const char *colon = strrchr(master, ':');
     char maddr[128] = "";
     int mport = colon ? atoi(colon + 1) : 0;
@@ -87,7 +87,7 @@ static void start_workers(struct agent *a, const struct rdzv_state *s, int64_t g
         a->group.generation = gen;
         return;
     }
-    const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    const struct rdzv_member *m = rdzv_self_member(a->node.rdzv);
     struct group_start gs = {.state = s, .self = m, .topology = cfg_topology(a->cfg),
                              .generation = gen,
                              .master_addr = maddr, .master_port = mport,
@@ -152,7 +152,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
         return;
     case LC_STOP_WORKERS:
         a->quit.stop_reason = a->quit.term_signal                  ? "interrupted"
-                         : a->lease_lost                 ? "lease_lost"
+                         : a->node.lease_lost                 ? "lease_lost"
                          : a->state == LC_FAILED         ? "local_failure"
                          : !s                            ? "no_state"
                          : s->round != a->group.round    ? "new_round"
@@ -166,7 +166,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
         }
         log_info("stopping %d worker(s) of round %" PRId64 "%s", a->group.live, a->group.round,
                  a->quit.term_signal    ? " (interrupted)"
-                 : a->lease_lost   ? " (lease lost: fenced out)"
+                 : a->node.lease_lost   ? " (lease lost: fenced out)"
                  : !s              ? ""
                  : s->round != a->group.round ? " (the run moved to a new round)"
                  : s->status == RDZV_FAILING
@@ -197,7 +197,7 @@ static void act(struct agent *a, enum lc_action action, const struct rdzv_state 
     case LC_EXIT_FAILED: {
         struct rdzv_failure f;
         struct ea_error err = {0};
-        bool have = rdzv_get_failure(a->rdzv, s->failure_round, &f, &err) == 0;
+        bool have = rdzv_get_failure(a->node.rdzv, s->failure_round, &f, &err) == 0;
         if (have && run_failed_said(a, s, &f)) { /* e.g. --max-restarts-without-progress */
             exit_with(a, AGENT_EXIT_FAILED);
             return;
@@ -265,19 +265,19 @@ static void reconcile(struct agent *a)
 {
     for (int guard = 0; guard < 8 && !a->quit.exiting; guard++) {
         int64_t gen = 0;
-        const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+        const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
         struct lc_input in = {
             .group = a->state,
             .group_generation = a->group.generation,
             .live_workers = a->group.live,
-            .terminating = a->quit.term_signal != 0 || a->lease_lost,
+            .terminating = a->quit.term_signal != 0 || a->node.lease_lost,
             .have_state = s != NULL,
             .status = s ? s->status : RDZV_WAITING,
             .generation = gen,
-            .my_index = rdzv_my_index(a->rdzv),
-            .master_known = s && rdzv_master(a->rdzv, s->round) != NULL && published(a, s),
+            .my_index = rdzv_my_index(a->node.rdzv),
+            .master_known = s && rdzv_master(a->node.rdzv, s->round) != NULL && published(a, s),
         };
-        if (a->lease_lost && in.live_workers == 0 && !a->quit.term_signal)
+        if (a->node.lease_lost && in.live_workers == 0 && !a->quit.term_signal)
             return; /* the loop rejoins first (unless we are leaving anyway) */
         /* every member probes as soon as the round is committed (group rank 0 publishes the
          * master only afterwards), overlapping the stop of the previous round's workers */
@@ -294,7 +294,7 @@ static void reconcile(struct agent *a)
             return;
         log_debug("lifecycle: %s", lc_action_name(action));
         act(a, action, s, gen);
-        if (action == LC_PUBLISH_MASTER && a->retry_at_ms >= 0)
+        if (action == LC_PUBLISH_MASTER && a->node.retry_at_ms >= 0)
             return;
     }
 }
@@ -315,7 +315,7 @@ static void fenced_out(struct agent *a, int64_t now)
               "(was this agent stopped or starved?): this node is fenced out; the workers' "
               "guards stop them; rejoining",
               (double)(now - agent_liveness_fence_held(a, a->fence_until)) / 1000.0);
-    a->lease_lost = true;
+    a->node.lease_lost = true;
     agent_emit(a, "lease_lost", "{s:s, s:i}", "reason", "agent stalled past its lease",
                "workers_running", a->group.live);
 }
@@ -323,9 +323,9 @@ static void fenced_out(struct agent *a, int64_t now)
 /* Hand the lease's deadline to the guards (after agent_store_step renewed or rejoined). */
 static void fence_refresh(struct agent *a, int64_t now)
 {
-    if (fence_lapsed(a, now) && a->group.live > 0 && !a->lease_lost)
+    if (fence_lapsed(a, now) && a->group.live > 0 && !a->node.lease_lost)
         fenced_out(a, now);
-    a->fence_until = agent_liveness_fence(a, rdzv_lease_valid_until(a->rdzv));
+    a->fence_until = agent_liveness_fence(a, rdzv_lease_valid_until(a->node.rdzv));
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
@@ -362,7 +362,7 @@ void agent_on_worker_exits(struct agent *a)
                     w->local_rank, "pid", (json_int_t)w->pid, "exit_code", w->exit_code,
                     "signal", w->term_signal, "ok", ok, "stopped", a->state == LC_STOPPING);
         if (a->state == LC_RUNNING && !ok && fence_lapsed(a, ea_now_ms())) {
-            if (!a->lease_lost) /* its guard stopped it (and its siblings): not a failure */
+            if (!a->node.lease_lost) /* its guard stopped it (and its siblings): not a failure */
                 fenced_out(a, ea_now_ms());
         } else if (a->state == LC_RUNNING && ex[i].start_error) { /* 127 or 126: as at start */
             log_error("round %" PRId64 ": cannot start local rank %d: %s", a->group.round,
@@ -373,8 +373,8 @@ void agent_on_worker_exits(struct agent *a)
         } else if (a->state == LC_RUNNING && !ok) {
             fill_failure(a, w, NULL);
             log_error("worker rank %d (local rank %d, pid %ld) failed: %.*s", w->rank,
-                      w->local_rank, (long)w->pid, (int)strcspn(a->failure.message, "\n"),
-                      a->failure.message);
+                      w->local_rank, (long)w->pid, (int)strcspn(a->node.failure.message, "\n"),
+                      a->node.failure.message);
             a->state = LC_FAILED;
             AGENT_EACH(fault, a, ea_wall_ms(), "failure", w->rank);
             agent_report_failure(a);
@@ -388,7 +388,7 @@ void agent_on_worker_exits(struct agent *a)
         log_info("round %" PRId64 ": all %d local worker(s) finished; waiting for the other nodes",
                  a->group.round, a->group.n);
         a->state = LC_FINISHED;
-        a->done_pending = true;
+        a->node.done_pending = true;
         agent_report_done(a);
     }
     if (a->state == LC_STOPPING && a->group.live == 0)
@@ -399,16 +399,16 @@ void agent_on_worker_exits(struct agent *a)
 static void on_store_events(struct agent *a)
 {
     struct ea_error err = {0};
-    int r = rdzv_on_events(a->rdzv, &err);
+    int r = rdzv_on_events(a->node.rdzv, &err);
     if (r < 0)
         agent_store_problem(a, r, &err);
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
     log_debug("store: %zu live node(s); state %s, round %" PRId64 ", generation %" PRId64,
-              rdzv_live_count(a->rdzv), s ? rdzv_status_name(s->status) : "(none)",
+              rdzv_live_count(a->node.rdzv), s ? rdzv_status_name(s->status) : "(none)",
               s ? s->round : 0, gen);
     char warning[EA_ERROR_MSG_MAX];
-    if (rdzv_take_warning(a->rdzv, warning, sizeof(warning)))
+    if (rdzv_take_warning(a->node.rdzv, warning, sizeof(warning)))
         log_warn("%s", warning);
 }
 
@@ -416,10 +416,10 @@ static void on_store_events(struct agent *a)
 static void check_waiting(struct agent *a, int64_t now)
 {
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
     bool run_going = s && s->status == RDZV_RUNNING;
     if (run_going || (s && s->status != RDZV_WAITING)) {
-        if (run_going && rdzv_my_index(a->rdzv) < 0 && a->wait.progress_count != (size_t)-1) {
+        if (run_going && rdzv_my_index(a->node.rdzv) < 0 && a->wait.progress_count != (size_t)-1) {
             if (s->group_world_size >= s->max_nodes)
                 log_info("spare: run '%s' is at its maximum of %d node(s); waiting for a slot",
                          a->cfg->run_id, s->max_nodes);
@@ -429,7 +429,7 @@ static void check_waiting(struct agent *a, int64_t now)
                          a->cfg->run_id, s->round);
             a->wait.progress_count = (size_t)-1;
         }
-        if (run_going && gen != a->wait.last_generation_logged && rdzv_my_index(a->rdzv) >= 0)
+        if (run_going && gen != a->wait.last_generation_logged && rdzv_my_index(a->node.rdzv) >= 0)
             a->wait.progress_count = 0;
         a->wait.since_ms = -1;
         log_progress_end();
@@ -437,11 +437,11 @@ static void check_waiting(struct agent *a, int64_t now)
     }
     if (a->wait.since_ms < 0)
         a->wait.since_ms = now;
-    size_t live = rdzv_live_count(a->rdzv);
+    size_t live = rdzv_live_count(a->node.rdzv);
     if (live != a->wait.progress_count || now >= a->wait.progress_at_ms) {
         /* below min: how long until --join-timeout; at min or more: until the last call, when
          * the round commits with whoever is there */
-        int64_t last_call = rdzv_last_call_ms(a->rdzv);
+        int64_t last_call = rdzv_last_call_ms(a->node.rdzv);
         bool quorum = last_call >= 0 && live >= (size_t)a->cfg->min_nodes;
         int64_t left = quorum ? last_call - now : a->wait.since_ms + a->cfg->join_timeout_ms - now;
         bool in_place = log_progress("waiting for nodes: %zu/%d (min %d, max %d), %s in %.0f s",
@@ -463,8 +463,8 @@ static void check_waiting(struct agent *a, int64_t now)
 void agent_publish(struct agent *a)
 {
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
-    events_set_group_rank(a->obs.events, rdzv_my_index(a->rdzv));
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
+    events_set_group_rank(a->obs.events, rdzv_my_index(a->node.rdzv));
     events_observe(a->obs.events, s, gen);
     AGENT_EACH(observe, a, s, gen);
     log_set_round(s ? s->round : 0, gen);
@@ -476,8 +476,8 @@ void agent_publish(struct agent *a)
     struct metrics_snapshot *m = &a->obs.m;
     m->joined = a->obs.joined;
     m->exiting = a->quit.exiting;
-    m->lease_lost = a->lease_lost;
-    m->store_down = a->store_down_since_ms >= 0;
+    m->lease_lost = a->node.lease_lost;
+    m->store_down = a->node.store_down_since_ms >= 0;
     snprintf(m->run_status, sizeof(m->run_status), "%s", s ? rdzv_status_name(s->status) : "none");
     snprintf(m->group_state, sizeof(m->group_state), "%s", group_names[a->state]);
     m->round = s ? s->round : 0;
@@ -487,9 +487,9 @@ void agent_publish(struct agent *a)
     m->restart_count = s ? s->restart_count : 0;
     m->max_restarts = s ? s->max_restarts : a->cfg->max_restarts;
     m->scale_events = s ? s->scale_events : 0;
-    m->live_nodes = (int)rdzv_live_count(a->rdzv);
-    m->store_resyncs = rdzv_resync_count(a->rdzv);
-    m->group_rank = rdzv_my_index(a->rdzv);
+    m->live_nodes = (int)rdzv_live_count(a->node.rdzv);
+    m->store_resyncs = rdzv_resync_count(a->node.rdzv);
+    m->group_rank = rdzv_my_index(a->node.rdzv);
     m->workers_running = a->state == LC_RUNNING ? a->group.live : 0;
     m->workers_ready = s && s->status == RDZV_RUNNING && a->state == LC_RUNNING &&
                        a->group.live > 0 && a->group.generation == gen && !a->quit.exiting;
@@ -559,7 +559,7 @@ static int64_t earliest(int64_t x, int64_t y)
 
 static int64_t store_wake(const struct agent *a) /* the session's timers, a store retry */
 {
-    return earliest(rdzv_wake_ms(a->rdzv), a->retry_at_ms);
+    return node_wake_ms(&a->node);
 }
 WAKE(store_wake)
 

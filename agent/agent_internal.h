@@ -2,7 +2,7 @@
 /*
  * agent internals, shared by the files at the top of agent/: agent.c (the event loop and the
  * lifecycle's actions), agent_setup.c (opening the store, launcher and endpoints, joining, leaving,
- * tearing down), agent_store.c (the loop's writes and store trouble), agent_signal.c, and the
+ * tearing down), agent_node.c (the glue to its node: node/node.h, and the loop's writes), agent_signal.c, and the
  * loop's glue to health/ (health/health_agent.c, health/preflight_agent.c). Calls go one way: agent.c and
  * agent_setup.c call the others; those never call back into agent.c.
  * Not for other modules: agent.h is the agent's interface.
@@ -29,14 +29,14 @@
 #include "nic.h"
 #include "phases.h"
 #include "preempt.h"
+#include "node.h"
 #include "session.h"
 #include "tracker.h"
 #include "warm.h"
 
-/* Store retries, the join's and every later request's (ea_retry_next): 200 ms doubling to 5 s,
- * each wait spread over half to one and a half times the delay. */
-#define AGENT_RETRY_BASE_MS 200
-#define AGENT_RETRY_CAP_MS 5000
+/* Store retries, the join's and every later request's: the node's one back-off (node.h). */
+#define AGENT_RETRY_BASE_MS NODE_RETRY_BASE_MS
+#define AGENT_RETRY_CAP_MS NODE_RETRY_CAP_MS
 
 /* What the one loop is doing: a node goes through these in order (agent_setup.c moves it on), and
  * each phase's steps act only in their phase. */
@@ -123,7 +123,7 @@ struct agent_warm {
     bool off;            /* could not be set up: every worker starts cold */
 };
 
-/* The rabit tracker this node serves for its round (agent_store.c). */
+/* The rabit tracker this node serves for its round (tracker/tracker_agent.c). */
 struct agent_tracker {
     struct tracker *srv; /* or NULL */
     int last_port;       /* its port: the next round's never reuses it */
@@ -138,23 +138,13 @@ struct agent {
     struct agent_self me;
     struct agent_quit quit;
     struct kv *kv;
-    struct rdzv_session *rdzv;
+    struct node node; /* the session, its lease, rejoin, pending reports, the ring's decisions */
     struct launcher *launcher;
     struct group group;
     enum lc_group state;
 
-    bool lease_lost;     /* fenced out: stop workers, then rejoin */
     int64_t fence_until; /* last deadline handed to the workers' guards (launcher_fence), 0 */
-    bool reform_pending; /* rejoined: ask for a new round of reform_generation */
-    int64_t reform_generation;
-    bool failure_pending; /* a local failure still to be written to the store */
-    bool done_pending;    /* this node's done marker for group.round still to be written */
-    struct rdzv_failure failure;
-    int64_t failure_generation;
-    int64_t store_down_since_ms;
-    int64_t retry_at_ms;
-    int64_t retry_delay_ms; /* store retries: jittered, doubling to 5 s; 0 after a success */
-    struct agent_ring *ring; /* the liveness ring's glue (agent_liveness.c); NULL when off */
+    struct agent_live *live; /* the ring's thread, the node's transport (agent_node.c); NULL off */
     char self_addr[64];      /* this machine's address (a->me.addr is the workers' host's) */
 
     struct agent_wait wait;
@@ -186,7 +176,9 @@ void agent_on_worker_exits(struct agent *a);
 /* Derive run-level events and hand the HTTP thread a fresh snapshot (every loop pass). */
 void agent_publish(struct agent *a);
 
-/* agent_store.c: the loop's writes to the store, and store trouble. */
+/* agent_node.c: the agent's glue to its node (node/node.h), and the loop's writes to the store.
+ * Set up a->node with the agent's callbacks and `clock` (before the session is created). */
+void agent_node_init(struct agent *a, const struct ea_clock *clock);
 /* A store operation failed: log it once per outage, retry with backoff, give up (exit 3) after
  * --join-timeout; a refused credential exits 2, a corrupt or foreign value 4. */
 void agent_store_problem(struct agent *a, int code, const struct ea_error *err);
@@ -203,7 +195,7 @@ int agent_publish_tracker(struct agent *a, const struct rdzv_state *s, const cha
 void agent_publish_master(struct agent *a, const struct rdzv_state *s);
 /* Close the built-in tracker once the round moved on or this node no longer hosts it. */
 void agent_retire_tracker(struct agent *a);
-/* Write the pending local failure (a->failure) / this node's done marker; retried on trouble. */
+/* Write the pending local failure (a->node.failure) / this node's done marker; retried on trouble. */
 void agent_report_failure(struct agent *a);
 void agent_report_done(struct agent *a);
 /* health/health_agent.c: hang detection, the recovery clock and the preflight gate's hooks. */
@@ -266,7 +258,7 @@ void agent_preflight_on_exit(struct agent *a, const struct launch_exit *e);
  * ends the loop with a->pf_out (agent_run leaves, holds the node out and rejoins). */
 bool agent_preflight_round(struct agent *a, int64_t gen);
 
-/* agent_liveness.c: the liveness ring (liveness/live.h) and its keys (rendezvous/suspect.h).
+/* agent_node.c: the liveness ring (liveness/live.h) and its keys (rendezvous/suspect.h).
  * Open it (--liveness on) and put its port into this node's record; no-op when off. */
 int agent_liveness_open(struct agent *a, struct rdzv_node *self);
 void agent_liveness_close(struct agent *a);
@@ -276,8 +268,6 @@ void agent_liveness_step(struct agent *a, int64_t now);
 /* The ring's fd (-1 when off) was readable: its suspicions and probe results. */
 int agent_liveness_fd(const struct agent *a);
 void agent_liveness_on_reports(struct agent *a);
-/* False while a node that lost its lease again soon after rejoining waits before rejoining. */
-bool agent_liveness_may_rejoin(const struct agent *a, int64_t now);
 /* http_links_fn (observe/http.h) over this node's ring: ctx is the agent. */
 void agent_liveness_links(void *ctx, struct metrics_link *out, struct metrics_link *in);
 int64_t agent_liveness_wake_ms(const struct agent *a);
@@ -321,7 +311,7 @@ static inline void agent_emit(struct agent *a, const char *name, const char *fmt
     if (!a->obs.events)
         return;
     int64_t gen = 0;
-    const struct rdzv_state *s = a->rdzv ? rdzv_current(a->rdzv, &gen) : NULL;
+    const struct rdzv_state *s = a->node.rdzv ? rdzv_current(a->node.rdzv, &gen) : NULL;
     va_list ap;
     va_start(ap, fmt);
     events_emitv(a->obs.events, name, s ? s->round : 0, gen, fmt, ap);

@@ -144,7 +144,7 @@ void agent_joining_step(struct agent *a, int64_t now)
     if (now < a->stage.deadline)
         return;
     struct ea_error err = {0};
-    int r = rdzv_join(a->rdzv, &err);
+    int r = rdzv_join(a->node.rdzv, &err);
     if (r == 0) {
         agent_phase_over(a, 0);
         return;
@@ -161,7 +161,7 @@ void agent_joining_step(struct agent *a, int64_t now)
         agent_phase_over(a, AGENT_EXIT_STORE);
         return;
     }
-    /* the same jittered schedule as every later store request (agent_store.c): agents that
+    /* the same jittered schedule as every later store request (node/node.c): agents that
      * start together against a down store must not retry in lockstep */
     int64_t wait;
     a->stage.delay = ea_retry_next(a->stage.delay, AGENT_RETRY_BASE_MS, AGENT_RETRY_CAP_MS,
@@ -236,7 +236,7 @@ static int open_all(struct agent *a)
     rc.params.ring = strcmp(c->liveness, "on") == 0;
     if ((r = agent_liveness_open(a, &rc.self)) != 0)
         return r;
-    if (rdzv_session_create(a->kv, &rc, &a->rdzv, &err) < 0) {
+    if (rdzv_session_create(a->kv, &rc, &a->node.rdzv, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
@@ -282,7 +282,7 @@ static int start_http(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
-    if (a->ring) /* /status and /metrics read the links as they are at the request */
+    if (a->live) /* /status and /metrics read the links as they are at the request */
         http_set_links(a->obs.http, agent_liveness_links, a);
     bool v6 = strchr(a->cfg->http_addr, ':') != NULL;
     log_info("serving /healthz, /readyz and /metrics on http://%s%s%s:%d", v6 ? "[" : "",
@@ -296,9 +296,9 @@ static void teardown(struct agent *a)
     a->quit.exiting = true;
     ea_loop_destroy(a->loop);
     agent_liveness_close(a); /* a bye on its links before leaving: nobody suspects it */
-    if (a->rdzv && a->quit.exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
+    if (a->node.rdzv && a->quit.exit_code != AGENT_EXIT_STORE) { /* no store: nothing to leave */
         struct ea_error err = {0};
-        if (rdzv_leave(a->rdzv, &err) < 0)
+        if (rdzv_leave(a->node.rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
         else if (a->obs.joined)
             agent_emit(a, "left", NULL);
@@ -314,7 +314,7 @@ static void teardown(struct agent *a)
     nic_destroy(a->nic);
     tracker_destroy(a->tracker.srv);
     hb_destroy(a->health.hb);
-    rdzv_session_destroy(a->rdzv);
+    rdzv_session_destroy(a->node.rdzv);
     kv_close(a->kv);
     if (a->me.workdir[0])
         workdir_remove(a->me.workdir);
@@ -381,7 +381,7 @@ static enum agent_phase next_phase(struct agent *a)
         if (!a->health.pf_out)
             return AP_DRAINING;
         struct ea_error err = {0}; /* out until the check passes: the others go on without us */
-        if (rdzv_leave(a->rdzv, &err) < 0)
+        if (rdzv_leave(a->node.rdzv, &err) < 0)
             log_warn("leaving the run: %s", err.msg);
         agent_emit(a, "left", "{s:s}", "reason", a->health.out_until ? "straggler" : "preflight");
         a->health.pf_out = a->quit.exiting = a->obs.joined = false;
@@ -488,9 +488,9 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
     static const struct agent_hooks none = {0};
     struct agent agent = {.cfg = cfg, .hooks = hooks ? hooks : &none, .env = {.envp = envp},
                           .quit = {.sigfd = -1, .parent = getppid(), .preempt = {.fd = -1}},
-                          .wait = {.since_ms = -1, .last_generation_logged = -1},
-                          .store_down_since_ms = -1, .retry_at_ms = -1};
+                          .wait = {.since_ms = -1, .last_generation_logged = -1}};
     struct agent *a = &agent;
+    agent_node_init(a, a->hooks->clock);
     ph_init(&a->health.ph);
     log_init(cfg->log_level, cfg->node_id);
     bool json_log = strcmp(cfg->log_format, "json") == 0;

@@ -25,7 +25,8 @@
  *                 [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] [--timeout SEC]
  *                 [--max-bytes B] (exit 1 if a non-coordinator received more than B bytes in
  *                 a round after its join) [--ring] [--ring-interval MS] [--ring-pass MS]
- * --ring: every node in the liveness ring as an agent with --liveness on (bench/sim_ring.h): a
+ * --ring: every node in the liveness ring as an agent with --liveness on: the product's node unit
+ * (agent/node/node.h) makes every decision, its sockets on bench/ring_host.h's epoll thread: a
  * real listener and a real TCP link to its successor per node, heartbeats every --ring-interval
  * (200 ms) served by each process every --ring-pass (10 ms); a killed node's sockets are closed
  * as the kernel closes a SIGKILLed process's, and the suspicion, the coordinator's probe and the
@@ -49,7 +50,8 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "session.h"
-#include "sim_ring.h"
+#include "node.h"
+#include "ring_host.h"
 #include "sim_wire.h"
 #include "rdzv_sim.h"
 
@@ -88,7 +90,8 @@ struct sim_node {
     int64_t published_round; /* as group rank 0: the last round it published the master of */
     int64_t renewed_ms;      /* its last lease renewal (or its join) */
     bool dead;
-    struct sim_ring *g;      /* --ring: its links */
+    struct ring_host_ring *g; /* --ring: its links' sockets */
+    struct node node;         /* --ring: the product's node unit (its ring's decisions) */
 };
 
 static void report_stats(int fd, int type, int node, int64_t round, int members,
@@ -132,7 +135,7 @@ static void observe(struct sim_node *n, int out, int64_t ev_ms)
 {
     int64_t gen;
     if (n->g)
-        sim_ring_follow(n->g, n->s, ea_now_ms());
+        node_ring_step(&n->node, true, ea_now_ms());
     const struct rdzv_state *st = rdzv_current(n->s, &gen);
     if (!st || st->status != RDZV_RUNNING || rdzv_my_index(n->s) < 0)
         return;
@@ -178,18 +181,27 @@ static void kill_node(struct sim_node *n, int out)
 {
     n->dead = true;
     report(out, REC_KILLED, n->id, 0, 0);
-    sim_ring_kill(n->g); /* the kernel closes its sockets: its ring neighbours see EOF */
+    ring_host_kill(n->g); /* the kernel closes its sockets: its ring neighbours see EOF */
     n->g = NULL;
+    node_ring_free(&n->node);
     rdzv_session_destroy(n->s);
     n->s = NULL;
 }
 
-/* A ring report of one of this process's nodes (sim_ring_host_reports). */
-static void on_ring_report(void *ctx, struct sim_ring *g, const struct ring_report *x)
+/* A ring report of one of this process's nodes (ring_host_reports): its node decides. */
+static void on_ring_report(void *ctx, const struct ring_report *x)
 {
     struct sim_node *n = ctx;
     if (!n->dead)
-        sim_ring_report(g, n->s, x);
+        node_on_report(&n->node, x);
+}
+
+/* The node unit's log lines: errors only (a 10,000-node run's suspicions would flood stderr). */
+static void node_log_cb(void *ctx, enum node_level level, const char *msg)
+{
+    const struct sim_node *n = ctx;
+    if (level == NODE_ERROR)
+        fprintf(stderr, "rdzv-sim: node %d: %s\n", n->id, msg);
 }
 
 /* The "agent" of nodes [first, first+count): join all, then serve them until told to stop. */
@@ -201,8 +213,8 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
     struct kv_config kc = {
         .backend = "etcd", .endpoints = o->endpoints, .request_timeout_ms = 5000};
     struct ea_error err = {0};
-    struct sim_ring_host *host = NULL; /* --ring: this process's rings, on a thread */
-    if (o->ring && sim_ring_host_create((size_t)count, o->ring_pass_ms, &host, &err) < 0)
+    struct ring_host *host = NULL; /* --ring: this process's rings, on a thread */
+    if (o->ring && ring_host_create((size_t)count, o->ring_pass_ms, &host, &err) < 0)
         fatal(out, first, "ring", &err);
     struct kv *kv = NULL; /* one connection for this process's sessions */
     if (kv_open(&kc, &kv, &err) < 0)
@@ -226,18 +238,33 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         rc.self.pid = getpid();
         if (o->ring) { /* a real listener per node: its port in its node record */
             rc.params.ring = true;
-            if (sim_ring_open(host, o->run_id, rc.self.node_id, o->ring_interval_ms, 3,
-                              !o->ring_no_await, n, &n->g, &err) < 0)
+            if (ring_host_open(host, o->run_id, rc.self.node_id, o->ring_interval_ms, 3, n,
+                               &n->g, &err) < 0)
                 fatal(out, n->id, "ring", &err);
-            rc.self.live_port = sim_ring_port(n->g);
+            rc.self.live_port = ring_host_port(n->g);
         }
         if (rdzv_session_create(kv, &rc, &n->s, &err) < 0)
             fatal(out, n->id, "session", &err);
+        if (o->ring) { /* the session is the node's (node_free is not called: n->s is freed here) */
+            struct node_params np = {.node_id = rc.self.node_id,
+                                     .join_timeout_ms = 600000,
+                                     .ops = {.ctx = n, .log = node_log_cb}};
+            n->node.rdzv = n->s;
+            node_init(&n->node, &np);
+            /* as the agent: probes of misses x interval, a first cooldown of one TTL */
+            struct node_ring_params rp = {
+                .tr = {.ctx = n->g, .set = ring_host_set, .probe = ring_host_probe},
+                .probe_ms = 3 * o->ring_interval_ms,
+                .cooldown_ms = o->ttl_ms,
+                .await_prev = !o->ring_no_await};
+            if (node_ring_open(&n->node, &rp) < 0)
+                fatal(out, n->id, "ring", &(struct ea_error){.msg = "out of memory"});
+        }
     }
     char go = 0; /* the parent measures the store first (gRPC must not be set up before fork) */
     if (read(ctl, &go, 1) != 1 || go != 'g')
         return 1;
-    if (host && sim_ring_host_start(host, &err) < 0)
+    if (host && ring_host_start(host, &err) < 0)
         fatal(out, first, "ring", &err);
     /* nodes join one per loop turn, so the ones already in keep renewing and reading events, as
      * separate agents would */
@@ -280,15 +307,15 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         }
         for (int i = 0; host && i < joined; i++) /* the coordinator's confirmations */
             if (!nodes[i].dead && rdzv_is_coordinator(nodes[i].s))
-                sim_ring_confirm(nodes[i].g, nodes[i].s, ea_now_ms());
+                node_ring_step(&nodes[i].node, true, ea_now_ms());
         struct pollfd pfd[3] = {{.fd = kv_event_fd(kv), .events = POLLIN},
                                 {.fd = ctl, .events = POLLIN},
-                                {.fd = host ? sim_ring_host_fd(host) : -1, .events = POLLIN}};
+                                {.fd = host ? ring_host_fd(host) : -1, .events = POLLIN}};
         int64_t left = wake - ea_now_ms();
         if (poll(pfd, 3, left < 0 ? 0 : (int)left) < 0 && errno != EINTR)
             return 1;
         if (pfd[2].revents)
-            sim_ring_host_reports(host, on_ring_report);
+            ring_host_reports(host, on_ring_report);
         /* The store's events first, and those that arrived while the last batch was applied
          * (one commit reaches the 625 sessions' watches as 625 events, which may come in a few
          * batches) before the next ticks: a node's events do not wait for other nodes' ticks.
@@ -337,9 +364,9 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
     }
     struct rec rr = {.type = REC_RING, .node = -1, .t_ms = ea_now_ms()};
     for (int i = 0; i < count; i++) {
-        struct sim_ring_stats st = {0};
+        struct node_ring_stats st = {0};
         if (nodes[i].g)
-            sim_ring_stats_get(nodes[i].g, &st);
+            node_ring_stats_get(&nodes[i].node, &st);
         rr.bytes += st.suspicions;
         rr.keys += st.evictions;
         rr.claims += st.false_alarms;
@@ -349,12 +376,13 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
     for (int i = 0; i < count; i++) {
         if (nodes[i].dead)
             continue;
-        sim_ring_close(nodes[i].g);
+        ring_host_close(nodes[i].g);
+        node_ring_free(&nodes[i].node);
         if (i < joined)
             rdzv_leave(nodes[i].s, NULL);
         rdzv_session_destroy(nodes[i].s);
     }
-    sim_ring_host_destroy(host);
+    ring_host_destroy(host);
     kv_close(kv);
     free(nodes);
     return 0;

@@ -12,7 +12,7 @@ struct opts {
     int64_t ttl_ms, timeout_ms;
     bool kill_one, kill_coord, kill_tenth, kill_rack;
     long max_bytes;
-    bool ring;                /* --ring: every node in the liveness ring (sim_ring.h) */
+    bool ring;                /* --ring: every node in the liveness ring (agent/node/node.h, on bench/ring_host.h) */
     int64_t ring_interval_ms; /* --ring-interval (the agent's --liveness-interval) */
     int64_t ring_pass_ms;     /* how often a process serves its nodes' ring sockets */
     bool ring_no_await;       /* --ring-no-await: no suspicion of a predecessor that never

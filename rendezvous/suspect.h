@@ -3,7 +3,7 @@
  * rdzv suspect: the liveness ring's side in the store (docs/protocol.md "The liveness ring"). A
  * node whose ring link to a neighbour broke writes suspect/<round>/<node-id> (create-only, with
  * its own lease); the coordinator, which mirrors the run, picks it up, confirms it with a probe
- * of its own (the agent's part: agent/liveness/) and revokes the suspect's lease, so the store
+ * of its own (the node unit's part: agent/node/) and revokes the suspect's lease, so the store
  * deletes its node key and the usual loss-driven round follows; a probe that is answered makes
  * it a false alarm and the key is deleted. Not for sockets, and no logging.
  */

@@ -30,7 +30,7 @@ if(TARGET ea_etcd_harness)
   add_executable(fleet-faults ${PROJECT_SOURCE_DIR}/bench/fleet_faults.c
                  ${PROJECT_SOURCE_DIR}/bench/lib/fleet_host.c)
   target_include_directories(fleet-faults PRIVATE ${PROJECT_SOURCE_DIR}/bench/lib)
-  target_link_libraries(fleet-faults PRIVATE ea_etcd_harness ea_rendezvous)
+  target_link_libraries(fleet-faults PRIVATE ea_etcd_harness ea_node ea_rendezvous)
   set_target_properties(fleet-faults PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
   add_test(NAME fleet_faults COMMAND fleet-faults --nodes 200 --procs 4 --ttl 10)
   set_tests_properties(fleet_faults PROPERTIES TIMEOUT 900 LABELS chaos)

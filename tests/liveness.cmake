@@ -14,3 +14,7 @@ if(TARGET ea_netns_harness)
   ea_add_criterion_test(test_e2e_liveness_netns SOURCES e2e/test_e2e_liveness_netns.c
                         LIBS ea_e2e_harness ea_netns_harness TIMEOUT 300 LABELS e2e netns)
 endif()
+# issue 37: the node unit's decisions (agent/node/) on the memory store with a fake clock and a
+# fake ring transport: no real time, no sockets (scripts/mutants.d/node.sh)
+ea_add_criterion_test(test_node SOURCES unit/test_node.c LIBS ea_node
+                      SAFETY "node/@(a_suspicion*|a_probe*|the_coordinators*|a_lost_lease*|a_node_that*|a_failure_report*)")

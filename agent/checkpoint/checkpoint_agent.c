@@ -106,7 +106,7 @@ static void agent_checkpoint_step(struct agent *a, int64_t now)
     struct ckpt_note n;
     while (ckpt_next_note(a->ckpt->c, &n) > 0)
         on_note(a, &n);
-    bool brk = a->state == LC_FAILED || a->state == LC_STOPPING || a->quit.term_signal || a->lease_lost;
+    bool brk = a->state == LC_FAILED || a->state == LC_STOPPING || a->quit.term_signal || a->node.lease_lost;
     if (brk && !a->ckpt->at_break) {
         int q = ckpt_breakpoint(a->ckpt->c);
         if (q > 0)

@@ -38,10 +38,10 @@ static void recovery_done(struct agent *a)
     }
     json_decref(o);
     /* a cold start is no recovery: its phases are in the event and the histograms only */
-    if (json && rdzv_my_index(a->rdzv) == 0 && strcmp(r->cause, "first") != 0 &&
-        a->store_down_since_ms < 0) {
+    if (json && rdzv_my_index(a->node.rdzv) == 0 && strcmp(r->cause, "first") != 0 &&
+        a->node.store_down_since_ms < 0) {
         struct ea_error err = {0};
-        if (rdzv_publish_round_key(a->rdzv, r->round, "recovery", json, &err) < 0)
+        if (rdzv_publish_round_key(a->node.rdzv, r->round, "recovery", json, &err) < 0)
             log_debug("could not publish round %" PRId64 "'s recovery record: %s", r->round,
                       err.msg);
     }
@@ -63,13 +63,13 @@ void agent_health_fault(struct agent *a, int64_t fault_wall, const char *cause, 
 {
     int64_t now = ea_wall_ms();
     ph_detect(&a->health.ph, fault_wall, now, cause);
-    if (a->store_down_since_ms >= 0)
+    if (a->node.store_down_since_ms >= 0)
         return; /* the failure report comes first; it is retried, this is not worth a wait */
     char v[384];
     ph_detect_json(fault_wall, now, cause, a->cfg->node_id, rank, v, sizeof(v));
     struct ea_error err = {0};
     /* before the failure moves the run on: the others' watch delivers it first */
-    if (rdzv_publish_round_key(a->rdzv, a->group.round, "detect", v, &err) < 0)
+    if (rdzv_publish_round_key(a->node.rdzv, a->group.round, "detect", v, &err) < 0)
         log_debug("could not publish the detect time of round %" PRId64 ": %s", a->group.round,
                   err.msg);
 }
@@ -78,18 +78,18 @@ void agent_health_stopping(struct agent *a)
 {
     hb_disarm(a->health.hb);
     /* another node's fault (its `detect` key), else: observed here, when it began is unknown */
-    ph_detect_remote(&a->health.ph, rdzv_round_key(a->rdzv, a->group.round, "detect"));
+    ph_detect_remote(&a->health.ph, rdzv_round_key(a->node.rdzv, a->group.round, "detect"));
     ph_detect(&a->health.ph, -1, ea_wall_ms(), "membership");
 }
 
 void agent_health_observe(struct agent *a, const struct rdzv_state *s, int64_t gen)
 {
     (void)gen;
-    if (!s || s->status != RDZV_RUNNING || s->round == a->health.ph_round || rdzv_my_index(a->rdzv) < 0)
+    if (!s || s->status != RDZV_RUNNING || s->round == a->health.ph_round || rdzv_my_index(a->node.rdzv) < 0)
         return;
     a->health.ph_round = s->round;
     if (a->group.round > 0)
-        ph_detect_remote(&a->health.ph, rdzv_round_key(a->rdzv, a->group.round, "detect"));
+        ph_detect_remote(&a->health.ph, rdzv_round_key(a->node.rdzv, a->group.round, "detect"));
     int64_t now = ea_now_ms(), wall = ea_wall_ms();
     ph_committed(&a->health.ph, s->round, wall, wall - (now - a->obs.rdzv_since_ms));
 }

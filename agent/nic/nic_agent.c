@@ -15,7 +15,7 @@ static bool nic_round_ready(struct agent *a, const struct rdzv_state *s, int64_t
 {
     (void)gen;
     struct ea_error err = {0};
-    int r = nic_step(a->nic, a->rdzv, s, rdzv_my_index(a->rdzv), ea_now_ms(), &err);
+    int r = nic_step(a->nic, a->node.rdzv, s, rdzv_my_index(a->node.rdzv), ea_now_ms(), &err);
     if (r == NIC_DONE) {
         log_info("round %" PRId64 ": NIC discovery: common interface(s) %s, master address %s "
                  "(%" PRId64 " ms)",
@@ -26,11 +26,11 @@ static bool nic_round_ready(struct agent *a, const struct rdzv_state *s, int64_t
     } else if (r == NIC_FAILED) {
         /* close the run, so that members that have not got this far stop too (exit 4) */
         int64_t now_gen = 0;
-        rdzv_current(a->rdzv, &now_gen);
+        rdzv_current(a->node.rdzv, &now_gen);
         log_error("round %" PRId64 ": %s; closing the run", s->round, err.msg);
         agent_emit(a, "nic_failed", "{s:s}", "message", err.msg);
         struct ea_error cerr = {0};
-        if (rdzv_close(a->rdzv, now_gen, &cerr) < 0)
+        if (rdzv_close(a->node.rdzv, now_gen, &cerr) < 0)
             log_warn("could not close the run: %s", cerr.msg);
         a->quit.exiting = true;
         a->quit.exit_code = AGENT_EXIT_RDZV;

@@ -116,11 +116,11 @@ static const char *agent_progress_arm(struct agent *a, const char *hb_dir, int n
 static int previous_failure(struct agent *a, struct rdzv_failure *ret)
 {
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
     if (!s || s->last_failure <= 0)
         return -ENOENT;
     struct ea_error err = {0};
-    int r = rdzv_get_failure(a->rdzv, s->last_failure, ret, &err);
+    int r = rdzv_get_failure(a->node.rdzv, s->last_failure, ret, &err);
     if (r < 0)
         log_warn("cannot read round %" PRId64 "'s failure record (%s): this failure starts the "
                  "no-progress count again",
@@ -183,7 +183,7 @@ static void agent_progress_step(struct agent *a, int64_t now)
     if (!p)
         return;
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
     if (ap->straggler)
         evict_follow(a, ap, s, now);
     if (s && s->last_failure > p->run_round) {
@@ -191,7 +191,7 @@ static void agent_progress_step(struct agent *a, int64_t now)
          * per failed round, not per step) */
         struct rdzv_failure *f = malloc(sizeof(*f));
         struct ea_error err = {0};
-        if (f && rdzv_get_failure(a->rdzv, s->last_failure, f, &err) == 0 && f->progress.repeat)
+        if (f && rdzv_get_failure(a->node.rdzv, s->last_failure, f, &err) == 0 && f->progress.repeat)
             p->run = f->progress;
         free(f);
         p->run_round = s->last_failure;
@@ -254,12 +254,12 @@ static void straggler_score(struct agent *a, struct agent_progress *ap, const st
         goto out;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if ((t[i] = node_compute(rdzv_compute(a->rdzv, s->members[i].node_id), s->round)) > 0)
+        if ((t[i] = node_compute(rdzv_compute(a->node.rdzv, s->members[i].node_id), s->round)) > 0)
             all[k++] = t[i];
     double run = sg_median(all, k);
     sg_scores(t, n, sc);
     const struct cfg *c = a->cfg;
-    size_t live = rdzv_live_count(a->rdzv);
+    size_t live = rdzv_live_count(a->node.rdzv);
     for (size_t i = 0; i < n; i++) {
         struct sg_node_track *tk = &ap->tracks[i];
         tk->score = sc[i];
@@ -290,7 +290,7 @@ static void straggler_score(struct agent *a, struct agent_progress *ap, const st
         if (act != SG_EVICT || ap->evict_round == s->round)
             continue; /* one eviction a round: the next round scores its members anew */
         struct ea_error err = {0};
-        if (rdzv_straggler_evict(a->rdzv, s->round, tk->node, &err) < 0) {
+        if (rdzv_straggler_evict(a->node.rdzv, s->round, tk->node, &err) < 0) {
             log_warn("round %" PRId64 ": cannot evict straggler '%s': %s; trying again at the "
                      "next scoring",
                      s->round, tk->node, err.msg);
@@ -333,10 +333,10 @@ static void evict_follow(struct agent *a, struct agent_progress *ap, const struc
         return;
     }
     if (!c->straggler_evict || !s || s->status != RDZV_RUNNING || a->group.round != s->round ||
-        rdzv_my_index(a->rdzv) < 0)
+        rdzv_my_index(a->node.rdzv) < 0)
         return;
     char node[RDZV_ID_MAX];
-    if (rdzv_straggler_evicted(a->rdzv, s->round, node) < 0 || strcmp(node, c->node_id) != 0)
+    if (rdzv_straggler_evicted(a->node.rdzv, s->round, node) < 0 || strcmp(node, c->node_id) != 0)
         return;
     log_warn("round %" PRId64 ": the coordinator evicted this node as a straggler: leaving run "
              "'%s' (a spare takes its place), stopping %d worker(s), then staying out for %.0f s "
@@ -345,7 +345,7 @@ static void evict_follow(struct agent *a, struct agent_progress *ap, const struc
     agent_emit(a, "evicted", "{s:s, s:f}", "reason", "straggler", "cooldown_s",
                (double)c->straggler_cooldown_ms / 1000.0);
     struct ea_error err = {0};
-    if (rdzv_leave(a->rdzv, &err) < 0) /* first: the run moves on without waiting for us */
+    if (rdzv_leave(a->node.rdzv, &err) < 0) /* first: the run moves on without waiting for us */
         log_warn("leaving the run: %s", err.msg);
     a->quit.stop_reason = "evicted";
     AGENT_EACH(stopping, a, s);
@@ -365,21 +365,21 @@ static void straggler_step(struct agent *a, struct agent_progress *ap, int64_t n
     if (now < ap->publish_at)
         return;
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
     ap->publish_at = now + publish_every_ms(s ? s->group_world_size : 0);
     if (!s || s->status != RDZV_RUNNING || a->state != LC_RUNNING || a->group.round != s->round)
         return;
     double t = sg_node_time(ap->ranks, ap->n_ranks);
     a->obs.m.compute_seconds = t;
-    if (t > 0 && a->store_down_since_ms < 0) {
+    if (t > 0 && a->node.store_down_since_ms < 0) {
         /* bounded rate: one small put every SG_PUBLISH_MS, never per step */
         char v[96];
         snprintf(v, sizeof(v), "{\"round\":%" PRId64 ",\"median_s\":%.6f}", s->round, t);
         struct ea_error err = {0};
-        if (rdzv_publish_compute(a->rdzv, v, &err) < 0)
+        if (rdzv_publish_compute(a->node.rdzv, v, &err) < 0)
             log_debug("could not publish this node's compute time: %s", err.msg);
     }
-    if (rdzv_is_coordinator(a->rdzv))
+    if (rdzv_is_coordinator(a->node.rdzv))
         straggler_score(a, ap, s, now);
 }
 

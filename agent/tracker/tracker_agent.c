@@ -55,9 +55,9 @@ int agent_publish_tracker(struct agent *a, const struct rdzv_state *s, const cha
     if (!a->tracker.srv) {
         struct rdzv_roster_node *ro = NULL;
         size_t n = 0;
-        int r = rdzv_round_roster(a->rdzv, &ro, &n, &err);
+        int r = rdzv_round_roster(a->node.rdzv, &ro, &n, &err);
         if (r == -EAGAIN) { /* the round is moving on: its commit is on its way */
-            a->retry_at_ms = ea_now_ms() + 200;
+            a->node.retry_at_ms = ea_now_ms() + 200;
             return r;
         }
         if (r < 0) {
@@ -68,7 +68,7 @@ int agent_publish_tracker(struct agent *a, const struct rdzv_state *s, const cha
         free(ro);
         if (r < 0) {
             log_error("round %" PRId64 ": cannot serve the rabit tracker: %s", s->round, err.msg);
-            a->retry_at_ms = ea_now_ms() + 500;
+            a->node.retry_at_ms = ea_now_ms() + 500;
             return r;
         }
         a->tracker.last_port = tracker_port(a->tracker.srv);
@@ -78,7 +78,7 @@ int agent_publish_tracker(struct agent *a, const struct rdzv_state *s, const cha
     const char *ta = tracker_addr(a->tracker.srv);
     char ap[128];
     snprintf(ap, sizeof(ap), strchr(ta, ':') ? "[%s]:%d" : "%s:%d", ta, tracker_port(a->tracker.srv));
-    int r = rdzv_publish_round_key(a->rdzv, s->round, "tracker", ap, &err);
+    int r = rdzv_publish_round_key(a->node.rdzv, s->round, "tracker", ap, &err);
     if (r < 0)
         agent_store_problem(a, r, &err);
     return r;
@@ -88,9 +88,9 @@ int agent_publish_tracker(struct agent *a, const struct rdzv_state *s, const cha
 void agent_retire_tracker(struct agent *a)
 {
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
     if (!a->tracker.srv || (s && s->status == RDZV_RUNNING && s->round == tracker_round(a->tracker.srv) &&
-                        rdzv_my_index(a->rdzv) == 0 && !a->quit.exiting))
+                        rdzv_my_index(a->node.rdzv) == 0 && !a->quit.exiting))
         return;
     log_debug("round %" PRId64 ": rabit tracker closed", tracker_round(a->tracker.srv));
     tracker_destroy(a->tracker.srv);
@@ -129,12 +129,12 @@ static void on_tracker(void *c, const struct pollfd *fds, size_t n, int64_t now)
 static void tracker_starting(struct agent *a, const struct rdzv_state *s, struct group_start *gs)
 {
     if (agent_builtin_tracker(a))
-        gs->dmlc_tracker = rdzv_round_key(a->rdzv, s->round, "tracker");
+        gs->dmlc_tracker = rdzv_round_key(a->node.rdzv, s->round, "tracker");
 }
 
 static bool tracker_published(const struct agent *a, const struct rdzv_state *s)
 {
-    return !agent_builtin_tracker(a) || rdzv_round_key(a->rdzv, s->round, "tracker");
+    return !agent_builtin_tracker(a) || rdzv_round_key(a->node.rdzv, s->round, "tracker");
 }
 
 static const struct agent_step tracker_steps[] = {

@@ -107,13 +107,13 @@ void agent_warm_tick(struct agent *a)
         warm_stop(a->warm.spares);
         return;
     }
-    if (a->lease_lost || a->health.pf_out) {
+    if (a->node.lease_lost || a->health.pf_out) {
         warm_drop_held(a->warm.spares); /* fenced out or held out: no worker of ours goes on */
         return; /* rejoin first; spares already parked stay for the next round */
     }
     int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(a->rdzv, &gen);
-    if (!s || s->status != RDZV_RUNNING || rdzv_my_index(a->rdzv) < 0)
+    const struct rdzv_state *s = rdzv_current(a->node.rdzv, &gen);
+    if (!s || s->status != RDZV_RUNNING || rdzv_my_index(a->node.rdzv) < 0)
         warm_drop_held(a->warm.spares); /* the run goes on without this node, or does not go on */
     struct ea_error err = {0};
     int r = warm_park(a->warm.spares, a->group.generation, &err);
@@ -151,9 +151,9 @@ int agent_warm_hold(struct agent *a, const struct rdzv_state *s)
     if (!a->warm.spares)
         return 0;
     /* only at a new round this node takes part in, its workers running well */
-    bool hold = a->cfg->in_place && !a->quit.term_signal && !a->lease_lost && !a->quit.exiting &&
+    bool hold = a->cfg->in_place && !a->quit.term_signal && !a->node.lease_lost && !a->quit.exiting &&
                 a->state == LC_RUNNING && s && s->status == RDZV_RUNNING &&
-                s->round != a->group.round && rdzv_my_index(a->rdzv) >= 0;
+                s->round != a->group.round && rdzv_my_index(a->node.rdzv) >= 0;
     int held = 0;
     for (int i = 0; i < a->group.n; i++) {
         if (!a->group.w[i].alive)

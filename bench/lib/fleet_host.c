@@ -2,9 +2,11 @@
 /*
  * fleet_host: many simulated nodes in one process (fleet_host.h). The loop is rdzv-sim's
  * (bench/rdzv_sim.c): the store's events first, applied to every session, then each session's
- * tick and lease renewal; a node whose renewal is over half its TTL old is renewed between the
- * sessions of a long batch of events. What differs: every change of a node's view is reported,
- * a lost lease is reported and the node joins again, and nodes are killed by id.
+ * step — the product's node unit (agent/node/node.h): the lease, the rejoin after a loss with the
+ * agent's jittered back-off, the session's tick; a node whose renewal is over half its TTL old is
+ * renewed between the sessions of a long batch of events. What differs: every change of a node's
+ * view is reported, a lost lease is reported and the node joins again, and nodes are killed by
+ * id.
  */
 #include "fleet_host.h"
 
@@ -19,20 +21,24 @@
 
 #include "ea_time.h"
 #include "kv.h"
+#include "node.h"
 #include "session.h"
 
-struct node {
+struct host;
+
+struct fleet_node {
     int id;
-    struct rdzv_session *s;
+    struct host *h;
+    struct node nd;          /* the product's node unit: the lease, the rejoin, store trouble */
+    struct rdzv_session *s;  /* nd.rdzv */
     struct ff_rec last;      /* the view last reported */
     int64_t published_round; /* as group rank 0: the last round it published the master of */
-    int64_t renewed_ms;
-    bool joined, dead, rejoin;
+    bool joined, dead;
 };
 
 struct host {
     const struct ff_host_opts *o;
-    struct node *nodes;
+    struct fleet_node *nodes;
     int count, out;
     int complaints; /* store errors printed (a few per host, then only counted) */
     uint64_t errors;
@@ -61,7 +67,7 @@ static void complain(struct host *h, int node, const char *what, const struct ea
 
 /* Report the node's view if it changed; as group rank 0, publish the round's master (what an
  * agent does before its workers start: it keeps the store's load realistic). */
-static void observe(struct host *h, struct node *n)
+static void observe(struct host *h, struct fleet_node *n)
 {
     if (n->dead || !n->joined)
         return;
@@ -96,48 +102,53 @@ static void observe(struct host *h, struct node *n)
     }
 }
 
-/* The lease: renew when due; a lost one is reported and the node joins again, as an agent
- * does after it stopped its workers. */
-static void keepalive(struct host *h, struct node *n, int64_t now)
+/* The node unit's step (node.h): the lease renewed when due, a lost one reported and the node
+ * joined again (with the agent's jittered back-off on store errors), the session's tick. */
+static void step(struct host *h, struct fleet_node *n, int64_t now)
 {
-    struct ea_error err = {0};
-    if (n->rejoin) {
-        if (rdzv_join(n->s, &err) < 0) {
-            complain(h, n->id, "join again", &err);
-            return;
-        }
-        n->rejoin = false;
-        n->renewed_ms = now;
-        return;
-    }
-    int r = rdzv_keepalive(n->s, now, &err);
-    if (r == KV_ENOLEASE) {
-        send_simple(h, FF_LEASE_LOST, n->id, 0);
-        fprintf(stderr, "fleet-faults: node %d: lease lost: %s\n", n->id, err.msg);
-        n->rejoin = true;
-    } else if (r > 0) {
-        n->renewed_ms = now;
-    } else if (r < 0) {
-        complain(h, n->id, "keepalive", &err);
-    }
+    (void)h;
+    struct node_step_in in = {.may_rejoin = true}; /* no workers to stop first */
+    node_step(&n->nd, &in, now);
 }
 
+/* Renew the lease of every node whose last renewal is over half its TTL old (between the
+ * sessions of a long batch of events). */
 static void renew_late(struct host *h, int64_t now)
 {
     for (int i = 0; i < h->count; i++) {
-        struct node *n = &h->nodes[i];
-        if (n->joined && !n->dead && !n->rejoin && now - n->renewed_ms > h->o->ttl_ms / 2)
-            keepalive(h, n, now);
+        struct fleet_node *n = &h->nodes[i];
+        if (n->joined && !n->dead && !n->nd.lease_lost &&
+            rdzv_lease_valid_until(n->s) - h->o->ttl_ms + h->o->ttl_ms / 2 < now)
+            step(h, n, now);
+    }
+}
+
+static void node_log_cb(void *ctx, enum node_level level, const char *msg)
+{
+    struct fleet_node *n = ctx;
+    if (level < NODE_WARN)
+        return;
+    struct ea_error err = {0};
+    snprintf(err.msg, sizeof(err.msg), "%s", msg);
+    complain(n->h, n->id, "node", &err);
+}
+
+static void node_event_cb(void *ctx, const struct node_event *e)
+{
+    struct fleet_node *n = ctx;
+    if (e->kind == NODE_EV_LEASE_LOST) {
+        send_simple(n->h, FF_LEASE_LOST, n->id, 0);
+        fprintf(stderr, "fleet-faults: node %d: lease lost: %s\n", n->id, e->detail);
     }
 }
 
 /* A node dies like a SIGKILLed agent: no more renewals, no leave; its lease expires. */
-static void kill_node(struct host *h, struct node *n)
+static void kill_node(struct host *h, struct fleet_node *n)
 {
     n->dead = true;
     send_simple(h, FF_KILLED, n->id, 0);
     rdzv_session_destroy(n->s);
-    n->s = NULL;
+    n->s = n->nd.rdzv = NULL;
 }
 
 static int read_full(int fd, void *buf, size_t len)
@@ -165,7 +176,7 @@ static int command(struct host *h, int ctl)
         return 0;
     if (c == FF_CMD_RACK) {
         for (int i = 0; i < h->count; i++) {
-            struct node *n = &h->nodes[i];
+            struct fleet_node *n = &h->nodes[i];
             if (!n->dead && n->joined &&
                 (rdzv_is_coordinator(n->s) || (unsigned)rdzv_my_index(n->s) < 8)) {
                 kill_node(h, n);
@@ -197,7 +208,7 @@ static int command(struct host *h, int ctl)
 static int create_all(struct host *h, struct kv *kv, int first)
 {
     for (int i = 0; i < h->count; i++) {
-        struct node *n = &h->nodes[i];
+        struct fleet_node *n = &h->nodes[i];
         n->id = first + i;
         n->last.rank = -1;
         struct rdzv_config rc = {
@@ -221,6 +232,12 @@ static int create_all(struct host *h, struct kv *kv, int first)
             fprintf(stderr, "fleet-faults: node %d: session: %s\n", n->id, err.msg);
             return -1;
         }
+        n->h = h;
+        n->nd.rdzv = n->s;
+        struct node_params np = {.node_id = rc.self.node_id,
+                                 .join_timeout_ms = INT64_MAX / 4, /* never gives up */
+                                 .ops = {.ctx = n, .log = node_log_cb, .event = node_event_cb}};
+        node_init(&n->nd, &np);
     }
     return 0;
 }
@@ -251,7 +268,7 @@ int ff_host_main(const struct ff_host_opts *o, int first, int count, int out, in
     int joined = 0, rc = 0;
     for (;;) {
         if (joined < count) { /* one per turn: the nodes already in keep renewing */
-            struct node *n = &h.nodes[joined++];
+            struct fleet_node *n = &h.nodes[joined++];
             if (rdzv_join(n->s, &err) < 0) {
                 fprintf(stderr, "fleet-faults: node %d: join: %s\n", n->id, err.msg);
                 send_simple(&h, FF_FATAL, n->id, 0);
@@ -259,19 +276,16 @@ int ff_host_main(const struct ff_host_opts *o, int first, int count, int out, in
                 break;
             }
             n->joined = true;
-            n->renewed_ms = ea_now_ms();
             send_simple(&h, FF_JOINED, n->id, 0);
         }
         int64_t now = ea_now_ms(), wake = joined < count ? now : now + 1000;
         for (int i = 0; i < joined; i++) {
-            struct node *n = &h.nodes[i];
+            struct fleet_node *n = &h.nodes[i];
             if (n->dead)
                 continue;
-            if (!n->rejoin && rdzv_tick(n->s, now, &err) < 0)
-                complain(&h, n->id, "tick", &err);
-            keepalive(&h, n, now);
+            step(&h, n, now);
             observe(&h, n);
-            int64_t w = rdzv_wake_ms(n->s);
+            int64_t w = node_wake_ms(&n->nd);
             if (w >= 0 && w < wake)
                 wake = w;
         }
@@ -291,7 +305,7 @@ int ff_host_main(const struct ff_host_opts *o, int first, int count, int out, in
                 break;
             }
             for (int i = 0; i < joined; i++) {
-                struct node *n = &h.nodes[i];
+                struct fleet_node *n = &h.nodes[i];
                 if (n->dead)
                     continue;
                 if (rdzv_apply_events(n->s, ev, nev, &err) < 0)
@@ -313,7 +327,7 @@ int ff_host_main(const struct ff_host_opts *o, int first, int count, int out, in
         }
     }
     for (int i = 0; i < count; i++) {
-        struct node *n = &h.nodes[i];
+        struct fleet_node *n = &h.nodes[i];
         if (!n->dead && n->joined && !rc)
             rdzv_leave(n->s, NULL);
         rdzv_session_destroy(n->s);

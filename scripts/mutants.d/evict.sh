@@ -37,5 +37,5 @@ mutant --target test_e2e_progress --filter 'e2e_progress/a_straggler_is_evicted*
   '^test_e2e_progress$'
 # ... and every member leaving on an eviction that names another node
 mutant --target test_e2e_progress --filter 'e2e_progress/a_straggler_is_evicted*' \
-  agent/progress/progress_agent.c 's/^    if (rdzv_straggler_evicted(a->rdzv, s->round, node) < 0 || strcmp(node, c->node_id) != 0)$/    if (rdzv_straggler_evicted(a->rdzv, s->round, node) < 0)/' \
+  agent/progress/progress_agent.c 's/^    if (rdzv_straggler_evicted(a->node.rdzv, s->round, node) < 0 || strcmp(node, c->node_id) != 0)$/    if (rdzv_straggler_evicted(a->node.rdzv, s->round, node) < 0)/' \
   '^test_e2e_progress$'

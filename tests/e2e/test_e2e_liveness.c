@@ -227,7 +227,7 @@ Test(liveness, a_false_suspicion_costs_one_round_and_no_storm)
     cr_assert_eq(count_in_logs("round 4 "), 0, "no further round");
 }
 
-/* Mutation: the coordinator's probe result ignored (agent_liveness.c on_probe: alive taken for
+/* Mutation: the coordinator's probe result ignored (node_ring.c on_probe: alive taken for
  * dead) -> the forged suspicion evicts a live node. */
 Test(liveness, a_forged_suspicion_of_a_live_node_costs_no_round)
 {
@@ -247,7 +247,7 @@ Test(liveness, a_forged_suspicion_of_a_live_node_costs_no_round)
     release_and_expect_success(-1);
 }
 
-/* Mutation: the cooldown off (agent_liveness.c agent_liveness_may_rejoin always true) -> the
+/* Mutation: the cooldown off (node_ring.c node_may_rejoin always true) -> the
  * node evicted a second time rejoins at once; the strikes not counted -> no doubled wait. */
 Test(liveness, evicted_again_soon_after_rejoining_waits_a_cooldown)
 {
@@ -270,7 +270,7 @@ Test(liveness, evicted_again_soon_after_rejoining_waits_a_cooldown)
     cr_assert_geq(back, 9000, "n3 rejoined before its cooldown (one lease TTL, 10 s)");
     cr_assert_eq(count_in_logs("its lease is revoked"), 2, "two evictions, no more");
     /* and a third time soon after: the wait doubles (a link that keeps failing costs ever fewer
-     * rounds). Mutation: the strikes not counted (agent_liveness.c) -> 10 s again. */
+     * rounds). Mutation: the strikes not counted (node_ring.c) -> 10 s again. */
     for (int i = 0; i < N; i++)
         cr_assert(h_log_wait(&a[i], "round 5 ", 20000), "n%d runs round 5 (with n3)", i);
     h_agent_freeze(&a[3]);

@@ -254,7 +254,7 @@ Test(liveness_netns, a_cut_off_coordinator_evicts_nobody_and_is_evicted)
  * nobody backs that suspicion, and n0 must wait for it. n3 suspects the coordinator: the third
  * member, n1, probes n0 over the second LAN and finds it alive. Nobody is evicted: two false
  * alarms, no round. Mutations: the coordinator confirming its own suspicions alone
- * (agent_liveness.c on_suspect) -> its probe of n3 times out and it evicts n3; a suspicion of the
+ * (node_ring.c on_suspect) -> its probe of n3 times out and it evicts n3; a suspicion of the
  * coordinator confirmed by its watcher alone (suspect_coord) -> n3's probe of n0 times out and it
  * evicts the coordinator.
  */
@@ -291,7 +291,7 @@ Test(liveness_netns, one_cut_link_to_the_coordinator_evicts_nobody)
  * cannot link to n3, n3 suspects n2, and the coordinator n0 has no route to n2. Before the fix n0
  * suspected n1 ("unreachable"), n2 revoked the healthy coordinator's lease, and a coordinator n0
  * would revoke n2's. Mutations: ring.c's local-error checks in out_connect (n0 suspects n1) and
- * ring_probe, agent_liveness.c's on a third member's (n2 evicts n0) and a coordinator's probe.
+ * ring_probe, node_ring.c's on a third member's (n2 evicts n0) and a coordinator's probe.
  */
 Test(liveness_netns, no_route_here_is_no_evidence_and_evicts_nobody)
 {

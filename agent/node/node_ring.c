@@ -1,0 +1,610 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * node_ring: the node's decisions on the liveness ring (node.h): follows each running round with
+ * the ring, writes a suspicion when a link breaks, and, as coordinator, confirms each suspicion
+ * with a probe of its own before it revokes the suspect's lease; a suspicion of the coordinator
+ * goes to a third member. A node that loses its lease again soon after rejoining waits before it
+ * rejoins (no round storm). The ring's sockets are its host's (node_transport).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ea_time.h"
+#include "node.h"
+#include "node_internal.h"
+#include "domain.h"
+#include "suspect.h"
+
+enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_DONE };
+
+struct ring_case {
+    enum case_state state;
+    struct rdzv_suspect_case c;
+    uint64_t probe;
+};
+
+struct node_ring {
+    struct node_ring_params p;
+    char ns[RDZV_ADDR_MAX]; /* this host and network namespace ("" any) */
+
+    /* the ring as handed to the transport */
+    int64_t round;
+    char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
+    int64_t peer_retry_ms;
+    /* the successor's node record as last read: the same while its slot is (no read a round) */
+    char peer_id[RDZV_ID_MAX];
+    int64_t peer_slot;
+    struct ring_peer peer_rp;
+    bool peer_have, peer_reach;
+
+    struct rdzv_suspicion unsent[NODE_UNSENT_MAX];
+    size_t n_unsent;
+
+    /* the coordinator's confirmations in cases_round (allocated when this node first
+     * coordinates: most nodes never do) */
+    struct ring_case *cases;
+    int64_t cases_round;
+    uint64_t seen_changes;
+    bool rescan;
+
+    /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
+     * watcher in a round of two) */
+    bool coord_probing, coord_from_key;
+    uint64_t coord_probe;
+    int64_t coord_lease;
+    struct rdzv_coord_suspicion coord_x;
+    int64_t coord_seen_round, coord_seen_rev; /* the last rounds/<r>/coord_suspect looked at */
+    bool coord_todo;                          /* coord_x still to be written */
+
+    uint64_t probe_ids;
+    struct node_ring_stats st;
+
+    /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining */
+    bool was_lost;
+    int strikes;
+    int64_t rejoined_ms, cooldown_until_ms;
+};
+
+/* ---- addresses ------------------------------------------------------------------------------ */
+
+bool node_numeric_addr(const char *addr, char *buf, size_t size)
+{
+    unsigned char tmp[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, addr, tmp) == 1 || inet_pton(AF_INET6, addr, tmp) == 1) {
+        snprintf(buf, size, "%s", addr);
+        return true;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    bool ok = getaddrinfo(addr, NULL, &hints, &res) == 0 && res &&
+              getnameinfo(res->ai_addr, res->ai_addrlen, buf, (socklen_t)size, NULL, 0,
+                          NI_NUMERICHOST) == 0;
+    if (res)
+        freeaddrinfo(res);
+    return ok;
+}
+
+void node_netns_id(char *buf, size_t size)
+{
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f && fgets(boot, sizeof(boot), f))
+        boot[strcspn(boot, "\n")] = '\0';
+    if (f)
+        fclose(f);
+    struct stat st;
+    if (!boot[0] || stat("/proc/self/ns/net", &st) < 0)
+        snprintf(buf, size, "pid-%ld", (long)getpid()); /* unknown: reachable by nobody else */
+    else
+        snprintf(buf, size, "%s:%lu", boot, (unsigned long)st.st_ino);
+}
+
+bool node_is_loopback(const char *addr)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, addr, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* Whether this node can reach a peer at the address in its record: a loopback address only
+ * from the same host and network namespace (agents of a file store in network namespaces all
+ * publish 127.0.0.1: without this each would find every other dead). */
+static bool reachable(const struct node_ring *g, const struct rdzv_ring_peer *p)
+{
+    return !p->ns[0] || !g->ns[0] || strcmp(p->ns, g->ns) == 0;
+}
+
+int node_ring_open(struct node *n, const struct node_ring_params *p)
+{
+    struct node_ring *g = calloc(1, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    g->p = *p;
+    if (p->ns)
+        snprintf(g->ns, sizeof(g->ns), "%s", p->ns);
+    g->p.ns = NULL;
+    n->ring = g;
+    return 0;
+}
+
+void node_ring_free(struct node *n)
+{
+    if (!n->ring)
+        return;
+    free(n->ring->cases);
+    free(n->ring);
+    n->ring = NULL;
+}
+
+/* ---- following the rounds ----------------------------------------------------------------- */
+
+static void follow_round(struct node *n, struct node_ring *g, bool active, int64_t now)
+{
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(n->rdzv, &gen);
+    const struct rdzv_member *m = rdzv_self_member(n->rdzv);
+    const char *self = n->node_id;
+    int64_t round = s && s->status == RDZV_RUNNING && m && !n->lease_lost && active ? s->round : 0;
+    const char *next = round && m->next[0] && strcmp(m->next, self) != 0 ? m->next : "";
+    const char *prev = round && m->prev[0] && strcmp(m->prev, self) != 0 ? m->prev : "";
+    if (round == g->round && strcmp(next, g->next) == 0 && strcmp(prev, g->prev) == 0)
+        return;
+    if (next[0] && now < g->peer_retry_ms)
+        return;
+    struct ring_peer rp = {0};
+    bool have = false, reach = true;
+    if (next[0] && m->next_slot > 0 && m->next_slot == g->peer_slot &&
+        strcmp(next, g->peer_id) == 0) { /* the incarnation of the last read: its record */
+        rp = g->peer_rp;
+        have = g->peer_have;
+        reach = g->peer_reach;
+    } else if (next[0]) { /* the one node record a node reads per round: its successor's */
+        struct rdzv_ring_peer p;
+        struct ea_error err = {0};
+        int r = rdzv_ring_peer(n->rdzv, next, &p, &err);
+        if (r == 0 && !(reach = reachable(g, &p))) {
+            node_log(n, NODE_DEBUG,
+                     "liveness ring: node '%s' has a loopback address in another network "
+                     "namespace: no link to it",
+                     next);
+        } else if (r == 0) {
+            snprintf(rp.node_id, sizeof(rp.node_id), "%s", p.node_id);
+            snprintf(rp.addr, sizeof(rp.addr), "%s", p.addr);
+            rp.port = p.port;
+            have = true;
+        }
+        if (r == 0) {
+            snprintf(g->peer_id, sizeof(g->peer_id), "%s", next);
+            g->peer_slot = m->next_slot;
+            g->peer_rp = rp;
+            g->peer_have = have;
+            g->peer_reach = reach;
+        } else if (r != KV_ENOTFOUND && r != -ENOPROTOOPT) {
+            node_log(n, NODE_DEBUG, "liveness ring: reading node '%s': %s; trying again", next,
+                     err.msg);
+            g->peer_retry_ms = now + NODE_PEER_RETRY_MS;
+            return;
+        } else { /* gone already, or not in the ring: nothing to watch on that side */
+            node_log(n, NODE_DEBUG, "liveness ring: no link to node '%s': %s", next, err.msg);
+        }
+    }
+    /* a predecessor that never links is suspected unless this node is on a loopback address
+     * it cannot reach through (its successor in another namespace: so, likely, is it) */
+    g->p.tr.set(g->p.tr.ctx, round, round && s ? s->group_world_size : 0, prev,
+                g->p.await_prev && (!g->p.loopback || reach), have ? &rp : NULL, now);
+    g->round = round;
+    snprintf(g->next, sizeof(g->next), "%s", next);
+    snprintf(g->prev, sizeof(g->prev), "%s", prev);
+    if (round)
+        node_log(n, NODE_DEBUG, "liveness ring, round %" PRId64 ": from '%s', to '%s'", round,
+                 prev[0] ? prev : "(none)", next[0] ? next : "(none)");
+}
+
+/* ---- suspicions --------------------------------------------------------------------------- */
+
+static void flush_todo(struct node *n, struct node_ring *g)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < g->n_unsent; i++) {
+        struct ea_error err = {0};
+        int r = rdzv_suspect(n->rdzv, &g->unsent[i], &err);
+        if (r < 0 && g->unsent[i].round == g->round) {
+            node_log(n, NODE_DEBUG, "liveness ring: reporting node '%s': %s; trying again",
+                     g->unsent[i].node_id, err.msg);
+            g->unsent[kept++] = g->unsent[i];
+        }
+    }
+    g->n_unsent = kept;
+}
+
+static void to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    snprintf(ret->node_id, sizeof(ret->node_id), "%s", p->node_id);
+    snprintf(ret->addr, sizeof(ret->addr), "%s", p->addr);
+    ret->port = p->port;
+}
+
+/* Confirm a suspicion of the coordinator with a probe of this node's own, on a new connection:
+ * this node is the third member rdzv_coord_confirmer_of() names (outside the coordinator's
+ * failure domain where it can), or the watcher in a round of two
+ * (docs/protocol.md: why a third member, and why a revoke is safe). */
+static void confirm_coord(struct node *n, struct node_ring *g, const struct rdzv_coord_suspicion *x,
+                          bool from_key)
+{
+    char holder[RDZV_ID_MAX];
+    int64_t lease = 0;
+    struct rdzv_ring_peer p;
+    struct ring_peer rp;
+    if (g->coord_probing || !rdzv_coord_holder(n->rdzv, holder, sizeof(holder), &lease) ||
+        strcmp(holder, x->sus.node_id) != 0 || rdzv_ring_peer(n->rdzv, holder, &p, NULL) < 0 ||
+        p.lease != lease || !reachable(g, &p))
+        return;
+    to_ring_peer(&p, &rp);
+    uint64_t id = ++g->probe_ids;
+    if (g->p.tr.probe(g->p.tr.ctx, id, &rp, x->sus.round, g->p.probe_ms, node_now(n)) < 0)
+        return;
+    g->coord_probing = true;
+    g->coord_from_key = from_key;
+    g->coord_probe = id;
+    g->coord_lease = lease;
+    g->coord_x = *x;
+    node_log(n, NODE_INFO, "liveness ring: '%s' suspects the coordinator '%s' (%s): probing it",
+             x->sus.by, x->sus.node_id, x->sus.cause);
+}
+
+/* A suspicion of the coordinator: a third member confirms it (rounds/<r>/coord_suspect), or in a
+ * round of two this watcher, as nobody else is there. */
+static void suspect_coord(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
+                          bool outbound)
+{
+    const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
+    const struct rdzv_member *m = rdzv_self_member(n->rdzv);
+    int nw = s ? s->group_world_size : 0;
+    if (!m || nw < 2)
+        return;
+    /* its group rank: the ring runs in chunk order, so a neighbour's rank is the chunk's word */
+    struct rdzv_coord_suspicion cx = {
+        .sus = *x, .by_rank = m->group_rank, .coord_rank = outbound ? m->next_rank : m->prev_rank};
+    if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {
+        confirm_coord(n, g, &cx, false);
+        return;
+    }
+    g->coord_x = cx;
+    g->coord_todo = true;
+    struct ea_error err = {0};
+    if (rdzv_coord_suspect(n->rdzv, &cx, &err) >= 0)
+        g->coord_todo = false;
+    else
+        node_log(n, NODE_DEBUG, "liveness ring: reporting the coordinator '%s': %s; trying again",
+                 x->node_id, err.msg);
+}
+
+/* Another member suspects the coordinator: confirm it when this node is the one to. */
+static void check_coord_suspicion(struct node *n, struct node_ring *g)
+{
+    if (g->coord_todo) {
+        struct ea_error err = {0};
+        if (rdzv_coord_suspect(n->rdzv, &g->coord_x, &err) >= 0)
+            g->coord_todo = false;
+    }
+    struct rdzv_coord_suspicion cx;
+    int r = rdzv_coord_suspicion(n->rdzv, &cx);
+    node_take_warning(n);
+    if (r <= 0 || (cx.sus.round == g->coord_seen_round && cx.key_rev == g->coord_seen_rev))
+        return;
+    g->coord_seen_round = cx.sus.round;
+    g->coord_seen_rev = cx.key_rev;
+    const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
+    const struct rdzv_member *m = rdzv_self_member(n->rdzv);
+    if (s && m && !rdzv_is_coordinator(n->rdzv) &&
+        rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) == m->group_rank)
+        confirm_coord(n, g, &cx, true);
+}
+
+static void on_suspect(struct node *n, struct node_ring *g, const struct ring_report *x)
+{
+    if (x->round != g->round || !x->round)
+        return; /* a link of a round that has ended */
+    int64_t now = node_now(n), wall = ea_wall_ms();
+    struct rdzv_suspicion sus = {.round = x->round,
+                                 .fault_ms = x->heard_ms >= 0 ? wall - (now - x->heard_ms) : -1,
+                                 .detected_ms = wall};
+    snprintf(sus.node_id, sizeof(sus.node_id), "%s", x->node_id);
+    snprintf(sus.by, sizeof(sus.by), "%s", n->node_id);
+    snprintf(sus.cause, sizeof(sus.cause), "%s", x->cause);
+    node_log(n, NODE_WARN, "liveness ring: lost node '%s' (the link %s it: %s): suspecting it",
+             x->node_id, x->outbound ? "to" : "from", x->cause);
+    g->st.suspicions++;
+    node_event(n, &(struct node_event){.kind = NODE_EV_SUSPECT,
+                                       .node = x->node_id,
+                                       .cause = x->cause,
+                                       .outbound = x->outbound});
+    char holder[RDZV_ID_MAX];
+    int64_t lease = 0;
+    if (!rdzv_is_coordinator(n->rdzv) &&
+        rdzv_coord_holder(n->rdzv, holder, sizeof(holder), &lease) &&
+        strcmp(holder, x->node_id) == 0) {
+        suspect_coord(n, g, &sus, x->outbound);
+        return;
+    }
+    const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
+    if (rdzv_is_coordinator(n->rdzv) && s && s->group_world_size >= 3) {
+        /* a second vantage point: the suspect's other neighbour reports it too if it is gone,
+         * and the coordinator's probe confirms that; on its own word alone a coordinator cut
+         * off from the network would evict every node it probes */
+        node_log(n, NODE_INFO,
+                 "liveness ring: waiting for the other neighbour of '%s' to report it too",
+                 x->node_id);
+        return;
+    }
+    if (g->n_unsent < NODE_UNSENT_MAX)
+        g->unsent[g->n_unsent++] = sus;
+    flush_todo(n, g);
+}
+
+/* rounds/<r>/detect: when the fault began (the suspect's last beat) and was seen, so every
+ * node's recovery clock times the same fault (create-only: the first wins). The JSON of
+ * ph_detect_json (agent/observe/phases.c reads it). */
+static void publish_detect(struct node *n, const struct rdzv_suspicion *x)
+{
+    char v[384];
+    snprintf(v, sizeof(v),
+             "{\"fault_ms\":%lld,\"detected_ms\":%lld,\"cause\":\"node_lost\",\"node\":\"%s\","
+             "\"rank\":-1}",
+             (long long)(x->fault_ms > 0 ? x->fault_ms : x->detected_ms), (long long)x->detected_ms,
+             x->node_id);
+    struct ea_error err = {0};
+    if (rdzv_publish_round_key(n->rdzv, x->round, "detect", v, &err) < 0)
+        node_log(n, NODE_DEBUG, "could not publish the detect time of round %" PRId64 ": %s",
+                 x->round, err.msg);
+}
+
+static void evicted(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
+                    const char *why, int r, const struct ea_error *err)
+{
+    if (r < 0) {
+        node_log(n, NODE_WARN, "liveness ring: could not revoke the lease of node '%s': %s",
+                 x->node_id, err->msg);
+        return;
+    }
+    if (r == 0)
+        return; /* gone already, or rejoined under a new lease */
+    g->st.evictions++;
+    node_log(n, NODE_WARN,
+             "liveness ring: node '%s' did not answer a probe either (%s; '%s' saw: %s): its "
+             "lease is revoked, the run goes on without it",
+             x->node_id, why, x->by, x->cause);
+    node_event(n, &(struct node_event){.kind = NODE_EV_EVICTED,
+                                       .node = x->node_id,
+                                       .by = x->by,
+                                       .cause = x->cause,
+                                       .detail = why});
+}
+
+static void false_alarm(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x)
+{
+    g->st.false_alarms++;
+    node_log(n, NODE_INFO,
+             "liveness ring: node '%s' answered a probe: a false alarm ('%s' saw: %s)", x->node_id,
+             x->by, x->cause);
+    node_event(n, &(struct node_event){
+                      .kind = NODE_EV_CLEARED, .node = x->node_id, .by = x->by, .cause = x->cause});
+}
+
+/* A probe this node could not even start (no route from here): it says nothing of the suspect,
+ * so this node neither evicts nor clears on it (docs/protocol.md "The liveness ring"). */
+static void no_evidence(struct node *n, const struct rdzv_suspicion *x, const char *cause)
+{
+    node_log(n, NODE_INFO,
+             "liveness ring: could not probe node '%s' from here (%s): not confirming '%s''s "
+             "suspicion (%s)",
+             x->node_id, cause, x->by, x->cause);
+}
+
+static void on_probe(struct node *n, struct node_ring *g, const struct ring_report *x)
+{
+    struct ea_error err = {0};
+    if (g->coord_probing && x->probe_id == g->coord_probe) {
+        g->coord_probing = false;
+        if (x->local) { /* nothing left this node: no word on the coordinator either way */
+            no_evidence(n, &g->coord_x.sus, x->cause);
+            return;
+        }
+        if (x->alive) { /* the coordinator answered this third member */
+            false_alarm(n, g, &g->coord_x.sus);
+            if (g->coord_from_key && rdzv_coord_suspect_clear(n->rdzv, &g->coord_x, &err) < 0)
+                node_log(n, NODE_DEBUG,
+                         "liveness ring: clearing the suspicion of the coordinator: %s", err.msg);
+            return;
+        }
+        publish_detect(n, &g->coord_x.sus);
+        int r = rdzv_evict_coord(n->rdzv, g->coord_x.sus.node_id, g->coord_lease, &err);
+        evicted(n, g, &g->coord_x.sus, x->cause, r, &err);
+        return;
+    }
+    for (size_t i = 0; g->cases && i < NODE_CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state != CASE_PROBING || k->probe != x->probe_id)
+            continue;
+        k->state = CASE_DONE;
+        if (g->cases_round != x->round || !rdzv_is_coordinator(n->rdzv))
+            return;
+        if (x->local) { /* the key stays: a coordinator that can reach it may confirm it */
+            no_evidence(n, &k->c.sus, x->cause);
+            return;
+        }
+        if (x->alive) { /* the suspect answered the coordinator's own probe */
+            false_alarm(n, g, &k->c.sus);
+            if (rdzv_suspect_clear(n->rdzv, &k->c, &err) < 0)
+                node_log(n, NODE_DEBUG, "liveness ring: clearing the suspicion of '%s': %s",
+                         x->node_id, err.msg);
+            return;
+        }
+        publish_detect(n, &k->c.sus);
+        int r = rdzv_evict(n->rdzv, &k->c, &err);
+        evicted(n, g, &k->c.sus, x->cause, r, &err);
+        return;
+    }
+}
+
+void node_on_report(struct node *n, const struct ring_report *x)
+{
+    struct node_ring *g = n->ring;
+    if (!g)
+        return;
+    if (x->kind == RING_REPORT_SUSPECT)
+        on_suspect(n, g, x);
+    else
+        on_probe(n, g, x);
+}
+
+/* ---- the coordinator's confirmations ------------------------------------------------------ */
+
+static struct ring_case *case_for(struct node_ring *g, const struct rdzv_suspect_case *c)
+{
+    struct ring_case *free_slot = NULL;
+    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state == CASE_FREE) {
+            if (!free_slot)
+                free_slot = k;
+        } else if (strcmp(k->c.sus.node_id, c->sus.node_id) == 0 && k->c.key_rev == c->key_rev) {
+            return NULL; /* this very key is handled already */
+        }
+    }
+    return free_slot;
+}
+
+static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
+{
+    if (!g->cases && !(g->cases = calloc(NODE_CASES_MAX, sizeof(*g->cases))))
+        return; /* out of memory: the lease sees the dead, later */
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(n->rdzv, &gen);
+    int64_t round = s && s->status == RDZV_RUNNING ? s->round : 0;
+    if (round != g->cases_round) {
+        memset(g->cases, 0, NODE_CASES_MAX * sizeof(*g->cases));
+        g->cases_round = round;
+        g->rescan = true;
+    }
+    uint64_t changes = rdzv_changes(n->rdzv);
+    if (!round || (changes == g->seen_changes && !g->rescan))
+        return;
+    g->seen_changes = changes;
+    g->rescan = false;
+    struct rdzv_suspect_case list[NODE_CASES_MAX];
+    size_t nl = 0;
+    struct ea_error err = {0};
+    if (rdzv_suspects(n->rdzv, list, NODE_CASES_MAX, &nl, &err) < 0) {
+        node_log(n, NODE_DEBUG, "liveness ring: listing suspicions: %s", err.msg);
+        g->rescan = true;
+    }
+    if (rdzv_suspects_due(n->rdzv)) /* more than one pass takes: the next one */
+        g->rescan = true;
+    node_take_warning(n);
+    for (size_t i = 0; i < nl; i++) {
+        /* written by this node (before it coordinated): not a second vantage point */
+        if (strcmp(list[i].sus.by, n->node_id) == 0 && s->group_world_size >= 3)
+            continue;
+        struct ring_case *k = case_for(g, &list[i]);
+        if (k) { /* one this node cannot reach at all is not probed: no evidence, no eviction */
+            k->state = reachable(g, &list[i].peer) ? CASE_QUEUED : CASE_DONE;
+            k->c = list[i];
+        }
+    }
+    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state != CASE_QUEUED)
+            continue;
+        struct ring_peer rp;
+        to_ring_peer(&k->c.peer, &rp);
+        uint64_t id = ++g->probe_ids;
+        if (g->p.tr.probe(g->p.tr.ctx, id, &rp, round, g->p.probe_ms, now) < 0) {
+            g->rescan = true; /* every probe slot busy: the next pass */
+            break;
+        }
+        k->probe = id;
+        k->state = CASE_PROBING;
+        node_log(n, NODE_INFO, "liveness ring: '%s' suspects node '%s' (%s): probing it",
+                 k->c.sus.by, k->c.sus.node_id, k->c.sus.cause);
+    }
+}
+
+/* ---- every pass --------------------------------------------------------------------------- */
+
+void node_ring_step(struct node *n, bool active, int64_t now)
+{
+    struct node_ring *g = n->ring;
+    if (!g)
+        return;
+    if (n->lease_lost && !g->was_lost) {
+        g->was_lost = true;
+        /* lost again soon after rejoining (a flaky node): wait, so it cannot cause a round every
+         * few seconds; one TTL at first (the pace the lease alone would give), doubled for each
+         * further loss that soon (up to NODE_REJOIN_COOLDOWN_CAP_MS), so a node whose link keeps
+         * failing costs the run ever fewer rounds. "Soon" is within the last wait's length. */
+        int64_t window = ea_backoff_ms(g->p.cooldown_ms, g->strikes, NODE_REJOIN_COOLDOWN_CAP_MS);
+        if (g->rejoined_ms > 0 && now - g->rejoined_ms < window) {
+            g->strikes++;
+            int64_t wait = ea_backoff_ms(g->p.cooldown_ms, g->strikes, NODE_REJOIN_COOLDOWN_CAP_MS);
+            g->cooldown_until_ms = now + wait;
+            node_log(n, NODE_WARN,
+                     "lost the lease again %.1f s after rejoining (loss %d in a row): waiting "
+                     "%.1f s before rejoining",
+                     (double)(now - g->rejoined_ms) / 1000.0, g->strikes + 1,
+                     (double)wait / 1000.0);
+        } else {
+            g->strikes = 0;
+        }
+    } else if (!n->lease_lost && g->was_lost) {
+        g->was_lost = false;
+        g->rejoined_ms = now;
+    }
+    follow_round(n, g, active, now);
+    if (g->n_unsent)
+        flush_todo(n, g);
+    if (rdzv_is_coordinator(n->rdzv))
+        confirm_suspects(n, g, now);
+    else
+        check_coord_suspicion(n, g);
+}
+
+bool node_may_rejoin(const struct node *n, int64_t now)
+{
+    return !n->ring || now >= n->ring->cooldown_until_ms;
+}
+
+int64_t node_ring_wake_ms(const struct node *n, int64_t now)
+{
+    const struct node_ring *g = n->ring;
+    if (!g)
+        return -1;
+    if (g->n_unsent || g->rescan || g->coord_todo)
+        return now + NODE_PEER_RETRY_MS / 5;
+    if (n->lease_lost && g->cooldown_until_ms > now)
+        return g->cooldown_until_ms;
+    if (g->peer_retry_ms > now)
+        return g->peer_retry_ms;
+    return -1;
+}
+
+bool node_ring_linked(const struct node *n)
+{
+    const struct node_ring *g = n->ring;
+    return g && g->round > 0 && (g->next[0] || g->prev[0]) && !n->lease_lost;
+}
+
+void node_ring_stats_get(const struct node *n, struct node_ring_stats *ret)
+{
+    *ret = n->ring ? n->ring->st : (struct node_ring_stats){0};
+}

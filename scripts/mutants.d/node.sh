@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# issue 37 step 3: the node unit's decisions (agent/node/), each decided by test_node on the
+# memory store with a fake clock and a fake ring transport (no real time: the verdict does not
+# depend on the machine's load). Were the agent's e2e checks on agent/agent_liveness.c.
+# A probe the suspect answered clears it (no eviction); the coordinator's probe that failed evicts.
+mutant --target test_node --filter 'node/a_suspicion_whose_probe*' agent/node/node_ring.c \
+  's/        if (x->alive) { \/\* the suspect answered/        if (0) { \/* mutant: probe ignored/' \
+  '^test_node$'
+mutant --target test_node --filter 'node/a_suspicion_confirmed*' agent/node/node_ring.c \
+  's/        int r = rdzv_evict(n->rdzv, \&k->c, \&err);/        int r = 0; \/* mutant: no evict *\//' \
+  '^test_node$'
+# A probe that could not leave this node is no evidence: the key stays, nobody is evicted.
+mutant --target test_node --filter 'node/a_probe_that_could_not*' agent/node/node_ring.c \
+  's/        if (x->local) { \/\* the key stays/        if (0) { \/* mutant/' '^test_node$'
+# A suspicion of the coordinator needs a third member's probe, and the coordinator never confirms
+# a suspicion on its own word alone (a node cut off would evict everybody).
+mutant --target test_node --filter 'node/a_suspicion_of_the_coordinator*' agent/node/node_ring.c \
+  's/    if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {/    if (1) { \/* mutant: the watcher alone *\//' \
+  '^test_node$'
+mutant --target test_node --filter 'node/the_coordinators_word_alone*' agent/node/node_ring.c \
+  's/if (rdzv_is_coordinator(n->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, n->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
+  '^test_node$'
+# The rejoin cooldown of a node that keeps losing its lease soon after rejoining, and its doubling.
+mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_ring.c \
+  's/    return !n->ring || now >= n->ring->cooldown_until_ms;/    return true;/' '^test_node$'
+mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_ring.c \
+  's/            g->strikes++;/            (void)0; \/* mutant: strikes not counted *\//' '^test_node$'
+# A node without a lease leaves the ring; it rejoins only once its owner stopped the workers.
+mutant --target test_node --filter 'node/a_lost_lease*' agent/node/node_ring.c \
+  's/m \&\& !n->lease_lost \&\& active ? s->round : 0;/m \&\& active ? s->round : 0;/' '^test_node$'
+mutant --target test_node --filter 'node/a_lost_lease*' agent/node/node.c \
+  's/    if (n->lease_lost \&\& in->may_rejoin \&\& (n->retry_at_ms < 0/    if (n->lease_lost \&\& (n->retry_at_ms < 0/' \
+  '^test_node$'
+# Store retries wait out the jittered back-off (a thousand nodes must not retry in lockstep), and
+# give up after --join-timeout.
+mutant --target test_node --filter 'node/a_failure_report_is_retried*' agent/node/node.c \
+  's/    if (n->retry_at_ms >= 0 \&\& now < n->retry_at_ms)/    if (0)/' '^test_node$'
+mutant --target test_node --filter 'node/a_store_unreachable*' agent/node/node.c \
+  's/    } else if (now - n->store_down_since_ms > n->p.join_timeout_ms) {/    } else if (0) {/' \
+  '^test_node$'

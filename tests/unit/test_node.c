@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The node unit (agent/node/node.h) without real time or sockets: four nodes on one memory store,
+ * each a real rendezvous session in a struct node, a fake clock, and a fake ring transport that
+ * records the links and probes the node asks for (the test hands back the ring's reports). The
+ * decisions: a lease loss stops the node and it rejoins with the jittered back-off; a suspicion
+ * confirmed by the coordinator's probe evicts, one answered clears it, a local probe failure does
+ * neither; the coordinator alone is no second vantage point; a suspicion of the coordinator is
+ * confirmed by the third member; a node that loses its lease again soon after rejoining waits; a
+ * pending failure report is retried after a store error, not before its back-off.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ea_loop.h"
+#include "ea_time.h"
+#include "kv.h"
+#include "node.h"
+#include "session.h"
+#include "suspect.h"
+
+#define NN 4
+#define PREFIX "/elastic/nodet/"
+#define TTL 9000
+
+struct probe_req {
+    uint64_t id;
+    char peer[RING_NAME_MAX + 1];
+    int64_t round;
+};
+
+struct fake_tr {
+    int64_t round;
+    char prev[RING_NAME_MAX + 1], next[RING_NAME_MAX + 1];
+    struct probe_req probes[16];
+    int n_probes;
+};
+
+struct counts {
+    int lease_lost, rejoined, suspect, evicted, cleared, fatal;
+};
+
+static struct kv *kv;
+static struct kv_ops faulty; /* the memory backend's ops, writes failing while `fail_writes` */
+static bool fail_writes;
+static int writes_tried;
+static struct ea_fake_clock fc;
+static struct node nodes[NN];
+static struct fake_tr tr[NN];
+static struct counts cnt[NN];
+static bool dead[NN];
+
+static int f_txn(struct kv *k, const struct kv_cmp *c, size_t nc, const struct kv_op *o, size_t no,
+                 int64_t *rev, struct ea_error *err);
+static int f_put(struct kv *k, const char *key, const char *v, size_t len, int64_t lease,
+                 int64_t *rev, struct ea_error *err);
+static int f_grant(struct kv *k, int64_t ttl, int64_t *ret, struct ea_error *err);
+static const struct kv_ops *real_ops;
+
+static int f_txn(struct kv *k, const struct kv_cmp *c, size_t nc, const struct kv_op *o, size_t no,
+                 int64_t *rev, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->txn(k, c, nc, o, no, rev, err);
+}
+
+static int f_put(struct kv *k, const char *key, const char *v, size_t len, int64_t lease,
+                 int64_t *rev, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->put(k, key, v, len, lease, rev, err);
+}
+
+static int f_cas(struct kv *k, const char *key, const char *v, size_t len, int64_t expected,
+                 int64_t lease, int64_t *rev, struct kv_entry *cur, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->cas(k, key, v, len, expected, lease, rev, cur, err);
+}
+
+static int f_grant(struct kv *k, int64_t ttl, int64_t *ret, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->lease_grant(k, ttl, ret, err);
+}
+
+static void tr_set(void *ctx, int64_t round, int members, const char *prev, bool await_prev,
+                   const struct ring_peer *next, int64_t now)
+{
+    (void)members, (void)await_prev, (void)now;
+    struct fake_tr *t = ctx;
+    t->round = round;
+    snprintf(t->prev, sizeof(t->prev), "%s", prev ? prev : "");
+    snprintf(t->next, sizeof(t->next), "%s", next ? next->node_id : "");
+}
+
+static int tr_probe(void *ctx, uint64_t id, const struct ring_peer *peer, int64_t round,
+                    int64_t timeout_ms, int64_t now)
+{
+    (void)timeout_ms, (void)now;
+    struct fake_tr *t = ctx;
+    if (t->n_probes >= 16)
+        return -EBUSY;
+    struct probe_req *p = &t->probes[t->n_probes++];
+    p->id = id;
+    p->round = round;
+    snprintf(p->peer, sizeof(p->peer), "%s", peer->node_id);
+    return 0;
+}
+
+static void on_event(void *ctx, const struct node_event *e)
+{
+    struct counts *c = ctx;
+    c->lease_lost += e->kind == NODE_EV_LEASE_LOST;
+    c->rejoined += e->kind == NODE_EV_REJOINED;
+    c->suspect += e->kind == NODE_EV_SUSPECT;
+    c->evicted += e->kind == NODE_EV_EVICTED;
+    c->cleared += e->kind == NODE_EV_CLEARED;
+}
+
+static void on_fatal(void *ctx, enum node_fatal why, const char *msg)
+{
+    (void)why, (void)msg;
+    ((struct counts *)ctx)->fatal++;
+}
+
+static void setup(void)
+{
+    struct kv_config kc = {.backend = "memory"};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_open(&kc, &kv, &err), 0, "%s", err.msg);
+    real_ops = kv->ops;
+    faulty = *real_ops;
+    faulty.txn = f_txn;
+    faulty.put = f_put;
+    faulty.lease_grant = f_grant;
+    faulty.cas = f_cas;
+    kv->ops = &faulty;
+    fail_writes = false;
+    ea_fake_clock_init(&fc, ea_now_ms());
+    memset(tr, 0, sizeof(tr));
+    memset(cnt, 0, sizeof(cnt));
+    memset(dead, 0, sizeof(dead));
+    for (int i = 0; i < NN; i++) {
+        struct rdzv_config rc = {.prefix = PREFIX,
+                                 .params = {.min_nodes = 2,
+                                            .max_nodes = NN,
+                                            .settle_ms = 0,
+                                            .last_call_ms = 1000,
+                                            .max_restarts = 100,
+                                            .lease_ttl_ms = TTL,
+                                            .ring = true},
+                                 .lease_ttl_ms = TTL};
+        snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
+        snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
+        snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
+        rc.self.nproc = 1;
+        rc.self.pid = 100 + i;
+        rc.self.live_port = 40000 + i;
+        memset(&nodes[i], 0, sizeof(nodes[i]));
+        cr_assert_eq(rdzv_session_create(kv, &rc, &nodes[i].rdzv, &err), 0, "%s", err.msg);
+        struct node_params p = {.node_id = rc.self.node_id,
+                                .clock = &fc.clock,
+                                .join_timeout_ms = 60000,
+                                .ops = {.ctx = &cnt[i], .event = on_event, .fatal = on_fatal}};
+        node_init(&nodes[i], &p);
+        struct node_ring_params rp = {.tr = {.ctx = &tr[i], .set = tr_set, .probe = tr_probe},
+                                      .probe_ms = 600,
+                                      .cooldown_ms = TTL,
+                                      .await_prev = true};
+        cr_assert_eq(node_ring_open(&nodes[i], &rp), 0);
+        cr_assert_eq(rdzv_join(nodes[i].rdzv, &err), 0, "%s", err.msg);
+    }
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < NN; i++)
+        node_free(&nodes[i]);
+    kv->ops = real_ops;
+    kv_close(kv);
+}
+
+TestSuite(node, .init = setup, .fini = teardown, .timeout = 60);
+
+/* One pass of every live node: the store's events, the store's step, the ring's step. The clock
+ * moves only when the test says (advance). */
+static void pass(void)
+{
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(kv_read_events(kv, &ev, &n, &err), 0, "%s", err.msg);
+    for (int i = 0; i < NN; i++) {
+        if (dead[i])
+            continue;
+        if (n)
+            cr_assert_geq(rdzv_apply_events_at(nodes[i].rdzv, ev, n, fc.now, &err), 0, "%s",
+                          err.msg);
+        struct node_step_in in = {.may_rejoin = true, .generation = 1, .done_still_valid = true};
+        node_step(&nodes[i], &in, fc.now);
+        node_ring_step(&nodes[i], true, fc.now);
+    }
+    kv_events_free(ev, n);
+}
+
+static void advance(int64_t ms)
+{
+    fc.now += ms;
+}
+
+static int64_t round_of(int i)
+{
+    const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
+    return s && s->status == RDZV_RUNNING && rdzv_self_member(nodes[i].rdzv) ? s->round : 0;
+}
+
+/* Run passes, 50 simulated ms apart, until every live node is in the same running round of
+ * `members` with its ring set (true) or 400 passes went by. */
+static bool settle(int members)
+{
+    for (int k = 0; k < 400; k++) {
+        pass();
+        bool ok = true;
+        int64_t r0 = -1;
+        for (int i = 0; i < NN && ok; i++) {
+            if (dead[i])
+                continue;
+            const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
+            int64_t r = round_of(i);
+            ok = r > 0 && s->group_world_size == members && tr[i].round == r && (r0 < 0 || r == r0);
+            r0 = r;
+        }
+        if (ok)
+            return true;
+        advance(50);
+    }
+    for (int i = 0; i < NN; i++) { /* what each node saw: for the failure's message */
+        const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
+        cr_log_warn("n%d%s: round %lld of %d, ring round %lld, lease_lost %d", i,
+                    dead[i] ? " (dead)" : "", (long long)round_of(i), s ? s->group_world_size : -1,
+                    (long long)tr[i].round, nodes[i].lease_lost);
+    }
+    return false;
+}
+
+static int coordinator(void)
+{
+    for (int i = 0; i < NN; i++)
+        if (!dead[i] && rdzv_is_coordinator(nodes[i].rdzv))
+            return i;
+    cr_assert_fail("no coordinator");
+    return -1;
+}
+
+static int index_of(const char *id)
+{
+    return id[0] == 'n' ? atoi(id + 1) : -1;
+}
+
+/* The ring's report to node w: its link to node x broke. */
+static void link_broke(int w, int x)
+{
+    struct ring_report r = {.kind = RING_REPORT_SUSPECT, .round = tr[w].round, .heard_ms = -1};
+    snprintf(r.node_id, sizeof(r.node_id), "n%d", x);
+    snprintf(r.cause, sizeof(r.cause), "closed");
+    r.outbound = strcmp(tr[w].next, r.node_id) == 0;
+    node_on_report(&nodes[w], &r);
+}
+
+static void probe_result(int w, const struct probe_req *p, bool alive, bool local)
+{
+    struct ring_report r = {.kind = RING_REPORT_PROBE,
+                            .round = p->round,
+                            .probe_id = p->id,
+                            .alive = alive,
+                            .local = local};
+    snprintf(r.node_id, sizeof(r.node_id), "%s", p->peer);
+    snprintf(r.cause, sizeof(r.cause), "%s", alive ? "answered" : "refused");
+    node_on_report(&nodes[w], &r);
+}
+
+/* A member that does not coordinate whose two neighbours do not either (so both report it). */
+static int plain_member(void)
+{
+    int c = coordinator();
+    for (int i = 0; i < NN; i++)
+        if (i != c && index_of(tr[i].next) != c && index_of(tr[i].prev) != c)
+            return i;
+    for (int i = 0; i < NN; i++)
+        if (i != c)
+            return i;
+    return -1;
+}
+
+/* Both neighbours of x report it; the passes after: the coordinator's probe of x (or NULL). */
+static const struct probe_req *suspected_by_neighbours(int x)
+{
+    int c = coordinator();
+    int before = tr[c].n_probes;
+    link_broke(index_of(tr[x].prev), x);
+    link_broke(index_of(tr[x].next), x);
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    for (int i = before; i < tr[c].n_probes; i++)
+        if (index_of(tr[c].probes[i].peer) == x)
+            return &tr[c].probes[i];
+    return NULL;
+}
+
+static bool lease_valid(int i)
+{
+    struct rdzv_ring_peer p;
+    char id[8];
+    snprintf(id, sizeof(id), "n%d", i);
+    int c = coordinator();
+    if (rdzv_ring_peer(nodes[c].rdzv, id, &p, NULL) < 0)
+        return false;
+    return real_ops->lease_keepalive(kv, p.lease, NULL, NULL) == 0;
+}
+
+Test(node, a_suspicion_confirmed_by_the_coordinators_probe_evicts)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member(), c = coordinator();
+    const struct probe_req *p = suspected_by_neighbours(x);
+    cr_assert_not_null(p, "the coordinator did not probe the suspect n%d", x);
+    probe_result(c, p, false, false);
+    cr_assert_eq(cnt[c].evicted, 1);
+    cr_assert_not(lease_valid(x), "the suspect's lease was not revoked");
+    dead[x] = true; /* it is gone: the run goes on without it */
+    cr_assert(settle(NN - 1), "no round without the evicted node");
+}
+
+Test(node, a_suspicion_whose_probe_is_answered_is_a_false_alarm)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member(), c = coordinator();
+    const struct probe_req *p = suspected_by_neighbours(x);
+    cr_assert_not_null(p, "the coordinator did not probe the suspect n%d", x);
+    int64_t r = round_of(c);
+    probe_result(c, p, true, false);
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(cnt[c].cleared, 1);
+    cr_assert_eq(cnt[c].evicted, 0);
+    cr_assert(lease_valid(x), "a node that answered was evicted");
+    cr_assert_eq(round_of(x), r, "a false alarm started a round");
+}
+
+Test(node, a_probe_that_could_not_leave_this_node_neither_evicts_nor_clears)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member(), c = coordinator();
+    const struct probe_req *p = suspected_by_neighbours(x);
+    cr_assert_not_null(p);
+    probe_result(c, p, false, true);
+    cr_assert_eq(cnt[c].evicted, 0);
+    cr_assert_eq(cnt[c].cleared, 0);
+    cr_assert(lease_valid(x));
+}
+
+Test(node, the_coordinators_word_alone_is_no_second_vantage_point)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), x = index_of(tr[c].next);
+    int before = tr[c].n_probes;
+    link_broke(c, x); /* only the coordinator lost its link to x */
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(cnt[c].suspect, 1);
+    cr_assert_eq(tr[c].n_probes, before, "the coordinator probed on its own word");
+    cr_assert(lease_valid(x));
+}
+
+Test(node, a_suspicion_of_the_coordinator_is_confirmed_by_the_third_member)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), w = index_of(tr[c].prev); /* its predecessor watches it */
+    const struct rdzv_member *mw = rdzv_self_member(nodes[w].rdzv);
+    int coord_rank = mw->next_rank;
+    int confirmer_rank = rdzv_coord_confirmer(NN, coord_rank, mw->group_rank);
+    cr_assert_geq(confirmer_rank, 0);
+    int k3 = -1;
+    for (int i = 0; i < NN; i++)
+        if (rdzv_self_member(nodes[i].rdzv)->group_rank == confirmer_rank)
+            k3 = i;
+    cr_assert(k3 >= 0 && k3 != w && k3 != c);
+    link_broke(w, c);
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(tr[w].n_probes, 0, "the watcher confirmed its own suspicion");
+    cr_assert_eq(tr[k3].n_probes, 1, "the third member did not probe the coordinator");
+    cr_assert_eq(index_of(tr[k3].probes[0].peer), c);
+    probe_result(k3, &tr[k3].probes[0], false, false);
+    cr_assert_eq(cnt[k3].evicted, 1);
+    dead[c] = true;
+    cr_assert(settle(NN - 1), "no round after the coordinator's eviction");
+}
+
+/* Revoke node i's lease behind its back (the coordinator evicted it, or it expired). */
+static void revoke(int i)
+{
+    struct rdzv_ring_peer p;
+    char id[8];
+    snprintf(id, sizeof(id), "n%d", i);
+    cr_assert_eq(
+        rdzv_ring_peer(nodes[coordinator() == i ? (i + 1) % NN : coordinator()].rdzv, id, &p, NULL),
+        0);
+    cr_assert_eq(real_ops->lease_revoke(kv, p.lease, NULL), 0);
+}
+
+Test(node, a_lost_lease_stops_the_node_and_it_rejoins_with_the_jittered_backoff)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    int64_t gen = 0; /* the generation its workers ran: a rejoin asks for a new round of it */
+    rdzv_current(nodes[x].rdzv, &gen);
+    revoke(x);
+    advance(TTL / 3 + 1);                                                /* its keepalive is due */
+    struct node_step_in hold = {.may_rejoin = false, .generation = gen}; /* workers stopping */
+    node_step(&nodes[x], &hold, fc.now);
+    cr_assert(nodes[x].lease_lost);
+    cr_assert_eq(cnt[x].lease_lost, 1, "the owner was not told to stop its workers");
+    node_ring_step(&nodes[x], true, fc.now);
+    cr_assert_eq(tr[x].round, 0, "a node without a lease stays in the ring");
+    node_step(&nodes[x], &hold, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 0, "rejoined while its workers ran");
+
+    /* the workers stopped; the store is down: the rejoin backs off, doubling, with jitter */
+    fail_writes = true;
+    struct node_step_in go = {.may_rejoin = true, .generation = gen};
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert(nodes[x].lease_lost);
+    int64_t w1 = nodes[x].retry_at_ms - fc.now;
+    cr_assert(w1 >= NODE_RETRY_BASE_MS / 2 && w1 <= NODE_RETRY_BASE_MS * 3 / 2, "first wait %lld",
+              (long long)w1);
+    int tried = writes_tried;
+    advance(w1 - 1);
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_eq(writes_tried, tried, "tried again before its back-off");
+    advance(1);
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_gt(writes_tried, tried);
+    int64_t w2 = nodes[x].retry_at_ms - fc.now;
+    cr_assert(w2 >= NODE_RETRY_BASE_MS && w2 <= NODE_RETRY_BASE_MS * 3, "second wait %lld",
+              (long long)w2);
+    cr_assert_eq(cnt[x].fatal, 0);
+
+    /* the store is back: it rejoins and asks for a new round of its generation */
+    fail_writes = false;
+    advance(w2);
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_not(nodes[x].lease_lost);
+    cr_assert_eq(cnt[x].rejoined, 1);
+    cr_assert_eq(nodes[x].reform_generation, gen);
+    cr_assert(settle(NN), "no round with the rejoined node");
+}
+
+Test(node, a_node_that_loses_its_lease_again_soon_after_rejoining_waits)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    int64_t gen = 0; /* the generation its workers ran: a rejoin asks for a new round of it */
+    rdzv_current(nodes[x].rdzv, &gen);
+    struct node_step_in go = {.may_rejoin = true, .generation = gen};
+    struct node_step_in hold = {.may_rejoin = false, .generation = gen}; /* workers stopping */
+    revoke(x); /* a first loss: rejoined once its workers stopped */
+    advance(TTL / 3 + 1);
+    node_step(&nodes[x], &hold, fc.now);
+    node_ring_step(&nodes[x], true, fc.now);
+    cr_assert(nodes[x].lease_lost);
+    node_step(&nodes[x], &go, fc.now);
+    node_ring_step(&nodes[x], true, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 1);
+    cr_assert(settle(NN));
+    /* lost again a few seconds after rejoining: it waits one TTL; the next time, two */
+    for (int strike = 1; strike <= 2; strike++) {
+        cr_assert(settle(NN));
+        rdzv_current(nodes[x].rdzv, &gen);
+        hold.generation = go.generation = gen;
+        revoke(x);
+        advance(TTL / 3 + 1);
+        node_step(&nodes[x], &hold, fc.now);
+        node_ring_step(&nodes[x], true, fc.now);
+        cr_assert(nodes[x].lease_lost);
+        cr_assert_not(node_may_rejoin(&nodes[x], fc.now), "no cooldown after a quick loss");
+        node_step(&nodes[x], &go, fc.now);
+        cr_assert_eq(cnt[x].rejoined, strike, "rejoined during its cooldown");
+        advance(strike * TTL - 1);
+        cr_assert_not(node_may_rejoin(&nodes[x], fc.now), "loss %d: a cooldown under %d TTL",
+                      strike + 1, strike);
+        advance(1);
+        cr_assert(node_may_rejoin(&nodes[x], fc.now));
+        node_step(&nodes[x], &go, fc.now);
+        node_ring_step(&nodes[x], true, fc.now);
+        cr_assert_eq(cnt[x].rejoined, strike + 1);
+    }
+}
+
+Test(node, a_failure_report_is_retried_after_a_store_error_not_before_its_backoff)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    struct rdzv_failure f = {.rank = 1, .local_rank = 0, .exit_code = 3, .pid = 42};
+    snprintf(f.node_id, sizeof(f.node_id), "n%d", x);
+    snprintf(f.message, sizeof(f.message), "worker exited with code 3");
+    fail_writes = true;
+    int64_t gen = 0;
+    rdzv_current(nodes[x].rdzv, &gen);
+    node_report_failure(&nodes[x], gen, &f);
+    cr_assert(nodes[x].failure_pending, "a failed write is not kept");
+    cr_assert_geq(nodes[x].store_down_since_ms, 0);
+    int64_t wait = nodes[x].retry_at_ms - fc.now;
+    cr_assert(wait >= NODE_RETRY_BASE_MS / 2 && wait <= NODE_RETRY_BASE_MS * 3 / 2);
+    fail_writes = false;
+    int tried = writes_tried;
+    struct node_step_in in = {.may_rejoin = true, .generation = gen};
+    node_step(&nodes[x], &in, fc.now);
+    cr_assert(nodes[x].failure_pending, "written before its back-off");
+    cr_assert_eq(writes_tried, tried);
+    advance(wait);
+    node_step(&nodes[x], &in, fc.now);
+    cr_assert_not(nodes[x].failure_pending, "not written once the store was back");
+    cr_assert_lt(nodes[x].store_down_since_ms, 0, "the outage was not seen to end");
+    int64_t r = round_of(x);
+    char key[64];
+    snprintf(key, sizeof(key), PREFIX "failures/%lld", (long long)r);
+    struct kv_entry e = {0};
+    cr_assert_eq(kv_get(kv, key, &e, NULL), 0, "no %s in the store", key);
+    kv_entry_clear(&e);
+}
+
+Test(node, a_store_unreachable_past_the_join_timeout_is_fatal)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    struct ea_error err = {0};
+    ea_errorf(&err, KV_ECONN, "down");
+    node_store_problem(&nodes[x], KV_ECONN, &err, fc.now);
+    advance(60000);
+    node_store_problem(&nodes[x], KV_ECONN, &err, fc.now);
+    cr_assert_eq(cnt[x].fatal, 0, "fatal at the timeout, not past it");
+    advance(1);
+    node_store_problem(&nodes[x], KV_ECONN, &err, fc.now);
+    cr_assert_eq(cnt[x].fatal, 1);
+}
