@@ -305,7 +305,7 @@ static void reconcile(struct agent *a)
  * agent could not renew its lease in time (it was frozen, starved or swapped out). */
 static bool fence_lapsed(const struct agent *a, int64_t now)
 {
-    int64_t until = agent_liveness_fence_held(a, a->fence_until); /* the ring's thread moves it */
+    int64_t until = agent_liveness_fence_held(a, a->ring.fence_until); /* the ring's thread moves it */
     return until > 0 && now >= until;
 }
 
@@ -314,7 +314,7 @@ static void fenced_out(struct agent *a, int64_t now)
     log_error("the workers' deadline (the lease's, or the liveness ring's) passed %.1f s ago "
               "(was this agent stopped or starved?): this node is fenced out; the workers' "
               "guards stop them; rejoining",
-              (double)(now - agent_liveness_fence_held(a, a->fence_until)) / 1000.0);
+              (double)(now - agent_liveness_fence_held(a, a->ring.fence_until)) / 1000.0);
     a->node.lease_lost = true;
     agent_emit(a, "lease_lost", "{s:s, s:i}", "reason", "agent stalled past its lease",
                "workers_running", a->group.live);
@@ -325,7 +325,7 @@ static void fence_refresh(struct agent *a, int64_t now)
 {
     if (fence_lapsed(a, now) && a->group.live > 0 && !a->node.lease_lost)
         fenced_out(a, now);
-    a->fence_until = agent_liveness_fence(a, rdzv_lease_valid_until(a->node.rdzv));
+    a->ring.fence_until = agent_liveness_fence(a, rdzv_lease_valid_until(a->node.rdzv));
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
@@ -589,7 +589,7 @@ const size_t agent_n_running_steps = sizeof(agent_running_steps) / sizeof(agent_
 AGENT_FD_SOURCE(liveness, IN_RUN, agent_liveness_fd(a), agent_liveness_on_reports(a))
 /* the first signal ends the phase (a graceful leave), a second one kills the workers */
 AGENT_FD_SOURCE(signal, true, a->quit.sigfd, agent_on_signal(a))
-AGENT_FD_SOURCE(store, IN_RUN, kv_event_fd(a->kv), on_store_events(a))
+AGENT_FD_SOURCE(store, IN_RUN, kv_event_fd(a->node.kv), on_store_events(a))
 
 /* Process exits: whose they are depends on the phase (the check before joining, the spares
  * warming before joining, the workers): the components take theirs first. */

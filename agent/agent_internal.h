@@ -72,6 +72,13 @@ struct agent_self {
     char prefix[512];
     char addr[64];
     char host[256];
+    char self_addr[64]; /* this machine's address (addr is the workers' host's) */
+};
+
+/* The liveness ring's thread and the workers' fence (agent_node.c). */
+struct agent_ring {
+    struct agent_live *live; /* the ring's thread, the node's transport; NULL off */
+    int64_t fence_until;     /* last deadline handed to the workers' guards (launcher_fence), 0 */
 };
 
 /* Leaving: a signal, a preemption notice (preempt/), the run's end (agent_signal.c, agent.c). */
@@ -137,15 +144,13 @@ struct agent {
     struct agent_env env;
     struct agent_self me;
     struct agent_quit quit;
-    struct kv *kv;
-    struct node node; /* the session, its lease, rejoin, pending reports, the ring's decisions */
+    struct node node; /* the store (node.kv), the session, its lease, rejoin, pending reports,
+                         the ring's decisions */
     struct launcher *launcher;
     struct group group;
     enum lc_group state;
 
-    int64_t fence_until; /* last deadline handed to the workers' guards (launcher_fence), 0 */
-    struct agent_live *live; /* the ring's thread, the node's transport (agent_node.c); NULL off */
-    char self_addr[64];      /* this machine's address (a->me.addr is the workers' host's) */
+    struct agent_ring ring;
 
     struct agent_wait wait;
     struct agent_obs obs;

@@ -159,10 +159,10 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
     if (strcmp(c->liveness, "on") != 0 || strcmp(c->backend, "memory") == 0)
         return 0;
     char here[RDZV_ADDR_MAX];
-    if (!node_numeric_addr(a->self_addr, here, sizeof(here))) {
+    if (!node_numeric_addr(a->me.self_addr, here, sizeof(here))) {
         log_warn("liveness ring: '%s' does not resolve to an address: this node stays out of "
                  "the ring (its lease still counts)",
-                 a->self_addr);
+                 a->me.self_addr);
         return 0;
     }
     struct agent_live *g = calloc(1, sizeof(*g));
@@ -213,7 +213,7 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
         snprintf(self->live_addr, sizeof(self->live_addr), "%s", here);
     if (lo)
         snprintf(self->live_ns, sizeof(self->live_ns), "%s", ns);
-    a->live = g;
+    a->ring.live = g;
     log_debug("liveness ring: listening on %s port %d (heartbeat %" PRId64 " ms, %d misses)", here,
               self->live_port, iv, (int)misses);
     return 0;
@@ -221,30 +221,30 @@ int agent_liveness_open(struct agent *a, struct rdzv_node *self)
 
 void agent_liveness_close(struct agent *a)
 {
-    if (!a->live)
+    if (!a->ring.live)
         return;
     http_set_links(a->obs.http, NULL, NULL); /* the HTTP thread asks the ring no more */
-    live_destroy(a->live->live);         /* a bye on both links: the neighbours suspect nobody */
-    free(a->live);
-    a->live = NULL;
+    live_destroy(a->ring.live->live);         /* a bye on both links: the neighbours suspect nobody */
+    free(a->ring.live);
+    a->ring.live = NULL;
     node_ring_free(&a->node);
 }
 
 int agent_liveness_fd(const struct agent *a)
 {
-    return a->live ? live_fd(a->live->live) : -1;
+    return a->ring.live ? live_fd(a->ring.live->live) : -1;
 }
 
 void agent_liveness_on_reports(struct agent *a)
 {
     struct ring_report x;
-    while (a->live && live_take(a->live->live, &x))
+    while (a->ring.live && live_take(a->ring.live->live, &x))
         node_on_report(&a->node, &x);
 }
 
 void agent_liveness_step(struct agent *a, int64_t now)
 {
-    struct agent_live *g = a->live;
+    struct agent_live *g = a->ring.live;
     if (!g)
         return;
     node_ring_step(&a->node, !a->quit.term_signal && !a->quit.exiting, now);
@@ -275,7 +275,7 @@ static void link_of(struct metrics_link *m, const char *peer, const char *state,
 
 void agent_liveness_links(void *ctx, struct metrics_link *out, struct metrics_link *in)
 {
-    struct agent_live *g = ((struct agent *)ctx)->live;
+    struct agent_live *g = ((struct agent *)ctx)->ring.live;
     if (!g)
         return;
     struct ring_links l;
@@ -287,22 +287,22 @@ void agent_liveness_links(void *ctx, struct metrics_link *out, struct metrics_li
 
 int64_t agent_liveness_wake_ms(const struct agent *a)
 {
-    return a->live ? node_ring_wake_ms(&a->node, ea_now_ms()) : -1;
+    return a->ring.live ? node_ring_wake_ms(&a->node, ea_now_ms()) : -1;
 }
 
 int64_t agent_liveness_fence(struct agent *a, int64_t lease_until)
 {
-    if (!a->live) {
+    if (!a->ring.live) {
         launcher_fence(a->launcher, lease_until);
         return lease_until;
     }
-    return live_fence(a->live->live, lease_until, node_ring_linked(&a->node),
+    return live_fence(a->ring.live->live, lease_until, node_ring_linked(&a->node),
                       a->group.live == 0 || a->node.lease_lost);
 }
 
 int64_t agent_liveness_fence_held(const struct agent *a, int64_t handed)
 {
-    return a->live ? live_fence_held(a->live->live) : handed;
+    return a->ring.live ? live_fence_held(a->ring.live->live) : handed;
 }
 
 /* Choose a free port on this node for the round's MASTER_PORT. */

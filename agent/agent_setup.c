@@ -190,14 +190,14 @@ static int open_all(struct agent *a)
     int64_t timeout = c->lease_ttl_ms / 3;
     timeout = timeout < 300 ? 300 : timeout > 5000 ? 5000 : timeout;
     struct kv_config kc = cfg_kv_config(c, (int)timeout);
-    int r = kv_open(&kc, &a->kv, &err);
+    int r = kv_open(&kc, &a->node.kv, &err);
     if (r < 0) {
         log_error("cannot open the %s store: %s", c->backend, err.msg);
         return r == KV_EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_STORE;
     }
     struct kv *timed = NULL; /* /metrics has the store's request latency */
-    if (c->http && metrics_kv_wrap(a->kv, &a->obs.m.store, &timed, &err) == 0)
-        a->kv = timed;
+    if (c->http && metrics_kv_wrap(a->node.kv, &a->obs.m.store, &timed, &err) == 0)
+        a->node.kv = timed;
     snprintf(a->me.prefix, sizeof(a->me.prefix), "%s%s/", c->prefix, c->run_id);
     struct rdzv_config rc = {
         .prefix = a->me.prefix,
@@ -236,7 +236,7 @@ static int open_all(struct agent *a)
     rc.params.ring = strcmp(c->liveness, "on") == 0;
     if ((r = agent_liveness_open(a, &rc.self)) != 0)
         return r;
-    if (rdzv_session_create(a->kv, &rc, &a->node.rdzv, &err) < 0) {
+    if (rdzv_session_create(a->node.kv, &rc, &a->node.rdzv, &err) < 0) {
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
@@ -282,7 +282,7 @@ static int start_http(struct agent *a)
         log_error("%s", err.msg);
         return AGENT_EXIT_USAGE;
     }
-    if (a->live) /* /status and /metrics read the links as they are at the request */
+    if (a->ring.live) /* /status and /metrics read the links as they are at the request */
         http_set_links(a->obs.http, agent_liveness_links, a);
     bool v6 = strchr(a->cfg->http_addr, ':') != NULL;
     log_info("serving /healthz, /readyz and /metrics on http://%s%s%s:%d", v6 ? "[" : "",
@@ -315,7 +315,7 @@ static void teardown(struct agent *a)
     tracker_destroy(a->tracker.srv);
     hb_destroy(a->health.hb);
     rdzv_session_destroy(a->node.rdzv);
-    kv_close(a->kv);
+    kv_close(a->node.kv);
     if (a->me.workdir[0])
         workdir_remove(a->me.workdir);
     if (a->quit.sigfd >= 0)
@@ -518,7 +518,7 @@ int agent_run_hooked(const struct cfg *cfg, char **envp, const struct agent_hook
     }
     gethostname(a->me.host, sizeof(a->me.host) - 1);
     choose_addr(a);
-    snprintf(a->self_addr, sizeof(a->self_addr), "%s", a->me.addr); /* before --host's */
+    snprintf(a->me.self_addr, sizeof(a->me.self_addr), "%s", a->me.addr); /* before --host's */
     if (cfg->host) { /* the workers run there: other nodes reach this one there */
         struct ea_error herr = {0};
         snprintf(a->me.host, sizeof(a->me.host), "%s", cfg->host);

@@ -35,7 +35,7 @@ static void held_put(struct agent *a, struct held *h, const char *reason)
 {
     struct ea_error err = {0};
     if (!h->lease) {
-        if (kv_lease_grant(a->kv, a->cfg->lease_ttl_ms, &h->lease, &err) < 0) {
+        if (kv_lease_grant(a->node.kv, a->cfg->lease_ttl_ms, &h->lease, &err) < 0) {
             log_warn("preflight: cannot tell the store this node is held out: %s", err.msg);
             h->lease = 0;
             return;
@@ -44,7 +44,7 @@ static void held_put(struct agent *a, struct held *h, const char *reason)
     }
     char *v = hview_held_json(a->cfg->node_id, reason, (long long)h->since_wall);
     int64_t rev = 0;
-    if (v && kv_put(a->kv, h->key, v, strlen(v), h->lease, &rev, &err) < 0)
+    if (v && kv_put(a->node.kv, h->key, v, strlen(v), h->lease, &rev, &err) < 0)
         log_warn("preflight: cannot write '%s': %s", h->key, err.msg);
     free(v);
 }
@@ -55,7 +55,7 @@ static void held_keepalive(struct agent *a, struct held *h, int64_t now)
         return;
     struct ea_error err = {0};
     int64_t ttl = 0;
-    if (kv_lease_keepalive(a->kv, h->lease, &ttl, &err) < 0)
+    if (kv_lease_keepalive(a->node.kv, h->lease, &ttl, &err) < 0)
         h->lease = 0; /* expired (the key with it): the next failure writes it again */
     h->renew_at = now + a->cfg->lease_ttl_ms / 3;
 }
@@ -63,7 +63,7 @@ static void held_keepalive(struct agent *a, struct held *h, int64_t now)
 static void held_clear(struct agent *a, struct held *h)
 {
     struct ea_error err = {0};
-    if (h->lease && kv_lease_revoke(a->kv, h->lease, &err) < 0)
+    if (h->lease && kv_lease_revoke(a->node.kv, h->lease, &err) < 0)
         log_warn("preflight: cannot remove '%s': %s", h->key, err.msg);
     h->lease = 0;
 }

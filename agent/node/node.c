@@ -54,8 +54,10 @@ static void fatal(struct node *n, enum node_fatal why, const char *msg)
 void node_init(struct node *n, const struct node_params *p)
 {
     struct rdzv_session *s = n->rdzv;
+    struct kv *kv = n->kv;
     memset(n, 0, sizeof(*n));
     n->rdzv = s;
+    n->kv = kv;
     n->p = *p;
     if (!n->p.clock)
         n->p.clock = &ea_clock_real;

@@ -97,6 +97,7 @@ struct node_params {
 struct node_ring;
 
 struct node {
+    struct kv *kv;             /* the store the session is on (its owner's: not closed here) */
     struct rdzv_session *rdzv; /* owned once node_init took it: node_free destroys it */
     struct node_params p;
     char node_id[RDZV_ID_MAX];

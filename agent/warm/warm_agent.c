@@ -196,7 +196,7 @@ static bool run_is_running(struct agent *a)
 {
     bool running = false;
     struct ea_error err = {0};
-    rdzv_peek_running(a->kv, a->me.prefix, &running, &err);
+    rdzv_peek_running(a->node.kv, a->me.prefix, &running, &err);
     return running;
 }
 
