@@ -31,7 +31,8 @@ struct inbound {
     enum in_state st;
     int fd;
     uint64_t owner;
-    int64_t deadline; /* monotonic ms: the hello, or the current shard's bytes, by then */
+    int64_t deadline; /* monotonic ms: the hello, or the current shard's bytes, by then (0: none,
+                         -1: from the next step on) */
     struct ckpt_hello hello;
     uint8_t buf[CKPT_HELLO_MAX];
     size_t have;
@@ -207,8 +208,9 @@ static void on_listen(struct ckpt *c)
             close(fd);
             continue;
         }
+        /* its deadline is set by the next ckpt_repl_step, on the step's clock */
         r->in[i] = (struct inbound){.st = IN_HELLO, .fd = fd, .owner = r->next_owner++,
-                                    .deadline = r->now + r->cfg.hello_ms, .mfd = -1};
+                                    .deadline = -1, .mfd = -1};
     }
 }
 
@@ -669,7 +671,9 @@ void ckpt_repl_step(struct ckpt *c, int64_t now)
         return;
     r->now = now;
     for (int i = 0; i < REPL_CONNS; i++)
-        if (r->in[i].st != IN_FREE && r->in[i].deadline > 0 && now > r->in[i].deadline) {
+        if (r->in[i].st != IN_FREE && r->in[i].deadline < 0)
+            r->in[i].deadline = now + r->cfg.hello_ms;
+        else if (r->in[i].st != IN_FREE && r->in[i].deadline > 0 && now > r->in[i].deadline) {
             ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint port: a connection "
                           "closed: nothing from it for %" PRId64 " ms", r->cfg.hello_ms);
             in_close(c, &r->in[i]);
