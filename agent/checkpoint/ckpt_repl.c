@@ -203,7 +203,7 @@ static void on_listen(struct ckpt *c)
             i++;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = CKPT_TAG_REPL + 1 + (uint64_t)i};
         if (i == REPL_CONNS || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint port: a connection "
+            ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "replication port: a connection "
                           "refused: %d open already", REPL_CONNS);
             close(fd);
             continue;
@@ -350,7 +350,7 @@ static void on_inbound(struct ckpt *c, struct inbound *in)
             if (st != CKPT_W_OK || used != in->have) {
                 if (st == CKPT_W_OK)
                     ea_errorf(&e, -EBADMSG, "bytes after the hello before its answer");
-                ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint port: a "
+                ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "replication port: a "
                               "connection refused: %s", e.msg);
                 r->stats.refused++;
                 in_answer(in, st == CKPT_W_OK ? CKPT_W_BAD : st, e.msg);
@@ -371,7 +371,7 @@ static void on_inbound(struct ckpt *c, struct inbound *in)
         if (d == 0)
             continue;
         if (d < 0) {
-            ckpt_note_add(c, CKPT_NOTE_BAD, -1, -1, 0, 0, "checkpoint port: node '%s': %s",
+            ckpt_note_add(c, CKPT_NOTE_BAD, -1, -1, 0, 0, "replication port: node '%s': %s",
                           in->hello.from, e.msg);
             in_answer(in, CKPT_W_BAD, e.msg);
             in_close(c, in);
@@ -674,7 +674,7 @@ void ckpt_repl_step(struct ckpt *c, int64_t now)
         if (r->in[i].st != IN_FREE && r->in[i].deadline < 0)
             r->in[i].deadline = now + r->cfg.hello_ms;
         else if (r->in[i].st != IN_FREE && r->in[i].deadline > 0 && now > r->in[i].deadline) {
-            ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint port: a connection "
+            ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "replication port: a connection "
                           "closed: nothing from it for %" PRId64 " ms", r->cfg.hello_ms);
             in_close(c, &r->in[i]);
         }
