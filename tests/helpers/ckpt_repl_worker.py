@@ -3,7 +3,8 @@
 1..CK_STEPS, then waits (60 s at most) until latest() says the last step is complete on its node
 (its own shard and the ring predecessor's replica), writes CK_OUT/complete.<CK_NODE> and its pid
 to CK_OUT/pid.<CK_NODE>, and sleeps until it is stopped. A worker that finds a complete step at
-start loads every shard of it, checks the bytes and exits 0. Lines go to CK_OUT/log.<CK_NODE>."""
+start loads every shard of it, checks the bytes and exits 0. In a round of fewer than CK_WORLD
+ranks with nothing saved (the other node not joined yet) it waits to be stopped. Lines go to CK_OUT/log.<CK_NODE>."""
 import os
 import sys
 import time
@@ -41,6 +42,8 @@ if found:
     ok = all(bytes(ck.load(step, s)) == state(step, s) for s in range(shards))
     log("resumed %d shards %d %s" % (step, shards, "ok" if ok else "BAD"))
     sys.exit(0 if ok else 1)
+if world < int(os.environ.get("CK_WORLD", "2")):
+    time.sleep(600)  # a round before every node joined: the next round stops this one
 log("fresh")
 for step in range(1, steps + 1):
     ck.save(step, state(step, rank), shard=rank, shards=world)
