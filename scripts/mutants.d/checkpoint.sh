@@ -53,3 +53,5 @@ mutant --target test_ckpt_repl --filter 'ckpt_repl/a_corrupt*' $P2 's/    int rc
 mutant --target test_ckpt_repl --filter 'ckpt_repl/a_connection_that_says*' $P2 's/        else if (r->in\[i\].st != IN_FREE \&\& r->in\[i\].deadline > 0 \&\& now > r->in\[i\].deadline) {/        else if (0) {/' "$R"
 # the node record's ckpt_port: a port or the record does not decode
 mutant --target test_rdzv_state --filter 'state/node_record_ckpt_port*' rendezvous/state.c 's/        if (r == 0 \&\& cp \&\& (cpv < 1 || cpv > 65535))/        if (0)/' '^test_rdzv_state$'
+# --checkpoint-bandwidth: the sender keeps to its cap (on the step's clock: a fake one in the test)
+mutant --target test_ckpt_repl --filter 'ckpt_repl/the_sender_keeps*' agent/checkpoint/ckpt_repl.c 's/            if (r->cfg.bytes_per_sec > 0 \&\& (double)n > r->tokens)/            if (0)/' '^test_ckpt_repl$'

@@ -476,3 +476,49 @@ Test(ckpt_repl, a_connection_that_says_nothing_is_closed)
     cr_assert(closed_by_peer(fd));
     close(fd);
 }
+
+/* --checkpoint-bandwidth: on the step's clock (a fake one here), 3 MB at 1 MB/s take at least
+ * 2.5 s of it (one bucket of 256 KiB may go at once); the machine's load cannot make it faster. */
+Test(ckpt_repl, the_sender_keeps_to_its_bandwidth_cap)
+{
+    int pa;
+    char d[400];
+    snprintf(d, sizeof(d), "%s/a", tdir);
+    struct ckpt_config cc = {.socket_dir = d, .run_id = "run", .memory = 16 << 20, .uid = geteuid()};
+    struct ea_error e = {0};
+    int64_t restored;
+    cr_assert_eq(ckpt_create(&cc, &A, &restored, &e), 0, "%s", e.msg);
+    struct ckpt_repl_config rc = {.listen_fd = listen_lo(&pa), .node_id = "a", .replicas = 1,
+                                  .bytes_per_sec = 1 << 20};
+    cr_assert_eq(ckpt_repl_start(A, &rc, &e), 0, "%s", e.msg);
+    B = open_store("b", 16 << 20, &port_b);
+    ckpt_repl_round(A, 3, "b", "b", "127.0.0.1", port_b);
+    ckpt_repl_round(B, 3, "a", "a", "127.0.0.1", pa);
+    size_t len = 3 << 20;
+    char *data = malloc(len);
+    memset(data, 'z', len);
+    save(A, 1, 0, 1, data, len);
+    int64_t fake = 1000, t0 = fake, end = ea_now_ms() + 30000;
+    bool got = false;
+    while (!got && ea_now_ms() < end) {
+        ckpt_on_events(A);
+        ckpt_repl_step(A, fake);
+        ckpt_on_events(B);
+        ckpt_repl_step(B, fake);
+        struct pollfd p[2] = {{.fd = ckpt_fd(A), .events = POLLIN},
+                              {.fd = ckpt_fd(B), .events = POLLIN}};
+        poll(p, 2, 2);
+        struct ckpt_note n;
+        while (ckpt_next_note(B, &n) > 0)
+            got |= n.kind == CKPT_NOTE_REPLICA;
+        fake += 50;
+    }
+    free(data);
+    cr_assert(got, "the shard arrived");
+    cr_assert_geq(fake - t0, 2500, "3 MB at 1 MB/s in %lld ms of the step's clock",
+                  (long long)(fake - t0));
+    cr_assert(wait_note(A, CKPT_NOTE_REPLICATED, NULL), "and the sender heard so");
+    struct ckpt_repl_stats st;
+    ckpt_repl_stats(A, &st);
+    cr_assert_eq(st.sent_bytes, len);
+}
