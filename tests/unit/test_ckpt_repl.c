@@ -107,6 +107,9 @@ Test(ckpt_wire, malformed_hellos_are_errors)
     cr_assert_eq(ckpt_hello_encode(&h, b, sizeof(b)), -EINVAL);
     h = hello_of("r un", 1, "a", "b");
     cr_assert_eq(ckpt_hello_encode(&h, b, sizeof(b)), -EINVAL);
+    h = hello_of("run", 1, "a", "b");
+    memset(h.from, 'f', sizeof(h.from)); /* 128 bytes, unterminated: one too many */
+    cr_assert_eq(ckpt_hello_encode(&h, b, sizeof(b)), -EINVAL, "a name over 127 bytes");
 }
 
 Test(ckpt_wire, shard_headers_are_bounded)
