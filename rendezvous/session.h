@@ -91,6 +91,10 @@ const struct rdzv_state *rdzv_current(const struct rdzv_session *s, int64_t *ret
 int rdzv_my_index(const struct rdzv_session *s);
 /* This node's assignment in the current round (group rank, rank base, nproc), or NULL. */
 const struct rdzv_member *rdzv_self_member(const struct rdzv_session *s);
+/* This node's own record as it is published (at join), and its checkpoint replication port
+ * (a component's listener, set before the join: docs/checkpoint.md). */
+const struct rdzv_node *rdzv_session_self(const struct rdzv_session *s);
+void rdzv_session_set_ckpt_port(struct rdzv_session *s, int port);
 /* Counters since the session was created. */
 void rdzv_stats_get(const struct rdzv_session *s, struct rdzv_stats *ret);
 /* How many times a watch ended (the store restarted, compacted its history, a stream broke) and

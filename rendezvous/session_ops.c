@@ -262,6 +262,16 @@ const struct rdzv_state *rdzv_current(const struct rdzv_session *s, int64_t *ret
     return &s->state;
 }
 
+const struct rdzv_node *rdzv_session_self(const struct rdzv_session *s)
+{
+    return &s->cfg.self;
+}
+
+void rdzv_session_set_ckpt_port(struct rdzv_session *s, int port)
+{
+    s->cfg.self.ckpt_port = port;
+}
+
 const struct rdzv_member *rdzv_self_member(const struct rdzv_session *s)
 {
     return s->have_state && s->self_ok && s->self_round == s->state.round ? &s->self : NULL;

@@ -334,6 +334,8 @@ int rdzv_node_encode(const struct rdzv_node *n, char **ret_json, struct ea_error
         json_object_set_new(root, "live_ns", json_string(n->live_ns));
     if (root && n->domain[0])
         json_object_set_new(root, "domain", json_string(n->domain));
+    if (root && n->ckpt_port > 0)
+        json_object_set_new(root, "ckpt_port", json_integer(n->ckpt_port));
     return rdzv_json_dump(root, ret_json, err);
 }
 
@@ -430,6 +432,13 @@ int rdzv_node_decode(const char *json, size_t len, struct rdzv_node *ret, struct
                           node, RDZV_DOMAIN_MAX - 1);
         else if (r == 0 && domain)
             snprintf(n.domain, sizeof(n.domain), "%s", json_string_value(domain));
+        /* optional (older records have none): a port, or the record does not decode */
+        json_t *cp = json_object_get(root, "ckpt_port");
+        json_int_t cpv = json_is_integer(cp) ? json_integer_value(cp) : -1;
+        if (r == 0 && cp && (cpv < 1 || cpv > 65535))
+            r = ea_errorf(err, -EBADMSG, "node record '%s': ckpt_port must be 1-65535", node);
+        else if (r == 0 && cp)
+            n.ckpt_port = (int)cpv;
     }
     json_decref(root);
     if (r < 0)

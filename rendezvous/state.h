@@ -150,6 +150,9 @@ struct rdzv_node {
     /* optional ("domain"): its failure domain (--failure-domain: a rack, a switch, a zone), as
        the node itself says; "" none */
     char domain[RDZV_DOMAIN_MAX];
+    /* optional ("ckpt_port"): the checkpoint store's replication port (issue 39 stage 4,
+       docs/checkpoint.md), on the ring's address (live_addr, else addr); 0 none */
+    int ckpt_port;
 };
 
 /* Where the run was when a failure happened (issue 40, agent/progress/): optional in the record

@@ -31,7 +31,7 @@ static int peer_of(const struct rdzv_node *n, int64_t lease, struct rdzv_ring_pe
     if (n->live_port <= 0)
         return ea_errorf(err, -ENOPROTOOPT, "node '%s' does not take part in the liveness ring",
                          n->node_id);
-    struct rdzv_ring_peer p = {.port = n->live_port, .lease = lease};
+    struct rdzv_ring_peer p = {.port = n->live_port, .lease = lease, .ckpt_port = n->ckpt_port};
     snprintf(p.node_id, sizeof(p.node_id), "%s", n->node_id);
     snprintf(p.addr, sizeof(p.addr), "%s", n->live_addr[0] ? n->live_addr : n->addr);
     snprintf(p.ns, sizeof(p.ns), "%s", n->live_ns);

@@ -6,5 +6,8 @@ ea_add_criterion_test(test_checkpoint SOURCES unit/test_checkpoint.c LIBS ea_che
 target_include_directories(test_checkpoint PRIVATE ${PROJECT_SOURCE_DIR}/include)
 if(TARGET ea_etcd_harness)
   ea_add_criterion_test(test_e2e_checkpoint SOURCES e2e/test_e2e_checkpoint.c
-                        LIBS ea_e2e_harness ea_etcd_harness TIMEOUT 600 LABELS e2e etcd)
+                        LIBS ea_e2e_harness ea_etcd_harness ea_checkpoint TIMEOUT 600 LABELS e2e etcd)
 endif()
+# Replication (issue 39 stage 4): the wire, the member check, two stores over loopback TCP.
+ea_add_criterion_test(test_ckpt_repl SOURCES unit/test_ckpt_repl.c LIBS ea_checkpoint
+                      LABELS safety)

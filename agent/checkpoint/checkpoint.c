@@ -3,6 +3,7 @@
 #include "checkpoint.h"
 #include "ckpt_disk.h"
 #include "ckpt_proto.h"
+#include "ckpt_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,34 +21,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define NOTES_MAX 64
-#define TAG_LISTEN UINT64_C(0)
-#define TAG_WRITER UINT64_MAX
-
-struct client {
-    int fd;        /* -1: free slot */
-    uint64_t owner; /* its saves' owner in the store (unique over the agent's life) */
-};
-
-struct ckpt {
-    struct ckpt_config cfg;
-    char dir[PATH_MAX];
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    char run[CKPT_RUN_MAX];
-    char persist_dir[PATH_MAX];
-    struct ckpt_store store;
-    int lfd, epfd;
-    struct client cl[CKPT_MAX_CLIENTS];
-    uint64_t next_owner;
-    struct ckpt_writer *writer;
-    struct ckpt_note notes[NOTES_MAX];
-    size_t nnotes;
-};
-
-static void note(struct ckpt *c, enum ckpt_note_kind kind, int64_t step, int shard, int shards,
-                 uint64_t bytes, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static void note(struct ckpt *c, enum ckpt_note_kind kind, int64_t step, int shard, int shards,
-                 uint64_t bytes, const char *fmt, ...)
+void ckpt_note_add(struct ckpt *c, enum ckpt_note_kind kind, int64_t step, int shard, int shards,
+                   uint64_t bytes, const char *fmt, ...)
 {
     if (c->nnotes == NOTES_MAX) /* the glue is behind: the oldest goes */
         memmove(c->notes, c->notes + 1, --c->nnotes * sizeof(*c->notes));
@@ -133,7 +108,7 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
         if (found < 0)
             r = found;
         if (skipped > 0)
-            note(c, CKPT_NOTE_BAD, -1, -1, 0, 0, "--checkpoint-dir: %d newer step(s) of run '%s' "
+            ckpt_note_add(c, CKPT_NOTE_BAD, -1, -1, 0, 0, "--checkpoint-dir: %d newer step(s) of run '%s' "
                  "skipped (a shard missing, corrupt, of another run, or larger than "
                  "--checkpoint-memory)", skipped, c->run);
     }
@@ -159,6 +134,7 @@ void ckpt_destroy(struct ckpt *c)
     if (!c)
         return;
     ckpt_writer_destroy(c->writer); /* finishes the queued shards first */
+    ckpt_repl_destroy(c);
     for (int i = 0; i < CKPT_MAX_CLIENTS; i++)
         if (c->cl[i].fd >= 0)
             client_close(c, &c->cl[i]);
@@ -234,7 +210,7 @@ static const char *code_name(int r)
 
 static int reply_err(struct ckpt *c, struct client *cl, int code, const char *msg)
 {
-    note(c, code == -ENOSPC ? CKPT_NOTE_NOFIT : CKPT_NOTE_BAD, -1, -1, 0, 0, "%s", msg);
+    ckpt_note_add(c, code == -ENOSPC ? CKPT_NOTE_NOFIT : CKPT_NOTE_BAD, -1, -1, 0, 0, "%s", msg);
     return reply(cl, -1, "err %s %s", code_name(code), msg);
 }
 
@@ -248,7 +224,7 @@ static void maybe_persist(struct ckpt *c, const struct ckpt_entry *e)
     if (ckpt_writer_queue(c->writer, &h, e->fd) == 0)
         ((struct ckpt_entry *)e)->persisted = true;
     else
-        note(c, CKPT_NOTE_PERSIST_FAILED, e->step, e->shard, e->shards, e->len,
+        ckpt_note_add(c, CKPT_NOTE_PERSIST_FAILED, e->step, e->shard, e->shards, e->len,
              "--checkpoint-dir: the writer is behind: shard %d of step %" PRId64 " not written",
              e->shard, e->step);
 }
@@ -261,7 +237,7 @@ static int on_save(struct ckpt *c, struct client *cl, const struct ckpt_req *q)
                                q->len, &id, &e);
     if (r < 0) {
         if (r == -ENOSPC)
-            note(c, CKPT_NOTE_NOFIT, q->step, (int)q->shard, (int)q->shards, q->len,
+            ckpt_note_add(c, CKPT_NOTE_NOFIT, q->step, (int)q->shard, (int)q->shards, q->len,
                  "save of shard %d of step %" PRId64 " refused: %s", (int)q->shard, q->step,
                  e.msg);
         return reply(cl, -1, "err %s %s", code_name(r), e.msg);
@@ -308,7 +284,7 @@ static int on_commit(struct ckpt *c, struct client *cl, const struct ckpt_req *q
     int fd = p->fd;
     int r = ckpt_store_commit(&c->store, cl->owner, q->id, size, q->has_crc, crc, q->crc, &e);
     if (r < 0) {
-        note(c, CKPT_NOTE_BAD, step, shard, shards, 0, "commit refused: %s", e.msg);
+        ckpt_note_add(c, CKPT_NOTE_BAD, step, shard, shards, 0, "commit refused: %s", e.msg);
         return reply(cl, -1, "err %s %s", code_name(r), e.msg);
     }
     fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL);
@@ -316,7 +292,7 @@ static int on_commit(struct ckpt *c, struct client *cl, const struct ckpt_req *q
     if (ce && c->cfg.persist_every > 0 && step % c->cfg.persist_every == 0)
         maybe_persist(c, ce);
     if (r == 1)
-        note(c, CKPT_NOTE_COMPLETE, step, -1, shards, 0, "step %" PRId64 " complete (%d shard(s))",
+        ckpt_note_add(c, CKPT_NOTE_COMPLETE, step, -1, shards, 0, "step %" PRId64 " complete (%d shard(s))",
              step, shards);
     return reply(cl, -1, "ok %" PRId64 " %d", step, shard);
 }
@@ -373,7 +349,7 @@ static void on_accept(struct ckpt *c)
         struct ucred cr;
         socklen_t len = sizeof(cr);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != c->cfg.uid) {
-            note(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint socket: a connection of uid %d "
+            ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint socket: a connection of uid %d "
                  "(pid %d) refused: only uid %d may save or load", (int)cr.uid, (int)cr.pid,
                  (int)c->cfg.uid);
             close(fd);
@@ -384,7 +360,7 @@ static void on_accept(struct ckpt *c)
             i++;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i + 1};
         if (i == CKPT_MAX_CLIENTS || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            note(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint socket: a connection refused: "
+            ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint socket: a connection refused: "
                  "%d connections open already", CKPT_MAX_CLIENTS);
             close(fd);
             continue;
@@ -415,10 +391,10 @@ static void on_writer(struct ckpt *c)
     struct ea_error e = {0};
     while (ckpt_writer_done(c->writer, &h, &rc, &e) > 0) {
         if (rc < 0)
-            note(c, CKPT_NOTE_PERSIST_FAILED, h.step, h.shard, h.shards, h.len,
+            ckpt_note_add(c, CKPT_NOTE_PERSIST_FAILED, h.step, h.shard, h.shards, h.len,
                  "--checkpoint-dir: %s", e.msg);
         else
-            note(c, CKPT_NOTE_PERSISTED, h.step, h.shard, h.shards, h.len,
+            ckpt_note_add(c, CKPT_NOTE_PERSISTED, h.step, h.shard, h.shards, h.len,
                  "shard %d of step %" PRId64 " written to --checkpoint-dir", h.shard, h.step);
     }
 }
@@ -435,6 +411,8 @@ void ckpt_on_events(struct ckpt *c)
             on_writer(c);
         else if (tag <= CKPT_MAX_CLIENTS && c->cl[tag - 1].fd >= 0)
             on_client(c, &c->cl[tag - 1]);
+        else if (tag >= CKPT_TAG_REPL)
+            ckpt_repl_on_event(c, tag, ev[i].events);
     }
 }
 

@@ -38,6 +38,9 @@ enum ckpt_note_kind {
     CKPT_NOTE_REFUSED,   /* a connection of another uid, or past CKPT_MAX_CLIENTS */
     CKPT_NOTE_PERSISTED, /* a shard written to --checkpoint-dir */
     CKPT_NOTE_PERSIST_FAILED,
+    CKPT_NOTE_REPLICA,         /* a replica received from the ring predecessor and stored */
+    CKPT_NOTE_REPLICATED,      /* a shard of ours sent to the ring successor and stored there */
+    CKPT_NOTE_REPLICA_REFUSED, /* the successor refused a shard of ours (the reason) */
 };
 
 struct ckpt_note {
@@ -70,6 +73,34 @@ int ckpt_breakpoint(struct ckpt *c);
 /* Leaving: wait for --checkpoint-dir's queued writes (their results become notes, to be taken
  * before ckpt_destroy). */
 void ckpt_flush(struct ckpt *c);
+/*
+ * Replication (docs/checkpoint.md "Replication"): the shards of this node's newest saved step go
+ * to its ring successor's port, and its predecessor's come in here and count in the memory bound
+ * (a replica that does not fit is refused, said to both sides). All of it non-blocking, driven by
+ * ckpt_on_events (the port's fds are in ckpt_fd) and ckpt_repl_step.
+ */
+struct ckpt_repl_config {
+    int listen_fd;          /* a listening TCP socket (non-blocking), owned from here on */
+    const char *node_id;    /* this node's id (hellos) */
+    int replicas;           /* 0: receive only; 1: send to the ring successor */
+    uint64_t bytes_per_sec; /* the send cap; 0 unbounded */
+    int64_t hello_ms;       /* an inbound connection's hello and each of its shards' bytes must
+                               come within this (a peer that stalls is closed) */
+};
+int ckpt_repl_start(struct ckpt *c, const struct ckpt_repl_config *rc, struct ea_error *err);
+/* The round now (-1: none running), this node's ring predecessor and successor ("" none) and the
+ * successor's address and port (0: unknown). Connections of another round are closed. */
+void ckpt_repl_round(struct ckpt *c, int64_t round, const char *prev, const char *next,
+                     const char *next_addr, int next_port);
+/* Connect, send within the cap, close stalled connections, at monotonic ms `now`. */
+void ckpt_repl_step(struct ckpt *c, int64_t now);
+/* Monotonic ms at which ckpt_repl_step has work for the clock (the cap, a retry), -1 none. */
+int64_t ckpt_repl_wake(const struct ckpt *c);
+struct ckpt_repl_stats {
+    uint64_t sent_shards, sent_bytes, recv_shards, recv_bytes, refused;
+};
+void ckpt_repl_stats(const struct ckpt *c, struct ckpt_repl_stats *ret);
+
 /* The store (tests, the glue's status). */
 const struct ckpt_store *ckpt_store_of(const struct ckpt *c);
 

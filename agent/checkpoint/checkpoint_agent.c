@@ -13,13 +13,57 @@
 #include "agent.h"
 #include "agent_internal.h"
 #include "checkpoint.h"
+#include "ea_time.h"
+#include "kv.h"
 #include "log.h"
+#include "session.h"
+#include "suspect.h"
+#include "ring_proto.h"
 #include "workerenv.h"
+
+#define PEER_RETRY_MS 1000
 
 struct agent_ckpt {
     struct ckpt *c;
     bool at_break; /* the breakpoint's writes are queued: again once workers run again */
+    bool repl;     /* the replication port is open */
+    /* the round the port follows (the ring's: s->round, this node's prev and next) */
+    int64_t round;
+    char prev[RDZV_ID_MAX], next[RDZV_ID_MAX];
+    int64_t next_slot;
+    int64_t retry_ms; /* reading the successor's record failed: not again before */
 };
+
+/* The replication port (docs/checkpoint.md "Replication"): on the address the ring's port is on,
+ * published in this node's record before it joins. Not fatal: without it, no replicas. */
+static void open_repl(struct agent *a, struct agent_ckpt *ac)
+{
+    const struct cfg *cfg = a->cfg;
+    const struct rdzv_node *self = a->rdzv ? rdzv_session_self(a->rdzv) : NULL;
+    if (!self || strcmp(cfg->backend, "memory") == 0)
+        return;
+    const char *addr = self->live_addr[0] ? self->live_addr : self->addr;
+    int port = 0;
+    int fd = ring_listen(addr, &port);
+    if (fd < 0) {
+        log_warn("checkpoint store: no replication port on '%s' (%s): this node neither sends "
+                 "nor takes replicas", addr, strerror(-fd));
+        return;
+    }
+    struct ckpt_repl_config rc = {.listen_fd = fd, .node_id = cfg->node_id,
+                                  .replicas = cfg->checkpoint_replicas,
+                                  .bytes_per_sec = (uint64_t)cfg->checkpoint_bandwidth_mb << 20};
+    struct ea_error err = {0};
+    if (ckpt_repl_start(ac->c, &rc, &err) < 0) {
+        log_warn("checkpoint store: no replication port: %s", err.msg);
+        return;
+    }
+    rdzv_session_set_ckpt_port(a->rdzv, port);
+    ac->repl = true;
+    log_info("checkpoint store: replication port %s:%d (%d replica(s), %s)", addr, port,
+             cfg->checkpoint_replicas,
+             cfg->checkpoint_bandwidth_mb ? "bandwidth-bounded" : "unbounded");
+}
 
 static int agent_checkpoint_open(struct agent *a, const char *launcher)
 {
@@ -44,6 +88,7 @@ static int agent_checkpoint_open(struct agent *a, const char *launcher)
         return AGENT_EXIT_USAGE;
     }
     a->ckpt = ac;
+    open_repl(a, ac);
     int64_t step;
     int shards;
     if (restored >= 0 && ckpt_store_latest(ckpt_store_of(ac->c), &step, &shards) == 0)
@@ -62,10 +107,14 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         [CKPT_NOTE_BAD] = "checkpoint_bad_request", [CKPT_NOTE_REFUSED] = "checkpoint_refused",
         [CKPT_NOTE_PERSISTED] = "checkpoint_persisted",
         [CKPT_NOTE_PERSIST_FAILED] = "checkpoint_persist_failed",
+        [CKPT_NOTE_REPLICA] = "checkpoint_replica", [CKPT_NOTE_REPLICATED] = "checkpoint_replicated",
+        [CKPT_NOTE_REPLICA_REFUSED] = "checkpoint_replica_refused",
     };
     switch (n->kind) {
     case CKPT_NOTE_COMPLETE:
     case CKPT_NOTE_PERSISTED:
+    case CKPT_NOTE_REPLICA:
+    case CKPT_NOTE_REPLICATED:
         log_debug("checkpoint store: %s", n->message);
         break;
     case CKPT_NOTE_NOFIT:
@@ -74,6 +123,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         break;
     case CKPT_NOTE_BAD:
     case CKPT_NOTE_REFUSED:
+    case CKPT_NOTE_REPLICA_REFUSED:
         log_warn("checkpoint store: %s", n->message);
         break;
     }
@@ -100,9 +150,9 @@ static void agent_checkpoint_close(struct agent *a)
 
 static void agent_checkpoint_step(struct agent *a, int64_t now)
 {
-    (void)now;
     if (!a->ckpt)
         return;
+    ckpt_repl_step(a->ckpt->c, now);
     struct ckpt_note n;
     while (ckpt_next_note(a->ckpt->c, &n) > 0)
         on_note(a, &n);
@@ -127,6 +177,57 @@ static void agent_checkpoint_on_events(struct agent *a)
         ckpt_on_events(a->ckpt->c);
 }
 
+/* The round the replication port follows: this node's ring neighbours in a running round (the
+ * successor's record read once per change of it: O(1) per round). */
+static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s, int64_t gen)
+{
+    (void)gen;
+    struct agent_ckpt *ac = a->ckpt;
+    if (!ac || !ac->repl)
+        return;
+    const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    const char *self = a->cfg->node_id;
+    int64_t round = s && s->status == RDZV_RUNNING && m && !a->lease_lost && !a->quit.exiting
+                        ? s->round
+                        : -1;
+    const char *next = round >= 0 && m->next[0] && strcmp(m->next, self) != 0 ? m->next : "";
+    const char *prev = round >= 0 && m->prev[0] && strcmp(m->prev, self) != 0 ? m->prev : "";
+    int64_t slot = next[0] ? m->next_slot : 0;
+    if (round == ac->round && strcmp(next, ac->next) == 0 && strcmp(prev, ac->prev) == 0 &&
+        slot == ac->next_slot)
+        return;
+    int64_t now = ea_now_ms();
+    if (next[0] && now < ac->retry_ms)
+        return;
+    struct rdzv_ring_peer p = {0};
+    if (next[0]) {
+        struct ea_error err = {0};
+        int r = rdzv_ring_peer(a->rdzv, next, &p, &err);
+        if (r < 0 && r != KV_ENOTFOUND && r != -ENOPROTOOPT) {
+            log_debug("checkpoint store: reading node '%s': %s; trying again", next, err.msg);
+            ac->retry_ms = now + PEER_RETRY_MS;
+            return;
+        }
+        if (r < 0 || p.ckpt_port <= 0)
+            log_debug("checkpoint store: node '%s' takes no replicas (%s)", next,
+                      r < 0 ? err.msg : "no ckpt_port in its record");
+    }
+    ckpt_repl_round(ac->c, round, prev, next, p.addr, p.ckpt_port);
+    ac->round = round;
+    ac->next_slot = slot;
+    snprintf(ac->next, sizeof(ac->next), "%s", next);
+    snprintf(ac->prev, sizeof(ac->prev), "%s", prev);
+    if (round >= 0)
+        log_debug("checkpoint store, round %" PRId64 ": replicas from '%s', to '%s'", round,
+                  prev[0] ? prev : "(none)", next[0] ? next : "(none)");
+}
+
+static int64_t checkpoint_wake(void *ctx)
+{
+    struct agent *a = ctx;
+    return a->ckpt ? ckpt_repl_wake(a->ckpt->c) : -1;
+}
+
 /* ---- the component ----------------------------------------------------------------------- */
 
 static void checkpoint_tick(void *c, int64_t now)
@@ -139,7 +240,8 @@ static void checkpoint_tick(void *c, int64_t now)
 AGENT_FD_SOURCE(checkpoint, agent_in_run(a), agent_checkpoint_fd(a), agent_checkpoint_on_events(a))
 
 static const struct agent_step checkpoint_steps[] = {
-    {AGENT_AT_CHECK, {"checkpoint", checkpoint_tick, NULL, false}}, /* notes; a breakpoint's writes */
+    /* notes; a breakpoint's writes; replication (its clock: the cap, retries) */
+    {AGENT_AT_CHECK, {"checkpoint", checkpoint_tick, checkpoint_wake, false}},
 };
 
 static const struct ea_loop_source checkpoint_sources[] = {
@@ -152,4 +254,5 @@ const struct agent_component agent_checkpoint_component = {
     AGENT_SOURCES(checkpoint_sources),
     .open = agent_checkpoint_open,
     .close = agent_checkpoint_close, /* after leaving (nobody waits on our disk), before "exited" */
+    .observe = agent_checkpoint_observe,
 };

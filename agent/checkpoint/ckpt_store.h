@@ -32,6 +32,8 @@ struct ckpt_entry {
     int fd;       /* the memfd (sealed once committed), -1 in tests */
     bool committed;
     bool persisted; /* written to --checkpoint-dir (or read from it) */
+    bool replica;   /* received from the ring predecessor (ckpt_repl.c): served and counted like
+                       an own shard, never sent on */
 };
 
 struct ckpt_store {

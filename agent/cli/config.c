@@ -131,6 +131,13 @@ const struct opt cfg_opts[] = {
      "whole-run restart resumes from the newest whole step there", AGENT},
     {"checkpoint-every", OPT_INT, OFF(checkpoint_every), "10", 1, 1000000000, NULL, "K",
      "with --checkpoint-dir: write every K-th step (those whose number is a multiple of K)", AGENT},
+    {"checkpoint-replicas", OPT_INT, OFF(checkpoint_replicas), "1", 0, 1, NULL, "N",
+     "with --checkpoint-memory: send this node's newest shards to N ring successors (0 or 1), "
+     "which hold them in their --checkpoint-memory; a survivor serves a dead node's shards from "
+     "its replica. 0: send none (replicas from the predecessor are still taken)", AGENT},
+    {"checkpoint-bandwidth", OPT_INT, OFF(checkpoint_bandwidth_mb), "100", 0, 1000000, NULL, "MB",
+     "with --checkpoint-replicas: send replicas at most MB megabytes a second, so that training "
+     "traffic comes first. 0: unbounded", AGENT},
     {"liveness", OPT_STR, OFF(liveness), "on", 0, 0, NULL, "MODE",
      "on | off: a ring of agent-to-agent heartbeat links sees a dead or frozen node in about a "
      "second (a peer suspects it, the coordinator probes it and revokes its lease), not after "

@@ -91,6 +91,8 @@ struct cfg {
     int checkpoint_memory_mb;
     const char *checkpoint_dir; /* --checkpoint-dir, or NULL */
     int checkpoint_every;       /* write every k-th step to --checkpoint-dir */
+    int checkpoint_replicas;    /* ring successors that get this node's newest shards (0, 1) */
+    int checkpoint_bandwidth_mb; /* their send cap, MB/s; 0 unbounded */
     const char *liveness; /* "on" | "off": the liveness ring (agent/liveness/) */
     int64_t liveness_interval_ms;
     int liveness_misses;

@@ -28,3 +28,30 @@ mutant --target test_checkpoint --filter 'ckpt_server/checkpoint_dir*' $D 's/   
 mutant --target test_checkpoint --filter 'ckpt_server/the_writer*' $D 's/    if (h->crc_known \&\& crc != h->crc) {/    if (0) {/' "$T"
 # --checkpoint-dir: a file of another run is never read back
 mutant --target test_checkpoint --filter 'ckpt_server/another_runs_file*' $D 's/    if (r == 0 \&\& (!hdr_unpack(hb, h) || strcmp(h->run, run) != 0 || h->step != step ||/    if (r == 0 \&\& (!hdr_unpack(hb, h) || h->step != step ||/' "$T"
+# Replication (stage 4): tests/unit/test_ckpt_repl.c (pure wire decisions, and two stores in-process
+# over loopback TCP with deadlines on events, not on timing)
+R='^test_ckpt_repl$'
+W=agent/checkpoint/ckpt_wire.c
+# members only: the ring predecessor of this round, of this run, addressed to this node
+mutant --target test_ckpt_repl --filter 'ckpt_wire/only_the_ring*' $W 's/    if (!v->prev || !v->prev\[0\] || strcmp(h->from, v->prev) != 0) {/    if (0) {/' "$R"
+mutant --target test_ckpt_repl --filter 'ckpt_wire/only_the_ring*' $W 's/    if (strcmp(h->run, v->run) != 0) {/    if (0) {/' "$R"
+mutant --target test_ckpt_repl --filter 'ckpt_wire/only_the_ring*' $W 's/    if (h->round < v->round) {/    if (0) {/' "$R"
+mutant --target test_ckpt_repl --filter 'ckpt_wire/only_the_ring*' $W 's/    if (strcmp(h->to, v->me) != 0) {/    if (0) {/' "$R"
+# sizes: names, header fields, a shard's length against the bound
+mutant --target test_ckpt_repl --filter 'ckpt_wire/malformed*' $W 's/    if (n < 1 || n > CKPT_WIRE_NAME_MAX)/    if (n < 1)/' "$R"
+mutant --target test_ckpt_repl --filter 'ckpt_wire/shard_headers*' $W 's/    if (s.len == 0 || s.len > max_len)/    if (s.len == 0)/' "$R"
+mutant --target test_ckpt_repl --filter 'ckpt_wire/shard_headers*' $W 's/    if (s.shard < 0 || s.shard >= s.shards)/    if (0)/' "$R"
+P2=agent/checkpoint/ckpt_repl.c
+mutant --target test_ckpt_repl --filter 'ckpt_repl/sizes*' $P2 's/ckpt_shard_decode(in->buf, in->have, c->store.limit, /ckpt_shard_decode(in->buf, in->have, UINT64_MAX, /' "$R"
+# the memory bound on replicas, refused with an answer and a note (never silently)
+mutant --target test_ckpt_repl --filter 'ckpt_repl/sizes*' agent/checkpoint/ckpt_store.c 's/    if (s->used + len - droppable(s, step) > s->limit)/    if (0)/' "$R"
+mutant --target test_ckpt_repl --filter 'ckpt_repl/sizes*' $P2 's/    in->why_st = rc == -ENOSPC ? CKPT_W_NOFIT : CKPT_W_BAD;/    in->why_st = rc == -ENOSPC ? CKPT_W_OK : CKPT_W_BAD;/' "$R"
+mutant --target test_ckpt_repl --filter 'ckpt_repl/sizes*' $P2 's/    ckpt_note_add(c, rc == -ENOSPC ? CKPT_NOTE_NOFIT : CKPT_NOTE_BAD,/    ckpt_note_add(c, CKPT_NOTE_BAD,/' "$R"
+# every shard's CRC-32 checked on receipt
+mutant --target test_ckpt_repl --filter 'ckpt_repl/a_corrupt*' $P2 's/    int rc = ckpt_store_commit(&c->store, in->owner, in->id, size, true, crc, s->crc, &e);/    int rc = ckpt_store_commit(\&c->store, in->owner, in->id, size, false, crc, s->crc, \&e);/' "$R"
+# a connection that never says its hello is closed (slots are few)
+mutant --target test_ckpt_repl --filter 'ckpt_repl/a_connection_that_says*' $P2 's/        else if (r->in\[i\].st != IN_FREE \&\& r->in\[i\].deadline > 0 \&\& now > r->in\[i\].deadline) {/        else if (0) {/' "$R"
+# the node record's ckpt_port: a port or the record does not decode
+mutant --target test_rdzv_state --filter 'state/node_record_ckpt_port*' rendezvous/state.c 's/        if (r == 0 \&\& cp \&\& (cpv < 1 || cpv > 65535))/        if (0)/' '^test_rdzv_state$'
+# --checkpoint-bandwidth: the sender keeps to its cap (on the step's clock: a fake one in the test)
+mutant --target test_ckpt_repl --filter 'ckpt_repl/the_sender_keeps*' agent/checkpoint/ckpt_repl.c 's/            if (r->cfg.bytes_per_sec > 0 \&\& (double)n > r->tokens)/            if (0)/' '^test_ckpt_repl$'

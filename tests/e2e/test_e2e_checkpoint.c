@@ -4,7 +4,10 @@
  * real Python workers (tests/helpers/ckpt_worker.py, through python/elastic_agent/checkpoint.py):
  * a worker that crashed reloads its state from the agent's memory (the same bytes); a whole-run
  * restart resumes from --checkpoint-dir; a corrupt shard there is skipped for the older whole
- * step; a process of another user cannot reach the socket.
+ * step; a process of another user cannot reach the socket. Replication (stage 4): a node's saved
+ * shard appears at its ring successor; the node SIGKILLed, the survivor's worker loads the dead
+ * node's shard from the replica (the same bytes); a node that is not a member is refused at the
+ * replication port.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -12,11 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckpt_wire.h"
 #include "etcd_harness.h"
 #include "harness.h"
 
@@ -57,14 +63,19 @@ static void start(struct h_agent *a, const char *name, const char *prefix, const
     h_agent_start_argv(a, dir, name, base, extra, cmd);
 }
 
-static void expect_log(const char *needle)
+static void expect_file(const char *name, const char *needle)
 {
-    char *s = h_slurp(h_fmt("%s/log.0", envdir), NULL);
+    char *s = h_slurp(h_fmt("%s/%s", envdir, name), NULL);
     bool ok = strstr(s, needle) != NULL;
     if (!ok)
         cr_log_error("worker log:\n%s", s);
     free(s);
     cr_assert(ok, "'%s' not in the worker's log", needle);
+}
+
+static void expect_log(const char *needle)
+{
+    expect_file("log.0", needle);
 }
 
 Test(e2e_checkpoint, a_crashed_worker_reloads_its_state_from_memory)
@@ -152,4 +163,97 @@ Test(e2e_checkpoint, another_user_cannot_reach_the_socket)
     free(path);
     h_agent_signal(&a, SIGTERM);
     h_agent_wait(&a, 30000);
+}
+
+/* ---- replication (issue 39 stage 4) ------------------------------------------------------- */
+
+static void start_repl(struct h_agent *a, const char *name)
+{
+    const char *base[] = {"--rdzv-endpoint", etcd.endpoints, "--prefix", "/ck5/", "--run-id", "ck",
+                          "--node-id", name, "--min", "1", "--max", "2", "--settle", "1",
+                          "--stop-timeout", "2", "--lease-ttl", "10", "--local-addr", "127.0.0.1",
+                          "--checkpoint-memory", "16", "--log-level", "debug", NULL};
+    const char *cmd[] = {"/usr/bin/env", h_fmt("PYTHONPATH=%s/python", EA_SOURCE_DIR),
+                         h_fmt("CK_OUT=%s", envdir), h_fmt("CK_NODE=%s", name), "CK_STEPS=3",
+                         "/usr/bin/python3", h_fmt("%s/tests/helpers/ckpt_repl_worker.py",
+                                                   EA_SOURCE_DIR),
+                         NULL};
+    h_agent_start_argv(a, dir, name, base, NULL, cmd);
+}
+
+/* The replication port n's log names. */
+static int repl_port(const struct h_agent *a)
+{
+    cr_assert(h_log_wait(a, "replication port 127.0.0.1:", 30000));
+    char *s = h_slurp(a->log, NULL);
+    const char *p = strstr(s, "replication port 127.0.0.1:");
+    int port = atoi(p + strlen("replication port 127.0.0.1:"));
+    free(s);
+    return port;
+}
+
+/* A hello from node `from` of run `run` to n1 at `port`: the answer's status. */
+static int hello_status(int port, const char *run, int64_t round, const char *from)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct ckpt_hello h = {.round = round};
+    snprintf(h.run, sizeof(h.run), "%s", run);
+    snprintf(h.from, sizeof(h.from), "%s", from);
+    snprintf(h.to, sizeof(h.to), "n1");
+    uint8_t b[CKPT_HELLO_MAX];
+    int n = ckpt_hello_encode(&h, b, sizeof(b));
+    cr_assert_eq(send(fd, b, (size_t)n, 0), n);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* the deadline of the answer */
+    uint8_t a[CKPT_ANSWER_MAX];
+    size_t have = 0, used;
+    char msg[256];
+    enum ckpt_wire_status st = CKPT_W_BAD;
+    int d = 0;
+    while (d == 0) {
+        ssize_t r = recv(fd, a + have, sizeof(a) - have, 0);
+        cr_assert_gt(r, 0, "an answer");
+        have += (size_t)r;
+        d = ckpt_answer_decode(a, have, &st, msg, sizeof(msg), &used);
+    }
+    close(fd);
+    return (int)st;
+}
+
+Test(e2e_checkpoint, a_dead_nodes_shard_is_served_from_its_replica)
+{
+    struct h_agent a = {0}, b = {0};
+    start_repl(&a, "n0");
+    cr_assert(h_log_wait(&a, "joined run", 20000), "n0 joins (and coordinates)");
+    start_repl(&b, "n1"); /* a round of n0 alone before it, if any, saves nothing */
+    int port = repl_port(&b);
+    /* each worker saved shard RANK of 2 for steps 1..3, and its node holds step 3 complete: its
+     * own shard and the predecessor's replica */
+    cr_assert_eq(h_wait_files(envdir, "complete.", 2, 90000), 2, "both nodes hold step 3 whole");
+    expect_file("log.n0", "complete 3\n");
+    expect_file("log.n1", "complete 3\n");
+    cr_assert(h_log_wait(&b, "replica of shard", 10000));
+    /* a node that is not a member is refused; so is another run (in the round n1 runs) */
+    char *log = h_slurp(b.log, NULL);
+    const char *at = strstr(log, "checkpoint store, round ");
+    cr_assert(at, "n1 follows a round");
+    int round = atoi(at + strlen("checkpoint store, round "));
+    free(log);
+    cr_assert_eq(hello_status(port, "ck", round, "mallory"), CKPT_W_NOT_PEER);
+    cr_assert(h_log_wait(&b, "not this node's ring predecessor", 10000));
+    cr_assert_eq(hello_status(port, "other", round, "n0"), CKPT_W_BAD_RUN);
+    /* n0 dies: agent and worker at once; n1's next worker loads step 3, n0's shard from the
+     * replica, and checks the bytes */
+    pid_t w = h_read_pid(h_fmt("%s/pid.n0", envdir));
+    cr_assert_gt(w, 0);
+    h_agent_signal(&a, SIGKILL);
+    kill(w, SIGKILL);
+    int code = h_agent_wait(&b, 120000);
+    if (code != 0)
+        h_show_log(&b);
+    cr_assert_eq(code, 0);
+    expect_file("log.n1", "complete 3\nresumed 3 shards 2 ok\n");
 }

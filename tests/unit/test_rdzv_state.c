@@ -224,3 +224,32 @@ Test(state, leader_round_trip_and_refusals)
         cr_assert(strstr(err.msg, "leader"), "%s", err.msg);
     }
 }
+
+/* issue 39 stage 4: the checkpoint replication port is optional in a node record */
+Test(state, node_record_ckpt_port_round_trip_absent_and_refused)
+{
+    struct rdzv_node n = {.node_id = "n1", .host = "h", .addr = "10.0.0.1", .nproc = 1, .pid = 2,
+                          .ckpt_port = 40123},
+                     d = {0};
+    char *json = NULL;
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_node_encode(&n, &json, NULL), 0);
+    cr_assert(strstr(json, "\"ckpt_port\":40123"), "%s", json);
+    cr_assert_eq(rdzv_node_decode(json, strlen(json), &d, &err), 0, "%s", err.msg);
+    cr_assert_eq(d.ckpt_port, 40123);
+    free(json);
+    const char *old = "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\","
+                      "\"addr\":\"a\",\"nproc\":1,\"pid\":1}";
+    cr_assert_eq(rdzv_node_decode(old, strlen(old), &d, &err), 0, "an older record: %s", err.msg);
+    cr_assert_eq(d.ckpt_port, 0);
+    const char *vals[] = {"0", "65536", "-1", "\"40000\"", "1.5"};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        char rec[256];
+        snprintf(rec, sizeof(rec),
+                 "{\"schema\":\"elastic-agent/v2\",\"node\":\"n\",\"host\":\"h\",\"addr\":\"a\","
+                 "\"nproc\":1,\"pid\":1,\"ckpt_port\":%s}",
+                 vals[i]);
+        cr_assert_eq(rdzv_node_decode(rec, strlen(rec), &d, &err), -EBADMSG, "%s", rec);
+        cr_assert(strstr(err.msg, "ckpt_port"), "%s", err.msg);
+    }
+}

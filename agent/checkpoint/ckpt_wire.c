@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+/* ckpt_wire: the replication port's hello, shard header and answer; who is admitted (pure). */
+#include "ckpt_wire.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "ckpt_store.h"
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static bool name_ok(const char *s, size_t n)
+{
+    if (n < 1 || n > CKPT_WIRE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] <= ' ' || s[i] > '~')
+            return false;
+    return true;
+}
+
+int ckpt_hello_encode(const struct ckpt_hello *h, uint8_t *buf, size_t size)
+{
+    const char *names[3] = {h->run, h->from, h->to};
+    size_t lens[3], total = CKPT_HELLO_HEADER;
+    for (int i = 0; i < 3; i++) {
+        lens[i] = strnlen(names[i], CKPT_WIRE_NAME_MAX + 1);
+        if (!name_ok(names[i], lens[i]))
+            return -EINVAL;
+        total += lens[i];
+    }
+    if (h->round < 0 || size < total)
+        return -EINVAL;
+    memcpy(buf, CKPT_WIRE_MAGIC, 4);
+    for (int i = 0; i < 3; i++)
+        buf[4 + i] = (uint8_t)lens[i];
+    buf[7] = 0;
+    put64(buf + 8, (uint64_t)h->round);
+    size_t at = CKPT_HELLO_HEADER;
+    for (int i = 0; i < 3; i++) {
+        memcpy(buf + at, names[i], lens[i]);
+        at += lens[i];
+    }
+    return (int)total;
+}
+
+int ckpt_hello_decode(const uint8_t *buf, size_t len, struct ckpt_hello *ret, size_t *ret_used,
+                      struct ea_error *err)
+{
+    if (len >= 4 && memcmp(buf, CKPT_WIRE_MAGIC, 4) != 0)
+        return ea_errorf(err, -EBADMSG, "not a checkpoint replication hello (bad magic)");
+    if (len < CKPT_HELLO_HEADER)
+        return 0;
+    size_t total = CKPT_HELLO_HEADER + (size_t)buf[4] + buf[5] + buf[6];
+    if (buf[4] > CKPT_WIRE_NAME_MAX || buf[5] > CKPT_WIRE_NAME_MAX || buf[6] > CKPT_WIRE_NAME_MAX)
+        return ea_errorf(err, -EBADMSG, "hello: a name longer than %d bytes", CKPT_WIRE_NAME_MAX);
+    if (len < total)
+        return 0;
+    struct ckpt_hello h = {.round = (int64_t)get64(buf + 8)};
+    if (h.round < 0)
+        return ea_errorf(err, -EBADMSG, "hello: negative round");
+    char *names[3] = {h.run, h.from, h.to};
+    static const char *const what[3] = {"run", "from", "to"};
+    size_t at = CKPT_HELLO_HEADER;
+    for (int i = 0; i < 3; i++) {
+        if (!name_ok((const char *)buf + at, buf[4 + i]))
+            return ea_errorf(err, -EBADMSG, "hello: field '%s' is not 1-%d printable bytes",
+                             what[i], CKPT_WIRE_NAME_MAX);
+        memcpy(names[i], buf + at, buf[4 + i]);
+        names[i][buf[4 + i]] = '\0';
+        at += buf[4 + i];
+    }
+    *ret = h;
+    *ret_used = total;
+    return 1;
+}
+
+enum ckpt_wire_status ckpt_admit(const struct ckpt_hello *h, const struct ckpt_view *v,
+                                 struct ea_error *err)
+{
+    if (strcmp(h->run, v->run) != 0) {
+        ea_errorf(err, -EPERM, "run '%s' is not this node's run", h->run);
+        return CKPT_W_BAD_RUN;
+    }
+    if (strcmp(h->to, v->me) != 0) {
+        ea_errorf(err, -EPERM, "addressed to node '%s', not this one", h->to);
+        return CKPT_W_NOT_ME;
+    }
+    if (v->round < 0 || h->round > v->round) {
+        ea_errorf(err, -EAGAIN, "round %" PRId64 " is not running here yet", h->round);
+        return CKPT_W_LATER;
+    }
+    if (h->round < v->round) {
+        ea_errorf(err, -EPERM, "round %" PRId64 " is over (round %" PRId64 " runs)", h->round,
+                  v->round);
+        return CKPT_W_STALE;
+    }
+    if (!v->prev || !v->prev[0] || strcmp(h->from, v->prev) != 0) {
+        ea_errorf(err, -EPERM, "node '%s' is not this node's ring predecessor in round %" PRId64,
+                  h->from, v->round);
+        return CKPT_W_NOT_PEER;
+    }
+    return CKPT_W_OK;
+}
+
+void ckpt_shard_encode(const struct ckpt_shard_wire *s, uint8_t out[CKPT_SHARD_HDR_LEN])
+{
+    memcpy(out, CKPT_WIRE_MAGIC, 4);
+    put64(out + 4, (uint64_t)s->step);
+    put32(out + 12, (uint32_t)s->shard);
+    put32(out + 16, (uint32_t)s->shards);
+    put64(out + 20, s->len);
+    put32(out + 28, s->crc);
+}
+
+int ckpt_shard_decode(const uint8_t *buf, size_t len, uint64_t max_len,
+                      struct ckpt_shard_wire *ret, struct ea_error *err)
+{
+    if (len >= 4 && memcmp(buf, CKPT_WIRE_MAGIC, 4) != 0)
+        return ea_errorf(err, -EBADMSG, "not a shard header (bad magic)");
+    if (len < CKPT_SHARD_HDR_LEN)
+        return 0;
+    struct ckpt_shard_wire s = {.step = (int64_t)get64(buf + 4), .shard = (int)get32(buf + 12),
+                                .shards = (int)get32(buf + 16), .len = get64(buf + 20),
+                                .crc = get32(buf + 28)};
+    if (s.step < 0 || s.step > CKPT_MAX_STEP)
+        return ea_errorf(err, -EBADMSG, "shard header: step outside 0..2^53");
+    if (s.shards < 1 || s.shards > CKPT_MAX_SHARDS)
+        return ea_errorf(err, -EBADMSG, "shard header: shards outside 1..%d", CKPT_MAX_SHARDS);
+    if (s.shard < 0 || s.shard >= s.shards)
+        return ea_errorf(err, -EBADMSG, "shard header: shard outside 0..%d", s.shards - 1);
+    if (s.len == 0 || s.len > max_len)
+        return ea_errorf(err, -EBADMSG, "shard header: %" PRIu64 " bytes, outside 1..%" PRIu64,
+                         s.len, max_len);
+    *ret = s;
+    return 1;
+}
+
+size_t ckpt_answer_encode(enum ckpt_wire_status st, const char *msg, uint8_t out[CKPT_ANSWER_MAX])
+{
+    size_t n = msg ? strnlen(msg, 255) : 0;
+    memcpy(out, CKPT_WIRE_MAGIC, 4);
+    out[4] = (uint8_t)st;
+    out[5] = (uint8_t)n;
+    if (n)
+        memcpy(out + 6, msg, n);
+    return 6 + n;
+}
+
+int ckpt_answer_decode(const uint8_t *buf, size_t len, enum ckpt_wire_status *ret_status,
+                       char *msg, size_t msg_size, size_t *ret_used)
+{
+    if (len >= 4 && memcmp(buf, CKPT_WIRE_MAGIC, 4) != 0)
+        return -EBADMSG;
+    if (len < 6)
+        return 0;
+    if (buf[4] > CKPT_W_BAD || msg_size < 256)
+        return -EBADMSG;
+    size_t n = buf[5];
+    if (len < 6 + n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        msg[i] = buf[6 + i] >= ' ' && buf[6 + i] <= '~' ? (char)buf[6 + i] : '?';
+    msg[n] = '\0';
+    *ret_status = (enum ckpt_wire_status)buf[4];
+    *ret_used = 6 + n;
+    return 1;
+}
+
+const char *ckpt_wire_status_name(enum ckpt_wire_status s)
+{
+    static const char *const names[] = {"ok", "not this run", "not this node", "round over",
+                                        "round not seen yet", "not the ring predecessor",
+                                        "does not fit", "malformed"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
