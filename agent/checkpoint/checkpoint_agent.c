@@ -39,7 +39,7 @@ struct agent_ckpt {
 static void open_repl(struct agent *a, struct agent_ckpt *ac)
 {
     const struct cfg *cfg = a->cfg;
-    const struct rdzv_node *self = a->rdzv ? rdzv_session_self(a->rdzv) : NULL;
+    const struct rdzv_node *self = a->node.rdzv ? rdzv_session_self(a->node.rdzv) : NULL;
     if (!self || strcmp(cfg->backend, "memory") == 0)
         return;
     const char *addr = self->live_addr[0] ? self->live_addr : self->addr;
@@ -58,7 +58,7 @@ static void open_repl(struct agent *a, struct agent_ckpt *ac)
         log_warn("checkpoint store: no replication port: %s", err.msg);
         return;
     }
-    rdzv_session_set_ckpt_port(a->rdzv, port);
+    rdzv_session_set_ckpt_port(a->node.rdzv, port);
     ac->repl = true;
     log_info("checkpoint store: replication port %s:%d (%d replica(s), %s)", addr, port,
              cfg->checkpoint_replicas,
@@ -185,9 +185,9 @@ static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s
     struct agent_ckpt *ac = a->ckpt;
     if (!ac || !ac->repl)
         return;
-    const struct rdzv_member *m = rdzv_self_member(a->rdzv);
+    const struct rdzv_member *m = rdzv_self_member(a->node.rdzv);
     const char *self = a->cfg->node_id;
-    int64_t round = s && s->status == RDZV_RUNNING && m && !a->lease_lost && !a->quit.exiting
+    int64_t round = s && s->status == RDZV_RUNNING && m && !a->node.lease_lost && !a->quit.exiting
                         ? s->round
                         : -1;
     const char *next = round >= 0 && m->next[0] && strcmp(m->next, self) != 0 ? m->next : "";
@@ -202,7 +202,7 @@ static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s
     struct rdzv_ring_peer p = {0};
     if (next[0]) {
         struct ea_error err = {0};
-        int r = rdzv_ring_peer(a->rdzv, next, &p, &err);
+        int r = rdzv_ring_peer(a->node.rdzv, next, &p, &err);
         if (r < 0 && r != KV_ENOTFOUND && r != -ENOPROTOOPT) {
             log_debug("checkpoint store: reading node '%s': %s; trying again", next, err.msg);
             ac->retry_ms = now + PEER_RETRY_MS;
