@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -70,7 +70,7 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
     if (!c)
         return ea_errorf(err, -ENOMEM, "out of memory");
     c->cfg = *cfg;
-    c->lfd = c->epfd = -1;
+    c->lfd = -1;
     for (int i = 0; i < CKPT_MAX_CLIENTS; i++)
         c->cl[i].fd = -1;
     c->next_owner = 1;
@@ -88,19 +88,11 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
                    bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(c->path, 0600) < 0 ||
                    listen(c->lfd, 64) < 0))
         r = ea_errorf(err, -errno, "checkpoint socket '%s': %s", c->path, strerror(errno));
-    if (r == 0 && (c->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
-        r = ea_errorf(err, -errno, "epoll: %s", strerror(errno));
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG_LISTEN};
-    if (r == 0 && epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->lfd, &ev) < 0)
-        r = ea_errorf(err, -errno, "epoll: %s", strerror(errno));
     int64_t restored = -1;
     if (r == 0 && cfg->persist_dir) {
         snprintf(c->persist_dir, sizeof(c->persist_dir), "%s", cfg->persist_dir);
         c->cfg.persist_dir = c->persist_dir;
         r = ckpt_writer_create(c->persist_dir, &c->writer, err);
-        ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = TAG_WRITER};
-        if (r == 0 && epoll_ctl(c->epfd, EPOLL_CTL_ADD, ckpt_writer_fd(c->writer), &ev) < 0)
-            r = ea_errorf(err, -errno, "epoll: %s", strerror(errno));
         int skipped = 0;
         int found = r == 0 ? ckpt_disk_read_latest(c->persist_dir, c->run, cfg->memory, adopt, c,
                                                    &restored, &skipped, err)
@@ -124,7 +116,6 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
 static void client_close(struct ckpt *c, struct client *cl)
 {
     ckpt_store_drop_owner(&c->store, cl->owner);
-    epoll_ctl(c->epfd, EPOLL_CTL_DEL, cl->fd, NULL);
     close(cl->fd);
     cl->fd = -1;
 }
@@ -142,8 +133,6 @@ void ckpt_destroy(struct ckpt *c)
         close(c->lfd);
         unlink(c->path);
     }
-    if (c->epfd >= 0)
-        close(c->epfd);
     rmdir(c->dir);
     ckpt_store_clear(&c->store);
     free(c);
@@ -154,9 +143,19 @@ const char *ckpt_socket_path(const struct ckpt *c)
     return c->path;
 }
 
-int ckpt_fd(const struct ckpt *c)
+size_t ckpt_pollfds(const struct ckpt *c, struct pollfd *fds, size_t max)
 {
-    return c ? c->epfd : -1;
+    size_t n = 0;
+    if (!c)
+        return 0;
+    if (c->lfd >= 0 && n < max)
+        fds[n++] = (struct pollfd){.fd = c->lfd, .events = POLLIN};
+    if (c->writer && n < max)
+        fds[n++] = (struct pollfd){.fd = ckpt_writer_fd(c->writer), .events = POLLIN};
+    for (int i = 0; i < CKPT_MAX_CLIENTS && n < max; i++)
+        if (c->cl[i].fd >= 0)
+            fds[n++] = (struct pollfd){.fd = c->cl[i].fd, .events = POLLIN};
+    return n + ckpt_repl_pollfds(c, fds + n, max - n);
 }
 
 const struct ckpt_store *ckpt_store_of(const struct ckpt *c)
@@ -358,8 +357,7 @@ static void on_accept(struct ckpt *c)
         int i = 0;
         while (i < CKPT_MAX_CLIENTS && c->cl[i].fd >= 0)
             i++;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i + 1};
-        if (i == CKPT_MAX_CLIENTS || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        if (i == CKPT_MAX_CLIENTS) {
             ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "checkpoint socket: a connection refused: "
                  "%d connections open already", CKPT_MAX_CLIENTS);
             close(fd);
@@ -399,20 +397,36 @@ static void on_writer(struct ckpt *c)
     }
 }
 
-void ckpt_on_events(struct ckpt *c)
+/* Whose fd: the listener, the writer, client i (i + 1), the replication port's; 0 none. */
+static uint64_t tag_of(const struct ckpt *c, int fd, bool *is_listen)
 {
-    struct epoll_event ev[32];
-    int n = epoll_wait(c->epfd, ev, 32, 0);
-    for (int i = 0; i < n; i++) {
-        uint64_t tag = ev[i].data.u64;
-        if (tag == TAG_LISTEN)
+    *is_listen = fd == c->lfd;
+    if (*is_listen)
+        return TAG_LISTEN;
+    if (c->writer && fd == ckpt_writer_fd(c->writer))
+        return TAG_WRITER;
+    for (int i = 0; i < CKPT_MAX_CLIENTS; i++)
+        if (c->cl[i].fd == fd)
+            return (uint64_t)i + 1;
+    return ckpt_repl_tag_of(c, fd);
+}
+
+void ckpt_on_poll(struct ckpt *c, const struct pollfd *fds, size_t n)
+{
+    for (size_t i = 0; c && i < n; i++) {
+        if (!fds[i].revents || fds[i].fd < 0)
+            continue;
+        /* an earlier event of this batch may have closed it (a client gone) */
+        bool is_listen = false;
+        uint64_t tag = tag_of(c, fds[i].fd, &is_listen);
+        if (is_listen)
             on_accept(c);
         else if (tag == TAG_WRITER)
             on_writer(c);
-        else if (tag <= CKPT_MAX_CLIENTS && c->cl[tag - 1].fd >= 0)
+        else if (tag >= 1 && tag <= CKPT_MAX_CLIENTS)
             on_client(c, &c->cl[tag - 1]);
         else if (tag >= CKPT_TAG_REPL)
-            ckpt_repl_on_event(c, tag, ev[i].events);
+            ckpt_repl_on_event(c, tag, (uint32_t)fds[i].revents);
     }
 }
 

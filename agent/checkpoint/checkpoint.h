@@ -13,6 +13,7 @@
 #ifndef EA_AGENT_CHECKPOINT_H
 #define EA_AGENT_CHECKPOINT_H
 
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -61,10 +62,13 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
 void ckpt_destroy(struct ckpt *c);
 /* The socket's path (for the workers' environment). */
 const char *ckpt_socket_path(const struct ckpt *c);
-/* An epoll fd, readable when ckpt_on_events has work; -1 for NULL. */
-int ckpt_fd(const struct ckpt *c);
-/* Accept, read and answer requests, collect the writer's results; never blocks. */
-void ckpt_on_events(struct ckpt *c);
+/* Its fds to poll (the workers' socket and connections, the disk writer's, the replication
+ * port's): at most max into fds, how many (0 for NULL). CKPT_POLL_MAX holds every one. */
+#define CKPT_POLL_MAX (CKPT_MAX_CLIENTS + 16)
+size_t ckpt_pollfds(const struct ckpt *c, struct pollfd *fds, size_t max);
+/* The poll's answer for those fds: accept, read and answer requests, collect the writer's
+ * results, move replication on; never blocks. */
+void ckpt_on_poll(struct ckpt *c, const struct pollfd *fds, size_t n);
 /* The oldest note not yet taken: 1 and *ret, else 0. */
 int ckpt_next_note(struct ckpt *c, struct ckpt_note *ret);
 /* A breakpoint (workers failed, leaving): queue every committed shard not yet written to
@@ -77,7 +81,7 @@ void ckpt_flush(struct ckpt *c);
  * Replication (docs/checkpoint.md "Replication"): the shards of this node's newest saved step go
  * to its ring successor's port, and its predecessor's come in here and count in the memory bound
  * (a replica that does not fit is refused, said to both sides). All of it non-blocking, driven by
- * ckpt_on_events (the port's fds are in ckpt_fd) and ckpt_repl_step.
+ * ckpt_on_poll (the port's fds are among ckpt_pollfds) and ckpt_repl_step.
  */
 struct ckpt_repl_config {
     int listen_fd;          /* a listening TCP socket (non-blocking), owned from here on */

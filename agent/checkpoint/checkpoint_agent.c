@@ -166,16 +166,6 @@ static void agent_checkpoint_step(struct agent *a, int64_t now)
     a->ckpt->at_break = brk;
 }
 
-static int agent_checkpoint_fd(const struct agent *a)
-{
-    return a->ckpt ? ckpt_fd(a->ckpt->c) : -1;
-}
-
-static void agent_checkpoint_on_events(struct agent *a)
-{
-    if (a->ckpt)
-        ckpt_on_events(a->ckpt->c);
-}
 
 /* The round the replication port follows: this node's ring neighbours in a running round (the
  * successor's record read once per change of it: O(1) per round). */
@@ -236,8 +226,20 @@ static void checkpoint_tick(void *c, int64_t now)
         agent_checkpoint_step(c, now);
 }
 
-/* the workers' saves and loads */
-AGENT_FD_SOURCE(checkpoint, agent_in_run(a), agent_checkpoint_fd(a), agent_checkpoint_on_events(a))
+/* the workers' saves and loads, the disk writer's results, the replication port */
+static size_t fds_checkpoint(void *c, struct pollfd *fds, size_t max)
+{
+    const struct agent *a = c;
+    return agent_in_run(c) && a->ckpt ? ckpt_pollfds(a->ckpt->c, fds, max) : 0;
+}
+
+static void on_checkpoint(void *c, const struct pollfd *fds, size_t n, int64_t now)
+{
+    (void)now;
+    struct agent *a = c;
+    if (a->ckpt)
+        ckpt_on_poll(a->ckpt->c, fds, n);
+}
 
 static const struct agent_step checkpoint_steps[] = {
     /* notes; a breakpoint's writes; replication (its clock: the cap, retries) */
@@ -245,7 +247,7 @@ static const struct agent_step checkpoint_steps[] = {
 };
 
 static const struct ea_loop_source checkpoint_sources[] = {
-    {"checkpoint", 1, fd_checkpoint, on_checkpoint, false},
+    {"checkpoint", CKPT_POLL_MAX, fds_checkpoint, on_checkpoint, false},
 };
 
 const struct agent_component agent_checkpoint_component = {

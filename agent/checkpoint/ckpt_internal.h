@@ -5,6 +5,7 @@
 #define EA_AGENT_CKPT_INTERNAL_H
 
 #include <limits.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -30,7 +31,7 @@ struct ckpt {
     char run[CKPT_RUN_MAX];
     char persist_dir[PATH_MAX];
     struct ckpt_store store;
-    int lfd, epfd;
+    int lfd;
     struct client cl[CKPT_MAX_CLIENTS];
     uint64_t next_owner;
     struct ckpt_writer *writer;
@@ -43,6 +44,10 @@ void ckpt_note_add(struct ckpt *c, enum ckpt_note_kind kind, int64_t step, int s
                    uint64_t bytes, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* ckpt_repl.c */
 void ckpt_repl_on_event(struct ckpt *c, uint64_t tag, uint32_t events);
+/* The replication port's fds to poll (its listener, connections, the sender), and whose fd is
+ * whose (0: none of them). */
+size_t ckpt_repl_pollfds(const struct ckpt *c, struct pollfd *fds, size_t max);
+uint64_t ckpt_repl_tag_of(const struct ckpt *c, int fd);
 void ckpt_repl_destroy(struct ckpt *c);
 
 #endif

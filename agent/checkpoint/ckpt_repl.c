@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* ckpt_repl: the replication port (inbound replicas from the ring predecessor) and the sender of
- * this node's newest shards to its successor; non-blocking, on the store's epoll fd. */
+ * this node's newest shards to its successor; non-blocking, its fds polled by the agent's loop. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -61,6 +61,7 @@ struct ckpt_repl {
     /* the sender */
     enum out_state ost;
     int ofd;
+    bool ofd_out; /* poll it for room to write too */
     int64_t retry_at;
     uint8_t obuf[CKPT_HELLO_MAX];
     size_t olen, ooff;
@@ -83,7 +84,6 @@ static void in_close(struct ckpt *c, struct inbound *in)
     ckpt_store_drop_owner(&c->store, in->owner); /* a shard half received is dropped */
     if (in->id == 0 && in->mfd >= 0)
         close(in->mfd);
-    epoll_ctl(c->epfd, EPOLL_CTL_DEL, in->fd, NULL);
     close(in->fd);
     *in = (struct inbound){.st = IN_FREE, .fd = -1, .mfd = -1};
 }
@@ -99,11 +99,10 @@ static void out_close(struct ckpt *c, int64_t retry_ms)
 {
     struct ckpt_repl *r = c->repl;
     out_unmap(r);
-    if (r->ofd >= 0) {
-        epoll_ctl(c->epfd, EPOLL_CTL_DEL, r->ofd, NULL);
+    if (r->ofd >= 0)
         close(r->ofd);
-    }
     r->ofd = -1;
+    r->ofd_out = false;
     r->ost = OUT_IDLE;
     r->retry_at = r->now + retry_ms;
 }
@@ -126,14 +125,8 @@ int ckpt_repl_start(struct ckpt *c, const struct ckpt_repl_config *rc, struct ea
     r->next_owner = REPL_OWNER_BASE;
     for (int i = 0; i < REPL_CONNS; i++)
         r->in[i] = (struct inbound){.st = IN_FREE, .fd = -1, .mfd = -1};
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = CKPT_TAG_REPL};
-    if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, r->lfd, &ev) < 0) {
-        int e = errno;
-        close(r->lfd);
-        free(r);
-        return ea_errorf(err, -e, "epoll: %s", strerror(e));
-    }
-    c->repl = r;
+    (void)err;
+    c->repl = r; /* its fds are polled from now on (ckpt_repl_pollfds) */
     return 0;
 }
 
@@ -145,7 +138,6 @@ void ckpt_repl_destroy(struct ckpt *c)
     for (int i = 0; i < REPL_CONNS; i++)
         in_close(c, &r->in[i]);
     out_close(c, 0);
-    epoll_ctl(c->epfd, EPOLL_CTL_DEL, r->lfd, NULL);
     close(r->lfd);
     free(r->sent);
     free(r);
@@ -201,8 +193,7 @@ static void on_listen(struct ckpt *c)
         int i = 0;
         while (i < REPL_CONNS && r->in[i].st != IN_FREE)
             i++;
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = CKPT_TAG_REPL + 1 + (uint64_t)i};
-        if (i == REPL_CONNS || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        if (i == REPL_CONNS) {
             ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "replication port: a connection "
                           "refused: %d open already", REPL_CONNS);
             close(fd);
@@ -449,13 +440,8 @@ static int out_connect(struct ckpt *c)
         close(fd);
         return -e;
     }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = CKPT_TAG_REPL + 1 + REPL_CONNS};
-    if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
     r->ofd = fd;
+    r->ofd_out = true; /* the connect's end is a write readiness */
     struct ckpt_hello h = {.round = r->round};
     snprintf(h.run, sizeof(h.run), "%s", c->run);
     snprintf(h.from, sizeof(h.from), "%s", r->node);
@@ -472,9 +458,7 @@ static int out_connect(struct ckpt *c)
 
 static void out_want_write(struct ckpt *c, bool w)
 {
-    struct epoll_event ev = {.events = EPOLLIN | (w ? EPOLLOUT : 0),
-                             .data.u64 = CKPT_TAG_REPL + 1 + REPL_CONNS};
-    epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->repl->ofd, &ev);
+    c->repl->ofd_out = w;
 }
 
 /* Write obuf[ooff..olen): 1 when all of it is out, 0 when the socket is full, <0 error. */
@@ -647,6 +631,35 @@ static void out_progress(struct ckpt *c)
             break;
         }
     }
+}
+
+size_t ckpt_repl_pollfds(const struct ckpt *c, struct pollfd *fds, size_t max)
+{
+    const struct ckpt_repl *r = c->repl;
+    size_t n = 0;
+    if (!r)
+        return 0;
+    if (n < max)
+        fds[n++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+    for (int i = 0; i < REPL_CONNS && n < max; i++)
+        if (r->in[i].st != IN_FREE)
+            fds[n++] = (struct pollfd){.fd = r->in[i].fd, .events = POLLIN};
+    if (r->ofd >= 0 && n < max)
+        fds[n++] = (struct pollfd){.fd = r->ofd, .events = POLLIN | (r->ofd_out ? POLLOUT : 0)};
+    return n;
+}
+
+uint64_t ckpt_repl_tag_of(const struct ckpt *c, int fd)
+{
+    const struct ckpt_repl *r = c->repl;
+    if (!r || fd < 0)
+        return 0;
+    if (fd == r->lfd)
+        return CKPT_TAG_REPL;
+    for (int i = 0; i < REPL_CONNS; i++)
+        if (r->in[i].st != IN_FREE && r->in[i].fd == fd)
+            return CKPT_TAG_REPL + 1 + (uint64_t)i;
+    return fd == r->ofd ? CKPT_TAG_REPL + 1 + REPL_CONNS : 0;
 }
 
 void ckpt_repl_on_event(struct ckpt *c, uint64_t tag, uint32_t events)

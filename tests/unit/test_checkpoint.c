@@ -268,13 +268,32 @@ static int cli_connect(void)
     return fd;
 }
 
+/* What the agent's loop does for a store: its fds polled for up to `ms` (one or two stores), the
+ * ready ones served. */
+static void pump_ckpt2(struct ckpt *x, struct ckpt *y, int ms)
+{
+    struct pollfd p[2 * CKPT_POLL_MAX];
+    size_t nx = x ? ckpt_pollfds(x, p, CKPT_POLL_MAX) : 0;
+    size_t ny = y ? ckpt_pollfds(y, p + nx, CKPT_POLL_MAX) : 0;
+    poll(p, nx + ny, ms);
+    if (x)
+        ckpt_on_poll(x, p, nx);
+    if (y)
+        ckpt_on_poll(y, p + nx, ny);
+}
+
+static void pump_ckpt(struct ckpt *c, int ms)
+{
+    pump_ckpt2(c, NULL, ms);
+}
+
 /* Send `req`, serve the server until the reply comes (5 s deadline): the reply text in buf and
  * its fd (or -1). */
 static int ask(int fd, const char *req, size_t reqlen, char *buf, size_t size)
 {
     cr_assert_eq(send(fd, req, reqlen, 0), (ssize_t)reqlen);
     for (int i = 0; i < 500; i++) {
-        ckpt_on_events(srv);
+        pump_ckpt(srv, 0);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, 10) == 1)
             break;
@@ -440,11 +459,10 @@ Test(ckpt_server, a_peer_of_another_uid_is_refused)
     }
     int status = -1;
     for (int i = 0; i < 1000; i++) {
-        ckpt_on_events(srv);
+        pump_ckpt(srv, 0);
         if (waitpid(pid, &status, WNOHANG) == pid)
             break;
-        struct pollfd pf = {.fd = ckpt_fd(srv), .events = POLLIN}; /* work, or the child's exit */
-        poll(&pf, 1, 10);
+        pump_ckpt(srv, 10); /* work, or the child's exit */
     }
     cr_assert(WIFEXITED(status), "status %d", status);
     cr_assert_eq(WEXITSTATUS(status), 0, "a peer of another uid got an answer (%d)",
@@ -461,9 +479,7 @@ static void wait_persisted(int count)
 {
     int seen = 0;
     for (int i = 0; i < 1000 && seen < count; i++) {
-        struct pollfd p = {.fd = ckpt_fd(srv), .events = POLLIN};
-        poll(&p, 1, 10);
-        ckpt_on_events(srv);
+        pump_ckpt(srv, 10);
         struct ckpt_note n;
         while (ckpt_next_note(srv, &n) > 0) {
             cr_assert_neq(n.kind, CKPT_NOTE_PERSIST_FAILED, "%s", n.message);
@@ -554,11 +570,10 @@ Test(ckpt_server, the_c_header_saves_and_loads)
     }
     int status = -1;
     for (int i = 0; i < 1000; i++) {
-        ckpt_on_events(srv);
+        pump_ckpt(srv, 0);
         if (waitpid(pid, &status, WNOHANG) == pid)
             break;
-        struct pollfd pf = {.fd = ckpt_fd(srv), .events = POLLIN};
-        poll(&pf, 1, 10);
+        pump_ckpt(srv, 10);
     }
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the C helper failed: status %d",
               status);
