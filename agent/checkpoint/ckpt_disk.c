@@ -270,10 +270,11 @@ int ckpt_disk_read_latest(const char *dir, const char *run, uint64_t max_bytes,
                     r = fr;
             }
             if (r < 0) {
+                int64_t step = steps[k];
                 free(fds);
                 free(hs);
                 free(steps);
-                return ea_errorf(err, r, "step %" PRId64 " from '%s': %s", steps[k], rdir,
+                return ea_errorf(err, r, "step %" PRId64 " from '%s': %s", step, rdir,
                                  strerror(-r));
             }
             *ret_step = steps[k];

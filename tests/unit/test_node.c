@@ -398,11 +398,14 @@ Test(node, a_suspicion_of_the_coordinator_is_confirmed_by_the_third_member)
     int coord_rank = mw->next_rank;
     int confirmer_rank = rdzv_coord_confirmer(NN, coord_rank, mw->group_rank);
     cr_assert_geq(confirmer_rank, 0);
-    int k3 = -1;
+    int k3 = 0;
+    bool found = false;
     for (int i = 0; i < NN; i++)
-        if (rdzv_self_member(nodes[i].rdzv)->group_rank == confirmer_rank)
+        if (rdzv_self_member(nodes[i].rdzv)->group_rank == confirmer_rank) {
             k3 = i;
-    cr_assert(k3 >= 0 && k3 != w && k3 != c);
+            found = true;
+        }
+    cr_assert(found && k3 != w && k3 != c);
     link_broke(w, c);
     for (int k = 0; k < 5; k++) {
         pass();
