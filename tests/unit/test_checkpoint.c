@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ckpt_pump.h"
 #include "ckpt_disk.h"
 #include "elastic_agent_checkpoint.h"
 #include "ckpt_proto.h"
@@ -268,24 +269,7 @@ static int cli_connect(void)
     return fd;
 }
 
-/* What the agent's loop does for a store: its fds polled for up to `ms` (one or two stores), the
- * ready ones served. */
-static void pump_ckpt2(struct ckpt *x, struct ckpt *y, int ms)
-{
-    struct pollfd p[2 * CKPT_POLL_MAX];
-    size_t nx = x ? ckpt_pollfds(x, p, CKPT_POLL_MAX) : 0;
-    size_t ny = y ? ckpt_pollfds(y, p + nx, CKPT_POLL_MAX) : 0;
-    poll(p, nx + ny, ms);
-    if (x)
-        ckpt_on_poll(x, p, nx);
-    if (y)
-        ckpt_on_poll(y, p + nx, ny);
-}
 
-static void pump_ckpt(struct ckpt *c, int ms)
-{
-    pump_ckpt2(c, NULL, ms);
-}
 
 /* Send `req`, serve the server until the reply comes (5 s deadline): the reply text in buf and
  * its fd (or -1). */

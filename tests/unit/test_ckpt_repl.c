@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ckpt_pump.h"
 #include "ckpt_proto.h"
 #include "ckpt_store.h"
 #include "ckpt_wire.h"
@@ -206,19 +207,6 @@ static struct ckpt *open_store(const char *name, uint64_t memory, int *ret_port)
     return c;
 }
 
-/* What the agent's loop does for a store: its fds polled for up to `ms` (one or two stores), the
- * ready ones served. */
-static void pump_ckpt2(struct ckpt *x, struct ckpt *y, int ms)
-{
-    struct pollfd p[2 * CKPT_POLL_MAX];
-    size_t nx = x ? ckpt_pollfds(x, p, CKPT_POLL_MAX) : 0;
-    size_t ny = y ? ckpt_pollfds(y, p + nx, CKPT_POLL_MAX) : 0;
-    poll(p, nx + ny, ms);
-    if (x)
-        ckpt_on_poll(x, p, nx);
-    if (y)
-        ckpt_on_poll(y, p + nx, ny);
-}
 
 
 static void serve(void)
