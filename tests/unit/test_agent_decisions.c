@@ -55,6 +55,7 @@ struct script {
     int64_t hold_first_ms;
     int fail_first;
     bool first_armed;
+    bool hold_over; /* the held first start ended: its proc is not looked at again */
     int64_t prev_pass, max_gap_while_held; /* the loop's passes while the first start is held */
 };
 
@@ -77,8 +78,11 @@ static void run_script(void *ctx, int64_t now)
         if (s->fail_first)
             launch_fake_fail_next(s->l, -s->fail_first);
     }
-    if (s->seen > 0 && launch_fake_starting(s->p[0])) {
-        if (now - s->prev_pass > s->max_gap_while_held)
+    /* only while the held start is held: once it is not, its proc may be released (freed) */
+    if (s->hold_first_ms && !s->hold_over && s->seen > 0) {
+        if (!launch_fake_starting(s->p[0]))
+            s->hold_over = true;
+        else if (now - s->prev_pass > s->max_gap_while_held)
             s->max_gap_while_held = now - s->prev_pass;
     }
     s->prev_pass = now;

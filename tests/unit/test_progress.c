@@ -345,14 +345,12 @@ Test(progress, the_state_names_the_last_failure)
     cr_assert_eq(next.status, RDZV_FAILING);
     cr_assert_eq(next.charge_failed_round, 4);
     cr_assert_eq(next.last_failure, 4);
-    next.members = NULL; /* a copy of s's: not ours to free */
-    rdzv_state_clear(&next);
+    rdzv_state_clear(&next); /* its members are a copy of s's (rdzv_state_copy): ours to free */
     s.n_members = 1;
     s.group_world_size = 1;
     s.world_size = 1;
     cr_assert_eq(rdzv_plan_failure_ex(&P, &s, nodes, 1, true, &next, NULL), 1);
     cr_assert_eq(next.status, RDZV_FAILED);
     cr_assert_eq(next.failure_round, 4);
-    next.members = NULL;
     rdzv_state_clear(&next);
 }
