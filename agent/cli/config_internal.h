@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * cfg internals shared by config.c (the option table, parser and validator) and config_help.c
+ * cfg internals shared by config.c (the option table and parser), config_resolve.c (the
+ * checks across options) and config_help.c
  * (--help, the option accessors): the shape of a table entry. Not a public interface.
  */
 #ifndef EA_AGENT_CONFIG_INTERNAL_H
@@ -28,6 +29,19 @@ struct opt {
 /* The one option table (config.c) and its length. */
 extern const struct opt cfg_opts[];
 extern const size_t cfg_n_opts;
+
+/* What set each option, for conflict checks (config.c records it, config_resolve.c reads it). */
+enum cfg_source { SRC_DEFAULT, SRC_PET, SRC_ENV, SRC_CLI };
+
+/* The table's entry for --name (name[0..len), '_' read as '-') that `cmd` accepts, or NULL; its
+ * index in cfg_opts (the per-option source array's). */
+const struct opt *cfg_find_opt(const char *name, size_t len, enum cfg_cmd cmd);
+size_t cfg_opt_index(const struct opt *o);
+/* A whole decimal integer (no sign-less garbage, no leading space): 0, or -EINVAL. */
+int cfg_parse_int(const char *s, long *ret);
+/* The parsed options of `c` checked against each other and completed (config_resolve.c), with
+ * srcs[i] saying what set cfg_opts[i]. -EINVAL (or another -errno) in err. */
+int cfg_resolve(struct cfg *c, const enum cfg_source *srcs, struct ea_error *err);
 
 /* Whether command `cmd` accepts option `o`. */
 bool cfg_opt_in_cmd(const struct opt *o, enum cfg_cmd cmd);

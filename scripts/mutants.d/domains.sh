@@ -50,6 +50,6 @@ mutant --target test_rdzv_domain --filter 'domain/commit_record*' rendezvous/sta
   's/        ok = r >= 0 \&\& r < s->group_world_size;/        ok = r >= 0;/' '^test_rdzv_domain$'
 mutant --target test_rdzv_domain --filter 'domain/commit_record*' rendezvous/state.c \
   's/            ok = v\[k\] != v\[i\];/            ok = true;/' '^test_rdzv_domain$'
-mutant --target test_config --filter 'config/failure_domain*' agent/cli/config.c \
+mutant --target test_config --filter 'config/failure_domain*' agent/cli/config_resolve.c \
   's/    if (c->failure_domain \&\& c->failure_domain\[0\] \&\& !rdzv_domain_ok(c->failure_domain))/    if (0)/' \
   '^test_config$'
