@@ -348,12 +348,12 @@ mutant --target fleet-faults --timeout 300 rendezvous/session.c \
 # issue 30: a lease renewal on a silent member (SIGSTOP) given the whole timeout: it ends where
 # the session gives the lease up (fleet-faults' partition lost 15 of 2,000 leases); and the
 # keepalive stream kept on a member after a request there went unanswered
-# (decided without a clock by test_etcd_attempt; the real cluster's test checks its premise —
-# the keepalive stream on the member it stops — so a loaded machine cannot let the mutant pass)
-mutant --target test_etcd_attempt --target test_etcd_ka_silent \
-  --filter '@(etcd_attempt/a_member_that*|etcd_ka_silent/a_silent_member*)' backends/etcd_watch.c \
+# (decided without a clock by test_etcd_attempt, which alone gives this check its verdict: the
+# real cluster's test_etcd_ka_silent, which checks the same split through real time, passed with
+# the mutant under `stress-ng --cpu 4` even with its premise checked — its verdict depends on load)
+mutant --target test_etcd_attempt --filter 'etcd_attempt/a_member_that*' backends/etcd_watch.c \
   's/    return tried < neps ? now + (deadline - now) \/ 2 : deadline;/    return tried < neps ? now + (deadline - now) \/ 1 : deadline;/' \
-  '^(test_etcd_attempt|test_etcd_ka_silent)$'
+  '^test_etcd_attempt$'
 mutant --target test_etcd_ka_silent --filter 'etcd_ka_silent/the_renewal_follows*' \
   backends/etcd_watch.c \
   's/        if (old \&\& etcd_stream_endpoint(old) != e->current) {/        if (0) {/' \
