@@ -448,11 +448,15 @@ static void on_probe(struct node *n, struct node_ring *g, const struct ring_repo
             if (rdzv_suspect_clear(n->rdzv, &k->c, &err) < 0)
                 node_log(n, NODE_DEBUG, "liveness ring: clearing the suspicion of '%s': %s",
                          x->node_id, err.msg);
+            else
+                k->state = CASE_FREE; /* settled, its key gone: the slot takes the next case */
             return;
         }
         publish_detect(n, &k->c.sus);
         int r = rdzv_evict(n->rdzv, &k->c, &err);
         evicted(n, g, &k->c.sus, x->cause, r, &err);
+        if (r >= 0)
+            k->state = CASE_FREE; /* the lease revoked (or gone already): settled */
         return;
     }
 }
@@ -502,14 +506,19 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
         return;
     g->seen_changes = changes;
     g->rescan = false;
+    /* no more cases than free slots are taken out: the rest stay due for a later pass (a key
+     * taken out and dropped would wait for the suspect's lease) */
+    size_t room = 0;
+    for (size_t i = 0; i < NODE_CASES_MAX; i++)
+        room += g->cases[i].state == CASE_FREE;
     struct rdzv_suspect_case list[NODE_CASES_MAX];
     size_t nl = 0;
     struct ea_error err = {0};
-    if (rdzv_suspects(n->rdzv, list, NODE_CASES_MAX, &nl, &err) < 0) {
+    if (room && rdzv_suspects(n->rdzv, list, room, &nl, &err) < 0) {
         node_log(n, NODE_DEBUG, "liveness ring: listing suspicions: %s", err.msg);
         g->rescan = true;
     }
-    if (rdzv_suspects_due(n->rdzv)) /* more than one pass takes: the next one */
+    if (!room || rdzv_suspects_due(n->rdzv)) /* more than one pass takes: the next one */
         g->rescan = true;
     node_take_warning(n);
     for (size_t i = 0; i < nl; i++) {

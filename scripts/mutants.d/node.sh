@@ -38,3 +38,9 @@ mutant --target test_node --filter 'node/a_failure_report_is_retried*' agent/nod
 mutant --target test_node --filter 'node/a_store_unreachable*' agent/node/node.c \
   's/    } else if (now - n->store_down_since_ms > n->p.join_timeout_ms) {/    } else if (0) {/' \
   '^test_node$'
+# issue 41: a settled case (a false alarm cleared, a lease revoked) frees its slot, and no more
+# cases are taken out than there are free slots: a death after a round's burst of false alarms is
+# probed, not left to its lease (at 10,000 nodes the table filled and a death took 12.5-15.2 s).
+mutant --target test_node --filter 'node/settled_false_alarms*' agent/node/node_ring.c \
+  's/                k->state = CASE_FREE; \/\* settled, its key gone/                (void)0; \/* mutant/' \
+  '^test_node$'

@@ -4,10 +4,11 @@
  * each a real rendezvous session in a struct node, a fake clock, and a fake ring transport that
  * records the links and probes the node asks for (the test hands back the ring's reports). The
  * decisions: a lease loss stops the node and it rejoins with the jittered back-off; a suspicion
- * confirmed by the coordinator's probe evicts, one answered clears it, a local probe failure does
- * neither; the coordinator alone is no second vantage point; a suspicion of the coordinator is
- * confirmed by the third member; a node that loses its lease again soon after rejoining waits; a
- * pending failure report is retried after a store error, not before its back-off.
+ * confirmed by the coordinator's probe evicts, one answered clears it (and frees its case slot), a
+ * local probe failure does neither; the coordinator alone is no second vantage point; a suspicion
+ * of the coordinator is confirmed by the third member; a node that loses its lease again soon
+ * after rejoining waits; a pending failure report is retried after a store error, not before its
+ * back-off.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -361,6 +362,30 @@ Test(node, a_suspicion_whose_probe_is_answered_is_a_false_alarm)
     cr_assert_eq(cnt[c].evicted, 0);
     cr_assert(lease_valid(x), "a node that answered was evicted");
     cr_assert_eq(round_of(x), r, "a false alarm started a round");
+}
+
+/* More false alarms in one round than the coordinator has case slots (a round's first links at
+ * 10,000 nodes raise a hundred or more): each settled case frees its slot, so a real death after
+ * them is still probed and evicted, not left to its lease. */
+Test(node, settled_false_alarms_free_their_slots_for_a_later_death)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member(), c = coordinator();
+    int64_t r = round_of(c);
+    for (int i = 0; i < NODE_CASES_MAX + 8; i++) {
+        tr[c].n_probes = 0; /* the fake transport's probes answered: its slots are free */
+        const struct probe_req *p = suspected_by_neighbours(x);
+        cr_assert_not_null(p, "false alarm %d of n%d was not probed", i + 1, x);
+        probe_result(c, p, true, false);
+    }
+    cr_assert_eq(cnt[c].cleared, NODE_CASES_MAX + 8);
+    cr_assert_eq(round_of(c), r, "a false alarm started a round");
+    tr[c].n_probes = 0;
+    const struct probe_req *p = suspected_by_neighbours(x);
+    cr_assert_not_null(p, "the death after %d false alarms was not probed", NODE_CASES_MAX + 8);
+    probe_result(c, p, false, false);
+    cr_assert_eq(cnt[c].evicted, 1);
+    cr_assert_not(lease_valid(x), "the suspect's lease was not revoked");
 }
 
 Test(node, a_probe_that_could_not_leave_this_node_neither_evicts_nor_clears)
