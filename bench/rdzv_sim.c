@@ -17,8 +17,10 @@
  * coordinator apart.
  * --kill-one: one node (not the coordinator) stops renewing its lease and vanishes, like a
  * SIGKILLed agent; --kill-coordinator: the same for the coordinator; --kill-rack: the coordinator
- * and group ranks 1-7 at once (a rack; counted: the claims of `coord`); --kill-tenth: 10% of the
- * nodes at once. Each measured: kill -> the next round committed, -> every survivor has it, ->
+ * and group ranks 1-7 at once (a rack; counted: the claims of `coord`; --rack-size K: K ranks,
+ * --rack-spares-coordinator: ranks 1..K, the coordinator lives); --kill-tenth: 10% of the
+ * nodes at once; --domains D --kill-domain: every node of the coordinator's failure domain (node
+ * i's domain is d<i*D/N>, carried in its node record as --failure-domain). Each measured: kill -> the next round committed, -> every survivor has it, ->
  * every survivor could start its workers (it has the new round's master).
  *
  * Usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] [--kill-one]
@@ -50,6 +52,7 @@
 #include "ea_time.h"
 #include "kv.h"
 #include "session.h"
+#include "suspect.h"
 #include "node.h"
 #include "ring_host.h"
 #include "sim_wire.h"
@@ -93,6 +96,24 @@ struct sim_node {
     struct ring_host_ring *g; /* --ring: its links' sockets */
     struct node node;         /* --ring: the product's node unit (its ring's decisions) */
 };
+
+/* --domains: node i's failure domain, contiguous blocks of ids (as racks of consecutive hosts) */
+static int domain_of(const struct opts *o, int id)
+{
+    return o->domains > 0 ? (int)((int64_t)id * o->domains / o->nodes) : -1;
+}
+
+/* The coordinator's domain as node s sees it (-1: none known): its id is in its name. */
+static int coord_domain(const struct opts *o, struct rdzv_session *s)
+{
+    char holder[RDZV_ID_MAX];
+    int64_t lease = 0;
+    int id = -1;
+    if (!rdzv_coord_holder(s, holder, sizeof(holder), &lease) ||
+        sscanf(holder, "sim-%d", &id) != 1)
+        return -2; /* never a node's */
+    return domain_of(o, id);
+}
 
 static void report_stats(int fd, int type, int node, int64_t round, int members,
                          const struct rdzv_session *s, int64_t ev_ms)
@@ -142,6 +163,9 @@ static void observe(struct sim_node *n, int out, int64_t ev_ms)
     if (st->round > n->seen_round) {
         n->seen_round = st->round;
         report_stats(out, REC_SEEN, n->id, st->round, st->group_world_size, n->s, ev_ms);
+        if (rdzv_is_coordinator(n->s) && getenv("RDZV_SIM_VERBOSE"))
+            fprintf(stderr, "rdzv-sim: %" PRId64 " node %d: coordinates round %" PRId64 " of %d\n",
+                    ea_now_ms() % 100000, n->id, st->round, st->group_world_size);
     }
     if (rdzv_my_index(n->s) == 0 && st->round > n->published_round) {
         struct ea_error err = {0};
@@ -200,8 +224,11 @@ static void on_ring_report(void *ctx, const struct ring_report *x)
 static void node_log_cb(void *ctx, enum node_level level, const char *msg)
 {
     const struct sim_node *n = ctx;
-    if (level == NODE_ERROR)
-        fprintf(stderr, "rdzv-sim: node %d: %s\n", n->id, msg);
+    static int verbose = -1; /* RDZV_SIM_VERBOSE=1: every node's log (a diagnosis) */
+    if (verbose < 0)
+        verbose = getenv("RDZV_SIM_VERBOSE") != NULL;
+    if (level == NODE_ERROR || (verbose && level >= NODE_INFO))
+        fprintf(stderr, "rdzv-sim: %" PRId64 " node %d: %s\n", ea_now_ms() % 100000, n->id, msg);
 }
 
 /* The "agent" of nodes [first, first+count): join all, then serve them until told to stop. */
@@ -236,6 +263,8 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
         snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
         rc.self.nproc = 1;
         rc.self.pid = getpid();
+        if (o->domains > 0)
+            snprintf(rc.self.domain, sizeof(rc.self.domain), "d%03d", domain_of(o, n->id));
         if (o->ring) { /* a real listener per node: its port in its node record */
             rc.params.ring = true;
             if (ring_host_open(host, o->run_id, rc.self.node_id, o->ring_interval_ms, 3, n,
@@ -352,9 +381,12 @@ static int child_main(const struct opts *o, int first, int count, int out, int c
                 if (n->dead || i >= joined)
                     continue;
                 bool coord = rdzv_is_coordinator(n->s);
+                int idx = rdzv_my_index(n->s), lo = o->rack_spares_coord ? 1 : 0;
                 if ((c == 'k' && !coord && killed < 1 && first + count == o->nodes) ||
                     (c == 'c' && coord) || (c == 'p' && !coord && killed < quota) ||
-                    (c == 'r' && (coord || (unsigned)rdzv_my_index(n->s) < 8))) {
+                    (c == 'r' && ((coord && !o->rack_spares_coord) ||
+                                  (!coord && idx >= lo && idx < lo + o->rack_size))) ||
+                    (c == 'd' && domain_of(o, n->id) == coord_domain(o, n->s))) {
                     kill_node(n, out);
                     killed++;
                 }
@@ -587,6 +619,7 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
     if (r < 0)
         return r;
     int n_killed = sm->killed - before;
+    int64_t round_before = *round;
     *live -= n_killed;
     struct phase ph = {0};
     r = collect(sm, *live, *round, &ph, t_kill + 3 * o->ttl_ms + 30000);
@@ -601,6 +634,8 @@ static int kill_phase(struct sim *sm, const struct opts *o, const int *ctl, char
     printf("%s_killed=%d\n%s_to_commit_ms=%" PRId64 "\n%s_to_all_seen_ms=%" PRId64 "\n", tag,
            n_killed, tag, ph.commit - t_kill, tag, ph.last_seen - t_kill);
     printf("%s_to_all_ready_ms=%" PRId64 "\n", tag, ph.last_ready - t_kill);
+    /* 1: the survivors went on in one round (every dead node out at once) */
+    printf("%s_rounds=%" PRId64 "\n", tag, ph.round - round_before);
     return 0;
 }
 
@@ -608,7 +643,7 @@ int main(int argc, char **argv)
 {
     struct opts o = {
         .run_id = "rdzv-sim", .nodes = 1000, .procs = 8, .ttl_ms = 10000, .timeout_ms = 120000,
-        .ring_interval_ms = 200, .ring_pass_ms = 10};
+        .ring_interval_ms = 200, .ring_pass_ms = 10, .rack_size = 8};
     int pr = sim_parse_opts(argc, argv, &o);
     if (pr >= 0)
         return pr;
@@ -688,7 +723,8 @@ int main(int argc, char **argv)
     } kills[] = {{o.kill_one, 'k', "kill_one"},
                  {o.kill_coord, 'c', "kill_coordinator"},
                  {o.kill_rack, 'r', "kill_rack"},
-                 {o.kill_tenth, 'p', "kill_tenth"}};
+                 {o.kill_tenth, 'p', "kill_tenth"},
+                 {o.kill_domain, 'd', "kill_domain"}};
     for (size_t k = 0; k < sizeof(kills) / sizeof(kills[0]) && rc == 0; k++) {
         if (!kills[k].on)
             continue;

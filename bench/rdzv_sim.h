@@ -11,6 +11,10 @@ struct opts {
     int nodes, procs;
     int64_t ttl_ms, timeout_ms;
     bool kill_one, kill_coord, kill_tenth, kill_rack;
+    int rack_size;            /* --rack-size K: --kill-rack kills K consecutive group ranks (8) */
+    bool rack_spares_coord;   /* --rack-spares-coordinator: the rack is ranks 1..K, not 0..K-1 */
+    int domains;              /* --domains D: node i's failure domain is d<i*D/nodes> (0: none) */
+    bool kill_domain;         /* --kill-domain: every node of the coordinator's domain at once */
     long max_bytes;
     bool ring;                /* --ring: every node in the liveness ring (agent/node/node.h, on bench/ring_host.h) */
     int64_t ring_interval_ms; /* --ring-interval (the agent's --liveness-interval) */

@@ -10,7 +10,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rdzv-sim --endpoints HOST:PORT [--nodes N] [--procs P] [--ttl SEC] "
-               "[--kill-one] [--kill-coordinator] [--kill-rack] [--kill-tenth] [--run-id ID] "
+               "[--kill-one] [--kill-coordinator] [--kill-rack] [--rack-size K] "
+               "[--rack-spares-coordinator] [--kill-tenth] [--domains D] [--kill-domain] [--run-id ID] "
                "[--timeout SEC] "
                "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS] [--ring-no-await] "
                "[--names real] "
@@ -30,6 +31,10 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
                                        {"kill-coordinator", no_argument, 0, 'c'},
                                        {"kill-tenth", no_argument, 0, 'P'},
                                        {"kill-rack", no_argument, 0, 'R'},
+                                       {"rack-size", required_argument, 0, 'K'},
+                                       {"rack-spares-coordinator", no_argument, 0, 'Q'},
+                                       {"domains", required_argument, 0, 'D'},
+                                       {"kill-domain", no_argument, 0, 'G'},
                                        {"max-bytes", required_argument, 0, 'B'},
                                        {"ring", no_argument, 0, 'L'},
                                        {"ring-interval", required_argument, 0, 'I'},
@@ -65,6 +70,18 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'R':
             o->kill_rack = true;
+            break;
+        case 'K':
+            o->rack_size = atoi(optarg);
+            break;
+        case 'Q':
+            o->rack_spares_coord = true;
+            break;
+        case 'D':
+            o->domains = atoi(optarg);
+            break;
+        case 'G':
+            o->kill_domain = true;
             break;
         case 'B':
             o->max_bytes = atol(optarg);
@@ -111,6 +128,13 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
         o->ring_interval_ms < 10 || o->ring_pass_ms < 1 || o->ring_pass_ms > o->ring_interval_ms) {
         fprintf(stderr, "rdzv-sim: need --endpoints, --nodes >= 2, 1 <= --procs <= --nodes, "
                         "--ttl >= 1, --ring-interval >= 10, 1 <= --ring-pass <= --ring-interval\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o->rack_size < 1 || o->rack_size > o->nodes / 2 || o->domains < 0 ||
+        o->domains > o->nodes / 2 || (o->kill_domain && (o->domains < 2 || o->real_names))) {
+        fprintf(stderr, "rdzv-sim: need 1 <= --rack-size <= --nodes/2, 0 <= --domains <= "
+                        "--nodes/2, and --kill-domain needs --domains >= 2 (not --names real)\n");
         usage(stderr);
         return 2;
     }

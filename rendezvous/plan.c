@@ -314,9 +314,11 @@ int rdzv_plan(const struct rdzv_params *p, const struct rdzv_view *v, struct rdz
     size_t newcomers = v->n_nodes - survivors;
     bool pending = s->charge_round > 0 && s->charge_round == s->round;
     int64_t batch = rdzv_loss_batch_ms(s->n_members);
-    if (survivors < s->n_members && batch > 0 && v->state_seen_ms > 0 &&
-        v->now_ms < v->state_seen_ms + batch) {
-        *ret_wake_ms = v->state_seen_ms + batch; /* more may be on their way */
+    int64_t hold = batch > 0 && v->state_seen_ms > 0 ? v->state_seen_ms + batch : 0;
+    if (v->loss_hold_ms > hold) /* the ring's confirmations in flight: their evictions too */
+        hold = v->loss_hold_ms;
+    if (survivors < s->n_members && v->now_ms < hold) {
+        *ret_wake_ms = hold; /* more may be on their way */
         return 0;
     }
     if (survivors < s->n_members) {

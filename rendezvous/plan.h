@@ -67,6 +67,9 @@ struct rdzv_view {
     int64_t charge_seen_ms;  /* when this node first saw the state's pending charge, -1: none */
     int64_t state_seen_ms;   /* when the coordinator first saw this state value (monotonic; 0:
                                 unknown): losses within rdzv_loss_batch_ms() of it are batched */
+    int64_t loss_hold_ms;    /* the coordinator's liveness ring confirms suspicions until then
+                                (rdzv_hold_losses; 0: none): a loss waits for it, so the members
+                                one burst takes (a rack, a domain) leave in one round */
     bool failure_reported;   /* failures/<state->round> exists: a worker of the round failed */
     bool failure_stop;       /* ... and its record says the run ends (no progress, issue 40) */
     bool reform_requested;   /* reform/<state->round> exists: a member had to stop its workers

@@ -9,6 +9,10 @@
 #include "session.h"
 
 #define KEY_MAX 512
+/* A coordinator with suspect keys not looked at yet holds a loss for a step at a time, at most
+ * this long from the first (rdzv_derive): its ring's confirmations follow (suspect.h). */
+#define RDZV_DUE_HOLD_STEP_MS 50
+#define RDZV_DUE_HOLD_MAX_MS 1000
 
 struct rdzv_session {
     struct kv *kv;
@@ -41,6 +45,8 @@ struct rdzv_session {
     bool have_state;
     int64_t state_rev;
     int64_t state_seen_ms; /* when this state value was first seen (monotonic) */
+    int64_t loss_hold_ms;  /* rdzv_hold_losses() (0: none) */
+    int64_t due_since_ms;  /* since when suspect keys wait to be looked at (-1: none do) */
     int64_t state_seen_rev; /* ... the value: its mod_revision */
     bool members_broken;   /* full: the chunks do not add up to the committed round */
     const char **done;     /* full: node ids done in state.round; point into the mirror */

@@ -368,6 +368,13 @@ int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c
     return delete_fenced(s, key, c->key_rev, err);
 }
 
+void rdzv_hold_losses(struct rdzv_session *s, int64_t until_ms)
+{
+    s->loss_hold_ms = until_ms;
+    if (s->is_coord && (s->plan_wake_ms < 0 || until_ms < s->plan_wake_ms))
+        s->plan_wake_ms = until_ms; /* planned again when it ends (or at once, lifted) */
+}
+
 int rdzv_evict(struct rdzv_session *s, const struct rdzv_suspect_case *c, struct ea_error *err)
 {
     char key[KEY_MAX];

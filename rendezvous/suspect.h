@@ -85,6 +85,11 @@ bool rdzv_suspects_due(const struct rdzv_session *s);
 int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c,
                        struct ea_error *err);
 
+/* The coordinator confirms suspicions until `until_ms` (the clock of rdzv_tick's now; 0 lifts it):
+ * a member lost before then waits for it, so the members one burst takes (a rack, a failure
+ * domain) leave in one round, not one round per eviction. The caller bounds how long it holds. */
+void rdzv_hold_losses(struct rdzv_session *s, int64_t until_ms);
+
 /* The coordinator's probe failed: revoke the suspect's lease iff its node key is still on
  * c->peer.lease (a node that rejoined meanwhile has another), then delete the suspect key. 1
  * revoked, 0 nothing to do (gone already, or rejoined), or a store error. */

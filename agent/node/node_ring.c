@@ -54,6 +54,8 @@ struct node_ring {
     int64_t cases_round;
     uint64_t seen_changes;
     bool rescan;
+    bool holding;               /* the next round waits for the confirmations (hold_losses) */
+    int64_t hold_from, hold_to; /* since when; until when, as last told to the session */
 
     /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
      * watcher in a round of two) */
@@ -549,6 +551,37 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
     }
 }
 
+/* While cases are queued or probed (or keys wait for a slot), the coordinator's next round waits
+ * for them, at most NODE_LOSS_HOLD_MAX_MS from the first: the members one burst takes (a rack, a
+ * failure domain) are evicted into one round, not one round each, every survivor restarting its
+ * workers each time. Once none is left, NODE_LOSS_HOLD_TAIL_MS for the last revoke's deletes. */
+static void hold_losses(struct node *n, struct node_ring *g, int64_t now)
+{
+    bool busy = g->rescan;
+    for (size_t i = 0; g->cases && i < NODE_CASES_MAX && !busy; i++)
+        busy = g->cases[i].state == CASE_QUEUED || g->cases[i].state == CASE_PROBING;
+    int64_t to = 0;
+    if (busy) {
+        if (!g->holding)
+            g->hold_from = now;
+        g->holding = true;
+        to = now + g->p.probe_ms; /* every probe in flight has ended by then */
+        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)
+            to = g->hold_from + NODE_LOSS_HOLD_MAX_MS;
+    } else if (g->holding) {
+        g->holding = false;
+        to = now + NODE_LOSS_HOLD_TAIL_MS;
+        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)
+            to = g->hold_from + NODE_LOSS_HOLD_MAX_MS;
+    } else {
+        return;
+    }
+    if (to != g->hold_to) {
+        g->hold_to = to;
+        rdzv_hold_losses(n->rdzv, to);
+    }
+}
+
 /* ---- every pass --------------------------------------------------------------------------- */
 
 void node_ring_step(struct node *n, bool active, int64_t now)
@@ -582,9 +615,10 @@ void node_ring_step(struct node *n, bool active, int64_t now)
     follow_round(n, g, active, now);
     if (g->n_unsent)
         flush_todo(n, g);
-    if (rdzv_is_coordinator(n->rdzv))
+    if (rdzv_is_coordinator(n->rdzv)) {
         confirm_suspects(n, g, now);
-    else
+        hold_losses(n, g, now);
+    } else
         check_coord_suspicion(n, g);
 }
 

@@ -5,10 +5,10 @@
  * records the links and probes the node asks for (the test hands back the ring's reports). The
  * decisions: a lease loss stops the node and it rejoins with the jittered back-off; a suspicion
  * confirmed by the coordinator's probe evicts, one answered clears it (and frees its case slot), a
- * local probe failure does neither; the coordinator alone is no second vantage point; a suspicion
- * of the coordinator is confirmed by the third member; a node that loses its lease again soon
- * after rejoining waits; a pending failure report is retried after a store error, not before its
- * back-off.
+ * local probe failure does neither; two deaths at once leave in one round; the coordinator alone
+ * is no second vantage point; a suspicion of the coordinator is confirmed by the third member; a
+ * node that loses its lease again soon after rejoining waits; a pending failure report is retried
+ * after a store error, not before its back-off.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -322,6 +322,8 @@ static const struct probe_req *suspected_by_neighbours(int x)
     return NULL;
 }
 
+static void revoke(int i);
+
 static bool lease_valid(int i)
 {
     struct rdzv_ring_peer p;
@@ -386,6 +388,94 @@ Test(node, settled_false_alarms_free_their_slots_for_a_later_death)
     probe_result(c, p, false, false);
     cr_assert_eq(cnt[c].evicted, 1);
     cr_assert_not(lease_valid(x), "the suspect's lease was not revoked");
+}
+
+/* Two members die at once (a rack): the coordinator probes both, and the round waits for the
+ * second confirmation (rdzv_hold_losses) instead of going on without the first alone: the
+ * survivors restart once, in one round without both. */
+Test(node, a_burst_of_deaths_leaves_in_one_round)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
+    int b = index_of(tr[x].next); /* the one member left beside the coordinator: sees both die */
+    cr_assert(b != c && b != x && b != y && index_of(tr[b].next) == y);
+    int64_t r0 = round_of(c);
+    dead[x] = dead[y] = true;
+    link_broke(b, x);
+    link_broke(b, y);
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(tr[c].n_probes, 2, "the coordinator did not probe both suspects");
+    probe_result(c, &tr[c].probes[0], false, false);
+    for (int k = 0; k < 10; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(cnt[c].evicted, 1);
+    cr_assert_eq(round_of(c), r0, "a round went on without the first while the second's probe "
+                                  "was in flight");
+    probe_result(c, &tr[c].probes[1], false, false);
+    cr_assert_eq(cnt[c].evicted, 2);
+    cr_assert(settle(NN - 2), "no round without both");
+    cr_assert_eq(round_of(c), r0 + 1, "the survivors went through more than one round");
+}
+
+/* The hold is bounded: a probe that never ends holds the round NODE_LOSS_HOLD_MAX_MS from the
+ * burst's start at most, then the survivors go on without the member evicted. */
+Test(node, a_probe_that_never_ends_holds_the_round_a_bounded_time)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
+    int b = index_of(tr[x].next);
+    int64_t r0 = round_of(c);
+    dead[x] = dead[y] = true;
+    link_broke(b, x);
+    link_broke(b, y);
+    pass();
+    int64_t t0 = fc.now;
+    for (int k = 0; k < 4; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(tr[c].n_probes, 2);
+    probe_result(c, &tr[c].probes[0], false, false); /* y's probe never ends */
+    while (round_of(c) == r0 && fc.now - t0 < 3 * NODE_LOSS_HOLD_MAX_MS) {
+        pass();
+        advance(50);
+    }
+    cr_assert_neq(round_of(c), r0, "no round %d ms after the burst began", 3 * NODE_LOSS_HOLD_MAX_MS);
+    cr_assert_leq(fc.now - t0, NODE_LOSS_HOLD_MAX_MS + 200, "the round waited %lld ms",
+                  (long long)(fc.now - t0));
+}
+
+/* A coordinator that sees a member gone while suspicions it has not looked at yet wait in the
+ * store (one that has just taken over lists them all) holds the round until its ring has taken
+ * them: the suspects it then evicts leave in the same round. */
+Test(node, a_loss_waits_for_suspicions_not_looked_at_yet)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
+    int b = index_of(tr[x].next);
+    int64_t r0 = round_of(c);
+    dead[x] = dead[y] = true;
+    struct rdzv_suspicion sus = {.round = r0, .fault_ms = -1, .detected_ms = 1};
+    snprintf(sus.node_id, sizeof(sus.node_id), "n%d", y);
+    snprintf(sus.by, sizeof(sus.by), "n%d", b);
+    snprintf(sus.cause, sizeof(sus.cause), "closed");
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_suspect(nodes[b].rdzv, &sus, &err), 1, "%s", err.msg);
+    revoke(x); /* x's lease gone in the same batch of events */
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(round_of(c), r0, "the round went on without x before y's suspicion was looked at");
+    cr_assert_eq(tr[c].n_probes, 1, "y was not probed");
+    probe_result(c, &tr[c].probes[0], false, false);
+    cr_assert(settle(NN - 2), "no round without both");
+    cr_assert_eq(round_of(c), r0 + 1, "the survivors went through more than one round");
 }
 
 Test(node, a_probe_that_could_not_leave_this_node_neither_evicts_nor_clears)

@@ -561,3 +561,28 @@ Test(plan, losses_in_a_big_round_are_batched_after_a_commit)
     rdzv_state_clear(&s2);
     free(big);
 }
+
+/* While the coordinator's liveness ring confirms suspicions (rdzv_hold_losses), a loss waits for
+ * the hold, so the members one burst takes (a rack, a failure domain) leave in one round; a hold
+ * that has passed holds nothing, and nor does a hold without a loss. Mutation checked. */
+Test(plan, a_loss_waits_for_the_rings_confirmations_in_flight)
+{
+    mknodes(4);
+    struct rdzv_state s = running(4), next;
+    int64_t wake;
+    nodes[1] = nodes[3]; /* n1 evicted; n3's probe still in flight */
+    struct rdzv_view v = {.state = &s, .nodes = nodes, .n_nodes = 3, .now_ms = 2000000,
+                          .loss_hold_ms = 2000400};
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 0, "a loss during the hold committed");
+    cr_assert_eq(wake, 2000400, "not planned again when the hold ends");
+    v.now_ms = 2000400;
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 1, "the hold held past its end");
+    cr_assert_eq(next.n_members, 3);
+    rdzv_state_clear(&next);
+    mknodes(4); /* nobody lost: a hold changes nothing */
+    v = (struct rdzv_view){.state = &s, .nodes = nodes, .n_nodes = 4, .now_ms = 2000000,
+                           .loss_hold_ms = 2000400};
+    cr_assert_eq(rdzv_plan(&P, &v, &next, &wake, NULL), 0);
+    cr_assert_eq(wake, -1, "a hold without a loss asked for a wake-up");
+    rdzv_state_clear(&s);
+}
