@@ -30,11 +30,10 @@
 #define NODE_RETRY_CAP_MS 5000
 /* Suspicions one round can have confirmed (more wait for the next scan). */
 #define NODE_CASES_MAX 64
-/* While the coordinator confirms suspicions, its next round waits (rdzv_hold_losses) so that one
- * burst's evictions leave in one round: at most this long after the burst began, and this long
- * (TAIL) after the last confirmation ended, for its lease revoke's deletes to arrive. */
+/* While the coordinator confirms suspicions (and until the node keys of those it evicted are
+ * gone), its next round waits (rdzv_hold_losses) so that one burst's evictions leave in one
+ * round: at most this long after the burst began. */
 #define NODE_LOSS_HOLD_MAX_MS 1000
-#define NODE_LOSS_HOLD_TAIL_MS 100
 /* Suspicion writes waiting for the store. */
 #define NODE_UNSENT_MAX 8
 /* Reading the successor's node record failed: try again after this long. */

@@ -23,7 +23,9 @@
 #include "domain.h"
 #include "suspect.h"
 
-enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_DONE };
+/* EVICTED: its lease revoked, until the coordinator's mirror no longer has its node key (the
+ * round waits for that: hold_losses) */
+enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_EVICTED, CASE_DONE };
 
 struct ring_case {
     enum case_state state;
@@ -457,8 +459,8 @@ static void on_probe(struct node *n, struct node_ring *g, const struct ring_repo
         publish_detect(n, &k->c.sus);
         int r = rdzv_evict(n->rdzv, &k->c, &err);
         evicted(n, g, &k->c.sus, x->cause, r, &err);
-        if (r >= 0)
-            k->state = CASE_FREE; /* the lease revoked (or gone already): settled */
+        if (r >= 0) /* the lease revoked (its node key's delete on its way), or gone already */
+            k->state = r > 0 ? CASE_EVICTED : CASE_FREE;
         return;
     }
 }
@@ -551,15 +553,27 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
     }
 }
 
-/* While cases are queued or probed (or keys wait for a slot), the coordinator's next round waits
- * for them, at most NODE_LOSS_HOLD_MAX_MS from the first: the members one burst takes (a rack, a
- * failure domain) are evicted into one round, not one round each, every survivor restarting its
- * workers each time. Once none is left, NODE_LOSS_HOLD_TAIL_MS for the last revoke's deletes. */
+/* An evicted suspect's node key is still in the coordinator's mirror (its delete not seen yet). */
+static bool still_listed(struct node *n, const struct ring_case *k)
+{
+    struct rdzv_ring_peer p;
+    return rdzv_ring_peer(n->rdzv, k->c.sus.node_id, &p, NULL) == 0 && p.lease == k->c.peer.lease;
+}
+
+/* While cases are queued or probed (or keys wait for a slot), and until the node keys of those it
+ * evicted are gone from its mirror, the coordinator's next round waits, at most
+ * NODE_LOSS_HOLD_MAX_MS from the first: the members one burst takes (a rack, a failure domain)
+ * leave in one round, not one round each, every survivor restarting its workers each time. */
 static void hold_losses(struct node *n, struct node_ring *g, int64_t now)
 {
     bool busy = g->rescan;
-    for (size_t i = 0; g->cases && i < NODE_CASES_MAX && !busy; i++)
-        busy = g->cases[i].state == CASE_QUEUED || g->cases[i].state == CASE_PROBING;
+    for (size_t i = 0; g->cases && i < NODE_CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state == CASE_EVICTED && !still_listed(n, k))
+            k->state = CASE_FREE; /* its delete arrived: settled, the slot free */
+        busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||
+               k->state == CASE_EVICTED;
+    }
     int64_t to = 0;
     if (busy) {
         if (!g->holding)
@@ -569,10 +583,7 @@ static void hold_losses(struct node *n, struct node_ring *g, int64_t now)
         if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)
             to = g->hold_from + NODE_LOSS_HOLD_MAX_MS;
     } else if (g->holding) {
-        g->holding = false;
-        to = now + NODE_LOSS_HOLD_TAIL_MS;
-        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)
-            to = g->hold_from + NODE_LOSS_HOLD_MAX_MS;
+        g->holding = false; /* lifted: planned at once */
     } else {
         return;
     }

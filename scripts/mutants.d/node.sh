@@ -50,8 +50,10 @@ mutant --target test_node --filter 'node/settled_false_alarms*' agent/node/node_
 mutant --target test_rdzv_plan --filter 'plan/a_loss_waits*' rendezvous/plan.c \
   's/    if (v->loss_hold_ms > hold) \/\* the ring/    if (0) \/* mutant/' '^test_rdzv_plan$'
 mutant --target test_node --filter 'node/a_burst_of_deaths*' agent/node/node_ring.c \
-  's/        busy = g->cases\[i\].state == CASE_QUEUED || g->cases\[i\].state == CASE_PROBING;/        busy = false;/' \
+  's/        busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||/        busy = busy || 0 ||/' \
   '^test_node$'
+mutant --target test_node --filter 'node/a_round_waits_for_every*' agent/node/node_ring.c \
+  's/               k->state == CASE_EVICTED;/               0;/' '^test_node$'
 mutant --target test_node --filter 'node/a_probe_that_never_ends*' agent/node/node_ring.c \
   '0,/        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)/s//        if (0)/' '^test_node$'
 mutant --target test_node --filter 'node/a_loss_waits_for_suspicions*' rendezvous/session.c \

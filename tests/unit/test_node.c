@@ -478,6 +478,54 @@ Test(node, a_loss_waits_for_suspicions_not_looked_at_yet)
     cr_assert_eq(round_of(c), r0 + 1, "the survivors went through more than one round");
 }
 
+/* Both probes ended, both leases revoked, but the coordinator has seen only the first node key's
+ * delete: the round waits for the second's (an evicted case holds until its key is gone from the
+ * coordinator's mirror), then goes on without both at once. */
+Test(node, a_round_waits_for_every_evicted_nodes_delete)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
+    int b = index_of(tr[x].next);
+    int64_t r0 = round_of(c);
+    dead[x] = dead[y] = true;
+    link_broke(b, x);
+    link_broke(b, y);
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(tr[c].n_probes, 2);
+    probe_result(c, &tr[c].probes[0], false, false);
+    probe_result(c, &tr[c].probes[1], false, false);
+    cr_assert_eq(cnt[c].evicted, 2);
+    node_ring_step(&nodes[c], true, fc.now); /* both evictions seen by the ring, no delete yet */
+    struct kv_event *ev = NULL;
+    size_t n = 0, first = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(kv_read_events(kv, &ev, &n, &err), 0, "%s", err.msg);
+    char key[64];
+    snprintf(key, sizeof(key), PREFIX "nodes/%s", tr[c].probes[0].peer);
+    while (first < n && strcmp(ev[first].entry.key, key) != 0)
+        first++;
+    cr_assert_lt(first, n, "no delete of %s", key);
+    first++; /* the coordinator sees the events up to the first node key's delete only */
+    for (int i = 0; i < NN; i++)
+        if (!dead[i])
+            cr_assert_geq(rdzv_apply_events_at(nodes[i].rdzv, ev, i == c ? first : n, fc.now,
+                                               &err), 0, "%s", err.msg);
+    advance(10);
+    struct node_step_in in = {.may_rejoin = true, .generation = 1, .done_still_valid = true};
+    node_step(&nodes[c], &in, fc.now);
+    node_ring_step(&nodes[c], true, fc.now);
+    node_step(&nodes[c], &in, fc.now);
+    cr_assert_eq(round_of(c), r0, "a round went on before the second evicted node's delete");
+    cr_assert_geq(rdzv_apply_events_at(nodes[c].rdzv, ev + first, n - first, fc.now, &err), 0,
+                  "%s", err.msg);
+    kv_events_free(ev, n);
+    cr_assert(settle(NN - 2), "no round without both");
+    cr_assert_eq(round_of(c), r0 + 1, "the survivors went through more than one round");
+}
+
 Test(node, a_probe_that_could_not_leave_this_node_neither_evicts_nor_clears)
 {
     cr_assert(settle(NN), "no round of %d", NN);
