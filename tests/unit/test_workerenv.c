@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "workerenv.h"
 
 static struct rdzv_member members[2] = {
