@@ -167,7 +167,7 @@ static void add_dmlc(struct envbuf *b, const struct wenv_params *p, int rank)
     char host[256];
     int port;
     if (p->dmlc_tracker &&
-        wenv_parse_tracker(p->dmlc_tracker, host, sizeof(host), &port, NULL) == 0) {
+        cfg_parse_tracker(p->dmlc_tracker, host, sizeof(host), &port, NULL) == 0) {
         add(b, "DMLC_TRACKER_URI=%s", host);
         add(b, "DMLC_TRACKER_PORT=%d", port);
     }

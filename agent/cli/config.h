@@ -164,8 +164,8 @@ int cfg_password_socket(const struct cfg *c, int *ret_fd, struct ea_error *err);
 int cfg_parse_fd(const char *origin, const char *v, int *ret_fd, struct ea_error *err);
 /* Validate a --dmlc-tracker HOST:PORT (PORT 1-65535, HOST non-empty, [v6] allowed); the host part
  * is copied to ret_host (may be NULL) and the port to *ret_port (may be NULL). -EINVAL. */
-int wenv_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
-                       struct ea_error *err);
+int cfg_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
+                      struct ea_error *err);
 
 /* Runs up to this many nodes get the O(N) extras by default (topology file, NIC discovery). */
 #define CFG_FULL_VIEW_MAX_NODES 16

@@ -113,7 +113,7 @@ static int resolve_launch(struct cfg *c, const enum cfg_source *srcs, struct ea_
         return ea_errorf(err, -EINVAL,
                          "--env-style: '%s' is not a comma list of torch, horovod, dmlc",
                          c->env_style);
-    if (c->dmlc_tracker && wenv_parse_tracker(c->dmlc_tracker, NULL, 0, NULL, err) < 0)
+    if (c->dmlc_tracker && cfg_parse_tracker(c->dmlc_tracker, NULL, 0, NULL, err) < 0)
         return -EINVAL;
     if (c->dmlc_tracker && !strstr(c->env_style, "dmlc"))
         return ea_errorf(err, -EINVAL, "--dmlc-tracker needs --env-style with dmlc (e.g. "
@@ -336,8 +336,8 @@ int cfg_resolve(struct cfg *c, const enum cfg_source *srcs, struct ea_error *err
     return 0;
 }
 
-int wenv_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
-                       struct ea_error *err)
+int cfg_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
+                      struct ea_error *err)
 {
     const char *colon = hostport ? strrchr(hostport, ':') : NULL;
     const char *host = hostport;
