@@ -14,6 +14,15 @@
 #include "ea_error.h"
 #include "kv.h"
 
+/* Exit codes (DESIGN.md §7). */
+enum {
+    AGENT_EXIT_OK = 0,
+    AGENT_EXIT_FAILED = 1,
+    AGENT_EXIT_USAGE = 2,
+    AGENT_EXIT_STORE = 3,
+    AGENT_EXIT_RDZV = 4,
+};
+
 /* Which command an option belongs to (a bit set in the table). */
 enum cfg_cmd {
     CFG_AGENT = 1,  /* elastic-agent [OPTIONS] -- COMMAND */
