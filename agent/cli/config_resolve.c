@@ -15,7 +15,6 @@
 #include "domain.h"
 #include "hostsel.h"
 #include "netif.h"
-#include "workerenv.h"
 
 static int copy_str(char *dst, size_t size, const char *src)
 {
