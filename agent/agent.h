@@ -10,15 +10,6 @@
 
 #include "config.h"
 
-/* Exit codes (DESIGN.md §7). */
-enum {
-    AGENT_EXIT_OK = 0,
-    AGENT_EXIT_FAILED = 1,
-    AGENT_EXIT_USAGE = 2,
-    AGENT_EXIT_STORE = 3,
-    AGENT_EXIT_RDZV = 4,
-};
-
 /* Run the agent with a parsed configuration until the run ends; returns the exit code.
  * `envp` is the environment workers inherit. */
 int agent_run(const struct cfg *cfg, char **envp);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "topology.h"
 
 /* Names we own; inherited values of these are replaced or dropped (a stale RANK or
@@ -105,37 +106,6 @@ int wenv_parse_styles(const char *list, unsigned *ret_styles, struct ea_error *e
     return 0;
 }
 
-int wenv_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
-                       struct ea_error *err)
-{
-    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
-    const char *host = hostport;
-    size_t hlen = colon ? (size_t)(colon - hostport) : 0;
-    if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') { /* [v6]:port */
-        host++;
-        hlen -= 2;
-    }
-    char *end = NULL;
-    long port = colon && isdigit((unsigned char)colon[1]) ? strtol(colon + 1, &end, 10) : -1;
-    bool host_ok = hlen > 0 && hlen < 256;
-    for (size_t i = 0; host_ok && i < hlen; i++)
-        host_ok = isalnum((unsigned char)host[i]) || strchr(".-_:", host[i]);
-    if (!host_ok || port < 1 || port > 65535 || *end)
-        return ea_errorf(err, -EINVAL,
-                         "--dmlc-tracker: '%s' is not HOST:PORT (the tracker's address and port "
-                         "1-65535, e.g. 10.0.0.1:9091)",
-                         hostport ? hostport : "");
-    if (ret_host) {
-        if (hlen >= host_size)
-            return ea_errorf(err, -EINVAL, "--dmlc-tracker: host name too long");
-        memcpy(ret_host, host, hlen);
-        ret_host[hlen] = '\0';
-    }
-    if (ret_port)
-        *ret_port = (int)port;
-    return 0;
-}
-
 static void add_torch(struct envbuf *b, const struct wenv_params *p, int rank)
 {
     const struct rdzv_state *s = p->state;
@@ -197,7 +167,7 @@ static void add_dmlc(struct envbuf *b, const struct wenv_params *p, int rank)
     char host[256];
     int port;
     if (p->dmlc_tracker &&
-        wenv_parse_tracker(p->dmlc_tracker, host, sizeof(host), &port, NULL) == 0) {
+        cfg_parse_tracker(p->dmlc_tracker, host, sizeof(host), &port, NULL) == 0) {
         add(b, "DMLC_TRACKER_URI=%s", host);
         add(b, "DMLC_TRACKER_PORT=%d", port);
     }

@@ -44,11 +44,6 @@ struct wenv_params {
 /* Parse a --env-style list ("torch,horovod") into WENV_* bits; -EINVAL with a message. */
 int wenv_parse_styles(const char *list, unsigned *ret_styles, struct ea_error *err);
 
-/* Validate a --dmlc-tracker HOST:PORT (PORT 1-65535, HOST non-empty, [v6] allowed); the host part
- * is copied to ret_host (may be NULL) and the port to *ret_port (may be NULL). -EINVAL. */
-int wenv_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
-                       struct ea_error *err);
-
 /* Build a NULL-terminated, malloc'ed environment (free with wenv_free). 0 or -ENOMEM. */
 int wenv_build(const struct wenv_params *p, char ***ret_envp);
 void wenv_free(char **envp);

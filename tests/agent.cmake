@@ -1,9 +1,9 @@
 # Unit tests of the agent's pure parts: options, lifecycle, worker environment, reports.
-ea_add_criterion_test(test_config SOURCES unit/test_config.c LIBS ea_agent
+ea_add_criterion_test(test_config SOURCES unit/test_config.c LIBS ea_config
                       SAFETY "config/@(password_handover_is_not_reopenable_through_proc|handed_password_is_not_read_under_a_tracer)")
 ea_add_criterion_test(test_lifecycle SOURCES unit/test_lifecycle.c LIBS ea_agent)
 ea_add_criterion_test(test_workerenv SOURCES unit/test_workerenv.c LIBS ea_agent PkgConfig::JANSSON)
-ea_add_criterion_test(test_report SOURCES unit/test_report.c LIBS ea_agent)
+ea_add_criterion_test(test_report SOURCES unit/test_report.c LIBS ea_observe)
 # Warm spares: the assignment protocol (with include/elastic_agent_assign.h) and the spare pool
 # with the real local launcher and ea-testworker.
 ea_add_criterion_test(test_warm SOURCES unit/test_warm.c unit/test_launch_support.c

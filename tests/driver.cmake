@@ -1,10 +1,10 @@
 # Driver mode (issue #6): host-list parsers and the driver's pure parts (unit), and the driver
 # with real child agents on local hosts, over SSH to loopback sshds and into network namespaces
 # (e2e).
-ea_add_criterion_test(test_hostsource SOURCES unit/test_hostsource.c LIBS ea_agent)
-ea_add_criterion_test(test_driver_args SOURCES unit/test_driver_args.c LIBS ea_agent)
+ea_add_criterion_test(test_hostsource SOURCES unit/test_hostsource.c LIBS ea_driver)
+ea_add_criterion_test(test_driver_args SOURCES unit/test_driver_args.c LIBS ea_driver)
 # its loop on a fake clock: the cooldown and --join-timeout decided at their deadlines (issue 37)
-ea_add_criterion_test(test_driver_loop SOURCES unit/test_driver_loop.c LIBS ea_agent)
+ea_add_criterion_test(test_driver_loop SOURCES unit/test_driver_loop.c LIBS ea_driver)
 if(TARGET ea_e2e_harness)
   ea_add_criterion_test(test_e2e_driver SOURCES driver/test_driver_local.c LIBS ea_e2e_harness
                         TIMEOUT 300 LABELS e2e)

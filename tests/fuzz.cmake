@@ -5,11 +5,11 @@
 if(EA_FUZZ)
   add_custom_target(fuzz) # `cmake --build DIR --target fuzz`: only the fuzzers and what they link
 endif()
-set(EA_FUZZ_TARGETS state:ea_rendezvous node:ea_rendezvous cfg:ea_agent report:ea_agent
+set(EA_FUZZ_TARGETS state:ea_rendezvous node:ea_rendezvous cfg:ea_config report:ea_observe
     runspec:ea_daemon sshsig:ea_daemon ring:ea_agent)
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_hostsource.c
    AND EXISTS ${PROJECT_SOURCE_DIR}/agent/driver/hostsource.h)
-  list(APPEND EA_FUZZ_TARGETS hostsource:ea_agent)
+  list(APPEND EA_FUZZ_TARGETS hostsource:ea_driver)
 endif()
 foreach(entry ${EA_FUZZ_TARGETS})
   string(REPLACE ":" ";" parts ${entry})

@@ -1,9 +1,9 @@
 # Observability (issue 12): status and its run view (golden output), the event stream, and end
 # to end with real agents: status/--watch, --events, --log-format json, the HTTP endpoint.
-ea_add_criterion_test(test_status SOURCES unit/test_status.c LIBS ea_agent)
-ea_add_criterion_test(test_status_node SOURCES unit/test_status_node.c LIBS ea_agent)
-ea_add_criterion_test(test_events SOURCES unit/test_events.c LIBS ea_agent)
-ea_add_criterion_test(test_status_metrics SOURCES unit/test_status_metrics.c LIBS ea_agent)
+ea_add_criterion_test(test_status SOURCES unit/test_status.c LIBS ea_observe)
+ea_add_criterion_test(test_status_node SOURCES unit/test_status_node.c LIBS ea_observe)
+ea_add_criterion_test(test_events SOURCES unit/test_events.c LIBS ea_observe)
+ea_add_criterion_test(test_status_metrics SOURCES unit/test_status_metrics.c LIBS ea_observe)
 if(TARGET ea_e2e_harness)
   ea_add_criterion_test(test_e2e_observe SOURCES e2e/test_e2e_observe.c
                         LIBS ea_e2e_harness PkgConfig::JANSSON TIMEOUT 600 LABELS e2e)
@@ -35,7 +35,7 @@ ea_add_criterion_test(test_log SOURCES unit/test_log.c LIBS ea_agent PkgConfig::
 # each command's test of it is beside the command's others (test_status, test_status_node,
 # test_report, test_daemon_escape)
 ea_add_criterion_test(test_escape SOURCES unit/test_escape.c LIBS ea_common LABELS safety)
-ea_add_criterion_test(test_http SOURCES unit/test_http.c LIBS ea_agent)
+ea_add_criterion_test(test_http SOURCES unit/test_http.c LIBS ea_observe)
 if(TARGET ea_e2e_harness)
   ea_add_criterion_test(test_e2e_log_hardening SOURCES e2e/test_e2e_log_hardening.c
                         LIBS ea_e2e_harness TIMEOUT 120 LABELS e2e)

@@ -2,10 +2,6 @@
 /* cfg: the option table and the parser and validator it drives (--help: config_help.c). */
 #include "config.h"
 #include "config_internal.h"
-#include "domain.h"
-#include "hostsel.h"
-#include "netif.h"
-#include "workerenv.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -14,6 +14,15 @@
 #include "ea_error.h"
 #include "kv.h"
 
+/* Exit codes (DESIGN.md §7). */
+enum {
+    AGENT_EXIT_OK = 0,
+    AGENT_EXIT_FAILED = 1,
+    AGENT_EXIT_USAGE = 2,
+    AGENT_EXIT_STORE = 3,
+    AGENT_EXIT_RDZV = 4,
+};
+
 /* Which command an option belongs to (a bit set in the table). */
 enum cfg_cmd {
     CFG_AGENT = 1,  /* elastic-agent [OPTIONS] -- COMMAND */
@@ -162,6 +171,10 @@ int cfg_password_socket(const struct cfg *c, int *ret_fd, struct ea_error *err);
 /* File descriptor number `v` (option `origin`, for the message) into *ret_fd: 0, or -EINVAL
  * when it is not a number or not open. */
 int cfg_parse_fd(const char *origin, const char *v, int *ret_fd, struct ea_error *err);
+/* Validate a --dmlc-tracker HOST:PORT (PORT 1-65535, HOST non-empty, [v6] allowed); the host part
+ * is copied to ret_host (may be NULL) and the port to *ret_port (may be NULL). -EINVAL. */
+int cfg_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
+                      struct ea_error *err);
 
 /* Runs up to this many nodes get the O(N) extras by default (topology file, NIC discovery). */
 #define CFG_FULL_VIEW_MAX_NODES 16

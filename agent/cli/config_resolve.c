@@ -15,7 +15,6 @@
 #include "domain.h"
 #include "hostsel.h"
 #include "netif.h"
-#include "workerenv.h"
 
 static int copy_str(char *dst, size_t size, const char *src)
 {
@@ -113,7 +112,7 @@ static int resolve_launch(struct cfg *c, const enum cfg_source *srcs, struct ea_
         return ea_errorf(err, -EINVAL,
                          "--env-style: '%s' is not a comma list of torch, horovod, dmlc",
                          c->env_style);
-    if (c->dmlc_tracker && wenv_parse_tracker(c->dmlc_tracker, NULL, 0, NULL, err) < 0)
+    if (c->dmlc_tracker && cfg_parse_tracker(c->dmlc_tracker, NULL, 0, NULL, err) < 0)
         return -EINVAL;
     if (c->dmlc_tracker && !strstr(c->env_style, "dmlc"))
         return ea_errorf(err, -EINVAL, "--dmlc-tracker needs --env-style with dmlc (e.g. "
@@ -336,3 +335,33 @@ int cfg_resolve(struct cfg *c, const enum cfg_source *srcs, struct ea_error *err
     return 0;
 }
 
+int cfg_parse_tracker(const char *hostport, char *ret_host, size_t host_size, int *ret_port,
+                      struct ea_error *err)
+{
+    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
+    const char *host = hostport;
+    size_t hlen = colon ? (size_t)(colon - hostport) : 0;
+    if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') { /* [v6]:port */
+        host++;
+        hlen -= 2;
+    }
+    char *end = NULL;
+    long port = colon && isdigit((unsigned char)colon[1]) ? strtol(colon + 1, &end, 10) : -1;
+    bool host_ok = hlen > 0 && hlen < 256;
+    for (size_t i = 0; host_ok && i < hlen; i++)
+        host_ok = isalnum((unsigned char)host[i]) || strchr(".-_:", host[i]);
+    if (!host_ok || port < 1 || port > 65535 || *end)
+        return ea_errorf(err, -EINVAL,
+                         "--dmlc-tracker: '%s' is not HOST:PORT (the tracker's address and port "
+                         "1-65535, e.g. 10.0.0.1:9091)",
+                         hostport ? hostport : "");
+    if (ret_host) {
+        if (hlen >= host_size)
+            return ea_errorf(err, -EINVAL, "--dmlc-tracker: host name too long");
+        memcpy(ret_host, host, hlen);
+        ret_host[hlen] = '\0';
+    }
+    if (ret_port)
+        *ret_port = (int)port;
+    return 0;
+}

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <strings.h>
 
-#include "agent.h"
+#include "config.h"
 #include "daemon_internal.h"
 #include "ea_escape.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent.h"
+#include "config.h"
 #include "daemon.h"
 #include "daemon_internal.h"
 #include "ea_escape.h"

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "config.h"
 #include "daemon.h"
 #include "daemon_cg.h"
 #include "daemon_internal.h"

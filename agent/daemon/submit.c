@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "config.h"
 #include "daemon.h"
 #include "daemon_internal.h"
 #include "daemon_sign.h"

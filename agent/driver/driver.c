@@ -24,7 +24,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "ea_loop.h"
 #include "ea_signal.h"
 #include "ea_time.h"

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "driver_internal.h"
 #include "ea_time.h"
 #include "log.h"

@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "config.h"
 #include "ea_escape.h"
 #include "ea_time.h"

@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "config.h"
 #include "ea_escape.h"
 #include "ea_loop.h"

@@ -5,7 +5,6 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "agent.h"
 #include "config.h"
 #include "driver_internal.h"
 #include "ea_loop.h"

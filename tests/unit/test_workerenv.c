@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "workerenv.h"
 
 static struct rdzv_member members[2] = {
@@ -192,14 +193,14 @@ Test(workerenv, parse_styles_and_tracker)
     cr_assert(strstr(err.msg, "--env-style"));
     char host[64];
     int port = 0;
-    cr_assert_eq(wenv_parse_tracker("10.0.0.1:9091", host, sizeof(host), &port, NULL), 0);
+    cr_assert_eq(cfg_parse_tracker("10.0.0.1:9091", host, sizeof(host), &port, NULL), 0);
     cr_assert_str_eq(host, "10.0.0.1");
     cr_assert_eq(port, 9091);
     const char *bad[] = {"", "host", "host:", ":9091", "host:0", "host:65536", "host:12x",
                          "ho st:1", "host:-1", "[]:1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         ea_error_clear(&err);
-        cr_assert_eq(wenv_parse_tracker(bad[i], NULL, 0, NULL, &err), -EINVAL, "%s", bad[i]);
+        cr_assert_eq(cfg_parse_tracker(bad[i], NULL, 0, NULL, &err), -EINVAL, "%s", bad[i]);
         cr_assert(strstr(err.msg, "--dmlc-tracker"), "%s", err.msg);
     }
 }
