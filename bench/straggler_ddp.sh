@@ -271,6 +271,7 @@ evict)
   named=$(grep -m1 '"event":"straggler_evict"' "$d/events.jsonl" | sed 's/.*"straggler_node":"\([^"]*\)".*/\1/')
   echo "evict: '$named' evicted $(awk -v a="$t0" -v b="$te" 'BEGIN {printf "%.1f", b - a}') s after the first step"
   slow_rate=$(rate "$d" "$t0" "$te" n0)
+  echo "evict: slow-down reached: n2 $(median_c "$d" "$t0" "$te" n2) s against $(others_c "$d" "$t0" "$te" n2) s (the others' median)"
   wait_for 120 test -s "$d/pid.n4" || { echo "evict: the spare n4 never ran a worker" >&2; tail -5 "$d"/n*.log >&2; exit 1; }
   wait_for 120 has_steps "$d" n4 1 || { echo "evict: n4 made no step" >&2; exit 1; }
   ts=$(awk 'NR == 1 {print $2}' "$d"/steps.n4.*)
