@@ -19,10 +19,10 @@ no-op without hang detection, so one script runs under elastic-agent with or wit
 """
 from .assign import (AssignmentError, current_assignment, in_place, parked_local_rank,
                      reassignment, wait_for_assignment)
-from .heartbeat import beat, compute
+from .heartbeat import beat, compute, ddp_compute_hook
 from .heartbeat import path as heartbeat_path
 
 __all__ = ["wait_for_assignment", "current_assignment", "parked_local_rank", "AssignmentError",
            "reassignment", "in_place",
-           "beat", "compute", "heartbeat_path"]
+           "beat", "compute", "ddp_compute_hook", "heartbeat_path"]
 __version__ = "0.1.0"

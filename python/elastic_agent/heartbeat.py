@@ -20,9 +20,14 @@ Straggler detection (docs/restarts.md) compares each rank's own compute time (fo
 before the collective), not its step rate (the collective makes every rank's the same):
 
     with elastic_agent.compute():       # two perf_counter() calls; the time goes with the beat
-        loss = model(batch).sum(); loss.backward()
-    optimizer.step()                    # the all-reduce: not timed
+        loss = model(batch).sum(); loss.backward()   # no collective inside (not DDP)
+    all_reduce_gradients(); optimizer.step()         # the collective: not timed
     elastic_agent.beat(step)            # writes "1234 0.052341"
+
+With DistributedDataParallel the all-reduce runs inside backward() (a fast rank waits there for
+the slowest), so time the block with ddp_compute_hook(model) instead: it ends where DDP hands
+the last gradient bucket to the all-reduce. compute() around a DDP backward() times every rank
+at the slowest one's pace and hides the straggler (measured: bench/RESULTS.md, issue 40).
 
 or beat(step, compute_s=0.052). The shell form: echo "$STEP $SECONDS_OF_COMPUTE" > the file.
 """
@@ -48,6 +53,48 @@ class _Timer:
 
 
 _timer = _Timer()  # one per process: a step's blocks do not nest
+
+
+class _DDPTimer:
+    """compute() for a block that holds a DDP backward(): it ends when DDP hands the last
+    gradient bucket to the all-reduce, not when backward() returns (DDP waits for the all-reduce
+    inside backward(), so a fast rank's block would also time its wait for the slowest rank)."""
+    __slots__ = ("t0", "ready")
+
+    def __init__(self):
+        self.t0 = 0.0
+        self.ready = None
+
+    def hook(self, process_group, bucket):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        self.ready = perf_counter()  # the last call of a backward: every gradient computed
+        return allreduce_hook(process_group, bucket)
+
+    def __enter__(self):
+        self.ready = None
+        self.t0 = perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        global _compute_s
+        end = self.ready if self.ready is not None else perf_counter()
+        _compute_s = end - self.t0
+        return False
+
+
+def ddp_compute_hook(model, process_group=None):
+    """For a DistributedDataParallel `model`: registers a communication hook (the default
+    all-reduce, timed) and returns the block to use in place of compute():
+
+        timed = elastic_agent.ddp_compute_hook(model)
+        with timed:
+            loss = model(x).sum(); loss.backward()   # timed up to the last bucket's all-reduce
+        elastic_agent.beat(step)
+
+    Needs torch (imported here only); replaces any other comm hook (DDP takes one)."""
+    t = _DDPTimer()
+    model.register_comm_hook(process_group, t.hook)
+    return t
 
 
 def compute():

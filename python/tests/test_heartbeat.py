@@ -2,8 +2,11 @@
 """elastic_agent.beat, and the old module name examples/python/elastic_agent_heartbeat.py."""
 import importlib.util
 import os
+import sys
 import tempfile
+import types
 import unittest
+from unittest import mock
 
 import elastic_agent
 from elastic_agent import heartbeat
@@ -67,6 +70,41 @@ class Beat(unittest.TestCase):
         with elastic_agent.compute():
             pass
         elastic_agent.beat(1)
+
+    def test_ddp_block_ends_where_the_all_reduce_begins(self):
+        # Under DDP the gradient all-reduce runs inside backward(): a fast rank's backward()
+        # returns only when the slowest rank's gradients arrive. The block made for DDP ends at
+        # the comm hook (the last bucket handed to the all-reduce), so the wait is not timed.
+        # torch is not needed: a stand-in for DDP's register_comm_hook and default hook, and a
+        # fake clock.
+        clock = [100.0]
+        hooks_mod = types.ModuleType("default_hooks")
+        hooks_mod.allreduce_hook = lambda pg, bucket: ("allreduce", pg, bucket)
+
+        class Model:
+            def register_comm_hook(self, state, hook):
+                self.state, self.hook = state, hook
+
+        model = Model()
+        p = os.path.join(self.dir.name, "rank_0")
+        os.environ["ELASTIC_HEARTBEAT_FILE"] = p
+        name = "torch.distributed.algorithms.ddp_comm_hooks.default_hooks"
+        with mock.patch.object(heartbeat, "perf_counter", lambda: clock[0]), \
+                mock.patch.dict(sys.modules, {name: hooks_mod}):
+            timed = elastic_agent.ddp_compute_hook(model)
+            self.assertIsNone(model.state)
+            with timed:                       # forward from 100.0
+                clock[0] = 100.2              # the last bucket ready: 0.2 s of own work
+                self.assertEqual(model.hook(None, "bucket"), ("allreduce", None, "bucket"))
+                clock[0] = 100.5              # backward() returns after 0.3 s of waiting
+            elastic_agent.beat(7)
+            with open(p) as f:
+                self.assertEqual(f.read(), "7 0.200000\n")
+            with timed:                       # a block without a backward: timed to its end
+                clock[0] = 100.6
+            elastic_agent.beat(8)
+            with open(p) as f:
+                self.assertEqual(f.read(), "8 0.100000\n")
 
     def test_old_module_name_is_the_same_function(self):
         spec = importlib.util.spec_from_file_location("elastic_agent_heartbeat", ALIAS)
