@@ -9,6 +9,6 @@ shift
 tmp=$(mktemp -d)
 source "$(dirname "$0")/lib/etcd.sh"
 trap 'etcd_stop; rm -rf "$tmp"' EXIT
-ulimit -n 65536
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 etcd_start "$tmp" --quota-backend-bytes 8589934592 || { echo "etcd did not start" >&2; exit 1; }
 "$bin" --endpoints "$endpoint" "$@" 2>"${RDZV_SIM_ERR:-/dev/null}"
