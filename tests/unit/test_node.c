@@ -393,29 +393,51 @@ Test(node, settled_false_alarms_free_their_slots_for_a_later_death)
     cr_assert_not(lease_valid(x), "the suspect's lease was not revoked");
 }
 
+/* Passes of every live node, 10 simulated ms apart. */
+static void passes(int k)
+{
+    while (k-- > 0) {
+        pass();
+        advance(10);
+    }
+}
+
+/* A round of NN, then the coordinator's two ring neighbours x and y die at once; b, the one
+ * member left beside it, sees both go (and reports them when `reported`). */
+struct burst {
+    int c, x, y, b;
+    int64_t r0; /* the round they died in */
+};
+
+static struct burst both_neighbours_die(bool reported)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    struct burst u = {.c = coordinator()};
+    u.x = index_of(tr[u.c].next);
+    u.y = index_of(tr[u.c].prev);
+    u.b = index_of(tr[u.x].next);
+    cr_assert(u.b != u.c && u.b != u.x && u.b != u.y && index_of(tr[u.b].next) == u.y);
+    u.r0 = round_of(u.c);
+    dead[u.x] = dead[u.y] = true;
+    if (reported) {
+        link_broke(u.b, u.x);
+        link_broke(u.b, u.y);
+    }
+    return u;
+}
+
 /* Two members die at once (a rack): the coordinator probes both, and the round waits for the
  * second confirmation (rdzv_hold_losses) instead of going on without the first alone: the
  * survivors restart once, in one round without both. */
 Test(node, a_burst_of_deaths_leaves_in_one_round)
 {
-    cr_assert(settle(NN), "no round of %d", NN);
-    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
-    int b = index_of(tr[x].next); /* the one member left beside the coordinator: sees both die */
-    cr_assert(b != c && b != x && b != y && index_of(tr[b].next) == y);
-    int64_t r0 = round_of(c);
-    dead[x] = dead[y] = true;
-    link_broke(b, x);
-    link_broke(b, y);
-    for (int k = 0; k < 5; k++) {
-        pass();
-        advance(10);
-    }
+    struct burst u = both_neighbours_die(true);
+    int c = u.c;
+    int64_t r0 = u.r0;
+    passes(5);
     cr_assert_eq(tr[c].n_probes, 2, "the coordinator did not probe both suspects");
     probe_result(c, &tr[c].probes[0], false, false);
-    for (int k = 0; k < 10; k++) {
-        pass();
-        advance(10);
-    }
+    passes(10);
     cr_assert_eq(cnt[c].evicted, 1);
     cr_assert_eq(round_of(c), r0, "a round went on without the first while the second's probe "
                                   "was in flight");
@@ -429,19 +451,10 @@ Test(node, a_burst_of_deaths_leaves_in_one_round)
  * burst's start at most, then the survivors go on without the member evicted. */
 Test(node, a_probe_that_never_ends_holds_the_round_a_bounded_time)
 {
-    cr_assert(settle(NN), "no round of %d", NN);
-    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
-    int b = index_of(tr[x].next);
-    int64_t r0 = round_of(c);
-    dead[x] = dead[y] = true;
-    link_broke(b, x);
-    link_broke(b, y);
-    pass();
-    int64_t t0 = fc.now;
-    for (int k = 0; k < 4; k++) {
-        pass();
-        advance(10);
-    }
+    struct burst u = both_neighbours_die(true);
+    int c = u.c;
+    int64_t r0 = u.r0, t0 = fc.now;
+    passes(5);
     cr_assert_eq(tr[c].n_probes, 2);
     probe_result(c, &tr[c].probes[0], false, false); /* y's probe never ends */
     while (round_of(c) == r0 && fc.now - t0 < 3 * NODE_LOSS_HOLD_MAX_MS) {
@@ -458,11 +471,9 @@ Test(node, a_probe_that_never_ends_holds_the_round_a_bounded_time)
  * them: the suspects it then evicts leave in the same round. */
 Test(node, a_loss_waits_for_suspicions_not_looked_at_yet)
 {
-    cr_assert(settle(NN), "no round of %d", NN);
-    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
-    int b = index_of(tr[x].next);
-    int64_t r0 = round_of(c);
-    dead[x] = dead[y] = true;
+    struct burst u = both_neighbours_die(false);
+    int c = u.c, x = u.x, y = u.y, b = u.b;
+    int64_t r0 = u.r0;
     struct rdzv_suspicion sus = {.round = r0, .fault_ms = -1, .detected_ms = 1};
     snprintf(sus.node_id, sizeof(sus.node_id), "n%d", y);
     snprintf(sus.by, sizeof(sus.by), "n%d", b);
@@ -470,10 +481,7 @@ Test(node, a_loss_waits_for_suspicions_not_looked_at_yet)
     struct ea_error err = {0};
     cr_assert_eq(rdzv_suspect(nodes[b].rdzv, &sus, &err), 1, "%s", err.msg);
     revoke(x); /* x's lease gone in the same batch of events */
-    for (int k = 0; k < 5; k++) {
-        pass();
-        advance(10);
-    }
+    passes(5);
     cr_assert_eq(round_of(c), r0, "the round went on without x before y's suspicion was looked at");
     cr_assert_eq(tr[c].n_probes, 1, "y was not probed");
     probe_result(c, &tr[c].probes[0], false, false);
@@ -486,17 +494,10 @@ Test(node, a_loss_waits_for_suspicions_not_looked_at_yet)
  * coordinator's mirror), then goes on without both at once. */
 Test(node, a_round_waits_for_every_evicted_nodes_delete)
 {
-    cr_assert(settle(NN), "no round of %d", NN);
-    int c = coordinator(), x = index_of(tr[c].next), y = index_of(tr[c].prev);
-    int b = index_of(tr[x].next);
-    int64_t r0 = round_of(c);
-    dead[x] = dead[y] = true;
-    link_broke(b, x);
-    link_broke(b, y);
-    for (int k = 0; k < 5; k++) {
-        pass();
-        advance(10);
-    }
+    struct burst u = both_neighbours_die(true);
+    int c = u.c;
+    int64_t r0 = u.r0;
+    passes(5);
     cr_assert_eq(tr[c].n_probes, 2);
     probe_result(c, &tr[c].probes[0], false, false);
     probe_result(c, &tr[c].probes[1], false, false);
