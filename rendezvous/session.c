@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* rdzv session: join, watch what this node needs, coordinate with fenced transactions. */
 #include "session_internal.h"
-#include "suspect.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -710,20 +709,6 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         return 0;
     if ((r = become_full(s, now_ms, err)) < 0)
         return r;
-    int64_t hold = s->loss_hold_ms;
-    if (s->cfg.params.ring && rdzv_suspects_due(s)) {
-        /* suspicions not looked at yet (a coordinator that has just taken over lists them all):
-         * the ring's confirmations follow in this pass (rdzv_hold_losses): a loss waits for
-         * them, a step at a time, at most RDZV_DUE_HOLD_MAX_MS from the first */
-        if (s->due_since_ms < 0)
-            s->due_since_ms = now_ms;
-        int64_t t = now_ms + RDZV_DUE_HOLD_STEP_MS;
-        if (t > s->due_since_ms + RDZV_DUE_HOLD_MAX_MS)
-            t = s->due_since_ms + RDZV_DUE_HOLD_MAX_MS;
-        hold = t > hold ? t : hold;
-    } else {
-        s->due_since_ms = -1;
-    }
     /* from the counts kept per event; the node list only when a round of them is written */
     struct rdzv_view v = {
         .state = s->have_state ? &s->state : NULL,
@@ -738,7 +723,7 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
         .generation = s->have_state ? rdzv_state_generation(&s->state, s->state_rev) : 0,
         .charge_seen_ms = s->charge_seen_ms,
         .state_seen_ms = s->state_seen_ms,
-        .loss_hold_ms = hold,
+        .loss_hold_ms = rdzv_loss_hold(s, now_ms),
         .failure_reported = s->failure_reported,
         .failure_stop = s->failure_stop,
         .reform_requested = s->reform_requested,

@@ -9,10 +9,6 @@
 #include "session.h"
 
 #define KEY_MAX 512
-/* A coordinator with suspect keys not looked at yet holds a loss for a step at a time, at most
- * this long from the first (rdzv_derive): its ring's confirmations follow (suspect.h). */
-#define RDZV_DUE_HOLD_STEP_MS 50
-#define RDZV_DUE_HOLD_MAX_MS 1000
 
 struct rdzv_session {
     struct kv *kv;
@@ -103,6 +99,9 @@ void rdzv_warn(struct rdzv_session *s, const char *msg);
  * the queue's memory. */
 void rdzv_suspect_on_put(void *ctx, const char *key);
 void rdzv_suspect_queue_free(struct rdzv_session *s);
+/* The coordinator's plan: until when a loss waits (plan.h's loss_hold_ms): rdzv_hold_losses()'s
+ * hold, or, while suspect keys wait to be looked at, a step at a time (suspect.c). */
+int64_t rdzv_loss_hold(struct rdzv_session *s, int64_t now_ms);
 
 /* session_coord.c: the coordinator's writes. */
 /* Write `coord` (our id, live count, last call) with our lease iff its mod_revision is

@@ -368,6 +368,26 @@ int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c
     return delete_fenced(s, key, c->key_rev, err);
 }
 
+/* A coordinator with suspect keys not looked at yet (one that has just taken over lists them
+ * all) holds a loss a step at a time, at most this long from the first: its ring's confirmations
+ * follow in the same pass (rdzv_hold_losses). */
+#define DUE_HOLD_STEP_MS 50
+#define DUE_HOLD_MAX_MS 1000
+
+int64_t rdzv_loss_hold(struct rdzv_session *s, int64_t now_ms)
+{
+    if (!s->cfg.params.ring || !rdzv_suspects_due(s)) {
+        s->due_since_ms = -1;
+        return s->loss_hold_ms;
+    }
+    if (s->due_since_ms < 0)
+        s->due_since_ms = now_ms;
+    int64_t t = now_ms + DUE_HOLD_STEP_MS;
+    if (t > s->due_since_ms + DUE_HOLD_MAX_MS)
+        t = s->due_since_ms + DUE_HOLD_MAX_MS;
+    return t > s->loss_hold_ms ? t : s->loss_hold_ms;
+}
+
 void rdzv_hold_losses(struct rdzv_session *s, int64_t until_ms)
 {
     s->loss_hold_ms = until_ms;
