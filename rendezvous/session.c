@@ -280,10 +280,12 @@ int rdzv_derive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     if (r < 0)
         return r;
     s->is_coord = s->have_coord && strcmp(s->coord.node_id, s->cfg.self.node_id) == 0;
+    if (s->have_coord && coord_e && coord_e->lease != s->revoked_coord_lease)
+        s->revoked_coord_lease = 0; /* another coordinator by now: its claim was not ours */
     if (s->have_coord || !s->lease)
         s->takeover_ms = -1;
     else if (s->takeover_ms < 0)
-        s->takeover_ms = now_ms + takeover_delay_ms(s);
+        s->takeover_ms = now_ms + (s->revoked_coord_lease ? 0 : takeover_delay_ms(s));
     s->n_live = s->full ? n_live : (s->have_coord ? (size_t)s->coord.live : 0);
     s->failure_reported = s->reform_requested = s->failure_stop = false;
     if ((r = rdzv_count_members(s, err)) < 0 || (r = rdzv_count_done(s, err)) < 0)

@@ -68,6 +68,11 @@ struct rdzv_session {
     int64_t self_round; /* the round `self` was looked up for (-1: never) */
 
     int64_t last_arrival_ms, min_reached_ms, plan_wake_ms, takeover_ms;
+    /* the lease of the coordinator this node's own probe found dead and whose lease it revoked
+     * (rdzv_evict_coord), 0 none: when its `coord` key's delete arrives this node claims at once,
+     * not at its turn (issue 41: the confirmer is outside the coordinator's failure domain, so
+     * alive when a rack took the coordinator and its rank successors) */
+    int64_t revoked_coord_lease;
     int64_t charge_seen_round, charge_seen_ms;
     int64_t gc_below;      /* the coordinator deleted the per-round keys of rounds below this */
     int64_t gather_pub_ms; /* the coordinator's last progress write */

@@ -444,7 +444,12 @@ int rdzv_evict_coord(struct rdzv_session *s, const char *node_id, int64_t lease,
         ea_error_clear(err);
         return 0;
     }
-    return r < 0 ? r : 1;
+    if (r < 0)
+        return r;
+    /* this node saw it dead itself: it claims `coord` as soon as the key's delete arrives, not
+     * at its turn (with failure domains it is outside the dead coordinator's) */
+    s->revoked_coord_lease = lease;
+    return 1;
 }
 
 int rdzv_coord_suspect(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,

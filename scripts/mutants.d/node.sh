@@ -58,3 +58,7 @@ mutant --target test_node --filter 'node/a_probe_that_never_ends*' agent/node/no
   '0,/        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)/s//        if (0)/' '^test_node$'
 mutant --target test_node --filter 'node/a_loss_waits_for_suspicions*' rendezvous/suspect.c \
   's/    if (!s->cfg.params.ring || !rdzv_suspects_due(s)) {/    if (1) {/' '^test_node$'
+mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/session.c \
+  's/        s->takeover_ms = now_ms + (s->revoked_coord_lease ? 0 : takeover_delay_ms(s));/        s->takeover_ms = now_ms + takeover_delay_ms(s);/' '^test_node$'
+mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/suspect.c \
+  's/    s->revoked_coord_lease = lease;/    (void)lease;/' '^test_node$'

@@ -587,6 +587,50 @@ Test(node, a_suspicion_of_the_coordinator_is_confirmed_by_the_third_member)
     cr_assert(settle(NN - 1), "no round after the coordinator's eviction");
 }
 
+/* The member whose probe found the coordinator dead claims `coord` as soon as the key's delete
+ * arrives, not at its turn in the succession (issue 41: with failure domains it is outside the
+ * coordinator's, so alive when a rack took the coordinator and its successors by rank). */
+Test(node, the_member_that_confirmed_the_coordinators_death_claims_at_once)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), w = index_of(tr[c].next); /* its successor watches it too */
+    const struct rdzv_member *mw = rdzv_self_member(nodes[w].rdzv);
+    int coord_rank = mw->prev_rank;
+    int confirmer_rank = rdzv_coord_confirmer(NN, coord_rank, mw->group_rank);
+    int k3 = -1;
+    for (int i = 0; i < NN; i++)
+        if (rdzv_self_member(nodes[i].rdzv)->group_rank == confirmer_rank)
+            k3 = i;
+    cr_assert(k3 >= 0 && k3 != w && k3 != c);
+    /* the premise: at its turn it would wait */
+    cr_assert_gt(rdzv_takeover_delay_ms(confirmer_rank, NN, 0), 0);
+    link_broke(w, c);
+    for (int k = 0; k < 5; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(tr[k3].n_probes, 1, "the third member did not probe the coordinator");
+    struct rdzv_stats st;
+    int before = 0, claims = 0;
+    for (int i = 0; i < NN; i++) {
+        rdzv_stats_get(nodes[i].rdzv, &st);
+        before += (int)st.claims;
+    }
+    /* the rack took the watcher with the coordinator: nobody else claims at once */
+    dead[w] = true;
+    probe_result(k3, &tr[k3].probes[0], false, false);
+    cr_assert_eq(cnt[k3].evicted, 1);
+    dead[c] = true;
+    for (int k = 0; k < 3; k++)
+        pass(); /* the clock stands still */
+    cr_assert(rdzv_is_coordinator(nodes[k3].rdzv), "the confirmer did not take over at once");
+    for (int i = 0; i < NN; i++) {
+        rdzv_stats_get(nodes[i].rdzv, &st);
+        claims += (int)st.claims;
+    }
+    cr_assert_eq(claims - before, 1, "%d claims of the coordinator's key", claims - before);
+}
+
 /* Revoke node i's lease behind its back (the coordinator evicted it, or it expired). */
 static void revoke(int i)
 {
