@@ -75,6 +75,10 @@ int rdzv_suspicion_encode(const struct rdzv_suspicion *x, char **ret_json, struc
     json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I}", "schema", RDZV_SCHEMA, "by", x->by, "cause",
                           x->cause, "fault_ms", (json_int_t)x->fault_ms, "detected_ms",
                           (json_int_t)x->detected_ms);
+    if (j && x->also[0] && json_object_set_new(j, "also", json_string(x->also)) < 0) {
+        json_decref(j);
+        j = NULL;
+    }
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s)
@@ -91,11 +95,12 @@ int rdzv_suspicion_decode(const char *json, size_t len, struct rdzv_suspicion *r
                          RDZV_SUSPECT_BYTES_MAX);
     json_error_t jerr;
     json_t *j = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-    const char *schema = NULL, *by = NULL, *cause = NULL;
+    const char *schema = NULL, *by = NULL, *cause = NULL, *also = NULL;
     json_int_t fault = 0, detected = 0;
     int r = 0;
-    if (!j || json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:s, s:I, s:I}", "schema", &schema, "by", &by,
-                             "cause", &cause, "fault_ms", &fault, "detected_ms", &detected) < 0)
+    if (!j || json_unpack_ex(j, &jerr, 0, "{s:s, s:s, s:s, s:I, s:I, s?s}", "schema", &schema, "by",
+                             &by, "cause", &cause, "fault_ms", &fault, "detected_ms", &detected,
+                             "also", &also) < 0)
         r = ea_errorf(err, -EBADMSG, "suspicion: %s", jerr.text);
     else if (strcmp(schema, RDZV_SCHEMA) != 0)
         r = ea_errorf(err, -EBADMSG, "suspicion has schema '%s', expected '%s'", schema,
@@ -103,14 +108,43 @@ int rdzv_suspicion_decode(const char *json, size_t len, struct rdzv_suspicion *r
     else if (!by[0] || rdzv_strlcpy(ret->by, sizeof(ret->by), by) < 0 || !cause[0] ||
              rdzv_strlcpy(ret->cause, sizeof(ret->cause), cause) < 0)
         r = ea_errorf(err, -EBADMSG, "suspicion: 'by' or 'cause' is empty or too long");
+    else if (also && (!also[0] || rdzv_strlcpy(ret->also, sizeof(ret->also), also) < 0 ||
+                      strcmp(also, by) == 0))
+        r = ea_errorf(err, -EBADMSG, "suspicion: 'also' is empty, too long or the same as 'by'");
     else if (fault < -1 || detected <= 0)
         r = ea_errorf(err, -EBADMSG, "suspicion: fault_ms %lld or detected_ms %lld out of range",
                       (long long)fault, (long long)detected);
     json_decref(j);
+    if (r == 0 && !also)
+        ret->also[0] = '\0';
     if (r == 0) {
         ret->fault_ms = fault;
         ret->detected_ms = detected;
     }
+    return r;
+}
+
+/* Key `key` (cur) was written by another watcher first: put this one (`by`) in its `also`, iff
+ * it is unchanged and has nobody there yet. KV_ECONFLICT when nothing was written. A key that
+ * does not decode is left to the coordinator (it deletes it). */
+static int second_word(struct rdzv_session *s, const char *key, const struct kv_entry *cur,
+                       const char *by, struct ea_error *err)
+{
+    struct rdzv_suspicion old = {0};
+    if (cur->mod_revision <= 0 || !cur->value ||
+        rdzv_suspicion_decode(cur->value, cur->value_len, &old, NULL) < 0 || old.also[0] ||
+        strcmp(old.by, by) == 0)
+        return KV_ECONFLICT;
+    snprintf(old.also, sizeof(old.also), "%s", by);
+    char *json = NULL;
+    int r = rdzv_suspicion_encode(&old, &json, err);
+    if (r < 0)
+        return r;
+    count_request(s, true);
+    r = kv_cas(s->kv, key, json, strlen(json), cur->mod_revision, cur->lease, NULL, NULL, err);
+    free(json);
+    if (r == KV_ECONFLICT)
+        ea_error_clear(err);
     return r;
 }
 
@@ -127,13 +161,15 @@ int rdzv_suspect(struct rdzv_session *s, const struct rdzv_suspicion *x, struct 
     if ((r = rdzv_suspicion_encode(x, &json, err)) < 0)
         return r;
     count_request(s, true);
-    r = kv_cas(s->kv, key, json, strlen(json), 0, s->lease, NULL, NULL, err);
+    struct kv_entry cur = {0};
+    r = kv_cas(s->kv, key, json, strlen(json), 0, s->lease, NULL, &cur, err);
     free(json);
     if (r == KV_ECONFLICT) { /* somebody (the suspect's other neighbour) was first */
         ea_error_clear(err);
-        return 0;
+        r = second_word(s, key, &cur, x->by, err);
     }
-    return r < 0 ? r : 1;
+    kv_entry_clear(&cur);
+    return r == KV_ECONFLICT ? 0 : r < 0 ? r : 1;
 }
 
 /* Delete `key` iff its mod_revision is still `rev` (0 on success or when it changed). */
@@ -328,6 +364,15 @@ int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t 
         }
         struct rdzv_suspect_case c;
         enum verdict v = judge(s, &s->m.keys[mi], running, &c);
+        for (size_t j = 0; v == V_CASE && j < n; j++)
+            if (strcmp(ret[j].sus.node_id, c.sus.node_id) == 0) { /* put twice since the last
+                                                                     look (`also` written) */
+                free(key);
+                key = NULL;
+                v = V_LATER;
+            }
+        if (!key)
+            continue;
         if (v == V_CASE && n < max) {
             ret[n++] = c;
             v = V_LATER; /* kept aside: deleted once its round is over */

@@ -37,11 +37,12 @@ int rdzv_ring_peer(struct rdzv_session *s, const char *node_id, struct rdzv_ring
 /* Largest suspicion value a decoder accepts. */
 #define RDZV_SUSPECT_BYTES_MAX 1024
 
-/* suspect/<round>/<node_id>: {"schema","by","cause","fault_ms","detected_ms"}. */
+/* suspect/<round>/<node_id>: {"schema","by","cause","fault_ms","detected_ms"[,"also"]}. */
 struct rdzv_suspicion {
     int64_t round;             /* from the key */
     char node_id[RDZV_ID_MAX]; /* the suspect (from the key) */
     char by[RDZV_ID_MAX];      /* the watcher that wrote it */
+    char also[RDZV_ID_MAX];    /* the suspect's other neighbour, who saw it too ("": none yet) */
     char cause[RDZV_CAUSE_MAX];
     int64_t fault_ms;    /* wall ms of the suspect's last sign of life on the link (-1 unknown) */
     int64_t detected_ms; /* wall ms when the watcher gave up on it */
@@ -54,8 +55,10 @@ int rdzv_suspicion_decode(const char *json, size_t len, struct rdzv_suspicion *r
                           struct ea_error *err);
 
 /* A watcher: write suspect/<x->round>/<x->node_id> (create-only, with this node's lease, so it
- * vanishes with its writer). 1 written; 0 when it exists already or the run no longer runs that
- * round; or a store error. */
+ * vanishes with its writer). When another watcher wrote it first (the suspect's other neighbour)
+ * and nobody is in its `also` yet, this node puts itself there (iff the key is unchanged): a
+ * second word for a coordinator that was the first watcher itself. 1 written; 0 when it exists
+ * already or the run no longer runs that round; or a store error. */
 int rdzv_suspect(struct rdzv_session *s, const struct rdzv_suspicion *x, struct ea_error *err);
 
 /* One suspicion for the coordinator to confirm. */

@@ -486,8 +486,10 @@ static struct ring_case *case_for(struct node_ring *g, const struct rdzv_suspect
         if (k->state == CASE_FREE) {
             if (!free_slot)
                 free_slot = k;
-        } else if (strcmp(k->c.sus.node_id, c->sus.node_id) == 0 && k->c.key_rev == c->key_rev) {
-            return NULL; /* this very key is handled already */
+        } else if (strcmp(k->c.sus.node_id, c->sus.node_id) == 0 &&
+                   (k->c.key_rev == c->key_rev || k->state != CASE_DONE)) {
+            return NULL; /* this very key is handled already, or the node (its key rewritten
+                            with a second watcher, `also`, while probed) */
         }
     }
     return free_slot;
@@ -526,8 +528,10 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
         g->rescan = true;
     node_take_warning(n);
     for (size_t i = 0; i < nl; i++) {
-        /* written by this node (before it coordinated): not a second vantage point */
-        if (strcmp(list[i].sus.by, n->node_id) == 0 && s->group_world_size >= 3)
+        /* written by this node (before it coordinated) and seen by nobody else: not a second
+         * vantage point (the suspect's other neighbour, when it saw it too, is in `also`) */
+        if (strcmp(list[i].sus.by, n->node_id) == 0 && !list[i].sus.also[0] &&
+            s->group_world_size >= 3)
             continue;
         struct ring_case *k = case_for(g, &list[i]);
         if (k) { /* one this node cannot reach at all is not probed: no evidence, no eviction */

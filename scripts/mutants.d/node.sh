@@ -62,3 +62,11 @@ mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/
   's/        s->takeover_ms = now_ms + (s->revoked_coord_lease ? 0 : takeover_delay_ms(s));/        s->takeover_ms = now_ms + takeover_delay_ms(s);/' '^test_node$'
 mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/suspect.c \
   's/    s->revoked_coord_lease = lease;/    (void)lease;/' '^test_node$'
+mutant --target test_node --filter 'node/the_coordinators_own_key*' agent/node/node_ring.c \
+  's/        if (strcmp(list\[i\].sus.by, n->node_id) == 0 \&\& !list\[i\].sus.also\[0\] \&\&/        if (strcmp(list[i].sus.by, n->node_id) == 0 \&\&/' '^test_node$'
+mutant --target test_node --filter 'node/the_coordinators_own_key*' rendezvous/suspect.c \
+  's/        r = second_word(s, key, \&cur, x->by, err);/        r = KV_ECONFLICT;/' '^test_node$'
+mutant --target test_rdzv_suspect --filter 'suspect/suspicion_values_are_checked' rendezvous/suspect.c \
+  's/                      strcmp(also, by) == 0))/                      0))/' '^test_rdzv_suspect$'
+mutant --target test_rdzv_suspect --filter 'suspect/the_other_neighbours_report*' rendezvous/suspect.c \
+  's/            if (strcmp(ret\[j\].sus.node_id, c.sus.node_id) == 0) {/            if (0) {/' '^test_rdzv_suspect$'

@@ -557,6 +557,38 @@ Test(node, the_coordinators_word_alone_is_no_second_vantage_point)
     cr_assert(lease_valid(x));
 }
 
+/* A key the coordinator wrote itself (before it coordinated: it confirmed its predecessor's
+ * death and took over) is confirmed once the suspect's other neighbour saw it too (`also`):
+ * before, it waited for the next round's links, a second round for a rack. */
+Test(node, the_coordinators_own_key_with_a_second_watcher_is_confirmed)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), x = index_of(tr[c].next), o = index_of(tr[x].next);
+    cr_assert(o != c && o != x, "a ring of %d", NN);
+    struct rdzv_suspicion mine = {.round = tr[c].round, .fault_ms = -1, .detected_ms = 1};
+    snprintf(mine.node_id, sizeof(mine.node_id), "n%d", x);
+    snprintf(mine.by, sizeof(mine.by), "n%d", c);
+    snprintf(mine.cause, sizeof(mine.cause), "closed");
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_suspect(nodes[c].rdzv, &mine, &err), 1, "%s", err.msg);
+    int before = tr[c].n_probes;
+    for (int k = 0; k < 3; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(tr[c].n_probes, before, "the coordinator probed on its own word");
+    link_broke(o, x); /* the other neighbour saw it too */
+    for (int k = 0; k < 3; k++) {
+        pass();
+        advance(10);
+    }
+    cr_assert_eq(tr[c].n_probes, before + 1, "the second word was not taken");
+    cr_assert_eq(index_of(tr[c].probes[before].peer), x);
+    probe_result(c, &tr[c].probes[before], false, false);
+    cr_assert_eq(cnt[c].evicted, 1);
+    cr_assert_not(lease_valid(x));
+}
+
 Test(node, a_suspicion_of_the_coordinator_is_confirmed_by_the_third_member)
 {
     cr_assert(settle(NN), "no round of %d", NN);

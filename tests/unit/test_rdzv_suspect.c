@@ -184,6 +184,24 @@ Test(suspect, a_confirmed_suspicion_revokes_the_suspects_lease)
     cr_assert_eq(rdzv_evict(ss[0], &c[0], &err), 0, "gone already: nothing to do");
 }
 
+/* The suspect's other neighbour finds the key written: it puts itself in `also` (once), so a
+ * first watcher that coordinates by now has a second word besides its own. */
+Test(suspect, the_other_neighbours_report_is_the_second_word)
+{
+    join_all();
+    struct rdzv_suspicion x = suspicion(1, "n2", "n1"), y = suspicion(1, "n2", "n0");
+    struct ea_error err = {0};
+    cr_assert_eq(rdzv_suspect(ss[1], &x, &err), 1, "%s", err.msg);
+    cr_assert_eq(rdzv_suspect(ss[0], &y, &err), 1, "%s", err.msg);
+    cr_assert_eq(rdzv_suspect(ss[1], &x, &err), 0, "the first watcher again: nothing");
+    cr_assert_eq(rdzv_suspect(ss[0], &y, &err), 0, "the second again: nothing");
+    struct rdzv_suspect_case c[4];
+    size_t n = suspects(c, 4);
+    cr_assert_eq(n, 1, "%zu cases (%s)", n, n ? c[0].sus.by : "");
+    cr_assert_str_eq(c[0].sus.by, "n1");
+    cr_assert_str_eq(c[0].sus.also, "n0");
+}
+
 Test(suspect, a_false_alarm_is_cleared)
 {
     join_all();
@@ -282,12 +300,28 @@ Test(suspect, suspicion_values_are_checked)
         "\"detected_ms\":0}",
         "{\"schema\":\"elastic-agent/v2\",\"by\":\"a\",\"cause\":\"c\",\"fault_ms\":\"1\","
         "\"detected_ms\":2}",
+        "{\"schema\":\"elastic-agent/v2\",\"by\":\"a\",\"cause\":\"c\",\"fault_ms\":1,"
+        "\"detected_ms\":2,\"also\":\"a\"}",
+        "{\"schema\":\"elastic-agent/v2\",\"by\":\"a\",\"cause\":\"c\",\"fault_ms\":1,"
+        "\"detected_ms\":2,\"also\":\"\"}",
+        "{\"schema\":\"elastic-agent/v2\",\"by\":\"a\",\"cause\":\"c\",\"fault_ms\":1,"
+        "\"detected_ms\":2,\"also\":7}",
         "[]",
         "not json",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
         cr_assert_eq(rdzv_suspicion_decode(bad[i], strlen(bad[i]), &d, NULL), -EBADMSG, "%s",
                      bad[i]);
+    snprintf(d.also, sizeof(d.also), "zz");
+    cr_assert_eq(rdzv_suspicion_encode(&x, &json, NULL), 0);
+    cr_assert_eq(rdzv_suspicion_decode(json, strlen(json), &d, NULL), 0);
+    cr_assert_str_eq(d.also, "", "no second watcher: empty");
+    free(json);
+    snprintf(x.also, sizeof(x.also), "n2");
+    cr_assert_eq(rdzv_suspicion_encode(&x, &json, NULL), 0);
+    cr_assert_eq(rdzv_suspicion_decode(json, strlen(json), &d, NULL), 0);
+    cr_assert_str_eq(d.also, "n2", "the second watcher");
+    free(json);
     char big[RDZV_SUSPECT_BYTES_MAX + 2];
     memset(big, ' ', sizeof(big));
     cr_assert_eq(rdzv_suspicion_decode(big, sizeof(big), &d, NULL), -EBADMSG, "too big");
