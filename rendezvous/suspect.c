@@ -573,6 +573,11 @@ int rdzv_coord_confirmer(int n, int coord_rank, int by_rank)
 {
     if (n < 3)
         return -1;
+    /* half the rank order away: a rack of consecutive ranks that took the coordinator (its
+     * neighbour by rank, the confirmer before issue 41, with it) leaves it alive */
+    int far = (coord_rank + n / 2) % n;
+    if (far != coord_rank && far != by_rank)
+        return far;
     for (int k = 0;; k++)
         if (k != coord_rank && k != by_rank)
             return k;

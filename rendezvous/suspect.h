@@ -119,9 +119,11 @@ int rdzv_coord_suspicion(struct rdzv_session *s, struct rdzv_coord_suspicion *re
 int rdzv_coord_suspect_clear(struct rdzv_session *s, const struct rdzv_coord_suspicion *x,
                              struct ea_error *err);
 /* The group rank that confirms a suspicion of the coordinator (coord_rank) written by the member
- * of by_rank in a round of n members: the lowest rank that is neither — the coordinator's next
- * claimant, or the one after it when that is the watcher. -1 when n < 3: nobody else is there,
- * and the watcher confirms it itself. */
+ * of by_rank in a round of n members: the rank half the rank order away from the coordinator's
+ * (a rack of consecutive ranks that takes the coordinator leaves it alive), or when that is the
+ * watcher the lowest rank that is neither. -1 when n < 3: nobody else is there, and the watcher
+ * confirms it itself. With failure domains the commit names confirmers outside the
+ * coordinator's domain instead (rdzv_coord_confirmer_of, domain.h). */
 int rdzv_coord_confirmer(int n, int coord_rank, int by_rank);
 
 /* The coordinator as this node's mirror shows it (the `coord` key): its node id and the lease

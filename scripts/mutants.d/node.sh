@@ -18,7 +18,7 @@ mutant --target test_node --filter 'node/a_suspicion_of_the_coordinator*' agent/
   's/    if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {/    if (1) { \/* mutant: the watcher alone *\//' \
   '^test_node$'
 mutant --target test_node --filter 'node/the_coordinators_word_alone*' agent/node/node_ring.c \
-  's/if (rdzv_is_coordinator(n->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, n->node_id) == 0 \&\& s->group_world_size >= 3)/if (0)/' \
+  's/if (rdzv_is_coordinator(n->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, n->node_id) == 0 \&\& !list\[i\].sus.also\[0\] \&\&/if (0 \&\&/' \
   '^test_node$'
 # The rejoin cooldown of a node that keeps losing its lease soon after rejoining, and its doubling.
 mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_ring.c \
@@ -70,3 +70,5 @@ mutant --target test_rdzv_suspect --filter 'suspect/suspicion_values_are_checked
   's/                      strcmp(also, by) == 0))/                      0))/' '^test_rdzv_suspect$'
 mutant --target test_rdzv_suspect --filter 'suspect/the_other_neighbours_report*' rendezvous/suspect.c \
   's/            if (strcmp(ret\[j\].sus.node_id, c.sus.node_id) == 0) {/            if (0) {/' '^test_rdzv_suspect$'
+mutant --target test_rdzv_suspect --filter 'suspect/a_third_member_confirms*' rendezvous/suspect.c \
+  's/    int far = (coord_rank + n \/ 2) % n;/    int far = coord_rank;/' '^test_rdzv_suspect$'

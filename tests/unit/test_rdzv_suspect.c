@@ -331,10 +331,12 @@ Test(suspect, a_third_member_confirms_a_suspicion_of_the_coordinator)
 {
     cr_assert_eq(rdzv_coord_confirmer(2, 0, 1), -1, "two members: nobody else");
     cr_assert_eq(rdzv_coord_confirmer(3, 0, 1), 2);
-    cr_assert_eq(rdzv_coord_confirmer(4, 0, 3), 1, "the next claimant");
-    cr_assert_eq(rdzv_coord_confirmer(4, 1, 0), 2,
-                 "the next claimant is the watcher: the one after");
+    cr_assert_eq(rdzv_coord_confirmer(4, 0, 3), 2, "half the rank order away");
+    cr_assert_eq(rdzv_coord_confirmer(4, 1, 0), 3, "half the rank order away, wrapping");
+    cr_assert_eq(rdzv_coord_confirmer(4, 0, 2), 1, "that one is the watcher: the lowest other");
     cr_assert_eq(rdzv_coord_confirmer(9, 5, 4), 0);
+    /* a rack of consecutive ranks with the coordinator (0-31 of 10,000) keeps its confirmer */
+    cr_assert_eq(rdzv_coord_confirmer(10000, 0, 9999), 5000);
     join_all();
     struct rdzv_coord_suspicion x = {.sus = suspicion(1, "n0", "n2"),
                                      .coord_rank = 0,
