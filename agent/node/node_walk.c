@@ -116,16 +116,16 @@ static void advance(struct node *n, struct node_walk *w)
 {
     while (w->at < w->n) {
         struct walk_entry *e = &w->e[w->at];
+        if (e->state == W_READ || e->state == W_WAIT || e->state == W_PROBING)
+            return; /* not known yet */
         if (e->state == W_ALIVE || e->state == W_STOP) { /* the first live one: the run ends */
             w->ended = true;
             return;
         }
-        if (e->state == W_GONE || e->state == W_REPORTED) {
+        if (e->state != W_DEAD) { /* gone, or reported */
             w->at++;
             continue;
         }
-        if (e->state != W_DEAD)
-            return; /* not known yet */
         int64_t wall = ea_wall_ms();
         struct rdzv_suspicion sus = {.round = w->round, .fault_ms = -1, .detected_ms = wall};
         snprintf(sus.node_id, sizeof(sus.node_id), "%s", e->st.node_id);
