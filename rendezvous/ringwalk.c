@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* rdzv ringwalk: the members after a suspected successor, from this node's own chunk (ringwalk.h). */
+/* rdzv ringwalk: the members past a suspected neighbour, from this node's own chunk (ringwalk.h). */
 #include "ringwalk.h"
 
 #include <errno.h>
@@ -19,27 +19,29 @@ static const struct rdzv_member *member_named(const struct rdzv_member *m, size_
 }
 
 size_t rdzv_ring_walk_order(const struct rdzv_member *m, size_t n, const char *self,
-                            const char *succ, struct rdzv_walk_step *ret, size_t max)
+                            const char *from, bool backward, struct rdzv_walk_step *ret,
+                            size_t max)
 {
     size_t k = 0;
-    const struct rdzv_member *at = succ && succ[0] ? member_named(m, n, succ) : NULL;
+    const struct rdzv_member *at = from && from[0] ? member_named(m, n, from) : NULL;
     /* each step moves to the next member of a cycle through the chunk: n steps at most */
     for (size_t steps = 0; at && steps < n; steps++) {
         if (k >= max)
             break; /* the bound: a rack */
-        if (!at->next[0] || strcmp(at->next, self) == 0 || strcmp(at->next, succ) == 0)
+        const char *to = backward ? at->prev : at->next;
+        if (!to[0] || strcmp(to, self) == 0 || strcmp(to, from) == 0)
             break; /* no link, or the ring has come round */
         struct rdzv_walk_step *w = &ret[k++];
-        snprintf(w->node_id, sizeof(w->node_id), "%s", at->next);
-        w->group_rank = at->next_rank;
-        w->slot = at->next_slot;
-        at = member_named(m, n, at->next); /* past the chunk's end: no further */
+        snprintf(w->node_id, sizeof(w->node_id), "%s", to);
+        w->group_rank = backward ? at->prev_rank : at->next_rank;
+        w->slot = backward ? -1 : at->next_slot;
+        at = member_named(m, n, to); /* past the chunk's end: no further */
     }
     return k;
 }
 
-int rdzv_ring_walk(struct rdzv_session *s, const char *succ, struct rdzv_walk_step *ret,
-                   size_t max, size_t *ret_n, struct ea_error *err)
+int rdzv_ring_walk(struct rdzv_session *s, const char *from, bool backward,
+                   struct rdzv_walk_step *ret, size_t max, size_t *ret_n, struct ea_error *err)
 {
     *ret_n = 0;
     if (!s->have_state || s->state.status != RDZV_RUNNING || s->state.n_chunks < 1)
@@ -61,7 +63,7 @@ int rdzv_ring_walk(struct rdzv_session *s, const char *succ, struct rdzv_walk_st
     if (r < 0)
         return ea_error_wrap(err, r, "key '%s'", e->key);
     if (round == s->state.round)
-        *ret_n = rdzv_ring_walk_order(m, n, s->cfg.self.node_id, succ, ret, max);
+        *ret_n = rdzv_ring_walk_order(m, n, s->cfg.self.node_id, from, backward, ret, max);
     free(m);
     return 0;
 }

@@ -33,12 +33,13 @@ struct node_walk_env {
     const char *ns;                  /* this host and network namespace, "" any */
 };
 
-/* This node (not the coordinator) suspects its successor `succ` in ring round `round`: walk past
- * it (once per round and successor) — read the members' records and probe them. 0 or -ENOMEM. */
+/* This node (not the coordinator) suspects its successor `from` (`backward`: its predecessor) in
+ * ring round `round`: walk past it (once per round and neighbour) into *w (one walk a direction)
+ * — read the members' records and probe them. 0 or -ENOMEM. */
 int node_walk_start(struct node *n, struct node_walk **w, const struct node_walk_env *env,
-                    int64_t round, const char *succ, int64_t now);
-/* A probe's report: true when it was the walk's (taken; of another ring round than `round`:
- * ignored). */
+                    int64_t round, const char *from, bool backward, int64_t now);
+/* A probe's report: true when it was one of this walk's direction (taken; of another ring round
+ * than `round`: ignored). */
 bool node_walk_on_probe(struct node *n, struct node_walk *w, int64_t round,
                         const struct ring_report *x);
 /* Every pass, with the ring's round: a walk of another round is dropped; records and probes that

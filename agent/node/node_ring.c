@@ -70,7 +70,8 @@ struct node_ring {
 
     uint64_t probe_ids;
     struct node_ring_stats st;
-    struct node_walk *walk; /* past a suspected successor (node_walk.c); NULL until a first walk */
+    /* past a suspected successor [0] and predecessor [1] (node_walk.c); NULL until a first walk */
+    struct node_walk *walk[2];
 
     /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining */
     bool was_lost;
@@ -146,7 +147,8 @@ void node_ring_free(struct node *n)
     if (!n->ring)
         return;
     free(n->ring->cases);
-    node_walk_free(n->ring->walk);
+    node_walk_free(n->ring->walk[0]);
+    node_walk_free(n->ring->walk[1]);
     free(n->ring);
     n->ring = NULL;
 }
@@ -368,12 +370,13 @@ static void on_suspect(struct node *n, struct node_ring *g, const struct ring_re
                                        .node = x->node_id,
                                        .cause = x->cause,
                                        .outbound = x->outbound});
-    /* a run of dead members after the successor (a rack) is found in this pass, not from its
-     * two ends inwards a round per pair (the coordinator's own word is no second vantage point:
-     * it does not walk) */
+    /* a run of dead members past the neighbour (a rack) is found in this pass, not from its two
+     * ends inwards a round per pair (the coordinator's own word is no second vantage point: it
+     * does not walk) */
     struct node_walk_env env = walk_env(g);
-    if (x->outbound && !rdzv_is_coordinator(n->rdzv) &&
-        node_walk_start(n, &g->walk, &env, g->round, x->node_id, now) < 0)
+    if (!rdzv_is_coordinator(n->rdzv) &&
+        node_walk_start(n, &g->walk[!x->outbound], &env, g->round, x->node_id, !x->outbound,
+                        now) < 0)
         node_log(n, NODE_DEBUG, "liveness ring: no memory to walk past '%s'", x->node_id);
     const struct rdzv_member *m = rdzv_self_member(n->rdzv);
     if (is_coord_holder(n, x->node_id)) {
@@ -459,7 +462,8 @@ static void no_evidence(struct node *n, const struct rdzv_suspicion *x, const ch
 static void on_probe(struct node *n, struct node_ring *g, const struct ring_report *x)
 {
     struct ea_error err = {0};
-    if (node_walk_on_probe(n, g->walk, g->round, x))
+    if (node_walk_on_probe(n, g->walk[0], g->round, x) ||
+        node_walk_on_probe(n, g->walk[1], g->round, x))
         return;
     if (g->coord_probing && x->probe_id == g->coord_probe) {
         g->coord_probing = false;
@@ -668,7 +672,8 @@ void node_ring_step(struct node *n, bool active, int64_t now)
     }
     follow_round(n, g, active, now);
     struct node_walk_env env = walk_env(g);
-    node_walk_step(n, g->walk, &env, g->round, now);
+    node_walk_step(n, g->walk[0], &env, g->round, now);
+    node_walk_step(n, g->walk[1], &env, g->round, now);
     if (g->n_unsent)
         flush_todo(n, g);
     if (rdzv_is_coordinator(n->rdzv)) {
@@ -688,7 +693,8 @@ int64_t node_ring_wake_ms(const struct node *n, int64_t now)
     const struct node_ring *g = n->ring;
     if (!g)
         return -1;
-    if (g->n_unsent || g->rescan || g->coord_todo || node_walk_due(g->walk))
+    if (g->n_unsent || g->rescan || g->coord_todo || node_walk_due(g->walk[0]) ||
+        node_walk_due(g->walk[1]))
         return now + NODE_PEER_RETRY_MS / 5;
     if (n->lease_lost && g->cooldown_until_ms > now)
         return g->cooldown_until_ms;

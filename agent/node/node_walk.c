@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * node_walk: the liveness ring's successor walk (docs/protocol.md "The liveness ring", issue
- * 41). A node whose link to its successor broke probes the members after it in ring order, as
- * its own assignment chunk gives them (rdzv_ring_walk: the chunk's order and its `ring` next, no
- * other chunk), all at once, and writes a suspicion for every one that does not answer, in ring
- * order, stopping at the first that answers, at the first it cannot probe (no route from here,
- * no ring port) and at RDZV_WALK_MAX. So a run of consecutive dead members (a rack) is reported in
- * one pass instead of from its two ends inwards, a round per pair; the coordinator confirms each
- * suspicion with its own probe as usual. Only on a broken link: a node record read and a probe
- * per member walked, bounded; nothing in a round where nothing breaks.
+ * 41). A node whose link to its successor broke probes the members after it in ring order (one
+ * whose link from its predecessor broke, those before it), as its own assignment chunk gives
+ * them (rdzv_ring_walk: the chunk's order and its `ring` next or prev, no other chunk): the first
+ * one, and once that one is dead all the others at once. It writes a suspicion for every one that
+ * does not answer, in ring order, stopping at the first that answers, at the first it cannot
+ * probe (no route from here, no ring port) and at RDZV_WALK_MAX. So a run of consecutive dead
+ * members (a rack) is reported in one pass instead of from its two ends inwards, a round per
+ * pair, and a run that starts at a chunk's first member (where the walker before it, the
+ * previous chunk's last, knows no further) is walked from its other end. The coordinator
+ * confirms each suspicion with its own probe as usual. Only on a broken link: a node record read
+ * and a probe per member walked, bounded; nothing in a round where nothing breaks.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,8 +24,9 @@
 #include "ringwalk.h"
 #include "suspect.h"
 
-/* The walk's probe ids: apart from node_ring's own (a counter from 1). */
+/* The walks' probe ids: apart from node_ring's own (a counter from 1), and from each other. */
 #define WALK_PROBE_BIT (UINT64_C(1) << 63)
+#define WALK_BACK_BIT (UINT64_C(1) << 62)
 
 enum walk_state {
     W_READ,     /* its node record to be read */
@@ -44,8 +48,9 @@ struct walk_entry {
 };
 
 struct node_walk {
+    bool backward; /* past the predecessor, towards the ring's start */
     int64_t round; /* 0: no walk */
-    char succ[RDZV_ID_MAX];
+    char from[RDZV_ID_MAX]; /* the suspected neighbour it walks past */
     struct walk_entry e[RDZV_WALK_MAX];
     size_t n;
     size_t at;  /* the first entry not yet reported or passed */
@@ -71,10 +76,13 @@ static bool walk_of_round(struct node_walk *w, int64_t round)
 }
 
 /* Read the node records and start the probes that wait, in ring order, up to the first entry the
- * walk cannot go past. */
+ * walk cannot go past: the first member alone, and once it is known dead (a run, not a false
+ * alarm of the neighbour's link) all the others at once. */
 static void pump(struct node *n, struct node_walk *w, const struct node_walk_env *env, int64_t now)
 {
-    for (size_t i = w->at; i < w->n; i++) {
+    enum walk_state first = w->n ? w->e[0].state : W_STOP;
+    size_t wide = first == W_DEAD || first == W_REPORTED || first == W_GONE ? w->n : 1;
+    for (size_t i = w->at; i < wide; i++) {
         struct walk_entry *e = &w->e[i];
         if (e->state == W_ALIVE || e->state == W_STOP)
             return; /* nothing after it is walked */
@@ -101,7 +109,7 @@ static void pump(struct node *n, struct node_walk *w, const struct node_walk_env
             e->state = W_WAIT;
         }
         if (e->state == W_WAIT) {
-            uint64_t id = WALK_PROBE_BIT | ++w->seq;
+            uint64_t id = WALK_PROBE_BIT | (w->backward ? WALK_BACK_BIT : 0) | ++w->seq;
             if (env->tr->probe(env->tr->ctx, id, &e->peer, w->round, env->probe_ms, now) < 0)
                 return; /* every probe slot busy: the next pass */
             e->probe = id;
@@ -136,30 +144,31 @@ static void advance(struct node *n, struct node_walk *w)
             return; /* the store: the next pass tries again */
         e->state = W_REPORTED;
         node_log(n, NODE_WARN,
-                 "liveness ring: node '%s' (%zu after '%s') did not answer a probe either (%s): "
+                 "liveness ring: node '%s' (%zu %s '%s') did not answer a probe either (%s): "
                  "suspecting it",
-                 e->st.node_id, w->at + 1, w->succ, e->cause);
+                 e->st.node_id, w->at + 1, w->backward ? "before" : "after", w->from, e->cause);
         w->at++;
     }
     w->ended = true;
 }
 
 int node_walk_start(struct node *n, struct node_walk **wp, const struct node_walk_env *env,
-                    int64_t round, const char *succ, int64_t now)
+                    int64_t round, const char *from, bool backward, int64_t now)
 {
     struct node_walk *w = *wp;
-    if (w && w->round == round && !strcmp(w->succ, succ))
-        return 0; /* walked past this successor in this round already */
+    if (w && w->round == round && !strcmp(w->from, from))
+        return 0; /* walked past this neighbour in this round already */
     if (!w && !(w = *wp = calloc(1, sizeof(*w))))
         return -ENOMEM;
     struct rdzv_walk_step steps[RDZV_WALK_MAX];
     size_t k = 0;
     struct ea_error err = {0};
-    if (rdzv_ring_walk(n->rdzv, succ, steps, RDZV_WALK_MAX, &k, &err) < 0)
-        node_log(n, NODE_DEBUG, "liveness ring: walk past '%s': %s", succ, err.msg);
+    if (rdzv_ring_walk(n->rdzv, from, backward, steps, RDZV_WALK_MAX, &k, &err) < 0)
+        node_log(n, NODE_DEBUG, "liveness ring: walk past '%s': %s", from, err.msg);
     memset(w->e, 0, sizeof(w->e));
+    w->backward = backward;
     w->round = round;
-    snprintf(w->succ, sizeof(w->succ), "%s", succ);
+    snprintf(w->from, sizeof(w->from), "%s", from);
     w->n = k;
     w->at = 0;
     w->ended = k == 0;
@@ -168,8 +177,8 @@ int node_walk_start(struct node *n, struct node_walk **wp, const struct node_wal
         w->e[i].state = W_READ;
     }
     if (k)
-        node_log(n, NODE_INFO, "liveness ring: probing the %zu member%s after '%s'", k,
-                 k == 1 ? "" : "s", succ);
+        node_log(n, NODE_INFO, "liveness ring: walking the %zu member%s %s '%s'", k,
+                 k == 1 ? "" : "s", backward ? "before" : "after", from);
     pump(n, w, env, now);
     return 0;
 }
@@ -177,7 +186,8 @@ int node_walk_start(struct node *n, struct node_walk **wp, const struct node_wal
 bool node_walk_on_probe(struct node *n, struct node_walk *w, int64_t round,
                         const struct ring_report *x)
 {
-    if (!w || !(x->probe_id & WALK_PROBE_BIT))
+    if (!w || !(x->probe_id & WALK_PROBE_BIT) ||
+        !(x->probe_id & WALK_BACK_BIT) != !w->backward)
         return false;
     if (!walk_of_round(w, round))
         return true; /* a walk of a round that has ended */
