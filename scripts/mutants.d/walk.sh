@@ -16,3 +16,8 @@ mutant --target test_node_walk --filter 'walk/a_probe_that_could_not*' agent/nod
 # The round check: a walk of a round that has ended reports nothing.
 mutant --target test_node_walk --filter 'walk/a_walk_of_the_previous_round*' agent/node/node_walk.c \
   's/    if (w->round == round)$/    if (1) \/* mutant: any round *\//' '^test_node_walk_safety$'
+# The cost of a false alarm: the first member alone is probed until it is known dead (one probe,
+# not RDZV_WALK_MAX, when the neighbour's link broke for another reason).
+mutant --target test_node_walk --filter 'walk/a_run_of_three*' agent/node/node_walk.c \
+  's/ first == W_GONE ? w->n : 1;/ first == W_GONE ? w->n : w->n; \/* mutant *\//' \
+  '^test_node_walk_safety$'
