@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* rdzv ringwalk: the members past a suspected neighbour, from this node's own chunk (ringwalk.h). */
+/* rdzv ringwalk: the members past a suspected neighbour, from this node's own chunk. */
 #include "ringwalk.h"
 
 #include <errno.h>
@@ -9,8 +9,7 @@
 
 #include "session_internal.h"
 
-static const struct rdzv_member *member_named(const struct rdzv_member *m, size_t n,
-                                              const char *id)
+static const struct rdzv_member *member_named(const struct rdzv_member *m, size_t n, const char *id)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(m[i].node_id, id) == 0)
@@ -19,8 +18,7 @@ static const struct rdzv_member *member_named(const struct rdzv_member *m, size_
 }
 
 size_t rdzv_ring_walk_order(const struct rdzv_member *m, size_t n, const char *self,
-                            const char *from, bool backward, struct rdzv_walk_step *ret,
-                            size_t max)
+                            const char *from, bool backward, struct rdzv_walk_step *ret, size_t max)
 {
     size_t k = 0;
     const struct rdzv_member *at = from && from[0] ? member_named(m, n, from) : NULL;

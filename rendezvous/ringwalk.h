@@ -4,8 +4,8 @@
  * 41): which members follow a node's successor (or precede its predecessor) in ring order, as
  * far as the node knows it from its own assignment chunk alone — the chunk's members in the order
  * it lists them, then the chunk's `ring` next (prev). A node that suspects a neighbour probes
- * these onward, so a run of consecutive dead members is reported in one pass. No other chunk and no node record is read
- * here: per node O(1) per round. Not for sockets, and no logging.
+ * these onward, so a run of consecutive dead members is reported in one pass. No other chunk and no
+ * node record is read here: per node O(1) per round. Not for sockets, and no logging.
  */
 #ifndef EA_RENDEZVOUS_RINGWALK_H
 #define EA_RENDEZVOUS_RINGWALK_H

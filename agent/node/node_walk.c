@@ -48,8 +48,8 @@ struct walk_entry {
 };
 
 struct node_walk {
-    bool backward; /* past the predecessor, towards the ring's start */
-    int64_t round; /* 0: no walk */
+    bool backward;          /* past the predecessor, towards the ring's start */
+    int64_t round;          /* 0: no walk */
     char from[RDZV_ID_MAX]; /* the suspected neighbour it walks past */
     struct walk_entry e[RDZV_WALK_MAX];
     size_t n;
@@ -75,14 +75,22 @@ static bool walk_of_round(struct node_walk *w, int64_t round)
     return false;
 }
 
+/* The entries walked so far: the first member alone, and once it is known dead (a run, not a
+ * false alarm of the neighbour's link) all of them. */
+static size_t window(const struct node_walk *w)
+{
+    if (!w->n)
+        return 0;
+    enum walk_state first = w->e[0].state;
+    return first == W_DEAD || first == W_REPORTED || first == W_GONE ? w->n : 1;
+}
+
 /* Read the node records and start the probes that wait, in ring order, up to the first entry the
  * walk cannot go past: the first member alone, and once it is known dead (a run, not a false
  * alarm of the neighbour's link) all the others at once. */
 static void pump(struct node *n, struct node_walk *w, const struct node_walk_env *env, int64_t now)
 {
-    enum walk_state first = w->n ? w->e[0].state : W_STOP;
-    size_t wide = first == W_DEAD || first == W_REPORTED || first == W_GONE ? w->n : 1;
-    for (size_t i = w->at; i < wide; i++) {
+    for (size_t i = w->at; i < window(w); i++) {
         struct walk_entry *e = &w->e[i];
         if (e->state == W_ALIVE || e->state == W_STOP)
             return; /* nothing after it is walked */
@@ -125,7 +133,7 @@ static void advance(struct node *n, struct node_walk *w)
     while (w->at < w->n) {
         struct walk_entry *e = &w->e[w->at];
         if (e->state == W_READ || e->state == W_WAIT || e->state == W_PROBING)
-            return; /* not known yet */
+            return;                                      /* not known yet */
         if (e->state == W_ALIVE || e->state == W_STOP) { /* the first live one: the run ends */
             w->ended = true;
             return;
@@ -186,8 +194,7 @@ int node_walk_start(struct node *n, struct node_walk **wp, const struct node_wal
 bool node_walk_on_probe(struct node *n, struct node_walk *w, int64_t round,
                         const struct ring_report *x)
 {
-    if (!w || !(x->probe_id & WALK_PROBE_BIT) ||
-        !(x->probe_id & WALK_BACK_BIT) != !w->backward)
+    if (!w || !(x->probe_id & WALK_PROBE_BIT) || !(x->probe_id & WALK_BACK_BIT) != !w->backward)
         return false;
     if (!walk_of_round(w, round))
         return true; /* a walk of a round that has ended */
@@ -216,7 +223,7 @@ bool node_walk_due(const struct node_walk *w)
 {
     if (!w || w->ended)
         return false;
-    for (size_t i = w->at; i < w->n; i++) {
+    for (size_t i = w->at; i < w->n && i < window(w); i++) {
         enum walk_state st = w->e[i].state;
         if (st == W_ALIVE || st == W_STOP)
             return false;

@@ -208,10 +208,8 @@ static int index_of(const char *id)
 /* The ring's report to node w: its link to its successor (`outbound`) or predecessor broke. */
 static void link_broke(int w, bool outbound)
 {
-    struct ring_report r = {.kind = RING_REPORT_SUSPECT,
-                            .round = tr[w].round,
-                            .heard_ms = -1,
-                            .outbound = outbound};
+    struct ring_report r = {
+        .kind = RING_REPORT_SUSPECT, .round = tr[w].round, .heard_ms = -1, .outbound = outbound};
     snprintf(r.node_id, sizeof(r.node_id), "%s", outbound ? tr[w].next : tr[w].prev);
     snprintf(r.cause, sizeof(r.cause), "refused");
     node_on_report(&nodes[w], &r);
