@@ -18,3 +18,6 @@ endif()
 # fake ring transport: no real time, no sockets (scripts/mutants.d/node.sh)
 ea_add_criterion_test(test_node SOURCES unit/test_node.c LIBS ea_node
                       SAFETY "node/@(a_suspicion*|a_probe*|the_coordinators*|a_lost_lease*|a_node_that*|a_failure_report*)")
+# issue 41: the successor walk (agent/node/node_walk.c): a run of dead members in one pass
+# (scripts/mutants.d/walk.sh)
+ea_add_criterion_test(test_node_walk SOURCES unit/test_node_walk.c LIBS ea_node SAFETY "walk/*")

@@ -9,5 +9,8 @@ ea_add_criterion_test(test_rdzv_guard SOURCES unit/test_rdzv_guard.c LIBS ea_ren
 # issue 41: failure domains: the node record's label, the ring placement, the coordinator's confirmers
 ea_add_criterion_test(test_rdzv_domain SOURCES unit/test_rdzv_domain.c LIBS ea_rendezvous
                       SAFETY "confirm/*")
+# issue 41: the successor walk's order from one chunk (scripts/mutants.d/walk.sh)
+ea_add_criterion_test(test_rdzv_ringwalk SOURCES unit/test_rdzv_ringwalk.c LIBS ea_rendezvous
+                      SAFETY "ringwalk/the_bound*")
 # issue 30: a big fleet on one memory store, with a simulated clock and a slow event fan-out
 ea_add_criterion_test(test_rdzv_bigfleet SOURCES unit/test_rdzv_bigfleet.c LIBS ea_rendezvous)

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-/* node internals, shared by node.c and node_ring.c. Not for other modules: node.h is the unit's
- * interface. */
+/* node internals, shared by node.c, node_ring.c and node_walk.c. Not for other modules: node.h
+ * is the unit's interface. */
 #ifndef EA_AGENT_NODE_NODE_INTERNAL_H
 #define EA_AGENT_NODE_NODE_INTERNAL_H
 
 #include "node.h"
+#include "suspect.h"
 
 /* Hand a log line to the owner (node_ops.log); formatted only when there is one. */
 void node_log(struct node *n, enum node_level level, const char *fmt, ...)
@@ -12,5 +13,41 @@ void node_log(struct node *n, enum node_level level, const char *fmt, ...)
 void node_event(struct node *n, const struct node_event *e);
 /* The session's warning, if any, logged as a warning. */
 void node_take_warning(struct node *n);
+
+/* ---- node_ring.c, for the walk --------------------------------------------------------------- */
+
+/* A suspicion of a member that this node's successor walk found dead (sus->by: this node): as
+ * node_ring's own — suspect/<r>/<id>, or for the coordinator (group rank `rank`) a suspicion of
+ * the coordinator — counted and told as an event. < 0: a store error, to try again. */
+int node_ring_suspect_member(struct node *n, const struct rdzv_suspicion *sus, int rank);
+
+/* ---- the successor walk (node_walk.c) --------------------------------------------------------- */
+
+/* A run of dead members past a suspected successor, found in one pass (docs/protocol.md "The
+ * liveness ring"). Allocated at its first walk (most nodes never walk), owned by node_ring. */
+struct node_walk;
+
+struct node_walk_env {
+    const struct node_transport *tr; /* the ring's probes */
+    int64_t probe_ms;                /* a probe's answer within this long */
+    const char *ns;                  /* this host and network namespace, "" any */
+};
+
+/* This node (not the coordinator) suspects its successor `from` (`backward`: its predecessor) in
+ * ring round `round`: walk past it (once per round and neighbour) into *w (one walk a direction)
+ * — read the members' records and probe them. 0 or -ENOMEM. */
+int node_walk_start(struct node *n, struct node_walk **w, const struct node_walk_env *env,
+                    int64_t round, const char *from, bool backward, int64_t now);
+/* A probe's report: true when it was one of this walk's direction (taken; of another ring round
+ * than `round`: ignored). */
+bool node_walk_on_probe(struct node *n, struct node_walk *w, int64_t round,
+                        const struct ring_report *x);
+/* Every pass, with the ring's round: a walk of another round is dropped; records and probes that
+ * had to wait, and suspicions the store refused, are tried again. */
+void node_walk_step(struct node *n, struct node_walk *w, const struct node_walk_env *env,
+                    int64_t round, int64_t now);
+/* Something to try again soon (node_walk_step). */
+bool node_walk_due(const struct node_walk *w);
+void node_walk_free(struct node_walk *w);
 
 #endif

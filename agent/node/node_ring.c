@@ -70,6 +70,8 @@ struct node_ring {
 
     uint64_t probe_ids;
     struct node_ring_stats st;
+    /* past a suspected successor [0] and predecessor [1] (node_walk.c); NULL until a first walk */
+    struct node_walk *walk[2];
 
     /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining */
     bool was_lost;
@@ -145,6 +147,8 @@ void node_ring_free(struct node *n)
     if (!n->ring)
         return;
     free(n->ring->cases);
+    node_walk_free(n->ring->walk[0]);
+    node_walk_free(n->ring->walk[1]);
     free(n->ring);
     n->ring = NULL;
 }
@@ -268,29 +272,28 @@ static void confirm_coord(struct node *n, struct node_ring *g, const struct rdzv
 
 /* A suspicion of the coordinator: a third member confirms it (rounds/<r>/coord_suspect), or in a
  * round of two this watcher, as nobody else is there. */
-static void suspect_coord(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
-                          bool outbound)
+static int suspect_coord(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
+                         int coord_rank)
 {
     const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
     const struct rdzv_member *m = rdzv_self_member(n->rdzv);
     int nw = s ? s->group_world_size : 0;
     if (!m || nw < 2)
-        return;
-    /* its group rank: the ring runs in chunk order, so a neighbour's rank is the chunk's word */
-    struct rdzv_coord_suspicion cx = {
-        .sus = *x, .by_rank = m->group_rank, .coord_rank = outbound ? m->next_rank : m->prev_rank};
+        return 0;
+    struct rdzv_coord_suspicion cx = {.sus = *x, .by_rank = m->group_rank, .coord_rank = coord_rank};
     if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {
         confirm_coord(n, g, &cx, false);
-        return;
+        return 0;
     }
     g->coord_x = cx;
-    g->coord_todo = true;
+    g->coord_todo = true; /* retried by check_coord_suspicion */
     struct ea_error err = {0};
     if (rdzv_coord_suspect(n->rdzv, &cx, &err) >= 0)
         g->coord_todo = false;
     else
         node_log(n, NODE_DEBUG, "liveness ring: reporting the coordinator '%s': %s; trying again",
                  x->node_id, err.msg);
+    return 0;
 }
 
 /* Another member suspects the coordinator: confirm it when this node is the one to. */
@@ -315,6 +318,40 @@ static void check_coord_suspicion(struct node *n, struct node_ring *g)
         confirm_coord(n, g, &cx, true);
 }
 
+static struct node_walk_env walk_env(const struct node_ring *g)
+{
+    return (struct node_walk_env){.tr = &g->p.tr, .probe_ms = g->p.probe_ms, .ns = g->ns};
+}
+
+static bool is_coord_holder(struct node *n, const char *node_id)
+{
+    char holder[RDZV_ID_MAX];
+    int64_t lease = 0;
+    return !rdzv_is_coordinator(n->rdzv) &&
+           rdzv_coord_holder(n->rdzv, holder, sizeof(holder), &lease) &&
+           strcmp(holder, node_id) == 0;
+}
+
+int node_ring_suspect_member(struct node *n, const struct rdzv_suspicion *sus, int rank)
+{
+    struct node_ring *g = n->ring;
+    int r = 0;
+    if (is_coord_holder(n, sus->node_id)) {
+        r = suspect_coord(n, g, sus, rank);
+    } else {
+        struct ea_error err = {0};
+        if ((r = rdzv_suspect(n->rdzv, sus, &err)) < 0) {
+            node_log(n, NODE_DEBUG, "liveness ring: reporting node '%s': %s; trying again",
+                     sus->node_id, err.msg);
+            return r;
+        }
+    }
+    g->st.suspicions++;
+    node_event(n, &(struct node_event){
+                      .kind = NODE_EV_SUSPECT, .node = sus->node_id, .cause = sus->cause});
+    return r;
+}
+
 static void on_suspect(struct node *n, struct node_ring *g, const struct ring_report *x)
 {
     if (x->round != g->round || !x->round)
@@ -333,12 +370,19 @@ static void on_suspect(struct node *n, struct node_ring *g, const struct ring_re
                                        .node = x->node_id,
                                        .cause = x->cause,
                                        .outbound = x->outbound});
-    char holder[RDZV_ID_MAX];
-    int64_t lease = 0;
+    /* a run of dead members past the neighbour (a rack) is found in this pass, not from its two
+     * ends inwards a round per pair (the coordinator's own word is no second vantage point: it
+     * does not walk) */
+    struct node_walk_env env = walk_env(g);
     if (!rdzv_is_coordinator(n->rdzv) &&
-        rdzv_coord_holder(n->rdzv, holder, sizeof(holder), &lease) &&
-        strcmp(holder, x->node_id) == 0) {
-        suspect_coord(n, g, &sus, x->outbound);
+        node_walk_start(n, &g->walk[!x->outbound], &env, g->round, x->node_id, !x->outbound,
+                        now) < 0)
+        node_log(n, NODE_DEBUG, "liveness ring: no memory to walk past '%s'", x->node_id);
+    const struct rdzv_member *m = rdzv_self_member(n->rdzv);
+    if (is_coord_holder(n, x->node_id)) {
+        /* its group rank: the ring runs in chunk order, so a neighbour's rank is the chunk's */
+        if (m)
+            suspect_coord(n, g, &sus, x->outbound ? m->next_rank : m->prev_rank);
         return;
     }
     const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
@@ -418,6 +462,9 @@ static void no_evidence(struct node *n, const struct rdzv_suspicion *x, const ch
 static void on_probe(struct node *n, struct node_ring *g, const struct ring_report *x)
 {
     struct ea_error err = {0};
+    if (node_walk_on_probe(n, g->walk[0], g->round, x) ||
+        node_walk_on_probe(n, g->walk[1], g->round, x))
+        return;
     if (g->coord_probing && x->probe_id == g->coord_probe) {
         g->coord_probing = false;
         if (x->local) { /* nothing left this node: no word on the coordinator either way */
@@ -628,6 +675,9 @@ void node_ring_step(struct node *n, bool active, int64_t now)
         g->rejoined_ms = now;
     }
     follow_round(n, g, active, now);
+    struct node_walk_env env = walk_env(g);
+    node_walk_step(n, g->walk[0], &env, g->round, now);
+    node_walk_step(n, g->walk[1], &env, g->round, now);
     if (g->n_unsent)
         flush_todo(n, g);
     if (rdzv_is_coordinator(n->rdzv)) {
@@ -647,7 +697,8 @@ int64_t node_ring_wake_ms(const struct node *n, int64_t now)
     const struct node_ring *g = n->ring;
     if (!g)
         return -1;
-    if (g->n_unsent || g->rescan || g->coord_todo)
+    if (g->n_unsent || g->rescan || g->coord_todo || node_walk_due(g->walk[0]) ||
+        node_walk_due(g->walk[1]))
         return now + NODE_PEER_RETRY_MS / 5;
     if (n->lease_lost && g->cooldown_until_ms > now)
         return g->cooldown_until_ms;
