@@ -630,11 +630,14 @@ Test(node, the_member_that_confirmed_the_coordinators_death_claims_at_once)
     const struct rdzv_member *mw = rdzv_self_member(nodes[w].rdzv);
     int coord_rank = mw->prev_rank;
     int confirmer_rank = rdzv_coord_confirmer(NN, coord_rank, mw->group_rank);
-    int k3 = -1;
+    int k3 = 0;
+    bool found = false;
     for (int i = 0; i < NN; i++)
-        if (rdzv_self_member(nodes[i].rdzv)->group_rank == confirmer_rank)
+        if (rdzv_self_member(nodes[i].rdzv)->group_rank == confirmer_rank) {
             k3 = i;
-    cr_assert(k3 >= 0 && k3 != w && k3 != c);
+            found = true;
+        }
+    cr_assert(found && k3 != w && k3 != c);
     /* the premise: at its turn it would wait */
     cr_assert_gt(rdzv_takeover_delay_ms(confirmer_rank, NN, 0), 0);
     link_broke(w, c);
