@@ -174,9 +174,9 @@ static void show_logs(void)
         h_show_log(&a[i]);
 }
 
-/* elastic_agent_liveness_links_up of agent i, from its /metrics (a GET on loopback inside its
- * namespace); -1 when it cannot be read (not listening yet). */
-static int links_up(int i)
+/* The value of metric `name` (a whole number) on agent i's /metrics (a GET on loopback inside its
+ * namespace: a cut port does not stop it); -1 when it cannot be read (not listening yet). */
+static long long metric_of(int i, const char *name)
 {
     int fd = netns_socket(ns[i], AF_INET, SOCK_STREAM);
     cr_assert_geq(fd, 0, "socket in %s: %s", ns[i], strerror(-fd));
@@ -194,8 +194,26 @@ static int links_up(int i)
     }
     close(fd);
     buf[len] = '\0';
-    const char *at = strstr(buf, "\nelastic_agent_liveness_links_up ");
-    return at ? atoi(at + strlen("\nelastic_agent_liveness_links_up ")) : -1;
+    const char *line = h_fmt("\nelastic_agent_%s ", name);
+    const char *at = strstr(buf, line);
+    return at ? atoll(at + strlen(line)) : -1;
+}
+
+static int links_up(int i)
+{
+    return (int)metric_of(i, "liveness_links_up");
+}
+
+/* Tries to take `coord` all six agents made (elastic_agent_coordinator_claims_total). */
+static long long claims_tried(void)
+{
+    long long sum = 0;
+    for (int i = 0; i < N; i++) {
+        long long c = metric_of(i, "coordinator_claims_total");
+        cr_assert_geq(c, 0, "n%d: no elastic_agent_coordinator_claims_total", i);
+        sum += c;
+    }
+    return sum;
 }
 
 /* Every agent's two ring links up (a cut before that is another case: links that never came
@@ -469,6 +487,7 @@ static void cut_the_rack(int64_t round, unsigned cut, bool coord_cut)
     cr_assert(ci >= 0 && ci < N, "coord is held by '%s'", before);
     cr_assert_eq(!!(cut & (1u << ci)), coord_cut, "the coordinator '%s' is %s the cut", before,
                  coord_cut ? "not among" : "among");
+    long long tried0 = claims_tried();
     unsigned keep = ((1u << N) - 1) & ~cut;
     int live = 0;
     for (int i = 0; i < N; i++)
@@ -511,21 +530,22 @@ static void cut_the_rack(int64_t round, unsigned cut, bool coord_cut)
     snprintf(after, sizeof(after), "%s", coord_holder(c.kv, &rev));
     char who[256];
     int won = claims_won(&c, rev > rev0 ? rev : 0, who, sizeof(who));
-    int64_t later = -1; /* a survivor in a round after round+1 already */
+    long long tried = claims_tried() - tried0; /* the metric follows each agent's loop: after */
+    int64_t later = -1;                        /* a survivor in a round after round+1 already */
     for (int i = 0; i < N; i++)
         if (!(cut & (1u << i)) &&
             h_file_contains(a[i].log, h_fmt("round %lld ", (long long)round + 2)))
             later = i;
     wrong = evictions(keep, evicted, sizeof(evicted));
     cr_log_info("rack cut (coordinator %s): survivors' round %lld (members 0x%x, world %d) "
-                "started %lld ms after the cut; coordinator '%s' -> '%s'; claims won %d (%s); "
-                "revokes (by>of): %s",
+                "started %lld ms after the cut; coordinator '%s' -> '%s'; claims tried %lld, won "
+                "%d (%s); revokes (by>of): %s",
                 coord_cut ? "among the cut" : "not cut", (long long)round + 1, set, world,
-                (long long)took, before, after, won, who, evicted);
+                (long long)took, before, after, tried, won, who, evicted);
     printf("rack: coordinator %s: cut -> survivors' round %lld workers: %lld ms; members 0x%x; "
-           "coord %s -> %s; claims won %d; revokes %s\n",
+           "coord %s -> %s; claims tried %lld won %d; revokes %s\n",
            coord_cut ? "cut" : "kept", (long long)round + 1, (long long)took, set, before, after,
-           won, evicted);
+           tried, won, evicted);
     if (set != keep || world != live || later >= 0 || wrong)
         show_logs();
     /* two vantage points inside the cut rack (its watcher, and a prober there) are no evidence
@@ -540,12 +560,13 @@ static void cut_the_rack(int64_t round, unsigned cut, bool coord_cut)
     int ai = domain_of(after);
     cr_assert(ai >= 0 && ai < N && !(cut & (1u << ai)),
               "the coordinator after the cut is '%s', not a survivor", after);
-    if (coord_cut) {
-        cr_assert_geq(won, 1, "nobody claimed the coordinator's key");
-        cr_assert_leq(won, 3, "the coordinator's key was claimed %d times (%s)", won, who);
+    if (coord_cut) { /* one takeover: a claim wins, a bounded number are tried (issue 41: <= 3) */
+        cr_assert_eq(won, 1, "the coordinator's key was taken %d times (%s)", won, who);
+        cr_assert(tried >= 1 && tried <= 3, "%lld claims of the coordinator's key", tried);
     } else {
         cr_assert_str_eq(after, before, "the coordinator changed");
-        cr_assert_eq(won, 0, "the coordinator's key was claimed (%s)", who);
+        cr_assert_eq(won, 0, "the coordinator's key was taken (%s)", who);
+        cr_assert_eq(tried, 0, "%lld claims of the coordinator's key", tried);
     }
     /* well under the 10 s lease whatever the machine's load (the target, 1.5 s, is reported) */
     cr_assert_lt(took, 8000, "the survivors' round took %lld ms: the lease, not the ring",
