@@ -510,19 +510,6 @@ static void cut_the_rack(int64_t round, unsigned cut, bool coord_cut)
             several = i;
     }
     int64_t took = h_now_ms() - t0;
-    char evicted[512];
-    unsigned wrong = evictions(keep, evicted, sizeof(evicted));
-    if (started < live || several >= 0)
-        show_logs();
-    cr_assert_eq(started, live,
-                 "only %d of the %d survivors started a round after %lld; revokes "
-                 "(by>of) %s",
-                 started, live, (long long)round, evicted);
-    cr_assert_lt(several, 0,
-                 "n%d's next round was %lld, not %lld: more than one round (%lld ms "
-                 "after the cut); revokes (by>of) %s",
-                 several, (long long)next[several < 0 ? 0 : several], (long long)round + 1,
-                 (long long)took, evicted);
     int world = 0;
     unsigned set = members_of(round + 1, &world);
     int64_t rev = 0;
@@ -536,7 +523,8 @@ static void cut_the_rack(int64_t round, unsigned cut, bool coord_cut)
         if (!(cut & (1u << i)) &&
             h_file_contains(a[i].log, h_fmt("round %lld ", (long long)round + 2)))
             later = i;
-    wrong = evictions(keep, evicted, sizeof(evicted));
+    char evicted[512];
+    unsigned wrong = evictions(keep, evicted, sizeof(evicted));
     cr_log_info("rack cut (coordinator %s): survivors' round %lld (members 0x%x, world %d) "
                 "started %lld ms after the cut; coordinator '%s' -> '%s'; claims tried %lld, won "
                 "%d (%s); revokes (by>of): %s",
@@ -546,8 +534,17 @@ static void cut_the_rack(int64_t round, unsigned cut, bool coord_cut)
            "coord %s -> %s; claims tried %lld won %d; revokes %s\n",
            coord_cut ? "cut" : "kept", (long long)round + 1, (long long)took, set, before, after,
            tried, won, evicted);
-    if (set != keep || world != live || later >= 0 || wrong)
+    if (started < live || several >= 0 || set != keep || world != live || later >= 0 || wrong)
         show_logs();
+    cr_assert_eq(started, live,
+                 "only %d of the %d survivors started a round after %lld; revokes "
+                 "(by>of) %s",
+                 started, live, (long long)round, evicted);
+    cr_assert_lt(several, 0,
+                 "n%d's next round was %lld, not %lld: more than one round (%lld ms "
+                 "after the cut); revokes (by>of) %s",
+                 several, (long long)next[several < 0 ? 0 : several], (long long)round + 1,
+                 (long long)took, evicted);
     /* two vantage points inside the cut rack (its watcher, and a prober there) are no evidence
      * against a node outside it: a survivor evicted is the failure this test is about */
     cr_assert_eq(wrong, 0, "survivors evicted (bits 0x%x): revokes %s", wrong, evicted);
