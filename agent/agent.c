@@ -489,6 +489,9 @@ void agent_publish(struct agent *a)
     m->scale_events = s ? s->scale_events : 0;
     m->live_nodes = (int)rdzv_live_count(a->node.rdzv);
     m->store_resyncs = rdzv_resync_count(a->node.rdzv);
+    struct rdzv_stats st;
+    rdzv_stats_get(a->node.rdzv, &st);
+    m->coord_claims = st.claims;
     m->group_rank = rdzv_my_index(a->node.rdzv);
     m->workers_running = a->state == LC_RUNNING ? a->group.live : 0;
     m->workers_ready = s && s->status == RDZV_RUNNING && a->state == LC_RUNNING &&

@@ -14,6 +14,13 @@ if(TARGET ea_netns_harness)
   ea_add_criterion_test(test_e2e_liveness_netns SOURCES e2e/test_e2e_liveness_netns.c
                         LIBS ea_e2e_harness ea_netns_harness TIMEOUT 300 LABELS e2e netns)
 endif()
+# issue 41: a rack of three of six agents cut at its switch, with and without the coordinator,
+# the store (etcd) on the switch too, or the file store the cut rack still reaches
+if(TARGET ea_netns_harness AND TARGET ea_etcd_harness)
+  ea_add_criterion_test(test_e2e_rack_netns SOURCES e2e/test_e2e_rack_netns.c
+                        LIBS ea_e2e_harness ea_netns_harness ea_etcd_harness PkgConfig::JANSSON
+                        TIMEOUT 300 LABELS e2e netns etcd)
+endif()
 # issue 37: the node unit's decisions (agent/node/) on the memory store with a fake clock and a
 # fake ring transport: no real time, no sockets (scripts/mutants.d/node.sh)
 ea_add_criterion_test(test_node SOURCES unit/test_node.c LIBS ea_node

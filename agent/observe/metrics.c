@@ -107,6 +107,10 @@ char *metrics_render(const struct metrics_snapshot *m)
            (double)m->lease_renew_failures);
     metric(f, "rejoins_total", "counter", "Joins after this node's lease was lost.", "",
            (double)m->rejoins);
+    metric(f, "coordinator_claims_total", "counter",
+           "Tries this node made to take the coordinator's key after it vanished (a successor's "
+           "claim; issue 41 bounds them per takeover).",
+           "", (double)m->coord_claims);
     metric(f, "store_resyncs_total", "counter",
            "Times a store watch ended (restart, compaction) and the run was read again.", "",
            (double)m->store_resyncs);

@@ -53,6 +53,7 @@ struct metrics_snapshot {
     uint64_t rejoins;               /* joins after a lost lease */
     uint64_t store_resyncs;         /* store watches re-established by reading again
                                        (rdzv_resync_count) */
+    uint64_t coord_claims;          /* tries to take `coord` after it vanished (rdzv_stats) */
     double last_rendezvous_seconds; /* from stopping (or joining) to the next workers started */
     /* the liveness ring (agent/liveness/) */
     uint64_t liveness_suspicions;   /* this node's links that broke (suspicions it reported) */

@@ -197,6 +197,7 @@ Test(metrics, liveness_links_and_counters)
     m.liveness_false_alarms = 1;
     m.liveness_no_route = 7;
     m.liveness_links_up = 1;
+    m.coord_claims = 3;
     snprintf(m.liveness_out.peer, sizeof(m.liveness_out.peer), "n2");
     snprintf(m.liveness_out.state, sizeof(m.liveness_out.state), "up");
     m.liveness_out.heartbeat_age_s = 0.125;
@@ -211,6 +212,7 @@ Test(metrics, liveness_links_and_counters)
         "elastic_agent_liveness_false_alarms_total 1\n",
         "elastic_agent_liveness_no_route_total 7\n",
         "elastic_agent_liveness_links_up 1\n",
+        "elastic_agent_coordinator_claims_total 3\n",
         ("# TYPE elastic_agent_liveness_heartbeat_age_seconds gauge\n"
          "elastic_agent_liveness_heartbeat_age_seconds{link=\"successor\"} 0.125\n"),
     };
