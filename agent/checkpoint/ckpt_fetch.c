@@ -343,9 +343,10 @@ int ckpt_fetch_want(struct ckpt *c, int64_t step, int shard, struct ea_error *er
     if (!free_slot)
         return 0; /* OUT_MAX fetches under way: it waits for a slot */
     out_start(c, free_slot, (size_t)i, step, shard);
-    if (free_slot->st == F_FAILED)
-        return ea_errorf(err, -ENOENT, "%s", free_slot->why);
-    return 0;
+    if (free_slot->st != F_FAILED)
+        return 0;
+    free_slot->st = F_FREE; /* told here */
+    return ea_errorf(err, -ENOENT, "%s", free_slot->why);
 }
 
 /* Every byte of the shard is in its memfd: seal, measure, check the CRC, commit as a replica. */
@@ -492,6 +493,8 @@ static void out_progress(struct ckpt *c, struct fout *o)
 
 /* ---- serving ------------------------------------------------------------------------------ */
 
+static void serve_progress(struct ckpt *c, struct serve *s);
+
 int ckpt_fetch_adopt(struct ckpt *c, int fd, const uint8_t *buf, size_t have)
 {
     struct ckpt_fetch *f = c->fetch;
@@ -502,6 +505,7 @@ int ckpt_fetch_adopt(struct ckpt *c, int fd, const uint8_t *buf, size_t have)
             struct serve *s = &f->sv[i];
             *s = (struct serve){.st = S_REQ, .fd = fd, .have = have, .deadline = -1};
             memcpy(s->buf, buf, have);
+            serve_progress(c, s); /* all of the request may be in already */
             return 0;
         }
     ckpt_note_add(c, CKPT_NOTE_REFUSED, -1, -1, 0, 0, "replication port: a fetch refused: %d "
@@ -574,20 +578,21 @@ static void serve_progress(struct ckpt *c, struct serve *s)
 {
     for (int k = 0; k < 16 && s->st != S_FREE; k++) {
         if (s->st == S_REQ) {
-            ssize_t n = recv(s->fd, s->buf + s->have, sizeof(s->buf) - s->have, MSG_DONTWAIT);
-            if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return;
-            if (n <= 0) {
-                serve_close(s);
-                return;
-            }
-            s->have += (size_t)n;
             struct ckpt_fetch_req q;
             size_t used = 0;
             struct ea_error e = {0};
             int d = ckpt_fetch_decode(s->buf, s->have, &q, &used, &e);
-            if (d == 0 && s->have < sizeof(s->buf))
+            if (d == 0 && s->have < sizeof(s->buf)) { /* more of it (the port read its start) */
+                ssize_t n = recv(s->fd, s->buf + s->have, sizeof(s->buf) - s->have, MSG_DONTWAIT);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                    return;
+                if (n <= 0) {
+                    serve_close(s);
+                    return;
+                }
+                s->have += (size_t)n;
                 continue;
+            }
             if (d <= 0 || used != s->have) {
                 ckpt_note_add(c, CKPT_NOTE_BAD, -1, -1, 0, 0, "replication port: a fetch "
                               "refused: %s", d < 0 ? e.msg : "bytes after the request");
@@ -668,6 +673,8 @@ void ckpt_fetch_on_event(struct ckpt *c, uint64_t tag, uint32_t events)
         out_progress(c, o);
         if (o->st == F_FREE || o->st == F_FAILED)
             ckpt_parked_run(c); /* its workers are answered */
+        if (o->st == F_FAILED)
+            o->st = F_FREE;
     }
 }
 
