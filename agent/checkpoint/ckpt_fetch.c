@@ -536,7 +536,10 @@ static void serve_begin(struct ckpt *c, struct serve *s, const struct ckpt_fetch
     struct ckpt_fetch *f = c->fetch;
     struct ea_error e = {0};
     struct ckpt_view v = {.run = c->run, .round = f->round, .me = ckpt_repl_node(c)};
-    enum ckpt_wire_status st = ckpt_fetch_admit(q, &v, member(c, q->h.from), &e);
+    /* run, node and round first: a stranger's request costs no store read */
+    enum ckpt_wire_status st = ckpt_fetch_admit(q, &v, 1, &e);
+    if (st == CKPT_W_OK)
+        st = ckpt_fetch_admit(q, &v, member(c, q->h.from), &e);
     const struct ckpt_entry *ent = NULL;
     if (st == CKPT_W_OK && !(ent = ckpt_store_find(&c->store, q->step, q->shard))) {
         st = CKPT_W_NOT_HELD;
