@@ -137,11 +137,15 @@ class Run:
         fetched = [(n.name, text.split("fetched ", 1)[1]) for n in survivors
                    for t, text in n.lines if t >= t_kill and "checkpoint store: fetched" in text]
         t_step = max(t for t, _, _ in steps)
+        commit = self.first(survivors, r"INFO: round \d+ \(generation \d+\): started .* of "
+                                       r"world 3,", t_kill)
+        t_commit = min(t for t, _, _ in commit) if commit else t_step
         vrank = int(re.search(r"\[zero rank (\d+)/4\]",
                               self.first([victim], r"\[zero rank \d+/4\]")[0][2]).group(1))
         dead = [f"{who} <- {what}" for who, what in fetched
                 if what.startswith(f"shard {vrank} of step {s_res} ")]
-        self.result = {"kill_to_step": t_step - t_kill, "kill_step": s_kill, "resumed": s_res,
+        self.result = {"kill_to_step": t_step - t_kill, "kill_to_commit": t_commit - t_kill,
+                       "commit_to_step": t_step - t_commit, "kill_step": s_kill, "resumed": s_res,
                        "redone": (s_kill or 0) - s_res, "fetched": len(fetched),
                        "dead_shard": f"rank {vrank} of {victim.name}: " + "; ".join(dead)}
         return self.finish(None)
@@ -182,7 +186,9 @@ def main():
                 continue
             res = dict(r.result, load=load)
             rs.append(res)
-            print(f"run {i}: kill_to_step {res['kill_to_step']:.3f} s; killed at step "
+            print(f"run {i}: kill_to_step {res['kill_to_step']:.3f} s (kill_to_commit "
+                  f"{res['kill_to_commit']:.3f} s, commit_to_step {res['commit_to_step']:.3f} s); "
+                  f"killed at step "
                   f"{res['kill_step']}, resumed from step {res['resumed']} (redone "
                   f"{res['redone']}); shards fetched {res['fetched']}, the dead node's {res['dead_shard']}; "
                   f"load {load:.1f}", flush=True)
@@ -191,7 +197,10 @@ def main():
         etcd.wait()
     if rs:
         m = statistics.median(r["kill_to_step"] for r in rs)
-        print(f"\nruns {len(rs)}: kill_to_step median **{m:.3f} s** (each: "
+        mc = statistics.median(r["kill_to_commit"] for r in rs)
+        ms = statistics.median(r["commit_to_step"] for r in rs)
+        print(f"\nruns {len(rs)}: kill_to_step median **{m:.3f} s** (kill_to_commit {mc:.3f} s, "
+              f"commit_to_step {ms:.3f} s; each kill_to_step: "
               + ", ".join(f"{r['kill_to_step']:.2f}" for r in rs) + "); steps redone: "
               + ", ".join(str(r["redone"]) for r in rs))
     if args.out:

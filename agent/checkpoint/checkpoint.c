@@ -242,6 +242,11 @@ static int on_save(struct ckpt *c, struct client *cl, const struct ckpt_req *q)
 {
     struct ea_error e = {0};
     uint64_t id = 0;
+    size_t gone = ckpt_store_supersede(&c->store, q->step, (int)q->shards);
+    if (gone > 0)
+        ckpt_note_add(c, CKPT_NOTE_SUPERSEDED, q->step, (int)q->shard, (int)q->shards, 0,
+                      "step %" PRId64 " is saved again with %d shards: its %zu shard(s) of another shard count "
+                      "(a partial step of an older world) dropped", q->step, (int)q->shards, gone);
     int r = ckpt_store_reserve(&c->store, cl->owner, q->step, (int)q->shard, (int)q->shards,
                                q->len, &id, &e);
     if (r < 0) {

@@ -44,6 +44,7 @@ enum ckpt_note_kind {
     CKPT_NOTE_REPLICA_REFUSED, /* the successor refused a shard of ours (the reason) */
     CKPT_NOTE_FETCHED,         /* a shard fetched from another member for a worker's load */
     CKPT_NOTE_FETCH_FAILED,    /* a fetch failed (the worker got the reason) */
+    CKPT_NOTE_SUPERSEDED,      /* a partial step of an older world dropped: saved again */
 };
 
 struct ckpt_note {

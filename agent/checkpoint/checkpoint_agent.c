@@ -185,6 +185,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         [CKPT_NOTE_REPLICA_REFUSED] = "checkpoint_replica_refused",
         [CKPT_NOTE_FETCHED] = "checkpoint_fetched",
         [CKPT_NOTE_FETCH_FAILED] = "checkpoint_fetch_failed",
+        [CKPT_NOTE_SUPERSEDED] = "checkpoint_superseded",
     };
     switch (n->kind) {
     case CKPT_NOTE_COMPLETE:
@@ -194,6 +195,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         log_debug("checkpoint store: %s", n->message);
         break;
     case CKPT_NOTE_FETCHED:
+    case CKPT_NOTE_SUPERSEDED:
         log_info("checkpoint store: %s", n->message);
         break;
     case CKPT_NOTE_NOFIT:

@@ -27,3 +27,8 @@ mutant --target test_ckpt_fetch --filter 'ckpt_summary/hostile*' $S 's/         
 mutant --target test_ckpt_fetch --filter 'ckpt_summary/hostile*' $S 's/        json_array_size(r) > CKPT_SUM_RANGES)/        0)/' "$F"
 # one checkpoint: a step named with two shard counts is never complete
 mutant --target test_ckpt_fetch --filter 'ckpt_summary/the_newest*' $S 's/        if (t \&\& shards \&\& t->shards != shards)/        if (0)/' "$F"
+# a step saved again at another world size supersedes its partial shards, never the newest
+# complete step, never a shard being saved
+St=agent/checkpoint/ckpt_store.c
+mutant --target test_ckpt_fetch --filter 'ckpt_summary/a_step_saved_again*' $St 's/    if (step == s->complete)$/    if (0)/' "$F"
+mutant --target test_ckpt_fetch --filter 'ckpt_summary/a_step_saved_again*' $St 's/        if (s->e\[i\].step == step \&\& s->e\[i\].shards != shards \&\& !s->e\[i\].committed)/        if (0)/' "$F"

@@ -243,6 +243,27 @@ Test(ckpt_summary, the_newest_step_complete_across_members)
     cr_assert_eq(ckpt_sum_latest(x, 2, &step, &shards), -ENOENT);
 }
 
+Test(ckpt_summary, a_step_saved_again_at_another_world_size_supersedes_its_partial_shards)
+{
+    /* a run of 4 saved shards 0 and 2 of step 30 here, then lost a node; it resumed from step
+     * 29 at world 3 and saves step 30 again with 3 shards */
+    struct ckpt_store st;
+    ckpt_store_init(&st, "run", 1 << 20);
+    hold(&st, 29, 0, 1);
+    hold(&st, 30, 0, 4);
+    hold(&st, 30, 2, 4);
+    uint64_t id = 0;
+    struct ea_error e = {0};
+    cr_assert_eq(ckpt_store_reserve(&st, 2, 30, 0, 3, 10, &id, &e), -EINVAL, "without it");
+    cr_assert_eq(ckpt_store_supersede(&st, 30, 4), 0, "the same count: nothing");
+    cr_assert_eq(ckpt_store_supersede(&st, 30, 3), 2);
+    cr_assert_eq(ckpt_store_reserve(&st, 2, 30, 0, 3, 10, &id, &e), 0, "%s", e.msg);
+    cr_assert_eq(ckpt_store_supersede(&st, 30, 4), 0, "a shard being saved: never dropped");
+    cr_assert_eq(ckpt_store_supersede(&st, 29, 2), 0, "the newest complete step: never");
+    cr_assert_not_null(ckpt_store_find(&st, 29, 0));
+    ckpt_store_clear(&st);
+}
+
 /* ---- two stores over loopback TCP --------------------------------------------------------- */
 
 static char tdir[256];
