@@ -24,6 +24,7 @@ import argparse
 import datetime
 import io
 import os
+import socket
 import sys
 import time
 
@@ -47,6 +48,22 @@ BATCH = 64
 
 def log(rank, world, msg):
     print("[zero rank %d/%d] %s" % (rank, world, msg), flush=True)
+
+
+def wait_for_master(timeout=30.0):
+    """Ranks other than 0: once rank 0's TCPStore (MASTER_ADDR:MASTER_PORT) accepts, polling every
+    10 ms, as train_warm.py does: warm ranks reach init_process_group within milliseconds of each
+    other, and torch's store client waits a whole second after a refused connection."""
+    if os.environ.get("RANK", "0") == "0":
+        return
+    addr = (os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "0")))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(addr, timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.01)
 
 
 def my_global_ids(opt, params, rank):
@@ -85,6 +102,7 @@ def main(argv):
     if os.environ.get("ELASTIC_ASSIGN_FD"):
         print("[zero pid %d] parked" % os.getpid(), flush=True)
     elastic_agent.wait_for_assignment()
+    wait_for_master()
     # a bounded rendezvous: a master port taken meanwhile fails the start (the agent restarts
     # it), instead of waiting for gloo's 30 minutes
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
