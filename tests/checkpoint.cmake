@@ -15,3 +15,6 @@ ea_add_criterion_test(test_ckpt_repl SOURCES unit/test_ckpt_repl.c LIBS ea_check
 # step complete across members (pure); two stores in-process over loopback TCP, and a fake holder.
 ea_add_criterion_test(test_ckpt_fetch SOURCES unit/test_ckpt_fetch.c LIBS ea_checkpoint
                       LABELS safety)
+# Its keys in the store (rendezvous/ckpt_keys.c): the member check of a fetch, ckpt/<node-id>.
+ea_add_criterion_test(test_rdzv_ckpt_keys SOURCES unit/test_rdzv_ckpt_keys.c LIBS ea_rendezvous
+                      LABELS safety)
