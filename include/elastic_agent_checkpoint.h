@@ -179,7 +179,8 @@ static inline int ea_ckpt_save(int64_t step, const void *data, size_t len, int s
     return r;
 }
 
-/* The newest step complete in the agent's store: 1 with *ret_step and *ret_shards, 0 none. */
+/* The newest step complete across the run (every shard held by this node's agent or another live
+ * node's, docs/checkpoint.md "Fetch"): 1 with *ret_step and *ret_shards, 0 none. */
 static inline int ea_ckpt_latest(int64_t *ret_step, int *ret_shards, char *err, size_t errsize)
 {
     char req[EA_CKPT_MSG_MAX], buf[EA_CKPT_MSG_MAX];
@@ -202,7 +203,7 @@ static inline int ea_ckpt_latest(int64_t *ret_step, int *ret_shards, char *err, 
 }
 
 /* Shard `shard` (-1: $RANK) of step `step`, mapped read-only: *ret_data, *ret_len (unmap with
- * ea_ckpt_unmap). */
+ * ea_ckpt_unmap). A shard this node does not hold is fetched from a node that does first. */
 static inline int ea_ckpt_load(int64_t step, int shard, const void **ret_data, size_t *ret_len,
                         char *err, size_t errsize)
 {

@@ -11,3 +11,10 @@ endif()
 # Replication (issue 39 stage 4): the wire, the member check, two stores over loopback TCP.
 ea_add_criterion_test(test_ckpt_repl SOURCES unit/test_ckpt_repl.c LIBS ea_checkpoint
                       LABELS safety)
+# Fetch from any member (issue 39 item 3): the request and summary codecs, the member check, the
+# step complete across members (pure); two stores in-process over loopback TCP, and a fake holder.
+ea_add_criterion_test(test_ckpt_fetch SOURCES unit/test_ckpt_fetch.c LIBS ea_checkpoint
+                      LABELS safety)
+# Its keys in the store (rendezvous/ckpt_keys.c): the member check of a fetch, ckpt/<node-id>.
+ea_add_criterion_test(test_rdzv_ckpt_keys SOURCES unit/test_rdzv_ckpt_keys.c LIBS ea_rendezvous
+                      LABELS safety)

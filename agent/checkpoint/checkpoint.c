@@ -113,8 +113,16 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
     return 0;
 }
 
+static void unpark(struct ckpt *c, struct client *cl)
+{
+    if (cl->wait != WAIT_NONE)
+        c->nparked--;
+    cl->wait = WAIT_NONE;
+}
+
 static void client_close(struct ckpt *c, struct client *cl)
 {
+    unpark(c, cl);
     ckpt_store_drop_owner(&c->store, cl->owner);
     close(cl->fd);
     cl->fd = -1;
@@ -153,9 +161,11 @@ size_t ckpt_pollfds(const struct ckpt *c, struct pollfd *fds, size_t max)
     if (c->writer && n < max)
         fds[n++] = (struct pollfd){.fd = ckpt_writer_fd(c->writer), .events = POLLIN};
     for (int i = 0; i < CKPT_MAX_CLIENTS && n < max; i++)
-        if (c->cl[i].fd >= 0)
-            fds[n++] = (struct pollfd){.fd = c->cl[i].fd, .events = POLLIN};
-    return n + ckpt_repl_pollfds(c, fds + n, max - n);
+        if (c->cl[i].fd >= 0) /* a waiting request: its hangup only, until it is answered */
+            fds[n++] = (struct pollfd){.fd = c->cl[i].fd,
+                                       .events = c->cl[i].wait == WAIT_NONE ? POLLIN : 0};
+    n += ckpt_repl_pollfds(c, fds + n, max - n);
+    return n + ckpt_fetch_pollfds(c, fds + n, max - n);
 }
 
 const struct ckpt_store *ckpt_store_of(const struct ckpt *c)
@@ -232,6 +242,11 @@ static int on_save(struct ckpt *c, struct client *cl, const struct ckpt_req *q)
 {
     struct ea_error e = {0};
     uint64_t id = 0;
+    size_t gone = ckpt_store_supersede(&c->store, q->step, (int)q->shards);
+    if (gone > 0)
+        ckpt_note_add(c, CKPT_NOTE_SUPERSEDED, q->step, (int)q->shard, (int)q->shards, 0,
+                      "step %" PRId64 " is saved again with %d shards: its %zu shard(s) of another shard count "
+                      "(a partial step of an older world) dropped", q->step, (int)q->shards, gone);
     int r = ckpt_store_reserve(&c->store, cl->owner, q->step, (int)q->shard, (int)q->shards,
                                q->len, &id, &e);
     if (r < 0) {
@@ -296,8 +311,63 @@ static int on_commit(struct ckpt *c, struct client *cl, const struct ckpt_req *q
     return reply(cl, -1, "ok %" PRId64 " %d", step, shard);
 }
 
+/* latest: 1 answered, 0 it waits (the members' summaries are being read). */
+static int answer_latest(struct ckpt *c, struct client *cl)
+{
+    int rc = -ENOENT, shards = 0;
+    int64_t step = -1;
+    if (!ckpt_fetch_latest(c, &rc, &step, &shards))
+        return 0;
+    if (rc == 0)
+        reply(cl, -1, "ok %" PRId64 " %d", step, shards);
+    else
+        reply(cl, -1, "none");
+    return 1;
+}
+
+/* load: 1 answered (the shard, or why not), 0 it waits for a fetch. */
+static int answer_load(struct ckpt *c, struct client *cl, int64_t step, int shard)
+{
+    const struct ckpt_entry *ent = ckpt_store_find(&c->store, step, shard);
+    if (ent && ent->crc_known)
+        reply(cl, ent->fd, "ok %" PRIu64 " %08" PRIx32, ent->len, ent->crc);
+    else if (ent)
+        reply(cl, ent->fd, "ok %" PRIu64 " -", ent->len);
+    if (ent)
+        return 1;
+    struct ea_error e = {0};
+    if (ckpt_fetch_want(c, step, shard, &e) == 0)
+        return 0;
+    reply(cl, -1, "err ENOENT %s", e.msg);
+    return 1;
+}
+
+static void park(struct ckpt *c, struct client *cl, enum client_wait w, int64_t step, int shard)
+{
+    cl->wait = w;
+    cl->wstep = step;
+    cl->wshard = shard;
+    c->nparked++;
+}
+
+void ckpt_parked_run(struct ckpt *c)
+{
+    for (int i = 0; i < CKPT_MAX_CLIENTS && c->nparked > 0; i++) {
+        struct client *cl = &c->cl[i];
+        if (cl->fd < 0 || cl->wait == WAIT_NONE)
+            continue;
+        if (cl->wait == WAIT_LATEST ? answer_latest(c, cl)
+                                    : answer_load(c, cl, cl->wstep, cl->wshard))
+            unpark(c, cl);
+    }
+}
+
 static void on_request(struct ckpt *c, struct client *cl, const char *buf, size_t n)
 {
+    if (cl->wait != WAIT_NONE) {
+        reply(cl, -1, "err EBUSY a request of this connection is being answered");
+        return;
+    }
     struct ckpt_req q;
     struct ea_error e = {0};
     int r = ckpt_req_parse(buf, n, &q, &e);
@@ -310,9 +380,6 @@ static void on_request(struct ckpt *c, struct client *cl, const char *buf, size_
         reply_err(c, cl, -EACCES, e.msg);
         return;
     }
-    int64_t step;
-    int shards;
-    const struct ckpt_entry *ent;
     switch (q.op) {
     case CKPT_SAVE:
         on_save(c, cl, &q);
@@ -320,21 +387,13 @@ static void on_request(struct ckpt *c, struct client *cl, const char *buf, size_
     case CKPT_COMMIT:
         on_commit(c, cl, &q);
         return;
-    case CKPT_LATEST:
-        if (ckpt_store_latest(&c->store, &step, &shards) == 0)
-            reply(cl, -1, "ok %" PRId64 " %d", step, shards);
-        else
-            reply(cl, -1, "none");
+    case CKPT_LATEST: /* this store's newest complete step, or a newer one across members */
+        if (!answer_latest(c, cl))
+            park(c, cl, WAIT_LATEST, -1, -1);
         return;
-    case CKPT_LOAD:
-        ent = ckpt_store_find(&c->store, q.step, (int)q.shard);
-        if (ent && ent->crc_known)
-            reply(cl, ent->fd, "ok %" PRIu64 " %08" PRIx32, ent->len, ent->crc);
-        else if (ent)
-            reply(cl, ent->fd, "ok %" PRIu64 " -", ent->len);
-        else
-            reply(cl, -1, "err ENOENT no shard %" PRId64 " of step %" PRId64 " in this store",
-                  q.shard, q.step);
+    case CKPT_LOAD: /* a shard held here, else fetched from a member that holds it */
+        if (!answer_load(c, cl, q.step, (int)q.shard))
+            park(c, cl, WAIT_LOAD, q.step, (int)q.shard);
         return;
     }
 }
@@ -408,7 +467,8 @@ static uint64_t tag_of(const struct ckpt *c, int fd, bool *is_listen)
     for (int i = 0; i < CKPT_MAX_CLIENTS; i++)
         if (c->cl[i].fd == fd)
             return (uint64_t)i + 1;
-    return ckpt_repl_tag_of(c, fd);
+    uint64_t t = ckpt_repl_tag_of(c, fd);
+    return t ? t : ckpt_fetch_tag_of(c, fd);
 }
 
 void ckpt_on_poll(struct ckpt *c, const struct pollfd *fds, size_t n)
@@ -425,6 +485,8 @@ void ckpt_on_poll(struct ckpt *c, const struct pollfd *fds, size_t n)
             on_writer(c);
         else if (tag >= 1 && tag <= CKPT_MAX_CLIENTS)
             on_client(c, &c->cl[tag - 1]);
+        else if (tag >= CKPT_TAG_FETCH)
+            ckpt_fetch_on_event(c, tag, (uint32_t)fds[i].revents);
         else if (tag >= CKPT_TAG_REPL)
             ckpt_repl_on_event(c, tag, (uint32_t)fds[i].revents);
     }

@@ -42,6 +42,9 @@ enum ckpt_note_kind {
     CKPT_NOTE_REPLICA,         /* a replica received from the ring predecessor and stored */
     CKPT_NOTE_REPLICATED,      /* a shard of ours sent to the ring successor and stored there */
     CKPT_NOTE_REPLICA_REFUSED, /* the successor refused a shard of ours (the reason) */
+    CKPT_NOTE_FETCHED,         /* a shard fetched from another member for a worker's load */
+    CKPT_NOTE_FETCH_FAILED,    /* a fetch failed (the worker got the reason) */
+    CKPT_NOTE_SUPERSEDED,      /* a partial step of an older world dropped: saved again */
 };
 
 struct ckpt_note {
@@ -64,7 +67,7 @@ void ckpt_destroy(struct ckpt *c);
 const char *ckpt_socket_path(const struct ckpt *c);
 /* Its fds to poll (the workers' socket and connections, the disk writer's, the replication
  * port's): at most max into fds, how many (0 for NULL). CKPT_POLL_MAX holds every one. */
-#define CKPT_POLL_MAX (CKPT_MAX_CLIENTS + 16)
+#define CKPT_POLL_MAX (CKPT_MAX_CLIENTS + 32)
 size_t ckpt_pollfds(const struct ckpt *c, struct pollfd *fds, size_t max);
 /* The poll's answer for those fds: accept, read and answer requests, collect the writer's
  * results, move replication on; never blocks. */
@@ -104,6 +107,38 @@ struct ckpt_repl_stats {
     uint64_t sent_shards, sent_bytes, recv_shards, recv_bytes, refused;
 };
 void ckpt_repl_stats(const struct ckpt *c, struct ckpt_repl_stats *ret);
+
+/*
+ * Fetch (docs/checkpoint.md "Fetch"): a worker's latest() counts the shards every live node of
+ * the run holds (their summaries, read once a round when a worker asks), and its load() of a
+ * shard this node does not hold fetches it from a node that does, over the replication port.
+ * The glue answers three questions from the store; each may read it (small, bounded reads).
+ */
+struct ckpt_summary;
+struct ckpt_fetch_ops {
+    void *ctx;
+    /* The summaries of the run's other live nodes (`ckpt/<id>` keys, decoded strictly, their
+     * lease set): 0 with a malloc'ed array in *ret (the caller frees it), or <0 with err. */
+    int (*view)(void *ctx, struct ckpt_summary **ret, size_t *ret_n, struct ea_error *err);
+    /* Where node `id` takes fetches (its node record's address and ckpt_port), checked to be the
+     * node that wrote the summary (its node key's lease is `lease`): 1 with addr and *ret_port,
+     * 0 it is not (gone, no port, another lease), <0 a store error. */
+    int (*where)(void *ctx, const char *id, int64_t lease, char addr[64], int *ret_port,
+                 struct ea_error *err);
+    /* Is node `id` a member of round `round`: 1 yes, 0 no, <0 cannot tell (a store error). */
+    int (*is_member)(void *ctx, const char *id, int64_t round, struct ea_error *err);
+};
+/* Start fetching (after ckpt_repl_start: it shares the port). timeout_ms bounds a fetch and a
+ * served connection (0: 10 s). */
+int ckpt_fetch_start(struct ckpt *c, const struct ckpt_fetch_ops *ops, int64_t timeout_ms,
+                     struct ea_error *err);
+/* This node's summary for round `round`, encoded for its `ckpt/<id>` key: 0 and a malloc'ed
+ * string, or <0. */
+int ckpt_fetch_summary(const struct ckpt *c, int64_t round, char **ret_json, struct ea_error *err);
+struct ckpt_fetch_stats {
+    uint64_t fetched, fetched_bytes, served, refused, failed, views;
+};
+void ckpt_fetch_stats(const struct ckpt *c, struct ckpt_fetch_stats *ret);
 
 /* The store (tests, the glue's status). */
 const struct ckpt_store *ckpt_store_of(const struct ckpt *c);

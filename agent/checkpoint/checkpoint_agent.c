@@ -13,6 +13,8 @@
 #include "agent.h"
 #include "agent_internal.h"
 #include "checkpoint.h"
+#include "ckpt_keys.h"
+#include "ckpt_summary.h"
 #include "ea_time.h"
 #include "kv.h"
 #include "log.h"
@@ -22,6 +24,7 @@
 #include "workerenv.h"
 
 #define PEER_RETRY_MS 1000
+#define VIEW_MAX 4096 /* summaries a view holds (the store's listing is one page: 1000) */
 
 struct agent_ckpt {
     struct ckpt *c;
@@ -33,6 +36,73 @@ struct agent_ckpt {
     int64_t next_slot;
     int64_t retry_ms; /* reading the successor's record failed: not again before */
 };
+
+/* ---- fetch: the store's answers (docs/checkpoint.md "Fetch") ------------------------------ */
+
+/* The other live nodes' summaries: one listing of ckpt/, each value decoded strictly; a bad one
+ * is left out and said once a listing. */
+static int fetch_view(void *ctx, struct ckpt_summary **ret, size_t *ret_n, struct ea_error *err)
+{
+    struct agent *a = ctx;
+    struct rdzv_session *s = a->node.rdzv;
+    struct kv_list l = {0};
+    bool more = false;
+    int r = rdzv_ckpt_list(s, &l, &more, err);
+    if (r < 0)
+        return r;
+    struct ckpt_summary *v = calloc(l.n ? l.n : 1, sizeof(*v));
+    size_t n = 0, bad = 0;
+    struct ea_error first = {0};
+    for (size_t i = 0; v && i < l.n && n < VIEW_MAX; i++) {
+        const char *id = rdzv_ckpt_id_of(s, l.entries[i].key);
+        if (!id || strcmp(id, a->cfg->node_id) == 0)
+            continue;
+        struct ea_error e = {0};
+        if (ckpt_summary_decode(l.entries[i].value, l.entries[i].value_len, a->cfg->run_id, id,
+                                &v[n], &e) < 0) {
+            if (bad++ == 0)
+                ea_errorf(&first, -EBADMSG, "key '%s': %s", l.entries[i].key, e.msg);
+            continue;
+        }
+        v[n++].lease = l.entries[i].lease;
+    }
+    kv_list_clear(&l);
+    if (!v)
+        return ea_errorf(err, -ENOMEM, "out of memory");
+    if (bad)
+        log_warn("checkpoint store: %zu checkpoint summar%s not used (%s)", bad,
+                 bad == 1 ? "y" : "ies", first.msg);
+    if (more)
+        log_warn("checkpoint store: more than %d checkpoint summaries: the rest not read",
+                 RDZV_CKPT_LIST_MAX);
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+static int fetch_where(void *ctx, const char *id, int64_t lease, char addr[64], int *ret_port,
+                       struct ea_error *err)
+{
+    struct agent *a = ctx;
+    struct rdzv_ring_peer p = {0};
+    int r = rdzv_ring_peer(a->node.rdzv, id, &p, err);
+    if (r == KV_ENOTFOUND || r == -ENOPROTOOPT)
+        return 0;
+    if (r < 0)
+        return r;
+    /* the summary was written by that node: it is on the lease of its node key */
+    if (p.ckpt_port <= 0 || (lease != 0 && p.lease != lease))
+        return 0;
+    snprintf(addr, 64, "%s", p.addr);
+    *ret_port = p.ckpt_port;
+    return 1;
+}
+
+static int fetch_is_member(void *ctx, const char *id, int64_t round, struct ea_error *err)
+{
+    struct agent *a = ctx;
+    return rdzv_is_member(a->node.rdzv, id, round, err);
+}
 
 /* The replication port (docs/checkpoint.md "Replication"): on the address the ring's port is on,
  * published in this node's record before it joins. Not fatal: without it, no replicas. */
@@ -60,6 +130,10 @@ static void open_repl(struct agent *a, struct agent_ckpt *ac)
     }
     rdzv_session_set_ckpt_port(a->node.rdzv, port);
     ac->repl = true;
+    struct ckpt_fetch_ops ops = {.ctx = a, .view = fetch_view, .where = fetch_where,
+                                 .is_member = fetch_is_member};
+    if (ckpt_fetch_start(ac->c, &ops, 0, &err) < 0)
+        log_warn("checkpoint store: no fetching from members: %s", err.msg);
     log_info("checkpoint store: replication port %s:%d (%d replica(s), %s)", addr, port,
              cfg->checkpoint_replicas,
              cfg->checkpoint_bandwidth_mb ? "bandwidth-bounded" : "unbounded");
@@ -109,6 +183,9 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         [CKPT_NOTE_PERSIST_FAILED] = "checkpoint_persist_failed",
         [CKPT_NOTE_REPLICA] = "checkpoint_replica", [CKPT_NOTE_REPLICATED] = "checkpoint_replicated",
         [CKPT_NOTE_REPLICA_REFUSED] = "checkpoint_replica_refused",
+        [CKPT_NOTE_FETCHED] = "checkpoint_fetched",
+        [CKPT_NOTE_FETCH_FAILED] = "checkpoint_fetch_failed",
+        [CKPT_NOTE_SUPERSEDED] = "checkpoint_superseded",
     };
     switch (n->kind) {
     case CKPT_NOTE_COMPLETE:
@@ -117,6 +194,10 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
     case CKPT_NOTE_REPLICATED:
         log_debug("checkpoint store: %s", n->message);
         break;
+    case CKPT_NOTE_FETCHED:
+    case CKPT_NOTE_SUPERSEDED:
+        log_info("checkpoint store: %s", n->message);
+        break;
     case CKPT_NOTE_NOFIT:
     case CKPT_NOTE_PERSIST_FAILED:
         log_error("checkpoint store: %s", n->message);
@@ -124,6 +205,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
     case CKPT_NOTE_BAD:
     case CKPT_NOTE_REFUSED:
     case CKPT_NOTE_REPLICA_REFUSED:
+    case CKPT_NOTE_FETCH_FAILED:
         log_warn("checkpoint store: %s", n->message);
         break;
     }
@@ -167,6 +249,21 @@ static void agent_checkpoint_step(struct agent *a, int64_t now)
 }
 
 
+/* A new round: this node's holdings in its ckpt/<id> key, once (O(1) bytes a round). */
+static void publish_summary(struct agent *a, int64_t round)
+{
+    char *json = NULL;
+    struct ea_error err = {0};
+    int r = ckpt_fetch_summary(a->ckpt->c, round, &json, &err);
+    if (r == 0)
+        r = rdzv_ckpt_publish(a->node.rdzv, json, &err);
+    if (r < 0)
+        log_warn("checkpoint store: cannot publish what this node holds: %s", err.msg);
+    else
+        log_debug("checkpoint store, round %" PRId64 ": holds %s", round, json);
+    free(json);
+}
+
 /* The round the replication port follows: this node's ring neighbours in a running round (the
  * successor's record read once per change of it: O(1) per round). */
 static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s, int64_t gen)
@@ -203,6 +300,8 @@ static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s
                       r < 0 ? err.msg : "no ckpt_port in its record");
     }
     ckpt_repl_round(ac->c, round, prev, next, p.addr, p.ckpt_port);
+    if (round >= 0 && round != ac->round)
+        publish_summary(a, round);
     ac->round = round;
     ac->next_slot = slot;
     snprintf(ac->next, sizeof(ac->next), "%s", next);

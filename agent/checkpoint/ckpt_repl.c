@@ -84,7 +84,8 @@ static void in_close(struct ckpt *c, struct inbound *in)
     ckpt_store_drop_owner(&c->store, in->owner); /* a shard half received is dropped */
     if (in->id == 0 && in->mfd >= 0)
         close(in->mfd);
-    close(in->fd);
+    if (in->fd >= 0)
+        close(in->fd);
     *in = (struct inbound){.st = IN_FREE, .fd = -1, .mfd = -1};
 }
 
@@ -133,6 +134,7 @@ int ckpt_repl_start(struct ckpt *c, const struct ckpt_repl_config *rc, struct ea
 void ckpt_repl_destroy(struct ckpt *c)
 {
     struct ckpt_repl *r = c->repl;
+    ckpt_fetch_destroy(c);
     if (!r)
         return;
     for (int i = 0; i < REPL_CONNS; i++)
@@ -142,6 +144,16 @@ void ckpt_repl_destroy(struct ckpt *c)
     free(r->sent);
     free(r);
     c->repl = NULL;
+}
+
+int64_t ckpt_repl_round_of(const struct ckpt *c)
+{
+    return c->repl ? c->repl->round : -1;
+}
+
+const char *ckpt_repl_node(const struct ckpt *c)
+{
+    return c->repl ? c->repl->node : "";
 }
 
 void ckpt_repl_stats(const struct ckpt *c, struct ckpt_repl_stats *ret)
@@ -162,6 +174,7 @@ void ckpt_repl_round(struct ckpt *c, int64_t round, const char *prev, const char
             if (r->in[i].st != IN_FREE && r->in[i].st != IN_HELLO)
                 in_close(c, &r->in[i]); /* admitted for a round that is over */
     r->round = round;
+    ckpt_fetch_round(c, round);
     snprintf(r->prev, sizeof(r->prev), "%s", prev);
     if (!target)
         return;
@@ -331,6 +344,12 @@ static void on_inbound(struct ckpt *c, struct inbound *in)
             continue;
         }
         in->have += (size_t)n;
+        if (in->st == IN_HELLO && in->have >= 4 && !memcmp(in->buf, CKPT_FETCH_MAGIC, 4)) {
+            if (ckpt_fetch_adopt(c, in->fd, in->buf, in->have) == 0)
+                in->fd = -1; /* ckpt_fetch.c's connection now (docs/checkpoint.md "Fetch") */
+            in_close(c, in);
+            return;
+        }
         if (in->st == IN_HELLO) {
             size_t used = 0;
             int d = ckpt_hello_decode(in->buf, in->have, &in->hello, &used, &e);
@@ -692,6 +711,7 @@ void ckpt_repl_step(struct ckpt *c, int64_t now)
             in_close(c, &r->in[i]);
         }
     out_progress(c);
+    ckpt_fetch_step(c, now);
 }
 
 int64_t ckpt_repl_wake(const struct ckpt *c)
@@ -710,5 +730,6 @@ int64_t ckpt_repl_wake(const struct ckpt *c)
         o = r->now + 1 + (int64_t)(REPL_CHUNK * 1000 / r->cfg.bytes_per_sec);
     if (o >= 0 && (w < 0 || o < w))
         w = o;
-    return w;
+    int64_t f = ckpt_fetch_wake(c);
+    return f >= 0 && (w < 0 || f < w) ? f : w;
 }

@@ -97,6 +97,22 @@ int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int s
     return 0;
 }
 
+size_t ckpt_store_supersede(struct ckpt_store *s, int64_t step, int shards)
+{
+    if (step == s->complete)
+        return 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->e[i].step == step && s->e[i].shards != shards && !s->e[i].committed)
+            return 0; /* being saved with that count: the save is refused, nothing dropped */
+    size_t dropped = 0;
+    for (size_t i = s->n; i-- > 0;)
+        if (s->e[i].step == step && s->e[i].shards != shards) {
+            drop_at(s, i);
+            dropped++;
+        }
+    return dropped;
+}
+
 static struct ckpt_entry *by_id(struct ckpt_store *s, uint64_t id, size_t *ret_i)
 {
     for (size_t i = 0; i < s->n; i++)

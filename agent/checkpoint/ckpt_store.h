@@ -62,6 +62,14 @@ void ckpt_store_clear(struct ckpt_store *s);
  */
 int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int shard, int shards,
                        uint64_t len, uint64_t *ret_id, struct ea_error *err);
+/*
+ * A worker is about to save step `step` with `shards` shards: the committed shards of that step
+ * saved with another shard count (a partial step of an older world: a run resumed from an older
+ * step at a new world size saves that step again) are dropped, unless it is the newest complete
+ * step or one of its shards is being saved (then the save is refused by ckpt_store_reserve). How
+ * many were dropped. Replicas and fetches never supersede: only a worker of this round saves.
+ */
+size_t ckpt_store_supersede(struct ckpt_store *s, int64_t step, int shards);
 void ckpt_store_set_fd(struct ckpt_store *s, uint64_t id, int fd);
 /* The pending entry `id` of `owner`, or NULL. */
 struct ckpt_entry *ckpt_store_pending(struct ckpt_store *s, uint64_t owner, uint64_t id);

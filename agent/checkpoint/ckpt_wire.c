@@ -178,7 +178,7 @@ int ckpt_answer_decode(const uint8_t *buf, size_t len, enum ckpt_wire_status *re
         return -EBADMSG;
     if (len < 6)
         return 0;
-    if (buf[4] > CKPT_W_BAD || msg_size < 256)
+    if (buf[4] > CKPT_W_LAST || msg_size < 256)
         return -EBADMSG;
     size_t n = buf[5];
     if (len < 6 + n)
@@ -195,6 +195,72 @@ const char *ckpt_wire_status_name(enum ckpt_wire_status s)
 {
     static const char *const names[] = {"ok", "not this run", "not this node", "round over",
                                         "round not seen yet", "not the ring predecessor",
-                                        "does not fit", "malformed"};
+                                        "does not fit", "malformed", "not held here",
+                                        "not a member of this round"};
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+/* ---- fetch -------------------------------------------------------------------------------- */
+
+int ckpt_fetch_encode(const struct ckpt_fetch_req *q, uint8_t *buf, size_t size)
+{
+    uint8_t hb[CKPT_HELLO_MAX];
+    int n = ckpt_hello_encode(&q->h, hb, sizeof(hb));
+    if (n < 0 || q->step < 0 || q->step > CKPT_MAX_STEP || q->shard < 0 ||
+        q->shard >= CKPT_MAX_SHARDS || size < (size_t)n + 12)
+        return -EINVAL;
+    memcpy(buf, CKPT_FETCH_MAGIC, 4);
+    memcpy(buf + 4, hb + 4, 12); /* the lengths, the pad, the round */
+    put64(buf + 16, (uint64_t)q->step);
+    put32(buf + 24, (uint32_t)q->shard);
+    memcpy(buf + CKPT_FETCH_HEADER, hb + CKPT_HELLO_HEADER, (size_t)n - CKPT_HELLO_HEADER);
+    return n + 12;
+}
+
+int ckpt_fetch_decode(const uint8_t *buf, size_t len, struct ckpt_fetch_req *ret, size_t *ret_used,
+                      struct ea_error *err)
+{
+    if (len >= 4 && memcmp(buf, CKPT_FETCH_MAGIC, 4) != 0)
+        return ea_errorf(err, -EBADMSG, "not a checkpoint fetch request (bad magic)");
+    if (len < CKPT_FETCH_HEADER)
+        return 0;
+    int64_t step = (int64_t)get64(buf + 16);
+    uint32_t shard = get32(buf + 24);
+    if (step < 0 || step > CKPT_MAX_STEP)
+        return ea_errorf(err, -EBADMSG, "fetch: step outside 0..2^53");
+    if (shard >= CKPT_MAX_SHARDS)
+        return ea_errorf(err, -EBADMSG, "fetch: shard outside 0..%d", CKPT_MAX_SHARDS - 1);
+    /* the rest is a hello's: its header without step and shard, then the names */
+    uint8_t hb[CKPT_HELLO_MAX];
+    size_t names = len - CKPT_FETCH_HEADER;
+    if (names > CKPT_HELLO_MAX - CKPT_HELLO_HEADER)
+        names = CKPT_HELLO_MAX - CKPT_HELLO_HEADER;
+    memcpy(hb, CKPT_WIRE_MAGIC, 4);
+    memcpy(hb + 4, buf + 4, 12);
+    memcpy(hb + CKPT_HELLO_HEADER, buf + CKPT_FETCH_HEADER, names);
+    struct ckpt_fetch_req q = {.step = step, .shard = (int)shard};
+    size_t used = 0;
+    struct ea_error e = {0};
+    int d = ckpt_hello_decode(hb, CKPT_HELLO_HEADER + names, &q.h, &used, &e);
+    if (d <= 0)
+        return d < 0 ? ea_errorf(err, -EBADMSG, "fetch: %s", e.msg) : 0;
+    *ret = q;
+    *ret_used = used + 12;
+    return 1;
+}
+
+enum ckpt_wire_status ckpt_fetch_admit(const struct ckpt_fetch_req *q, const struct ckpt_view *v,
+                                       int member, struct ea_error *err)
+{
+    struct ckpt_view any = *v;
+    any.prev = q->h.from; /* every member may fetch, not only the ring predecessor */
+    enum ckpt_wire_status st = ckpt_admit(&q->h, &any, err);
+    if (st != CKPT_W_OK)
+        return st;
+    if (member != 1) {
+        ea_errorf(err, -EPERM, "node '%s' is not a member of round %" PRId64, q->h.from,
+                  v->round);
+        return CKPT_W_NOT_MEMBER;
+    }
+    return CKPT_W_OK;
 }

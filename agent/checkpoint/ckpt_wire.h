@@ -34,7 +34,10 @@ enum ckpt_wire_status {
     CKPT_W_NOT_PEER = 5, /* the sender is not the receiver's ring predecessor in this round */
     CKPT_W_NOFIT = 6,    /* the shard does not fit --checkpoint-memory */
     CKPT_W_BAD = 7,      /* a malformed header, a checksum or length that differs */
+    CKPT_W_NOT_HELD = 8, /* a fetch: that shard of that step is not held here */
+    CKPT_W_NOT_MEMBER = 9, /* a fetch: the sender is not a member of this round */
 };
+#define CKPT_W_LAST CKPT_W_NOT_MEMBER
 
 struct ckpt_hello {
     int64_t round;
@@ -84,5 +87,32 @@ int ckpt_answer_decode(const uint8_t *buf, size_t len, enum ckpt_wire_status *re
                        char *msg, size_t msg_size, size_t *ret_used);
 
 const char *ckpt_wire_status_name(enum ckpt_wire_status s);
+
+/*
+ * A fetch (docs/checkpoint.md "Fetch"): a member asks any member for one shard it holds. The
+ * request is a hello of its own magic ("EAF1") followed by the step and the shard; the answer is
+ * an answer (above), then, when it is ok, a shard header and the bytes.
+ */
+#define CKPT_FETCH_MAGIC "EAF1"
+/* magic 4, three lengths 3, pad 1, round 8, step 8, shard 4, then the three names */
+#define CKPT_FETCH_HEADER 28
+#define CKPT_FETCH_MAX (CKPT_FETCH_HEADER + 3 * CKPT_WIRE_NAME_MAX)
+struct ckpt_fetch_req {
+    struct ckpt_hello h; /* run, round, from (the asker), to (the holder) */
+    int64_t step;
+    int shard;
+};
+/* buf: at least CKPT_FETCH_MAX bytes. Its length, or -EINVAL (a bad name, round, step or shard). */
+int ckpt_fetch_encode(const struct ckpt_fetch_req *q, uint8_t *buf, size_t size);
+/* 1 with *ret and *ret_used, 0 when more bytes are needed, -EBADMSG naming the bad field (a bad
+ * magic, a name empty, too long or not printable, a negative round, step outside 0..2^53, shard
+ * outside 0..65535). */
+int ckpt_fetch_decode(const uint8_t *buf, size_t len, struct ckpt_fetch_req *ret, size_t *ret_used,
+                      struct ea_error *err);
+/* Who may fetch from here: the run's, addressed to this node, of its current round, from a
+ * member of that round (`member`: the caller's answer for q->h.from, 1 a member, else not).
+ * CKPT_W_OK, else the status with a message in err. */
+enum ckpt_wire_status ckpt_fetch_admit(const struct ckpt_fetch_req *q, const struct ckpt_view *v,
+                                       int member, struct ea_error *err);
 
 #endif

@@ -15,14 +15,18 @@ merges the per-parameter states by global index and takes its own partition at t
 size. The global batch (64 samples, drawn per step) is split evenly among the ranks, so the loss
 is the same at any world size dividing 64, up to the floating-point order of the all-reduce.
 
-Output: "[zero rank R/W] start: fresh" or "resumed from step S (W_old shards)", "step N loss X"
-(rank 0), "done: step N loss X".
+Output: "[zero rank R/W] start: fresh" or "resumed from step S (W_old shards)", "first step: N"
+(every rank), "step N loss X" (rank 0), "done: step N loss X". Under --warm-workers a spare
+waits for its round after importing torch (elastic_agent.wait_for_assignment()); --step-time adds
+simulated compute to each step (bench/zero_kill.py).
 """
 import argparse
 import datetime
 import io
 import os
+import socket
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -31,10 +35,12 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 try:
+    import elastic_agent
     from elastic_agent import checkpoint
 except ImportError:  # a checkout: ../../python
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "python"))
+    import elastic_agent
     from elastic_agent import checkpoint
 
 BATCH = 64
@@ -42,6 +48,22 @@ BATCH = 64
 
 def log(rank, world, msg):
     print("[zero rank %d/%d] %s" % (rank, world, msg), flush=True)
+
+
+def wait_for_master(timeout=30.0):
+    """Ranks other than 0: once rank 0's TCPStore (MASTER_ADDR:MASTER_PORT) accepts, polling every
+    10 ms, as train_warm.py does: warm ranks reach init_process_group within milliseconds of each
+    other, and torch's store client waits a whole second after a refused connection."""
+    if os.environ.get("RANK", "0") == "0":
+        return
+    addr = (os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "0")))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(addr, timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.01)
 
 
 def my_global_ids(opt, params, rank):
@@ -72,7 +94,15 @@ def resume(model, opt, params, rank, found):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--step-time", type=float, default=0.0,
+                   help="seconds of (simulated) compute added to each step")
     args = p.parse_args(argv)
+    # a warm spare (--warm-workers) waits here, torch imported, for its round; a cold start
+    # goes on at once
+    if os.environ.get("ELASTIC_ASSIGN_FD"):
+        print("[zero pid %d] parked" % os.getpid(), flush=True)
+    elastic_agent.wait_for_assignment()
+    wait_for_master()
     # a bounded rendezvous: a master port taken meanwhile fails the start (the agent restarts
     # it), instead of waiting for gloo's 30 minutes
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
@@ -113,8 +143,12 @@ def main(argv):
             shard["model"] = model.state_dict()
         torch.save(shard, buf)
         checkpoint.save(step, buf.getbuffer(), shard=rank, shards=world)
+        if step == start:
+            log(rank, world, "first step: %d" % step)
         if rank == 0:
             log(rank, world, "step %d loss %.6f" % (step, loss_global))
+        if args.step_time > 0:
+            time.sleep(args.step_time)
     log(rank, world, "done: step %d loss %.6f" % (args.steps, loss_global if loss_global is not None else -1))
     dist.destroy_process_group()
 

@@ -108,8 +108,9 @@ def save(step, data, shard=None, shards=None, checksum=False):
 
 
 def latest():
-    """The newest step complete in the agent's store (every shard held), as (step, shards), or
-    None."""
+    """The newest step complete across the run (every shard held by this node's agent or by
+    another live node's, as they published it at the round's start), as (step, shards), or None.
+    The first call of a round may wait for the other nodes' summaries (3 s at most)."""
     words, fd = _request("latest %s" % _run())
     if fd is not None:
         os.close(fd)
@@ -120,7 +121,8 @@ def latest():
 
 def load(step, shard=None, verify=False):
     """Shard `shard` (default RANK) of step `step`: a read-only memoryview over the agent's
-    sealed memory (a map, no copy). verify=True checks its CRC-32 here too, when the agent knows
+    sealed memory (a map, no copy). A shard this node does not hold is fetched by the agent from
+    a node that does first (CRC-checked; CheckpointError "ENOENT" with the reason if it cannot). verify=True checks its CRC-32 here too, when the agent knows
     it (declared at the save, or read from --checkpoint-dir)."""
     shard = _default(shard, "RANK")
     words, fd = _request("load %s %d %d" % (_run(), step, shard))

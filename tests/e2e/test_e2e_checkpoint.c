@@ -7,7 +7,10 @@
  * step; a process of another user cannot reach the socket. Replication (stage 4): a node's saved
  * shard appears at its ring successor; the node SIGKILLed, the survivor's worker loads the dead
  * node's shard from the replica (the same bytes); a node that is not a member is refused at the
- * replication port.
+ * replication port. Fetch (issue 39 item 3): three nodes, each rank saving its shard (no node
+ * holds a whole step); one node SIGKILLed; the survivors' latest() names the step complete
+ * across them, and each loads every shard, the dead node's fetched from its successor's replica
+ * by the third node; a fetch by a non-member is refused.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -167,18 +170,24 @@ Test(e2e_checkpoint, another_user_cannot_reach_the_socket)
 
 /* ---- replication (issue 39 stage 4) ------------------------------------------------------- */
 
-static void start_repl(struct h_agent *a, const char *name)
+static void start_repl_n(struct h_agent *a, const char *name, const char *prefix, const char *max,
+                         const char *wenv)
 {
-    const char *base[] = {"--rdzv-endpoint", etcd.endpoints, "--prefix", "/ck5/", "--run-id", "ck",
-                          "--node-id", name, "--min", "1", "--max", "2", "--settle", "1",
+    const char *base[] = {"--rdzv-endpoint", etcd.endpoints, "--prefix", prefix, "--run-id", "ck",
+                          "--node-id", name, "--min", "1", "--max", max, "--settle", "1",
                           "--stop-timeout", "2", "--lease-ttl", "10", "--local-addr", "127.0.0.1",
                           "--checkpoint-memory", "16", "--log-level", "debug", NULL};
     const char *cmd[] = {"/usr/bin/env", h_fmt("PYTHONPATH=%s/python", EA_SOURCE_DIR),
                          h_fmt("CK_OUT=%s", envdir), h_fmt("CK_NODE=%s", name), "CK_STEPS=3",
-                         "/usr/bin/python3", h_fmt("%s/tests/helpers/ckpt_repl_worker.py",
+                         h_fmt("CK_WORLD=%s", max), wenv, "/usr/bin/python3", h_fmt("%s/tests/helpers/ckpt_repl_worker.py",
                                                    EA_SOURCE_DIR),
                          NULL};
     h_agent_start_argv(a, dir, name, base, NULL, cmd);
+}
+
+static void start_repl(struct h_agent *a, const char *name)
+{
+    start_repl_n(a, name, "/ck5/", "2", "CK_WAIT=1");
 }
 
 /* The replication port n's log names. */
@@ -256,4 +265,94 @@ Test(e2e_checkpoint, a_dead_nodes_shard_is_served_from_its_replica)
         h_show_log(&b);
     cr_assert_eq(code, 0);
     expect_file("log.n1", "complete 3\nresumed 3 shards 2 ok\n");
+}
+
+/* ---- fetch from any member (issue 39 item 3) ---------------------------------------------- */
+
+/* A fetch request from node `from` to node `to` at `port`: the answer's status. */
+static int fetch_status(int port, int64_t round, const char *from, const char *to)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct ckpt_fetch_req q = {.h.round = round, .step = 3, .shard = 0};
+    snprintf(q.h.run, sizeof(q.h.run), "ck");
+    snprintf(q.h.from, sizeof(q.h.from), "%s", from);
+    snprintf(q.h.to, sizeof(q.h.to), "%s", to);
+    uint8_t b[CKPT_FETCH_MAX];
+    int n = ckpt_fetch_encode(&q, b, sizeof(b));
+    cr_assert_eq(send(fd, b, (size_t)n, 0), n);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* the deadline of the answer */
+    uint8_t a[CKPT_ANSWER_MAX];
+    size_t have = 0, used;
+    char msg[256];
+    enum ckpt_wire_status st = CKPT_W_BAD;
+    int d = 0;
+    while (d == 0) {
+        ssize_t r = recv(fd, a + have, sizeof(a) - have, 0);
+        cr_assert_gt(r, 0, "an answer");
+        have += (size_t)r;
+        d = ckpt_answer_decode(a, have, &st, msg, sizeof(msg), &used);
+    }
+    close(fd);
+    return (int)st;
+}
+
+/* The round a node's checkpoint store follows now (the last one its log names). */
+static int64_t last_round(const struct h_agent *a)
+{
+    char *log = h_slurp(a->log, NULL);
+    const char *at = NULL;
+    for (const char *p = log; (p = strstr(p, "checkpoint store, round ")); p++)
+        at = p;
+    cr_assert(at, "it follows a round");
+    int64_t round = atoll(at + strlen("checkpoint store, round "));
+    free(log);
+    return round;
+}
+
+Test(e2e_checkpoint, a_shard_is_fetched_from_any_member_and_latest_counts_the_members)
+{
+    struct h_agent n[3] = {{0}};
+    const char *names[3] = {"n0", "n1", "n2"};
+    start_repl_n(&n[0], "n0", "/ck6/", "3", "CK_WAIT=0");
+    cr_assert(h_log_wait(&n[0], "joined run", 20000), "n0 joins (and coordinates)");
+    start_repl_n(&n[1], "n1", "/ck6/", "3", "CK_WAIT=0");
+    start_repl_n(&n[2], "n2", "/ck6/", "3", "CK_WAIT=0");
+    int port1 = repl_port(&n[1]);
+    /* every rank saved shard RANK of 3 for steps 1..3; each node holds its own shard and its
+     * predecessor's replica: two of three, step 3 complete at none */
+    cr_assert_eq(h_wait_files(envdir, "saved.", 3, 90000), 3, "the three ranks saved");
+    for (int i = 0; i < 3; i++)
+        cr_assert(h_log_wait(&n[i], "replica of shard", 30000), "%s holds a replica", names[i]);
+    /* a node that is not a member of the round may not fetch; a member may (below) */
+    int64_t round = last_round(&n[1]);
+    cr_assert_eq(fetch_status(port1, round, "mallory", "n1"), CKPT_W_NOT_MEMBER);
+    cr_assert(h_log_wait(&n[1], "'mallory' is not a member of round", 10000));
+    /* n2 dies, agent and worker at once: the survivors' workers resume step 3, every shard of
+     * it, n2's own from its successor's replica fetched by the third node */
+    pid_t w = h_read_pid(h_fmt("%s/pid.n2", envdir));
+    cr_assert_gt(w, 0);
+    h_agent_signal(&n[2], SIGKILL);
+    kill(w, SIGKILL);
+    for (int i = 0; i < 2; i++) {
+        int code = h_agent_wait(&n[i], 120000);
+        if (code != 0)
+            h_show_log(&n[i]);
+        cr_assert_eq(code, 0, "%s", names[i]);
+    }
+    expect_file("log.n0", "resumed 3 shards 3 ok\n");
+    expect_file("log.n1", "resumed 3 shards 3 ok\n");
+    /* the dead node's rank (its shard) in the round of three, from its log */
+    char *log = h_slurp(n[2].log, NULL);
+    const char *at = strstr(log, "of world 3");
+    cr_assert(at, "n2 ran in the round of three");
+    while (at > log && strncmp(at, "ranks ", 6) != 0)
+        at--;
+    const char *fetched = h_fmt("fetched shard %d of step 3", atoi(at + 6));
+    free(log);
+    cr_assert(h_file_contains(n[0].log, fetched) || h_file_contains(n[1].log, fetched),
+              "'%s': the dead node's shard, fetched from its successor", fetched);
 }
