@@ -99,10 +99,12 @@ def main(argv):
     args = p.parse_args(argv)
     # a warm spare (--warm-workers) waits here, torch imported, for its round; a cold start
     # goes on at once
-    if os.environ.get("ELASTIC_ASSIGN_FD"):
+    warm = bool(os.environ.get("ELASTIC_ASSIGN_FD"))
+    if warm:
         print("[zero pid %d] parked" % os.getpid(), flush=True)
     elastic_agent.wait_for_assignment()
-    wait_for_master()
+    if warm:  # warm ranks start within ms of each other; a cold start needs no head start
+        wait_for_master()
     # a bounded rendezvous: a master port taken meanwhile fails the start (the agent restarts
     # it), instead of waiting for gloo's 30 minutes
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
