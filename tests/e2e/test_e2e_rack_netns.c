@@ -385,8 +385,9 @@ static int claims_won(struct claims *c, int64_t upto, char *who, size_t who_size
         size_t k = 0;
         cr_assert_geq(kv_read_events(c->kv, &more, &k, &err), 0, "read events: %s", err.msg);
         if (k) {
-            ev = realloc(ev, (n + k) * sizeof(*ev));
-            cr_assert(ev);
+            struct kv_event *grown = realloc(ev, (n + k) * sizeof(*ev));
+            cr_assert(grown);
+            ev = grown;
             memcpy(ev + n, more, k * sizeof(*ev));
             n += k;
             free(more); /* the entries moved into ev */
