@@ -89,26 +89,11 @@ int rdzv_is_member(struct rdzv_session *s, const char *id, int64_t round, struct
                 return s->state.members[i].slot == slot;
         return s->state.members ? 0 : ea_errorf(err, -EAGAIN, "the members are not known yet");
     }
-    char key[KEY_MAX];
-    rdzv_key_of(s, key, "assign/%06d", rdzv_chunk_of(slot, s->state.n_chunks));
-    struct kv_entry e = {0};
-    s->stats.requests++;
-    r = kv_get_at(s->kv, key, s->state_rev, &e, err);
-    if (r == KV_ENOTFOUND) {
-        ea_error_clear(err);
-        return 0;
-    }
-    if (r < 0)
-        return r;
-    s->stats.bytes_received += strlen(e.key) + e.value_len;
     int64_t cround = 0;
-    int chunk = -1;
     struct rdzv_member *m = NULL;
     size_t nm = 0;
-    r = rdzv_chunk_decode(e.value, e.value_len, &cround, &chunk, &m, &nm, NULL);
-    kv_entry_clear(&e);
-    if (r < 0)
-        return 0;
+    if ((r = rdzv_read_chunk_of(s, slot, &cround, &m, &nm, err)) <= 0)
+        return r; /* no chunk there, or it does not decode: not a member */
     int found = 0;
     for (size_t i = 0; cround == round && i < nm; i++)
         found |= strcmp(m[i].node_id, id) == 0 && m[i].slot == slot;

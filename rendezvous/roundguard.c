@@ -166,24 +166,11 @@ static int leader_light(struct rdzv_session *s, const char *id, struct rdzv_node
     kv_entry_clear(&e);
     if (!ok)
         return 0;
-    rdzv_key_of(s, key, "assign/%06d", rdzv_chunk_of(n.create_revision, s->state.n_chunks));
-    s->stats.requests++;
-    r = kv_get_at(s->kv, key, s->state_rev, &e, err);
-    if (r == KV_ENOTFOUND) {
-        ea_error_clear(err);
-        return 0;
-    }
-    if (r < 0)
-        return r;
-    s->stats.bytes_received += strlen(e.key) + e.value_len;
     int64_t round = 0;
-    int chunk = -1;
     struct rdzv_member *m = NULL;
     size_t nm = 0;
-    r = rdzv_chunk_decode(e.value, e.value_len, &round, &chunk, &m, &nm, NULL);
-    kv_entry_clear(&e);
-    if (r < 0)
-        return 0;
+    if ((r = rdzv_read_chunk_of(s, n.create_revision, &round, &m, &nm, err)) <= 0)
+        return r;
     if (round != s->state.round) {
         free(m);
         return -EAGAIN; /* a later round's chunk: its commit is on its way */
@@ -196,6 +183,29 @@ static int leader_light(struct rdzv_session *s, const char *id, struct rdzv_node
     if (found)
         *rec = n;
     return found;
+}
+
+int rdzv_read_chunk_of(struct rdzv_session *s, int64_t slot, int64_t *ret_round,
+                       struct rdzv_member **ret_m, size_t *ret_n, struct ea_error *err)
+{
+    char key[KEY_MAX];
+    rdzv_key_of(s, key, "assign/%06d", rdzv_chunk_of(slot, s->state.n_chunks));
+    struct kv_entry e = {0};
+    s->stats.requests++;
+    int r = kv_get_at(s->kv, key, s->state_rev, &e, err);
+    if (r == KV_ENOTFOUND) {
+        ea_error_clear(err);
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    s->stats.bytes_received += strlen(e.key) + e.value_len;
+    int chunk = -1;
+    *ret_m = NULL;
+    *ret_n = 0;
+    r = rdzv_chunk_decode(e.value, e.value_len, ret_round, &chunk, ret_m, ret_n, NULL);
+    kv_entry_clear(&e);
+    return r < 0 ? 0 : 1;
 }
 
 /* Is node `id` group rank 0 of the committed round? 1 (its record kept in the guard), 0 not,

@@ -108,6 +108,11 @@ void rdzv_suspect_queue_free(struct rdzv_session *s);
  * hold, or, while suspect keys wait to be looked at, a step at a time (suspect.c). */
 int64_t rdzv_loss_hold(struct rdzv_session *s, int64_t now_ms);
 
+/* The assignment chunk of the committed round a node of `slot` is in, read at the commit's
+ * revision (roundguard.c): 1 with its round and members (*ret_m to free), 0 when there is none
+ * there or it does not decode, or a store error. */
+int rdzv_read_chunk_of(struct rdzv_session *s, int64_t slot, int64_t *ret_round,
+                       struct rdzv_member **ret_m, size_t *ret_n, struct ea_error *err);
 /* session_coord.c: the coordinator's writes. */
 /* Write `coord` (our id, live count, last call) with our lease iff its mod_revision is
  * `expected` (0: a claim); the winner's value is mirrored. 0, KV_ECONFLICT, or an error. */
