@@ -376,7 +376,7 @@ bool h_pid_gone(pid_t pid, int timeout_ms)
     return gone;
 }
 
-pid_t h_read_pid(const char *path)
+static pid_t read_pid_now(const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -386,6 +386,25 @@ pid_t h_read_pid(const char *path)
         pid = -1;
     fclose(f);
     return (pid_t)pid;
+}
+
+static bool pid_written(const void *p)
+{
+    return read_pid_now(p) > 0;
+}
+
+/* A pid file a worker writes with `echo $$ > f` exists, empty, between the shell's open and its
+ * write: h_wait_files (IN_CREATE) may return inside that window, so a file that is there but
+ * holds no pid yet is waited for (its write is an event), at most PID_WRITE_WAIT_MS. */
+#define PID_WRITE_WAIT_MS 5000
+
+pid_t h_read_pid(const char *path)
+{
+    if (access(path, F_OK) != 0)
+        return -1;
+    if (read_pid_now(path) <= 0)
+        wait_inotify(path, IN_MODIFY | IN_CLOSE_WRITE, pid_written, path, PID_WRITE_WAIT_MS);
+    return read_pid_now(path);
 }
 
 char *h_fmt(const char *f, ...)

@@ -74,7 +74,7 @@ const char *h_env_value(const char *path, const char *name);
 
 /* Wait until process `pid` (not necessarily our child) has terminated; true if in time. */
 bool h_pid_gone(pid_t pid, int timeout_ms);
-/* Read a pid from a file; -1 if absent. */
+/* Read a pid from a file; -1 if absent (one there but still empty is waited for, at most 5 s). */
 pid_t h_read_pid(const char *path);
 
 /* printf into one of 16 rotating static buffers (valid until 16 more calls): for building
