@@ -262,29 +262,9 @@ int ckpt_fetch_latest(struct ckpt *c, int *ret_rc, int64_t *ret_step, int *ret_s
 
 static int out_connect(struct fout *o, const char *addr, int port)
 {
-    struct sockaddr_storage ss = {0};
-    socklen_t len;
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)port);
-        len = sizeof(*v4);
-    } else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)port);
-        len = sizeof(*v6);
-    } else {
-        return -EINVAL;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = ckpt_connect(addr, port);
     if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
+        return fd;
     o->fd = fd;
     return 0;
 }

@@ -436,29 +436,9 @@ static struct ckpt_entry *next_shard(struct ckpt *c)
 static int out_connect(struct ckpt *c)
 {
     struct ckpt_repl *r = c->repl;
-    struct sockaddr_storage ss = {0};
-    socklen_t len;
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, r->next_addr, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)r->next_port);
-        len = sizeof(*v4);
-    } else if (inet_pton(AF_INET6, r->next_addr, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)r->next_port);
-        len = sizeof(*v6);
-    } else {
-        return -EINVAL;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = ckpt_connect(r->next_addr, r->next_port);
     if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
+        return fd;
     r->ofd = fd;
     r->ofd_out = true; /* the connect's end is a write readiness */
     struct ckpt_hello h = {.round = r->round};

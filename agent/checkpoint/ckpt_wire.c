@@ -2,9 +2,13 @@
 /* ckpt_wire: the replication port's hello, shard header and answer; who is admitted (pure). */
 #include "ckpt_wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "ckpt_store.h"
 
@@ -263,4 +267,32 @@ enum ckpt_wire_status ckpt_fetch_admit(const struct ckpt_fetch_req *q, const str
         return CKPT_W_NOT_MEMBER;
     }
     return CKPT_W_OK;
+}
+
+int ckpt_connect(const char *addr, int port)
+{
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        len = sizeof(*v4);
+    } else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        len = sizeof(*v6);
+    } else {
+        return -EINVAL;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
 }

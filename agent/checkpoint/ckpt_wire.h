@@ -115,4 +115,9 @@ int ckpt_fetch_decode(const uint8_t *buf, size_t len, struct ckpt_fetch_req *ret
 enum ckpt_wire_status ckpt_fetch_admit(const struct ckpt_fetch_req *q, const struct ckpt_view *v,
                                        int member, struct ea_error *err);
 
+/* A non-blocking TCP connect to the numeric address `addr` (IPv4 or IPv6) and `port`, the
+ * replication port's and the fetch's: the fd (its connect may still be in progress: a write
+ * readiness ends it), or -EINVAL for an address that is not numeric, or another -errno. */
+int ckpt_connect(const char *addr, int port);
+
 #endif
