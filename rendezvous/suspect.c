@@ -208,6 +208,42 @@ static bool parse_key(const char *rel, int64_t *ret_round, const char **ret_node
     return true;
 }
 
+int rdzv_suspects_peek(struct rdzv_session *s, int64_t round, struct rdzv_suspect_case *ret,
+                       size_t max, size_t *ret_n, struct ea_error *err)
+{
+    *ret_n = 0;
+    if (round <= 0 || !max)
+        return 0;
+    char prefix[KEY_MAX];
+    rdzv_key_of(s, prefix, "suspect/%" PRId64 "/", round);
+    struct kv_list l = {0};
+    count_request(s, false);
+    int r = kv_list_page(s->kv, prefix, prefix, max, &l, err);
+    if (r < 0)
+        return r;
+    size_t n = 0;
+    for (size_t i = 0; i < l.n && n < max; i++) {
+        const struct kv_entry *e = &l.entries[i];
+        s->stats.bytes_received += strlen(e->key) + e->value_len;
+        int64_t kr = 0;
+        const char *node = NULL;
+        struct rdzv_suspect_case c = {.key_rev = e->mod_revision};
+        struct ea_error derr = {0};
+        /* a key that does not parse or decode is the coordinator's to report and delete */
+        if (!parse_key(e->key + strlen(s->prefix), &kr, &node) || kr != round ||
+            strcmp(node, s->cfg.self.node_id) == 0 ||
+            rdzv_suspicion_decode(e->value, e->value_len, &c.sus, &derr) < 0 ||
+            rdzv_ring_peer(s, node, &c.peer, &derr) < 0)
+            continue;
+        c.sus.round = round;
+        snprintf(c.sus.node_id, sizeof(c.sus.node_id), "%s", node);
+        ret[n++] = c;
+    }
+    kv_list_clear(&l);
+    *ret_n = n;
+    return 0;
+}
+
 /* ---- the coordinator's queue of suspicion keys -------------------------------------------
  * The mirror reports every key put (rdzv_suspect_on_put); suspect/ keys are queued and
  * rdzv_suspects() looks only at those: O(keys changed) per event at the coordinator, never a

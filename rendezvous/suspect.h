@@ -81,6 +81,15 @@ struct rdzv_suspect_case {
 int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t max, size_t *ret_n,
                   struct ea_error *err);
 
+/* A member that is about to coordinate (the one confirming a suspicion of the coordinator): the
+ * suspicions of `round` as the store has them now, at most `max` (one listing of suspect/<round>/,
+ * which holds one key per suspect: O(the burst), read only while the coordinator is suspected),
+ * each with the suspect's node record read (one read each). Keys that do not parse or decode, of
+ * this node, or of a node with no record or no ring port are left out (the coordinator reports
+ * and deletes those). Its own probes of them may then be used once it coordinates. */
+int rdzv_suspects_peek(struct rdzv_session *s, int64_t round, struct rdzv_suspect_case *ret,
+                       size_t max, size_t *ret_n, struct ea_error *err);
+
 /* Keys left for the next rdzv_suspects() (no room in `max`, or the store failed). */
 bool rdzv_suspects_due(const struct rdzv_session *s);
 

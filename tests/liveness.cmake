@@ -23,8 +23,13 @@ if(TARGET ea_netns_harness AND TARGET ea_etcd_harness)
 endif()
 # issue 37: the node unit's decisions (agent/node/) on the memory store with a fake clock and a
 # fake ring transport: no real time, no sockets (scripts/mutants.d/node.sh)
-ea_add_criterion_test(test_node SOURCES unit/test_node.c LIBS ea_node
+ea_add_criterion_test(test_node SOURCES unit/test_node.c unit/node_fx.c LIBS ea_node
                       SAFETY "node/@(a_suspicion*|a_probe*|the_coordinators*|a_lost_lease*|a_node_that*|a_failure_report*)")
 # issue 41: the successor walk (agent/node/node_walk.c): a run of dead members in one pass
 # (scripts/mutants.d/walk.sh)
-ea_add_criterion_test(test_node_walk SOURCES unit/test_node_walk.c LIBS ea_node SAFETY "walk/*")
+ea_add_criterion_test(test_node_walk SOURCES unit/test_node_walk.c unit/node_fx.c LIBS ea_node
+                      SAFETY "walk/*")
+# issue 41: the member confirming the coordinator's death probes the round's other suspects too,
+# and evicts them once it claims `coord` (scripts/mutants.d/node.sh)
+ea_add_criterion_test(test_node_succession SOURCES unit/test_node_succession.c unit/node_fx.c
+                      LIBS ea_node SAFETY "succession/*")

@@ -24,13 +24,16 @@
 #include "suspect.h"
 
 /* EVICTED: its lease revoked, until the coordinator's mirror no longer has its node key (the
- * round waits for that: hold_losses) */
-enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_EVICTED, CASE_DONE };
+ * round waits for that: hold_losses). DEAD: this node's own probe, made while it confirmed a
+ * suspicion of the coordinator and before it coordinated, went unanswered at dead_ms (used once
+ * it coordinates, while fresh: succession_probes) */
+enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_EVICTED, CASE_DONE, CASE_DEAD };
 
 struct ring_case {
     enum case_state state;
     struct rdzv_suspect_case c;
     uint64_t probe;
+    int64_t dead_ms;
 };
 
 struct node_ring {
@@ -67,6 +70,9 @@ struct node_ring {
     struct rdzv_coord_suspicion coord_x;
     int64_t coord_seen_round, coord_seen_rev; /* the last rounds/<r>/coord_suspect looked at */
     bool coord_todo;                          /* coord_x still to be written */
+    /* while this node confirms a suspicion of the coordinator (it claims `coord` if it dies): until
+     * when it probes the round's other suspects too, and when it last listed them */
+    int64_t succeed_until, succeed_listed;
 
     uint64_t probe_ids;
     struct node_ring_stats st;
@@ -266,6 +272,8 @@ static void confirm_coord(struct node *n, struct node_ring *g, const struct rdzv
     g->coord_probe = id;
     g->coord_lease = lease;
     g->coord_x = *x;
+    g->succeed_until = node_now(n) + 2 * g->p.probe_ms; /* the probe, the revoke, the claim */
+    g->succeed_listed = 0;
     node_log(n, NODE_INFO, "liveness ring: '%s' suspects the coordinator '%s' (%s): probing it",
              x->sus.by, x->sus.node_id, x->sus.cause);
 }
@@ -459,6 +467,18 @@ static void no_evidence(struct node *n, const struct rdzv_suspicion *x, const ch
              x->node_id, cause, x->by, x->cause);
 }
 
+/* The coordinator's probe of a suspect went unanswered: revoke its lease. */
+static void evict_case(struct node *n, struct node_ring *g, struct ring_case *k, const char *why)
+{
+    struct ea_error err = {0};
+    publish_detect(n, &k->c.sus);
+    int r = rdzv_evict(n->rdzv, &k->c, &err);
+    evicted(n, g, &k->c.sus, why, r, &err);
+    k->state = CASE_DONE;
+    if (r >= 0) /* the lease revoked (its node key's delete on its way), or gone already */
+        k->state = r > 0 ? CASE_EVICTED : CASE_FREE;
+}
+
 static void on_probe(struct node *n, struct node_ring *g, const struct ring_report *x)
 {
     struct ea_error err = {0};
@@ -488,8 +508,13 @@ static void on_probe(struct node *n, struct node_ring *g, const struct ring_repo
         if (k->state != CASE_PROBING || k->probe != x->probe_id)
             continue;
         k->state = CASE_DONE;
-        if (g->cases_round != x->round || !rdzv_is_coordinator(n->rdzv))
+        if (g->cases_round != x->round)
             return;
+        if (!rdzv_is_coordinator(n->rdzv)) { /* a succession probe (succession_probes) */
+            k->state = !x->alive && !x->local ? CASE_DEAD : CASE_FREE;
+            k->dead_ms = node_now(n);
+            return;
+        }
         if (x->local) { /* the key stays: a coordinator that can reach it may confirm it */
             no_evidence(n, &k->c.sus, x->cause);
             return;
@@ -503,11 +528,7 @@ static void on_probe(struct node *n, struct node_ring *g, const struct ring_repo
                 k->state = CASE_FREE; /* settled, its key gone: the slot takes the next case */
             return;
         }
-        publish_detect(n, &k->c.sus);
-        int r = rdzv_evict(n->rdzv, &k->c, &err);
-        evicted(n, g, &k->c.sus, x->cause, r, &err);
-        if (r >= 0) /* the lease revoked (its node key's delete on its way), or gone already */
-            k->state = r > 0 ? CASE_EVICTED : CASE_FREE;
+        evict_case(n, g, k, x->cause);
         return;
     }
 }
@@ -542,18 +563,107 @@ static struct ring_case *case_for(struct node_ring *g, const struct rdzv_suspect
     return free_slot;
 }
 
-static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
+/* The case table of `round` (allocated when first needed: most nodes never confirm anything). */
+static bool cases_of(struct node_ring *g, int64_t round)
 {
     if (!g->cases && !(g->cases = calloc(NODE_CASES_MAX, sizeof(*g->cases))))
-        return; /* out of memory: the lease sees the dead, later */
-    int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(n->rdzv, &gen);
-    int64_t round = s && s->status == RDZV_RUNNING ? s->round : 0;
+        return false; /* out of memory: the lease sees the dead, later */
     if (round != g->cases_round) {
         memset(g->cases, 0, NODE_CASES_MAX * sizeof(*g->cases));
         g->cases_round = round;
         g->rescan = true;
     }
+    return true;
+}
+
+/* Probe every queued case. */
+static void start_probes(struct node *n, struct node_ring *g, int64_t round, int64_t now)
+{
+    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state != CASE_QUEUED)
+            continue;
+        struct ring_peer rp;
+        to_ring_peer(&k->c.peer, &rp);
+        uint64_t id = ++g->probe_ids;
+        if (g->p.tr.probe(g->p.tr.ctx, id, &rp, round, g->p.probe_ms, now) < 0) {
+            g->rescan = true; /* every probe slot busy: the next pass */
+            break;
+        }
+        k->probe = id;
+        k->state = CASE_PROBING;
+        node_log(n, NODE_INFO, "liveness ring: '%s' suspects node '%s' (%s): probing it",
+                 k->c.sus.by, k->c.sus.node_id, k->c.sus.cause);
+    }
+}
+
+/* A suspicion this node wrote itself, that nobody else has seen: no second vantage point (the
+ * suspect's other neighbour, when it saw it too, is in `also`). */
+static bool own_word_only(const struct node *n, const struct rdzv_suspect_case *c, int world)
+{
+    return strcmp(c->sus.by, n->node_id) == 0 && !c->sus.also[0] && world >= 3;
+}
+
+/* While this node confirms a suspicion of the coordinator it probes the round's other suspects
+ * too, its verdicts kept (CASE_DEAD): a burst that took the coordinator (a rack) took others,
+ * and once this node claims `coord` it evicts them at once, not after a second probe's deadline
+ * (docs/protocol.md "Coordinator succession"). One listing of the round's suspect keys every
+ * third of a probe's deadline, only in that window. */
+static void succession_probes(struct node *n, struct node_ring *g, int64_t now)
+{
+    const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
+    int64_t round = s && s->status == RDZV_RUNNING ? s->round : 0;
+    if (now >= g->succeed_until || !round || now - g->succeed_listed < g->p.probe_ms / 3 ||
+        !cases_of(g, round))
+        return;
+    g->succeed_listed = now;
+    size_t room = 0;
+    for (size_t i = 0; i < NODE_CASES_MAX; i++)
+        room += g->cases[i].state == CASE_FREE;
+    struct rdzv_suspect_case list[NODE_CASES_MAX];
+    size_t nl = 0;
+    struct ea_error err = {0};
+    if (room && rdzv_suspects_peek(n->rdzv, round, list, room, &nl, &err) < 0)
+        node_log(n, NODE_DEBUG, "liveness ring: listing the round's suspicions: %s", err.msg);
+    char holder[RDZV_ID_MAX] = "";
+    int64_t lease = 0;
+    rdzv_coord_holder(n->rdzv, holder, sizeof(holder), &lease);
+    for (size_t i = 0; i < nl; i++) {
+        if (strcmp(list[i].sus.node_id, holder) == 0 ||
+            own_word_only(n, &list[i], s->group_world_size))
+            continue;
+        struct ring_case *k = case_for(g, &list[i]);
+        if (k && reachable(g, &list[i].peer)) {
+            k->state = CASE_QUEUED;
+            k->c = list[i];
+        }
+    }
+    start_probes(n, g, round, now);
+}
+
+/* Once it coordinates: the succession probes that went unanswered within a probe's deadline are
+ * evicted now; older ones are probed again. */
+static void succession_verdicts(struct node *n, struct node_ring *g, int64_t now)
+{
+    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
+        struct ring_case *k = &g->cases[i];
+        if (k->state != CASE_DEAD)
+            continue;
+        if (now - k->dead_ms <= g->p.probe_ms)
+            evict_case(n, g, k, "no answer to its probe while the coordinator was suspected");
+        else
+            k->state = CASE_QUEUED;
+    }
+}
+
+static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
+{
+    int64_t gen = 0;
+    const struct rdzv_state *s = rdzv_current(n->rdzv, &gen);
+    int64_t round = s && s->status == RDZV_RUNNING ? s->round : 0;
+    if (!cases_of(g, round))
+        return;
+    succession_verdicts(n, g, now);
     uint64_t changes = rdzv_changes(n->rdzv);
     if (!round || (changes == g->seen_changes && !g->rescan))
         return;
@@ -575,10 +685,8 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
         g->rescan = true;
     node_take_warning(n);
     for (size_t i = 0; i < nl; i++) {
-        /* written by this node (before it coordinated) and seen by nobody else: not a second
-         * vantage point (the suspect's other neighbour, when it saw it too, is in `also`) */
-        if (strcmp(list[i].sus.by, n->node_id) == 0 && !list[i].sus.also[0] &&
-            s->group_world_size >= 3)
+        /* written by this node (before it coordinated) and seen by nobody else */
+        if (own_word_only(n, &list[i], s->group_world_size))
             continue;
         struct ring_case *k = case_for(g, &list[i]);
         if (k) { /* one this node cannot reach at all is not probed: no evidence, no eviction */
@@ -586,22 +694,7 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
             k->c = list[i];
         }
     }
-    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
-        struct ring_case *k = &g->cases[i];
-        if (k->state != CASE_QUEUED)
-            continue;
-        struct ring_peer rp;
-        to_ring_peer(&k->c.peer, &rp);
-        uint64_t id = ++g->probe_ids;
-        if (g->p.tr.probe(g->p.tr.ctx, id, &rp, round, g->p.probe_ms, now) < 0) {
-            g->rescan = true; /* every probe slot busy: the next pass */
-            break;
-        }
-        k->probe = id;
-        k->state = CASE_PROBING;
-        node_log(n, NODE_INFO, "liveness ring: '%s' suspects node '%s' (%s): probing it",
-                 k->c.sus.by, k->c.sus.node_id, k->c.sus.cause);
-    }
+    start_probes(n, g, round, now);
 }
 
 /* An evicted suspect's node key is still in the coordinator's mirror (its delete not seen yet). */
@@ -623,7 +716,7 @@ static void hold_losses(struct node *n, struct node_ring *g, int64_t now)
         if (k->state == CASE_EVICTED && !still_listed(n, k))
             k->state = CASE_FREE; /* its delete arrived: settled, the slot free */
         busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||
-               k->state == CASE_EVICTED;
+               k->state == CASE_EVICTED || k->state == CASE_DEAD;
     }
     int64_t to = 0;
     if (busy) {
@@ -683,8 +776,13 @@ void node_ring_step(struct node *n, bool active, int64_t now)
     if (rdzv_is_coordinator(n->rdzv)) {
         confirm_suspects(n, g, now);
         hold_losses(n, g, now);
-    } else
+    } else {
         check_coord_suspicion(n, g);
+        if (now < g->succeed_until) { /* this node may coordinate in a moment: the round waits */
+            succession_probes(n, g, now);
+            hold_losses(n, g, now);
+        }
+    }
 }
 
 bool node_may_rejoin(const struct node *n, int64_t now)
@@ -700,6 +798,8 @@ int64_t node_ring_wake_ms(const struct node *n, int64_t now)
     if (g->n_unsent || g->rescan || g->coord_todo || node_walk_due(g->walk[0]) ||
         node_walk_due(g->walk[1]))
         return now + NODE_PEER_RETRY_MS / 5;
+    if (now < g->succeed_until) /* the next listing of succession_probes */
+        return now + g->p.probe_ms / 3;
     if (n->lease_lost && g->cooldown_until_ms > now)
         return g->cooldown_until_ms;
     if (g->peer_retry_ms > now)

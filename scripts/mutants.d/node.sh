@@ -7,7 +7,7 @@ mutant --target test_node --filter 'node/a_suspicion_whose_probe*' agent/node/no
   's/        if (x->alive) { \/\* the suspect answered/        if (0) { \/* mutant: probe ignored/' \
   '^test_node$'
 mutant --target test_node --filter 'node/a_suspicion_confirmed*' agent/node/node_ring.c \
-  's/        int r = rdzv_evict(n->rdzv, \&k->c, \&err);/        int r = 0; \/* mutant: no evict *\//' \
+  's/    int r = rdzv_evict(n->rdzv, \&k->c, \&err);/    int r = 0; \/* mutant: no evict *\//' \
   '^test_node$'
 # A probe that could not leave this node is no evidence: the key stays, nobody is evicted.
 mutant --target test_node --filter 'node/a_probe_that_could_not*' agent/node/node_ring.c \
@@ -18,7 +18,7 @@ mutant --target test_node --filter 'node/a_suspicion_of_the_coordinator*' agent/
   's/    if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {/    if (1) { \/* mutant: the watcher alone *\//' \
   '^test_node$'
 mutant --target test_node --filter 'node/the_coordinators_word_alone*' agent/node/node_ring.c \
-  's/if (rdzv_is_coordinator(n->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/if (strcmp(list\[i\].sus.by, n->node_id) == 0 \&\& !list\[i\].sus.also\[0\] \&\&/if (0 \&\&/' \
+  's/if (rdzv_is_coordinator(n->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/    return strcmp(c->sus.by, n->node_id) == 0 \&\& !c->sus.also\[0\] \&\& world >= 3;/    return false;/' \
   '^test_node$'
 # The rejoin cooldown of a node that keeps losing its lease soon after rejoining, and its doubling.
 mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_ring.c \
@@ -53,7 +53,7 @@ mutant --target test_node --filter 'node/a_burst_of_deaths*' agent/node/node_rin
   's/        busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||/        busy = busy || 0 ||/' \
   '^test_node$'
 mutant --target test_node --filter 'node/a_round_waits_for_every*' agent/node/node_ring.c \
-  's/               k->state == CASE_EVICTED;/               0;/' '^test_node$'
+  's/               k->state == CASE_EVICTED || k->state == CASE_DEAD;/               0;/' '^test_node$'
 mutant --target test_node --filter 'node/a_probe_that_never_ends*' agent/node/node_ring.c \
   '0,/        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)/s//        if (0)/' '^test_node$'
 mutant --target test_node --filter 'node/a_loss_waits_for_suspicions*' rendezvous/suspect.c \
@@ -63,7 +63,7 @@ mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/
 mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/suspect.c \
   's/    s->revoked_coord_lease = lease;/    (void)lease;/' '^test_node$'
 mutant --target test_node --filter 'node/the_coordinators_own_key*' agent/node/node_ring.c \
-  's/        if (strcmp(list\[i\].sus.by, n->node_id) == 0 \&\& !list\[i\].sus.also\[0\] \&\&/        if (strcmp(list[i].sus.by, n->node_id) == 0 \&\&/' '^test_node$'
+  's/    return strcmp(c->sus.by, n->node_id) == 0 \&\& !c->sus.also\[0\] \&\& world >= 3;/    return strcmp(c->sus.by, n->node_id) == 0 \&\& world >= 3;/' '^test_node$'
 mutant --target test_node --filter 'node/the_coordinators_own_key*' rendezvous/suspect.c \
   's/        r = second_word(s, key, \&cur, x->by, err);/        r = KV_ECONFLICT;/' '^test_node$'
 mutant --target test_rdzv_suspect --filter 'suspect/suspicion_values_are_checked' rendezvous/suspect.c \
@@ -72,3 +72,18 @@ mutant --target test_rdzv_suspect --filter 'suspect/the_other_neighbours_report*
   's/            if (strcmp(ret\[j\].sus.node_id, c.sus.node_id) == 0) {/            if (0) {/' '^test_rdzv_suspect$'
 mutant --target test_rdzv_suspect --filter 'suspect/a_third_member_confirms*' rendezvous/suspect.c \
   's/    int far = (coord_rank + n \/ 2) % n;/    int far = coord_rank;/' '^test_rdzv_suspect$'
+# issue 41: the member confirming the coordinator's death probes the round's other suspects in
+# the same moment and, once it claims `coord`, evicts those that did not answer within a probe's
+# deadline, with no second probe (test_node_succession: fake clock, no real time); one that
+# answered or whose verdict is stale is probed again; its own word alone is no second vantage point.
+mutant --target test_node_succession --filter 'succession/a_suspect_that_did_not*' agent/node/node_ring.c \
+  's/        if (now < g->succeed_until) { \/\* this node may coordinate/        if (0) { \/* mutant/' \
+  '^test_node_succession$'
+mutant --target test_node_succession --filter 'succession/a_suspect_that_answered*' agent/node/node_ring.c \
+  's/            k->state = !x->alive \&\& !x->local ? CASE_DEAD : CASE_FREE;/            k->state = CASE_DEAD;/' \
+  '^test_node_succession$'
+mutant --target test_node_succession --filter 'succession/a_verdict_older*' agent/node/node_ring.c \
+  's/        if (now - k->dead_ms <= g->p.probe_ms)/        if (1)/' '^test_node_succession$'
+mutant --target test_node_succession --filter 'succession/a_suspect_only_the_confirmer*' agent/node/node_ring.c \
+  's/            own_word_only(n, \&list\[i\], s->group_world_size))/            0)/' \
+  '^test_node_succession$'
