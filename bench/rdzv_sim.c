@@ -457,6 +457,7 @@ struct sim {
     struct node_acct *acct;
     int64_t last_join, last_join_start;
     int joined, killed, kill_acks;
+    int64_t last_round; /* the newest round any node committed */
     bool *dead;
     int n_nodes;
 };
@@ -483,6 +484,8 @@ static int read_one(struct sim *sm, int want, int64_t min_round, struct phase *p
             sm->last_join = r.t_ms;
         break;
     case REC_WROTE:
+        if (r.round > sm->last_round)
+            sm->last_round = r.round;
         if (r.members == want && r.round > min_round && !ph->commit) {
             ph->commit = r.t_ms;
             ph->round = r.round;
@@ -714,6 +717,21 @@ int main(int argc, char **argv)
     /* the first round includes each node's join (listing what it watches) */
     print_costs("join", &sm, o.nodes, dead);
     int64_t round = p1.round;
+    if (o.hold_ms > 0) { /* an even run: nobody dies, so every round after the first is false */
+        int64_t end = ea_now_ms() + o.hold_ms;
+        struct phase none = {0};
+        int hr;
+        while ((hr = read_one(&sm, -1, INT64_MAX, &none, end)) == 0) {
+        }
+        printf("hold_s=%.0f\nhold_rounds=%" PRId64 "\n", (double)o.hold_ms / 1000,
+               sm.last_round - round);
+        if (hr != -ETIMEDOUT || sm.last_round != round) {
+            fprintf(stderr, "rdzv-sim: the even run %s\n",
+                    hr != -ETIMEDOUT ? "ended early (a node failed)" : "committed rounds");
+            rc = 1;
+            goto out;
+        }
+    }
     if (o.rx_iface)
         wire_idle(&sm, &o, live, 5000);
     struct {

@@ -24,6 +24,8 @@ struct opts {
     bool real_names;          /* --names real: `<hostname>-<pid>` (sim_wire.h) */
     int noise;                /* --noise K: 0..K unrelated keys written before each join */
     const char *rx_iface, *metrics_url; /* --rx-iface, --metrics-url: bytes on the wire */
+    int64_t hold_ms; /* --hold SEC: a steady run this long after the first round (nobody killed):
+                        every round committed in it is a false eviction's */
 };
 
 /* Parse argv into *o (which holds the defaults): -1 to go on, else the exit code (0 after

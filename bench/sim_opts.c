@@ -15,7 +15,7 @@ static void usage(FILE *f)
                "[--timeout SEC] "
                "[--max-bytes B] [--ring] [--ring-interval MS] [--ring-pass MS] [--ring-no-await] "
                "[--names real] "
-               "[--noise K] [--rx-iface IF] [--metrics-url URL]\n");
+               "[--noise K] [--rx-iface IF] [--metrics-url URL] [--hold SEC]\n");
 }
 
 int sim_parse_opts(int argc, char **argv, struct opts *o)
@@ -44,6 +44,7 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
                                        {"noise", required_argument, 0, 'X'},
                                        {"rx-iface", required_argument, 0, 'F'},
                                        {"metrics-url", required_argument, 0, 'M'},
+                                       {"hold", required_argument, 0, 'H'},
                                        {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
         switch (c) {
@@ -110,6 +111,9 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
         case 'M':
             o->metrics_url = optarg;
             break;
+        case 'H':
+            o->hold_ms = (int64_t)(atof(optarg) * 1000);
+            break;
         case 'r':
             o->run_id = optarg;
             break;
@@ -125,9 +129,11 @@ int sim_parse_opts(int argc, char **argv, struct opts *o)
         }
     }
     if (!o->endpoints || o->nodes < 2 || o->procs < 1 || o->procs > o->nodes || o->ttl_ms < 1000 ||
-        o->ring_interval_ms < 10 || o->ring_pass_ms < 1 || o->ring_pass_ms > o->ring_interval_ms) {
+        o->ring_interval_ms < 10 || o->ring_pass_ms < 1 || o->ring_pass_ms > o->ring_interval_ms ||
+        o->hold_ms < 0) {
         fprintf(stderr, "rdzv-sim: need --endpoints, --nodes >= 2, 1 <= --procs <= --nodes, "
-                        "--ttl >= 1, --ring-interval >= 10, 1 <= --ring-pass <= --ring-interval\n");
+                        "--ttl >= 1, --ring-interval >= 10, 1 <= --ring-pass <= --ring-interval, "
+                        "--hold >= 0\n");
         usage(stderr);
         return 2;
     }
