@@ -132,7 +132,8 @@ static int fetch_published(void *ctx, int64_t round, int64_t *ret_step, int *ret
     if (!v)
         return 0;
     char holder[RDZV_ID_MAX] = "";
-    if (!rdzv_coord_holder(a->node.rdzv, holder, sizeof(holder), NULL))
+    int64_t lease = 0;
+    if (!rdzv_coord_holder(a->node.rdzv, holder, sizeof(holder), &lease))
         holder[0] = '\0';
     struct member_ctx m = {a, round};
     struct ckpt_pub p;
