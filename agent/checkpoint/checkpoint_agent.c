@@ -151,7 +151,10 @@ struct pub_scan {
     const char *run;
     int64_t round, gen;
     bool decode;
-    size_t n, fresh, bad;
+    size_t n, bad;
+    /* the members' summaries of the round: first without decoding, those put after the round's
+     * commit (an upper bound, cheap); then decoded (ckpt_sum_fresh) */
+    size_t fresh;
     struct ckpt_summary *v; /* [0] this store's, then the members' decoded */
 };
 
@@ -169,7 +172,6 @@ static void pub_entry(void *ctx, const struct rdzv_ckpt_entry *e)
         return;
     }
     d->lease = e->lease;
-    p->fresh += d->round >= p->round;
     p->n++;
 }
 
@@ -205,6 +207,7 @@ static void coord_publish(struct agent *a, struct agent_ckpt *ac, int64_t now)
     rdzv_ckpt_each(s, round, pub_entry, &p, &err);
     struct ckpt_pub pub;
     ckpt_pub_of(p.v, p.n, a->cfg->node_id, round, &pub);
+    p.fresh = ckpt_sum_fresh(p.v + 1, p.n - 1, round);
     free(p.v);
     if (!ckpt_pub_due((size_t)others, p.fresh, ac->round_ms, now, PUB_WAIT_MS))
         return; /* a summary of an older round put late: wait for it */

@@ -314,6 +314,14 @@ int ckpt_pub_accept(const char *json, size_t len, int64_t round, const char *hol
     return rc;
 }
 
+size_t ckpt_sum_fresh(const struct ckpt_summary *v, size_t n, int64_t round)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += v[i].round >= round;
+    return k;
+}
+
 bool ckpt_pub_due(size_t others, size_t fresh, int64_t since_ms, int64_t now_ms, int64_t wait_ms)
 {
     return fresh >= others || now_ms - since_ms >= wait_ms;

@@ -85,5 +85,8 @@ int ckpt_pub_accept(const char *json, size_t len, int64_t round, const char *hol
  * summaries of the round in its mirror) reaches `others` (the other members), or `wait_ms`
  * after the round began here (`since_ms`), whichever first. */
 bool ckpt_pub_due(size_t others, size_t fresh, int64_t since_ms, int64_t now_ms, int64_t wait_ms);
+/* How many of v[0..n) were published for round `round` (or later): an older one is its node's
+ * summary of the round before, not yet replaced. */
+size_t ckpt_sum_fresh(const struct ckpt_summary *v, size_t n, int64_t round);
 
 #endif

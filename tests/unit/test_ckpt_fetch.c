@@ -765,6 +765,11 @@ Test(ckpt_pub, published_when_every_member_is_in_or_at_the_deadline)
     cr_assert(ckpt_pub_due(3, 3, 1000, 1000, 3000), "all in: at once");
     cr_assert(ckpt_pub_due(3, 2, 1000, 4000, 3000), "3 s after the round began: as it is");
     cr_assert(ckpt_pub_due(0, 0, 1000, 1000, 3000), "a round of the coordinator alone");
+    /* the summaries in: those published for the round, not a node's of the round before */
+    struct ckpt_summary v[3] = {{.node = "n1", .round = 4}, {.node = "n2", .round = 3},
+                                {.node = "n3", .round = 5}};
+    cr_assert_eq(ckpt_sum_fresh(v, 3, 4), 2);
+    cr_assert_not(ckpt_pub_due(3, ckpt_sum_fresh(v, 3, 4), 1000, 1000, 3000), "n2's is older");
 }
 
 Test(ckpt_pub, the_newest_step_complete_across_the_summaries)
