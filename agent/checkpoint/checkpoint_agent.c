@@ -216,6 +216,7 @@ static void coord_publish(struct agent *a, struct agent_ckpt *ac, int64_t now)
     if (r == 0)
         r = rdzv_publish_round_key(s, round, "ckpt", json, &err);
     if (r < 0) {
+        ac->pub_next = now + PEER_RETRY_MS; /* the store failed: again in a second */
         log_warn("checkpoint store: cannot publish the run's newest step of round %" PRId64 ": %s",
                  round, err.msg);
     } else {
