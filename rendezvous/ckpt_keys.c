@@ -48,6 +48,35 @@ const char *rdzv_ckpt_id_of(const struct rdzv_session *s, const char *key)
     return strncmp(key, prefix, n) == 0 ? key + n : NULL;
 }
 
+int rdzv_ckpt_each(struct rdzv_session *s, int64_t round,
+                   void (*fn)(void *ctx, const struct rdzv_ckpt_entry *e), void *ctx,
+                   struct ea_error *err)
+{
+    if (!s->full || !s->have_state || s->state.round != round || !s->state.members)
+        return ea_errorf(err, -EAGAIN, "the members of round %" PRId64 " are not mirrored here",
+                         round);
+    int others = 0;
+    for (size_t i = 0; i < s->state.n_members; i++) {
+        const struct rdzv_member *m = &s->state.members[i];
+        if (strcmp(m->node_id, s->cfg.self.node_id) == 0)
+            continue;
+        others++;
+        char key[KEY_MAX];
+        rdzv_key_of(s, key, "nodes/%s", m->node_id);
+        ssize_t n = rdzv_mirror_find(&s->m, key);
+        if (n < 0 || !s->m.dec[n] || s->m.keys[n].create_revision != m->slot)
+            continue; /* gone, or another incarnation than the round's */
+        rdzv_key_of(s, key, "ckpt/%s", m->node_id);
+        ssize_t k = rdzv_mirror_find(&s->m, key);
+        if (k < 0 || s->m.keys[k].lease != s->m.keys[n].lease)
+            continue; /* none, or not written by that node */
+        const struct kv_entry *e = &s->m.keys[k];
+        fn(ctx, &(struct rdzv_ckpt_entry){.id = m->node_id, .value = e->value, .len = e->value_len,
+                                           .lease = e->lease, .mod_revision = e->mod_revision});
+    }
+    return others;
+}
+
 /* The slot (create_revision) of node `id`'s key now: 1 with it, 0 no such node, <0 error. */
 static int slot_of(struct rdzv_session *s, const char *id, int64_t *ret, struct ea_error *err)
 {

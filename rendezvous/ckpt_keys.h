@@ -24,6 +24,20 @@ int rdzv_ckpt_publish(struct rdzv_session *s, const char *json, struct ea_error 
 int rdzv_ckpt_list(struct rdzv_session *s, struct kv_list *ret, bool *ret_truncated,
                    struct ea_error *err);
 const char *rdzv_ckpt_id_of(const struct rdzv_session *s, const char *key);
+/* One ckpt/<id> key as the coordinator's mirror holds it (valid during the callback). */
+struct rdzv_ckpt_entry {
+    const char *id, *value;
+    size_t len;
+    int64_t lease, mod_revision;
+};
+/* The coordinator's summaries, from its mirror of the run (no I/O; docs/checkpoint.md
+ * "latest()"): fn for the ckpt/<id> key of every other member of the committed round `round`
+ * whose node key is live, of the incarnation the round lists, and on the same lease as the
+ * summary (written by that node). Returns the number of those other members (fn ran at most that
+ * often), or -EAGAIN when this node does not mirror the run or that round's members. */
+int rdzv_ckpt_each(struct rdzv_session *s, int64_t round,
+                   void (*fn)(void *ctx, const struct rdzv_ckpt_entry *e), void *ctx,
+                   struct ea_error *err);
 /* Is node `id` a member of the committed round `round` (its node key's incarnation listed in its
  * assignment chunk)? 1 yes, 0 no, -EAGAIN not that round here, or a store error. Light mode: two
  * small reads (its node record, its chunk); the coordinator: none. */

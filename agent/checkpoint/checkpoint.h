@@ -45,6 +45,7 @@ enum ckpt_note_kind {
     CKPT_NOTE_FETCHED,         /* a shard fetched from another member for a worker's load */
     CKPT_NOTE_FETCH_FAILED,    /* a fetch failed (the worker got the reason) */
     CKPT_NOTE_SUPERSEDED,      /* a partial step of an older world dropped: saved again */
+    CKPT_NOTE_LATEST_ALONE,    /* latest() answered from this store alone (nothing published) */
 };
 
 struct ckpt_note {
@@ -109,10 +110,11 @@ struct ckpt_repl_stats {
 void ckpt_repl_stats(const struct ckpt *c, struct ckpt_repl_stats *ret);
 
 /*
- * Fetch (docs/checkpoint.md "Fetch"): a worker's latest() counts the shards every live node of
- * the run holds (their summaries, read once a round when a worker asks), and its load() of a
- * shard this node does not hold fetches it from a node that does, over the replication port.
- * The glue answers three questions from the store; each may read it (small, bounded reads).
+ * Fetch (docs/checkpoint.md "Fetch"): a worker's latest() is the newest step complete across the
+ * run as the coordinator published it for the round (`rounds/<r>/ckpt`, in this node's mirror:
+ * no read), and its load() of a shard this node does not hold fetches it from a node that does
+ * (the members' summaries, listed once a round then only), over the replication port. The glue
+ * answers four questions from the store; each may read it (small, bounded reads).
  */
 struct ckpt_summary;
 struct ckpt_fetch_ops {
@@ -127,6 +129,11 @@ struct ckpt_fetch_ops {
                  struct ea_error *err);
     /* Is node `id` a member of round `round`: 1 yes, 0 no, <0 cannot tell (a store error). */
     int (*is_member)(void *ctx, const char *id, int64_t round, struct ea_error *err);
+    /* The run's newest complete step the coordinator published for round `round`, checked
+     * (ckpt_pub_accept): 1 with *ret_step (-1: none complete) and *ret_shards, 0 not there yet,
+     * <0 there but not to be trusted (err says why). No listing: one value a round. */
+    int (*published)(void *ctx, int64_t round, int64_t *ret_step, int *ret_shards,
+                     struct ea_error *err);
 };
 /* Start fetching (after ckpt_repl_start: it shares the port). timeout_ms bounds a fetch and a
  * served connection (0: 10 s). */
@@ -136,7 +143,7 @@ int ckpt_fetch_start(struct ckpt *c, const struct ckpt_fetch_ops *ops, int64_t t
  * string, or <0. */
 int ckpt_fetch_summary(const struct ckpt *c, int64_t round, char **ret_json, struct ea_error *err);
 struct ckpt_fetch_stats {
-    uint64_t fetched, fetched_bytes, served, refused, failed, views;
+    uint64_t fetched, fetched_bytes, served, refused, failed, views, published;
 };
 void ckpt_fetch_stats(const struct ckpt *c, struct ckpt_fetch_stats *ret);
 

@@ -25,6 +25,8 @@
 
 #define PEER_RETRY_MS 1000
 #define VIEW_MAX 4096 /* summaries a view holds (the store's listing is one page: 1000) */
+#define PUB_WAIT_MS 3000 /* the coordinator publishes the round's newest step by then at the latest */
+#define PUB_RETRY_MS 100 /* ... looking at its mirror's summaries at most this often */
 
 struct agent_ckpt {
     struct ckpt *c;
@@ -35,6 +37,11 @@ struct agent_ckpt {
     char prev[RDZV_ID_MAX], next[RDZV_ID_MAX];
     int64_t next_slot;
     int64_t retry_ms; /* reading the successor's record failed: not again before */
+    /* the coordinator's rounds/<r>/ckpt (docs/checkpoint.md "latest()") */
+    int64_t round_ms;     /* when this node saw `round` begin */
+    int64_t pub_round;    /* the round whose value is in the store (-1: none yet) */
+    int64_t pub_next;     /* not looked at again before */
+    uint64_t pub_changes; /* the mirror's changes when last looked at */
 };
 
 /* ---- fetch: the store's answers (docs/checkpoint.md "Fetch") ------------------------------ */
@@ -104,6 +111,123 @@ static int fetch_is_member(void *ctx, const char *id, int64_t round, struct ea_e
     return rdzv_is_member(a->node.rdzv, id, round, err);
 }
 
+struct member_ctx {
+    struct agent *a;
+    int64_t round;
+};
+
+static int pub_member(void *ctx, const char *id)
+{
+    struct member_ctx *m = ctx;
+    struct ea_error e = {0};
+    return rdzv_is_member(m->a->node.rdzv, id, m->round, &e);
+}
+
+/* rounds/<r>/ckpt from this node's mirror (its watch of rounds/ brought it: no read), checked. */
+static int fetch_published(void *ctx, int64_t round, int64_t *ret_step, int *ret_shards,
+                           struct ea_error *err)
+{
+    struct agent *a = ctx;
+    const char *v = rdzv_round_key(a->node.rdzv, round, "ckpt");
+    if (!v)
+        return 0;
+    char holder[RDZV_ID_MAX] = "";
+    int64_t lease = 0;
+    if (!rdzv_coord_holder(a->node.rdzv, holder, sizeof(holder), &lease))
+        holder[0] = '\0';
+    struct member_ctx m = {a, round};
+    struct ckpt_pub p;
+    int r = ckpt_pub_accept(v, strlen(v), round, holder, pub_member, &m, &p, err);
+    if (r < 0)
+        return r;
+    *ret_step = p.step;
+    *ret_shards = p.shards;
+    return 1;
+}
+
+/* ---- the coordinator: the run's newest complete step, once a round ------------------------ */
+
+struct pub_scan {
+    const char *run;
+    int64_t round, gen;
+    bool decode;
+    size_t n, bad;
+    /* the members' summaries of the round: first without decoding, those put after the round's
+     * commit (an upper bound, cheap); then decoded (ckpt_sum_fresh) */
+    size_t fresh;
+    struct ckpt_summary *v; /* [0] this store's, then the members' decoded */
+};
+
+static void pub_entry(void *ctx, const struct rdzv_ckpt_entry *e)
+{
+    struct pub_scan *p = ctx;
+    if (!p->decode) { /* a summary of this round was put after its commit (gen): a cheap filter */
+        p->fresh += e->mod_revision > p->gen;
+        return;
+    }
+    struct ckpt_summary *d = &p->v[p->n];
+    struct ea_error err = {0};
+    if (ckpt_summary_decode(e->value, e->len, p->run, e->id, d, &err) < 0) {
+        p->bad++;
+        return;
+    }
+    d->lease = e->lease;
+    p->n++;
+}
+
+/* The coordinator publishes rounds/<r>/ckpt (create-only: one value a round; a successor
+ * publishes it if it is not there) when every other member's summary of the round is in its
+ * mirror, or PUB_WAIT_MS after the round began here. O(N) from the mirror it holds anyway. */
+static void coord_publish(struct agent *a, struct agent_ckpt *ac, int64_t now)
+{
+    struct rdzv_session *s = a->node.rdzv;
+    int64_t round = ac->round, gen = -1;
+    if (round < 0 || ac->pub_round == round || !rdzv_is_coordinator(s) || now < ac->pub_next)
+        return;
+    if (rdzv_round_key(s, round, "ckpt")) {
+        ac->pub_round = round; /* there already (published before a takeover) */
+        return;
+    }
+    bool late = ckpt_pub_due(1, 0, ac->round_ms, now, PUB_WAIT_MS);
+    if (rdzv_changes(s) == ac->pub_changes && !late)
+        return; /* nothing new since the last look */
+    ac->pub_changes = rdzv_changes(s);
+    ac->pub_next = now + PUB_RETRY_MS;
+    const struct rdzv_state *st = rdzv_current(s, &gen);
+    struct pub_scan p = {.run = a->cfg->run_id, .round = round, .gen = st ? gen : INT64_MAX};
+    struct ea_error err = {0};
+    int others = rdzv_ckpt_each(s, round, pub_entry, &p, &err);
+    if (others < 0 || !ckpt_pub_due((size_t)others, p.fresh, ac->round_ms, now, PUB_WAIT_MS))
+        return; /* not mirrored yet (a takeover), or the members' summaries still coming */
+    p = (struct pub_scan){.run = a->cfg->run_id, .round = round, .decode = true, .n = 1,
+                          .v = calloc((size_t)others + 1, sizeof(struct ckpt_summary))};
+    if (!p.v)
+        return;
+    ckpt_summary_of(ckpt_store_of(ac->c), a->cfg->node_id, round, &p.v[0]);
+    rdzv_ckpt_each(s, round, pub_entry, &p, &err);
+    struct ckpt_pub pub;
+    ckpt_pub_of(p.v, p.n, a->cfg->node_id, round, &pub);
+    p.fresh = ckpt_sum_fresh(p.v + 1, p.n - 1, round);
+    free(p.v);
+    if (!ckpt_pub_due((size_t)others, p.fresh, ac->round_ms, now, PUB_WAIT_MS))
+        return; /* a summary of an older round put late: wait for it */
+    char *json = NULL;
+    int r = ckpt_pub_encode(&pub, &json, &err);
+    if (r == 0)
+        r = rdzv_publish_round_key(s, round, "ckpt", json, &err);
+    if (r < 0) {
+        ac->pub_next = now + PEER_RETRY_MS; /* the store failed: again in a second */
+        log_warn("checkpoint store: cannot publish the run's newest step of round %" PRId64 ": %s",
+                 round, err.msg);
+    } else {
+        ac->pub_round = round;
+        log_info("checkpoint store, round %" PRId64 ": the run's newest complete step is %" PRId64
+                 " (%d shard(s)), from %zu of %d other member(s)' summaries%s", round, pub.step,
+                 pub.shards, p.fresh, others, p.bad ? " (some not decodable: left out)" : "");
+    }
+    free(json);
+}
+
 /* The replication port (docs/checkpoint.md "Replication"): on the address the ring's port is on,
  * published in this node's record before it joins. Not fatal: without it, no replicas. */
 static void open_repl(struct agent *a, struct agent_ckpt *ac)
@@ -131,7 +255,7 @@ static void open_repl(struct agent *a, struct agent_ckpt *ac)
     rdzv_session_set_ckpt_port(a->node.rdzv, port);
     ac->repl = true;
     struct ckpt_fetch_ops ops = {.ctx = a, .view = fetch_view, .where = fetch_where,
-                                 .is_member = fetch_is_member};
+                                 .is_member = fetch_is_member, .published = fetch_published};
     if (ckpt_fetch_start(ac->c, &ops, 0, &err) < 0)
         log_warn("checkpoint store: no fetching from members: %s", err.msg);
     log_info("checkpoint store: replication port %s:%d (%d replica(s), %s)", addr, port,
@@ -161,6 +285,7 @@ static int agent_checkpoint_open(struct agent *a, const char *launcher)
         free(ac);
         return AGENT_EXIT_USAGE;
     }
+    ac->round = ac->pub_round = -1; /* no round followed yet */
     a->ckpt = ac;
     open_repl(a, ac);
     int64_t step;
@@ -186,6 +311,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         [CKPT_NOTE_FETCHED] = "checkpoint_fetched",
         [CKPT_NOTE_FETCH_FAILED] = "checkpoint_fetch_failed",
         [CKPT_NOTE_SUPERSEDED] = "checkpoint_superseded",
+        [CKPT_NOTE_LATEST_ALONE] = "checkpoint_latest_alone",
     };
     switch (n->kind) {
     case CKPT_NOTE_COMPLETE:
@@ -206,6 +332,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
     case CKPT_NOTE_REFUSED:
     case CKPT_NOTE_REPLICA_REFUSED:
     case CKPT_NOTE_FETCH_FAILED:
+    case CKPT_NOTE_LATEST_ALONE:
         log_warn("checkpoint store: %s", n->message);
         break;
     }
@@ -235,6 +362,7 @@ static void agent_checkpoint_step(struct agent *a, int64_t now)
     if (!a->ckpt)
         return;
     ckpt_repl_step(a->ckpt->c, now);
+    coord_publish(a, a->ckpt, now);
     struct ckpt_note n;
     while (ckpt_next_note(a->ckpt->c, &n) > 0)
         on_note(a, &n);
@@ -300,8 +428,10 @@ static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s
                       r < 0 ? err.msg : "no ckpt_port in its record");
     }
     ckpt_repl_round(ac->c, round, prev, next, p.addr, p.ckpt_port);
-    if (round >= 0 && round != ac->round)
+    if (round >= 0 && round != ac->round) {
         publish_summary(a, round);
+        ac->round_ms = now;
+    }
     ac->round = round;
     ac->next_slot = slot;
     snprintf(ac->next, sizeof(ac->next), "%s", next);
@@ -314,7 +444,17 @@ static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s
 static int64_t checkpoint_wake(void *ctx)
 {
     struct agent *a = ctx;
-    return a->ckpt ? ckpt_repl_wake(a->ckpt->c) : -1;
+    if (!a->ckpt)
+        return -1;
+    int64_t w = ckpt_repl_wake(a->ckpt->c);
+    const struct agent_ckpt *ac = a->ckpt;
+    if (ac->round >= 0 && ac->pub_round != ac->round && rdzv_is_coordinator(a->node.rdzv)) {
+        int64_t t = ac->pub_next > ac->round_ms + PUB_WAIT_MS ? ac->pub_next
+                                                              : ac->round_ms + PUB_WAIT_MS;
+        if (w < 0 || t < w)
+            w = t; /* the deadline, or the next look at what arrived meanwhile */
+    }
+    return w;
 }
 
 /* ---- the component ----------------------------------------------------------------------- */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-/* ckpt_fetch: a shard from any member on demand (docs/checkpoint.md "Fetch"): the run's view
- * (the members' summaries, read once a round when a worker asks), the fetches of this node's
- * workers' loads, and the fetches this node serves on its replication port; non-blocking, its
- * fds polled by the agent's loop. */
+/* ckpt_fetch: a worker's latest() from the coordinator's value of the round, and a shard from
+ * any member on demand (docs/checkpoint.md "Fetch"): the run's view (the members' summaries,
+ * listed once a round, only when a worker must load a shard this node lacks), the fetches of
+ * this node's workers' loads, and the fetches this node serves on its replication port;
+ * non-blocking, its fds polled by the agent's loop. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,11 +27,15 @@
 #define OUT_MAX 4           /* fetches of this node's at once */
 #define VIEW_RETRY_MS 100   /* a summary of an older round (its node has not published yet) */
 #define VIEW_WAIT_MS 3000   /* ... then the view is taken as it is */
+/* the coordinator publishes the round's value within VIEW_WAIT_MS of the round: latest() waits
+ * that and a margin for it, then answers from this store alone */
+#define PUB_WAIT_MS (VIEW_WAIT_MS + 2000)
 #define MEMBERS_MAX 64      /* member answers cached per round */
 #define CHUNK (256 * 1024)
 #define FETCH_OWNER_BASE (UINT64_C(3) << 61) /* store owners of fetches */
 
 enum serve_state { S_FREE, S_REQ, S_SEND };
+enum pub_state { P_WAIT, P_HAVE, P_ALONE };
 
 struct serve {
     enum serve_state st;
@@ -79,6 +84,11 @@ struct ckpt_fetch {
     size_t nview, spread;
     int64_t view_round, view_since, view_next;
     bool view_ready;
+    /* the coordinator's value of `pub_round` (latest()); the wait began at pub_since (-1: at
+     * the next step, whose clock is fresh) */
+    int64_t pub_round, pub_since, pub_step;
+    int pub_shards;
+    enum pub_state pub_state;
     struct member_ans members[MEMBERS_MAX];
     size_t nmembers;
     struct serve sv[SERVE_MAX];
@@ -99,6 +109,7 @@ int ckpt_fetch_start(struct ckpt *c, const struct ckpt_fetch_ops *ops, int64_t t
     f->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
     f->round = ckpt_repl_round_of(c);
     f->view_round = -1;
+    f->pub_round = -1;
     f->next_owner = FETCH_OWNER_BASE;
     for (int i = 0; i < SERVE_MAX; i++)
         f->sv[i] = (struct serve){.st = S_FREE, .fd = -1};
@@ -227,6 +238,45 @@ static bool view_ready(struct ckpt *c)
     return f->view_ready;
 }
 
+/* The coordinator's value of this round: 1 with it, 0 not there yet (the request waits), -1
+ * this store alone (not published within PUB_WAIT_MS, or not to be trusted: said once). */
+static int pub_ready(struct ckpt *c, int64_t *ret_step, int *ret_shards)
+{
+    struct ckpt_fetch *f = c->fetch;
+    if (f->pub_round != f->round) {
+        f->pub_round = f->round;
+        f->pub_since = -1;
+        f->pub_state = P_WAIT;
+    }
+    if (f->pub_state == P_WAIT) {
+        struct ea_error e = {0};
+        int64_t step = -1;
+        int shards = 0;
+        f->stats.published++;
+        int r = f->ops.published ? f->ops.published(f->ops.ctx, f->round, &step, &shards, &e) : 0;
+        if (r > 0) {
+            f->pub_state = P_HAVE;
+            f->pub_step = step;
+            f->pub_shards = shards;
+        } else if (r < 0) {
+            f->pub_state = P_ALONE;
+            ckpt_note_add(c, CKPT_NOTE_LATEST_ALONE, -1, -1, 0, 0, "round %" PRId64 ": the run's "
+                          "newest step not used (%s): latest() answers from this store alone",
+                          f->round, e.msg);
+        } else if (f->pub_since >= 0 && f->now - f->pub_since >= PUB_WAIT_MS) {
+            f->pub_state = P_ALONE;
+            ckpt_note_add(c, CKPT_NOTE_LATEST_ALONE, -1, -1, 0, 0, "round %" PRId64 ": the "
+                          "coordinator published no newest step within %d ms: latest() answers "
+                          "from this store alone", f->round, PUB_WAIT_MS);
+        }
+    }
+    if (f->pub_state == P_WAIT)
+        return 0;
+    *ret_step = f->pub_step;
+    *ret_shards = f->pub_shards;
+    return f->pub_state == P_HAVE ? 1 : -1;
+}
+
 int ckpt_fetch_latest(struct ckpt *c, int *ret_rc, int64_t *ret_step, int *ret_shards)
 {
     struct ckpt_fetch *f = c->fetch;
@@ -236,20 +286,14 @@ int ckpt_fetch_latest(struct ckpt *c, int *ret_rc, int64_t *ret_step, int *ret_s
         step = s2;
         shards = h2;
     }
-    if (f && !view_ready(c))
-        return 0;
+    /* no round: nobody to ask, this store alone; else the coordinator's value (no listing) */
     if (f && f->round >= 0) {
-        /* this store as it is now, and the others' as they published it this round */
-        struct ckpt_summary *all = malloc((f->nview + 1) * sizeof(*all));
-        if (all) {
-            ckpt_summary_of(&c->store, "", f->round, &all[0]);
-            if (f->nview)
-                memcpy(all + 1, f->view, f->nview * sizeof(*all));
-            if (ckpt_sum_latest(all, f->nview + 1, &s2, &h2) == 0 && s2 > step) {
-                step = s2;
-                shards = h2;
-            }
-            free(all);
+        int r = pub_ready(c, &s2, &h2);
+        if (r == 0)
+            return 0;
+        if (r > 0 && s2 > step) {
+            step = s2;
+            shards = h2;
         }
     }
     *ret_rc = step >= 0 ? 0 : -ENOENT;
@@ -667,6 +711,8 @@ void ckpt_fetch_step(struct ckpt *c, int64_t now)
     if (!f)
         return;
     f->now = now;
+    if (f->pub_round == f->round && f->pub_state == P_WAIT && f->pub_since < 0)
+        f->pub_since = now; /* a worker asked: latest() waits from here */
     for (int i = 0; i < SERVE_MAX; i++) {
         struct serve *s = &f->sv[i];
         if (s->st != S_FREE && s->deadline < 0)
@@ -710,7 +756,13 @@ int64_t ckpt_fetch_wake(const struct ckpt *c)
             if (w < 0 || t < w)
                 w = t;
         }
-    if (c->nparked > 0 && !f->view_ready && (w < 0 || f->view_next < w))
+    if (c->nparked > 0 && f->view_round == f->round && !f->view_ready &&
+        (w < 0 || f->view_next < w))
         w = f->view_next;
+    if (c->nparked > 0 && f->pub_round == f->round && f->pub_state == P_WAIT) {
+        int64_t t = f->pub_since < 0 ? f->now : f->pub_since + PUB_WAIT_MS;
+        if (w < 0 || t < w)
+            w = t;
+    }
     return w;
 }

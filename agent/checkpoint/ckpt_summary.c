@@ -242,3 +242,87 @@ int ckpt_sum_holder(const struct ckpt_summary *v, size_t n, int64_t step, int sh
     }
     return -ENOENT;
 }
+
+/* ---- the coordinator's value: rounds/<r>/ckpt --------------------------------------------- */
+
+#define PUB_SCHEMA 1
+
+void ckpt_pub_of(const struct ckpt_summary *v, size_t n, const char *node, int64_t round,
+                 struct ckpt_pub *ret)
+{
+    struct ckpt_pub p = {.round = round, .step = -1};
+    snprintf(p.node, sizeof(p.node), "%s", node);
+    if (ckpt_sum_latest(v, n, &p.step, &p.shards) < 0) {
+        p.step = -1;
+        p.shards = 0;
+    }
+    *ret = p;
+}
+
+int ckpt_pub_encode(const struct ckpt_pub *p, char **ret_json, struct ea_error *err)
+{
+    if (p->round < 0 || p->step < -1 || p->step > CKPT_MAX_STEP)
+        return ea_errorf(err, -EINVAL, "round %" PRId64 ", step %" PRId64, p->round, p->step);
+    json_t *j = json_pack("{s:i, s:s, s:I, s:I, s:i}", "schema", PUB_SCHEMA, "node", p->node,
+                          "round", (json_int_t)p->round, "step", (json_int_t)p->step, "shards",
+                          p->step < 0 ? 0 : p->shards);
+    char *out = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!out)
+        return ea_errorf(err, -ENOMEM, "out of memory encoding the run's newest step");
+    *ret_json = out;
+    return 0;
+}
+
+int ckpt_pub_accept(const char *json, size_t len, int64_t round, const char *holder,
+                    int (*is_member)(void *ctx, const char *id), void *ctx, struct ckpt_pub *ret,
+                    struct ea_error *err)
+{
+    if (len > CKPT_PUB_BYTES)
+        return ea_errorf(err, -EBADMSG, "%zu bytes, over %d", len, CKPT_PUB_BYTES);
+    json_error_t je;
+    json_t *j = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return ea_errorf(err, -EBADMSG, "not JSON: %s", je.text);
+    const char *n = NULL;
+    json_int_t schema = 0, r = -1, step = -2, shards = -1;
+    int rc = 0;
+    if (json_unpack_ex(j, &je, JSON_STRICT, "{s:I, s:s, s:I, s:I, s:I}", "schema", &schema,
+                       "node", &n, "round", &r, "step", &step, "shards", &shards) < 0)
+        rc = ea_errorf(err, -EBADMSG, "not the run's newest step: %s", je.text);
+    else if (schema != PUB_SCHEMA)
+        rc = ea_errorf(err, -EBADMSG, "schema is not %d", PUB_SCHEMA);
+    else if (!n[0] || strlen(n) >= CKPT_SUM_ID_MAX)
+        rc = ea_errorf(err, -EBADMSG, "no node id, or one over %d bytes", CKPT_SUM_ID_MAX - 1);
+    else if (r != round)
+        rc = ea_errorf(err, -EBADMSG, "of round %" PRId64 " under round %" PRId64 "'s key",
+                       (int64_t)r, round);
+    else if (step < -1 || step > CKPT_MAX_STEP)
+        rc = ea_errorf(err, -EBADMSG, "step %" PRId64 " outside -1..2^53", (int64_t)step);
+    else if (step >= 0 ? shards < 1 || shards > CKPT_MAX_SHARDS : shards != 0)
+        rc = ea_errorf(err, -EBADMSG, "shards %" PRId64 " (step %" PRId64 ")", (int64_t)shards,
+                       (int64_t)step);
+    else if (strcmp(n, holder) != 0 && is_member(ctx, n) != 1)
+        rc = ea_errorf(err, -EPERM, "written by '%s', neither the coordinator nor a member of "
+                       "round %" PRId64, n, round);
+    struct ckpt_pub p = {.round = r, .step = step, .shards = (int)shards};
+    if (rc == 0)
+        snprintf(p.node, sizeof(p.node), "%s", n);
+    json_decref(j);
+    if (rc == 0)
+        *ret = p;
+    return rc;
+}
+
+size_t ckpt_sum_fresh(const struct ckpt_summary *v, size_t n, int64_t round)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += v[i].round >= round;
+    return k;
+}
+
+bool ckpt_pub_due(size_t others, size_t fresh, int64_t since_ms, int64_t now_ms, int64_t wait_ms)
+{
+    return fresh >= others || now_ms - since_ms >= wait_ms;
+}

@@ -110,7 +110,8 @@ def save(step, data, shard=None, shards=None, checksum=False):
 def latest():
     """The newest step complete across the run (every shard held by this node's agent or by
     another live node's, as they published it at the round's start), as (step, shards), or None.
-    The first call of a round may wait for the other nodes' summaries (3 s at most)."""
+    The first call of a round may wait for the coordinator's value of the round (3 s; without it,
+    this node's own newest complete step after 5 s)."""
     words, fd = _request("latest %s" % _run())
     if fd is not None:
         os.close(fd)

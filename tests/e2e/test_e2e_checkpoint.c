@@ -9,7 +9,8 @@
  * node's shard from the replica (the same bytes); a node that is not a member is refused at the
  * replication port. Fetch (issue 39 item 3): three nodes, each rank saving its shard (no node
  * holds a whole step); one node SIGKILLed; the survivors' latest() names the step complete
- * across them, and each loads every shard, the dead node's fetched from its successor's replica
+ * across them (the coordinator's value of the round: no node lists for it), and each loads
+ * every shard, the dead node's fetched from its successor's replica
  * by the third node; a fetch by a non-member is refused.
  */
 #include <criterion/criterion.h>
@@ -345,6 +346,11 @@ Test(e2e_checkpoint, a_shard_is_fetched_from_any_member_and_latest_counts_the_me
     }
     expect_file("log.n0", "resumed 3 shards 3 ok\n");
     expect_file("log.n1", "resumed 3 shards 3 ok\n");
+    /* step 3 is complete at no node alone: latest() had it from the coordinator's value of the
+     * round (rounds/<r>/ckpt), not from a listing nor this store alone */
+    cr_assert(h_file_contains(n[0].log, "the run's newest complete step is 3 (3 shard(s))"));
+    for (int i = 0; i < 2; i++)
+        cr_assert_not(h_file_contains(n[i].log, "from this store alone"), "%s", names[i]);
     /* the dead node's rank (its shard) in the round of three, from its log */
     char *log = h_slurp(n[2].log, NULL);
     const char *at = strstr(log, "of world 3");

@@ -272,6 +272,11 @@ static int port_a;
 static int a_member = 1;            /* A's answer: is B a member? */
 static int holder_port;             /* where B fetches from (A's port, or a fake holder) */
 static struct ckpt_summary a_sum;   /* what B's view says A holds */
+static int view_calls;              /* listings of ckpt/ (ops.view) */
+static int pub_have;                /* the coordinator's value: 1 there, 0 not yet, -1 untrusted */
+static int64_t pub_step = 5;
+static int pub_shards = 2;
+static int pub_calls;
 
 static void two_init(void)
 {
@@ -294,6 +299,7 @@ TestSuite(ckpt_fetch, .init = two_init, .fini = two_fini, .timeout = 60);
 static int view(void *ctx, struct ckpt_summary **ret, size_t *ret_n, struct ea_error *err)
 {
     (void)ctx, (void)err;
+    view_calls++;
     *ret = malloc(sizeof(**ret));
     **ret = a_sum;
     *ret_n = 1;
@@ -316,6 +322,21 @@ static int is_member(void *ctx, const char *id, int64_t round, struct ea_error *
     cr_assert_str_eq(id, "b");
     cr_assert_eq(round, 3);
     return a_member;
+}
+
+static int published(void *ctx, int64_t round, int64_t *ret_step, int *ret_shards,
+                     struct ea_error *err)
+{
+    (void)ctx;
+    cr_assert_eq(round, 3);
+    pub_calls++;
+    if (pub_have < 0)
+        return ea_errorf(err, -EPERM, "written by 'mallory'");
+    if (pub_have > 0) {
+        *ret_step = pub_step;
+        *ret_shards = pub_shards;
+    }
+    return pub_have;
 }
 
 static int listen_lo(int *ret_port)
@@ -342,7 +363,8 @@ static struct ckpt *open_store(const char *name, uint64_t memory, int *ret_port)
     struct ckpt_repl_config rc = {.listen_fd = listen_lo(ret_port), .node_id = name,
                                   .replicas = 1, .bytes_per_sec = 0};
     cr_assert_eq(ckpt_repl_start(c, &rc, &e), 0, "%s", e.msg);
-    struct ckpt_fetch_ops ops = {.view = view, .where = where, .is_member = is_member};
+    struct ckpt_fetch_ops ops = {.view = view, .where = where, .is_member = is_member,
+                                 .published = published};
     cr_assert_eq(ckpt_fetch_start(c, &ops, 5000, &e), 0, "%s", e.msg);
     ckpt_repl_round(c, 3, "", "", "", 0); /* round 3, no ring neighbours: no replication */
     return c;
@@ -436,6 +458,7 @@ static void two_halves(void)
 Test(ckpt_fetch, a_shard_held_only_by_a_member_is_fetched_and_latest_counts_it)
 {
     two_halves();
+    pub_have = 1; /* the coordinator's value: step 5 of 2 shards, complete across members */
     int64_t step;
     int shards;
     cr_assert_eq(ckpt_store_latest(ckpt_store_of(B), &step, &shards), -ENOENT, "not at B alone");
@@ -550,4 +573,219 @@ Test(ckpt_fetch, an_oversized_or_other_shard_is_refused_before_its_bytes)
     cr_assert_null(ckpt_store_find(ckpt_store_of(B), 5, 0));
     close(fd);
     close(lfd);
+}
+
+/* ---- latest(): the coordinator's value of the round, no listing --------------------------- */
+
+Test(ckpt_fetch, latest_answers_from_the_published_value_without_a_listing)
+{
+    two_halves();
+    pub_have = 1;
+    int fd = worker(B);
+    char buf[600];
+    ask(fd, "latest run", buf, sizeof(buf));
+    cr_assert_str_eq(buf, "ok 5 2", "the step complete across the run, as published");
+    cr_assert_eq(view_calls, 0, "latest() alone never lists ckpt/");
+    struct ckpt_fetch_stats fb;
+    ckpt_fetch_stats(B, &fb);
+    cr_assert_eq(fb.views, 0);
+    save(B, 6, 0, 1, data, 100); /* newer here than the round's value: this store's wins */
+    ask(fd, "latest run", buf, sizeof(buf));
+    cr_assert_str_eq(buf, "ok 6 1");
+    cr_assert_eq(view_calls, 0);
+    close(fd);
+}
+
+Test(ckpt_fetch, latest_waits_for_the_published_value)
+{
+    two_halves();
+    pub_have = 0;
+    int fd = worker(B);
+    char buf[600];
+    cr_assert_eq(send(fd, "latest run", 10, 0), 10);
+    int64_t end = ea_now_ms() + 10000;
+    while (pub_calls < 3 && ea_now_ms() < end)
+        serve();
+    cr_assert_geq(pub_calls, 3, "asked the coordinator's value");
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    cr_assert_eq(poll(&p, 1, 0), 0, "no answer before the value is there");
+    pub_have = 1; /* the watch brought it */
+    reply_of(fd, "latest", buf, sizeof(buf));
+    cr_assert_str_eq(buf, "ok 5 2");
+    cr_assert_eq(view_calls, 0);
+    close(fd);
+}
+
+/* A clock of its own: the wait is measured on the steps' clock, never on this machine's load. */
+Test(ckpt_fetch, latest_falls_back_to_this_store_when_nothing_is_published)
+{
+    two_halves();
+    save(B, 4, 0, 1, data, 100);
+    pub_have = 0;
+    int fd = worker(B);
+    char buf[600];
+    cr_assert_eq(send(fd, "latest run", 10, 0), 10);
+    int64_t end = ea_now_ms() + 10000;
+    while (pub_calls < 1 && ea_now_ms() < end)
+        pump_ckpt(B, 5); /* the request is read and parked; no step yet */
+    cr_assert_eq(pub_calls, 1);
+    const int64_t t = INT64_C(1) << 40;
+    ckpt_repl_step(B, t); /* the wait begins */
+    ckpt_repl_step(B, t + 4999);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    cr_assert_eq(poll(&p, 1, 0), 0, "not before 5 s (3 s for the coordinator and a margin)");
+    ckpt_repl_step(B, t + 5000);
+    cr_assert_eq(poll(&p, 1, 0), 1, "answered at 5 s");
+    reply_of(fd, "latest", buf, sizeof(buf));
+    cr_assert_str_eq(buf, "ok 4 1", "this store alone");
+    cr_assert(has_note(B, CKPT_NOTE_LATEST_ALONE, "published no newest step"), "and said so");
+    cr_assert_eq(view_calls, 0);
+    close(fd);
+}
+
+Test(ckpt_fetch, an_untrusted_published_value_is_not_used)
+{
+    two_halves();
+    save(B, 4, 0, 1, data, 100);
+    pub_have = -1;
+    pub_step = 9;
+    pub_shards = 1;
+    int fd = worker(B);
+    char buf[600];
+    ask(fd, "latest run", buf, sizeof(buf));
+    cr_assert_str_eq(buf, "ok 4 1", "this store alone, at once");
+    cr_assert(has_note(B, CKPT_NOTE_LATEST_ALONE, "not used (written by 'mallory')"));
+    close(fd);
+}
+
+/* ---- the coordinator's value (pure) ------------------------------------------------------- */
+
+static int member_answer;
+static int member_calls;
+
+static int is_member_of(void *ctx, const char *id)
+{
+    (void)ctx, (void)id;
+    member_calls++;
+    return member_answer;
+}
+
+static int accept_of(const char *json, int64_t round, const char *holder, struct ckpt_pub *ret,
+                     struct ea_error *e)
+{
+    return ckpt_pub_accept(json, strlen(json), round, holder, is_member_of, NULL, ret, e);
+}
+
+Test(ckpt_pub, round_trip)
+{
+    struct ckpt_pub p = {.node = "n0", .round = 7, .step = CKPT_MAX_STEP, .shards = 65536}, d;
+    char *json = NULL;
+    struct ea_error e = {0};
+    cr_assert_eq(ckpt_pub_encode(&p, &json, &e), 0, "%s", e.msg);
+    cr_assert_eq(accept_of(json, 7, "n0", &d, &e), 0, "%s: %s", json, e.msg);
+    cr_assert_str_eq(d.node, "n0");
+    cr_assert_eq(d.round, 7);
+    cr_assert_eq(d.step, CKPT_MAX_STEP);
+    cr_assert_eq(d.shards, 65536);
+    free(json);
+    p = (struct ckpt_pub){.node = "n0", .round = 7, .step = -1};
+    cr_assert_eq(ckpt_pub_encode(&p, &json, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(json, "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":-1,\"shards\":0}");
+    cr_assert_eq(accept_of(json, 7, "n0", &d, &e), 0, "%s", e.msg);
+    cr_assert_eq(d.step, -1, "nothing complete");
+    free(json);
+}
+
+Test(ckpt_pub, hostile_values_are_refused)
+{
+    static const char *const bad[] = {
+        "not json",
+        "[]",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":5}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":5,\"shards\":2,\"x\":1}",
+        "{\"schema\":2,\"node\":\"n0\",\"round\":7,\"step\":5,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":6,\"step\":5,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":8,\"step\":5,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":9007199254740993,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":99999999999999999999999,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":1e30,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":-2,\"shards\":0}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":\"5\",\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":5,\"shards\":0}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":5,\"shards\":-3}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":5,\"shards\":65537}",
+        "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":-1,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"\",\"round\":7,\"step\":5,\"shards\":2}",
+        "{\"schema\":1,\"node\":\"n0\",\"node\":\"n1\",\"round\":7,\"step\":5,\"shards\":2}",
+    };
+    member_answer = 1;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct ckpt_pub d;
+        struct ea_error e = {0};
+        cr_assert_eq(accept_of(bad[i], 7, "n0", &d, &e), -EBADMSG, "accepted: %s", bad[i]);
+        cr_assert(e.msg[0], "a reason for %s", bad[i]);
+    }
+    char big[CKPT_PUB_BYTES + 64], id[CKPT_SUM_ID_MAX + 8];
+    memset(id, 'n', sizeof(id) - 1);
+    id[sizeof(id) - 1] = 0;
+    snprintf(big, sizeof(big), "{\"schema\":1,\"node\":\"%s\",\"round\":7,\"step\":5,\"shards\":2}",
+             id);
+    struct ckpt_pub d;
+    struct ea_error e = {0};
+    cr_assert_eq(accept_of(big, 7, id, &d, &e), -EBADMSG, "a node id over the bound");
+    memset(big, ' ', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    const char *ok = "{\"schema\":1,\"node\":\"n0\",\"round\":7,\"step\":5,\"shards\":2}";
+    memcpy(big, ok, strlen(ok)); /* then spaces: JSON, but over the bound */
+    cr_assert_eq(accept_of(big, 7, "n0", &d, &e), -EBADMSG, "over %d bytes", CKPT_PUB_BYTES);
+    cr_assert(strstr(e.msg, "bytes"), "%s", e.msg);
+}
+
+Test(ckpt_pub, only_the_coordinator_or_a_member_writes_it)
+{
+    const char *v = "{\"schema\":1,\"node\":\"n3\",\"round\":7,\"step\":5,\"shards\":2}";
+    struct ckpt_pub d;
+    struct ea_error e = {0};
+    member_answer = 0;
+    cr_assert_eq(accept_of(v, 7, "n3", &d, &e), 0, "the coordinator: %s", e.msg);
+    cr_assert_eq(member_calls, 0, "no member check needed (no read)");
+    cr_assert_eq(accept_of(v, 7, "n0", &d, &e), -EPERM, "neither the coordinator nor a member");
+    cr_assert(strstr(e.msg, "'n3'"), "%s", e.msg);
+    cr_assert_eq(accept_of(v, 7, "", &d, &e), -EPERM, "no coordinator known, not a member");
+    member_answer = -EAGAIN;
+    cr_assert_eq(accept_of(v, 7, "n0", &d, &e), -EPERM, "cannot tell: not trusted");
+    member_answer = 1;
+    cr_assert_eq(accept_of(v, 7, "n0", &d, &e), 0, "a member (the coordinator changed since)");
+}
+
+Test(ckpt_pub, published_when_every_member_is_in_or_at_the_deadline)
+{
+    cr_assert_not(ckpt_pub_due(3, 2, 1000, 1000, 3000), "one member's summary missing");
+    cr_assert_not(ckpt_pub_due(3, 2, 1000, 3999, 3000));
+    cr_assert(ckpt_pub_due(3, 3, 1000, 1000, 3000), "all in: at once");
+    cr_assert(ckpt_pub_due(3, 2, 1000, 4000, 3000), "3 s after the round began: as it is");
+    cr_assert(ckpt_pub_due(0, 0, 1000, 1000, 3000), "a round of the coordinator alone");
+    /* the summaries in: those published for the round, not a node's of the round before */
+    struct ckpt_summary v[3] = {{.node = "n1", .round = 4}, {.node = "n2", .round = 3},
+                                {.node = "n3", .round = 5}};
+    cr_assert_eq(ckpt_sum_fresh(v, 3, 4), 2);
+    cr_assert_not(ckpt_pub_due(3, ckpt_sum_fresh(v, 3, 4), 1000, 1000, 3000), "n2's is older");
+}
+
+Test(ckpt_pub, the_newest_step_complete_across_the_summaries)
+{
+    struct ckpt_summary v[2] = {
+        {.node = "n0", .n = 2, .s = {{.step = 9, .shards = 2, .n = 1, .lo = {0}, .hi = {0}},
+                                     {.step = 8, .shards = 2, .n = 1, .lo = {0}, .hi = {1}}}},
+        {.node = "n1", .n = 1, .s = {{.step = 9, .shards = 3, .n = 1, .lo = {1}, .hi = {2}}}},
+    };
+    struct ckpt_pub p;
+    ckpt_pub_of(v, 2, "n0", 4, &p);
+    cr_assert_eq(p.step, 8, "9 is named with two shard counts: not one checkpoint");
+    cr_assert_eq(p.shards, 2);
+    cr_assert_eq(p.round, 4);
+    cr_assert_str_eq(p.node, "n0");
+    ckpt_pub_of(v + 1, 1, "n0", 4, &p);
+    cr_assert_eq(p.step, -1);
+    cr_assert_eq(p.shards, 0);
 }

@@ -18,6 +18,7 @@
 #include "ckpt_keys.h"
 #include "ea_time.h"
 #include "session.h"
+#include "suspect.h"
 
 #define N 3
 #define P "/elastic/k/"
@@ -143,4 +144,79 @@ Test(ckpt_keys, a_summary_is_put_with_the_nodes_lease_and_listed)
     kv_entry_clear(&e);
     cr_assert_null(rdzv_ckpt_id_of(ss[2], P "nodes/n1"));
     kv_list_clear(&l);
+}
+
+struct seen {
+    int n;
+    char ids[8][16];
+};
+
+static void see(void *ctx, const struct rdzv_ckpt_entry *e)
+{
+    struct seen *s = ctx;
+    cr_assert_lt(s->n, 8);
+    snprintf(s->ids[s->n++], sizeof(s->ids[0]), "%s", e->id);
+}
+
+/* The coordinator's ckpt/ entries (rdzv_ckpt_each) once its mirror has had `want` more changes
+ * than `since` (5 s at most): the number of other members, and who was listed in *ret. */
+static int each_after(uint64_t since, uint64_t want, struct seen *ret)
+{
+    int64_t deadline = ea_now_ms() + 5000;
+    while (rdzv_changes(ss[0]) < since + want && ea_now_ms() < deadline) {
+        struct ea_error err = {0};
+        cr_assert_geq(rdzv_on_events(ss[0], &err), 0, "%s", err.msg);
+        struct pollfd p = {.fd = kv_event_fd(kvs[0]), .events = POLLIN};
+        poll(&p, 1, 50);
+    }
+    cr_assert_geq(rdzv_changes(ss[0]), since + want, "the coordinator saw the puts");
+    *ret = (struct seen){0};
+    struct ea_error err = {0};
+    return rdzv_ckpt_each(ss[0], 1, see, ret, &err);
+}
+
+static int64_t lease_of(int i, const char *key)
+{
+    struct kv_entry e = {0};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_get(kvs[i], key, &e, &err), 0, "%s", err.msg);
+    int64_t l = e.lease;
+    kv_entry_clear(&e);
+    return l;
+}
+
+Test(ckpt_keys, the_coordinator_reads_the_members_summaries_from_its_mirror)
+{
+    join_all();
+    struct ea_error err = {0};
+    struct rdzv_stats before, after;
+    /* n1's own; the coordinator's own (it uses its store instead); a stranger's; and n2's node key
+     * put again (another incarnation than round 1's) with a summary on that key's lease */
+    int64_t l2 = lease_of(2, P "nodes/n2");
+    struct kv_entry rec = {0};
+    cr_assert_eq(kv_get(kvs[2], P "nodes/n2", &rec, &err), 0, "%s", err.msg);
+    uint64_t c0 = rdzv_changes(ss[0]);
+    cr_assert_eq(kv_put(kvs[2], P "ckpt/ghost", "{}", 2, 0, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(rdzv_ckpt_publish(ss[0], "{\"me\":0}", &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_del(kvs[2], P "nodes/n2", &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_put(kvs[2], P "nodes/n2", rec.value, rec.value_len, l2, NULL, &err), 0, "%s",
+                 err.msg);
+    cr_assert_eq(rdzv_ckpt_publish(ss[2], "{\"me\":2}", &err), 0, "%s", err.msg);
+    cr_assert_eq(rdzv_ckpt_publish(ss[1], "{\"me\":1}", &err), 0, "%s", err.msg);
+    kv_entry_clear(&rec);
+    rdzv_stats_get(ss[0], &before);
+    struct seen s;
+    cr_assert_eq(each_after(c0, 6, &s), 2, "two other members");
+    rdzv_stats_get(ss[0], &after);
+    cr_assert_eq(after.requests, before.requests, "from the mirror: no request");
+    cr_assert_eq(s.n, 1, "n1 only (not itself, a stranger, another incarnation)");
+    cr_assert_str_eq(s.ids[0], "n1");
+    /* n1's summary put again on no lease: not written by n1 */
+    c0 = rdzv_changes(ss[0]);
+    cr_assert_eq(kv_put(kvs[2], P "ckpt/n1", "{}", 2, 0, NULL, &err), 0, "%s", err.msg);
+    cr_assert_eq(each_after(c0, 1, &s), 2);
+    cr_assert_eq(s.n, 0, "a summary not on its node key's lease is left out");
+    cr_assert_eq(rdzv_ckpt_each(ss[1], 1, see, &s, &err), -EAGAIN, "a node that does not "
+                 "mirror the run");
+    cr_assert_eq(rdzv_ckpt_each(ss[0], 2, see, &s, &err), -EAGAIN, "another round");
 }
