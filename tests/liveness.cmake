@@ -28,3 +28,7 @@ ea_add_criterion_test(test_node SOURCES unit/test_node.c LIBS ea_node
 # issue 41: the successor walk (agent/node/node_walk.c): a run of dead members in one pass
 # (scripts/mutants.d/walk.sh)
 ea_add_criterion_test(test_node_walk SOURCES unit/test_node_walk.c LIBS ea_node SAFETY "walk/*")
+# issue 41: a failure domain cut from its peers that still reaches the store (agent/node/node_cut.c):
+# correlated evidence needs the watcher reached too; an eviction of a node cut from its ring
+# waits one cooldown before its rejoin (scripts/mutants.d/rackstore.sh)
+ea_add_criterion_test(test_node_cut SOURCES unit/test_node_cut.c LIBS ea_node SAFETY "@(cut|corr)/*")

@@ -6,16 +6,12 @@
  * goes to a third member. A node that loses its lease again soon after rejoining waits before it
  * rejoins (no round storm). The ring's sockets are its host's (node_transport).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ea_time.h"
 #include "node.h"
@@ -27,10 +23,17 @@
  * round waits for that: hold_losses) */
 enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_EVICTED, CASE_DONE };
 
+/* A probe's outcome, as far as a confirmation goes. */
+enum probe_res { PR_PENDING, PR_ALIVE, PR_DEAD, PR_LOCAL };
+
 struct ring_case {
     enum case_state state;
     struct rdzv_suspect_case c;
     uint64_t probe;
+    /* correlated evidence (rdzv_correlated): the watcher, probed too; wprobe 0: not needed */
+    struct rdzv_ring_peer watcher;
+    uint64_t wprobe;
+    enum probe_res sres, wres;
 };
 
 struct node_ring {
@@ -62,7 +65,8 @@ struct node_ring {
     /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
      * watcher in a round of two) */
     bool coord_probing, coord_from_key;
-    uint64_t coord_probe;
+    uint64_t coord_probe, coord_wprobe; /* of the coordinator; of the watcher (0: not needed) */
+    enum probe_res coord_sres, coord_wres;
     int64_t coord_lease;
     struct rdzv_coord_suspicion coord_x;
     int64_t coord_seen_round, coord_seen_rev; /* the last rounds/<r>/coord_suspect looked at */
@@ -73,53 +77,16 @@ struct node_ring {
     /* past a suspected successor [0] and predecessor [1] (node_walk.c); NULL until a first walk */
     struct node_walk *walk[2];
 
-    /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining */
+    /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining or cut from
+     * the ring (node_rejoin_wait) */
     bool was_lost;
     int strikes;
     int64_t rejoined_ms, cooldown_until_ms;
+    /* the ring round in which this node reported a broken link of its own and the store took
+     * the report (so its lease was live then): a loss of the lease in that round is a ring
+     * eviction of a node cut from its neighbours that still reaches the store (0: none) */
+    int64_t cut_round;
 };
-
-/* ---- addresses ------------------------------------------------------------------------------ */
-
-bool node_numeric_addr(const char *addr, char *buf, size_t size)
-{
-    unsigned char tmp[sizeof(struct in6_addr)];
-    if (inet_pton(AF_INET, addr, tmp) == 1 || inet_pton(AF_INET6, addr, tmp) == 1) {
-        snprintf(buf, size, "%s", addr);
-        return true;
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    bool ok = getaddrinfo(addr, NULL, &hints, &res) == 0 && res &&
-              getnameinfo(res->ai_addr, res->ai_addrlen, buf, (socklen_t)size, NULL, 0,
-                          NI_NUMERICHOST) == 0;
-    if (res)
-        freeaddrinfo(res);
-    return ok;
-}
-
-void node_netns_id(char *buf, size_t size)
-{
-    char boot[64] = "";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f && fgets(boot, sizeof(boot), f))
-        boot[strcspn(boot, "\n")] = '\0';
-    if (f)
-        fclose(f);
-    struct stat st;
-    if (!boot[0] || stat("/proc/self/ns/net", &st) < 0)
-        snprintf(buf, size, "pid-%ld", (long)getpid()); /* unknown: reachable by nobody else */
-    else
-        snprintf(buf, size, "%s:%lu", boot, (unsigned long)st.st_ino);
-}
-
-bool node_is_loopback(const char *addr)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, addr, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-}
 
 /* Whether this node can reach a peer at the address in its record: a loopback address only
  * from the same host and network namespace (agents of a file store in network namespaces all
@@ -225,6 +192,8 @@ static void flush_todo(struct node *n, struct node_ring *g)
     for (size_t i = 0; i < g->n_unsent; i++) {
         struct ea_error err = {0};
         int r = rdzv_suspect(n->rdzv, &g->unsent[i], &err);
+        if (r > 0 && g->unsent[i].round == g->round)
+            g->cut_round = g->round; /* written with this node's lease: it was alive, cut */
         if (r < 0 && g->unsent[i].round == g->round) {
             node_log(n, NODE_DEBUG, "liveness ring: reporting node '%s': %s; trying again",
                      g->unsent[i].node_id, err.msg);
@@ -232,14 +201,6 @@ static void flush_todo(struct node *n, struct node_ring *g)
         }
     }
     g->n_unsent = kept;
-}
-
-static void to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret)
-{
-    memset(ret, 0, sizeof(*ret));
-    snprintf(ret->node_id, sizeof(ret->node_id), "%s", p->node_id);
-    snprintf(ret->addr, sizeof(ret->addr), "%s", p->addr);
-    ret->port = p->port;
 }
 
 /* Confirm a suspicion of the coordinator with a probe of this node's own, on a new connection:
@@ -257,10 +218,27 @@ static void confirm_coord(struct node *n, struct node_ring *g, const struct rdzv
         strcmp(holder, x->sus.node_id) != 0 || rdzv_ring_peer(n->rdzv, holder, &p, NULL) < 0 ||
         p.lease != lease || !reachable(g, &p))
         return;
-    to_ring_peer(&p, &rp);
+    /* this node and the watcher in one domain, the coordinator outside it: its probe counts only
+     * if it reaches the watcher too (a domain cut at its switch finds everybody outside dead) */
+    struct rdzv_ring_peer wp;
+    struct ring_peer wrp;
+    bool need_w = from_key && node_correlated_watcher(n, x->sus.by, NULL, p.domain, &wp) > 0;
+    if (need_w && !reachable(g, &wp))
+        return; /* the watcher cannot be probed from here: no second vantage point */
+    uint64_t wid = 0;
+    if (need_w) {
+        node_to_ring_peer(&wp, &wrp);
+        wid = ++g->probe_ids;
+        if (g->p.tr.probe(g->p.tr.ctx, wid, &wrp, x->sus.round, g->p.probe_ms, node_now(n)) < 0)
+            return;
+    }
+    node_to_ring_peer(&p, &rp);
     uint64_t id = ++g->probe_ids;
     if (g->p.tr.probe(g->p.tr.ctx, id, &rp, x->sus.round, g->p.probe_ms, node_now(n)) < 0)
-        return;
+        return; /* (a watcher's probe already sent is ignored when it ends) */
+    g->coord_wprobe = wid;
+    g->coord_sres = PR_PENDING;
+    g->coord_wres = need_w ? PR_PENDING : PR_ALIVE;
     g->coord_probing = true;
     g->coord_from_key = from_key;
     g->coord_probe = id;
@@ -288,7 +266,10 @@ static int suspect_coord(struct node *n, struct node_ring *g, const struct rdzv_
     g->coord_x = cx;
     g->coord_todo = true; /* retried by check_coord_suspicion */
     struct ea_error err = {0};
-    if (rdzv_coord_suspect(n->rdzv, &cx, &err) >= 0)
+    int r = rdzv_coord_suspect(n->rdzv, &cx, &err);
+    if (r > 0 && cx.sus.round == g->round)
+        g->cut_round = g->round;
+    if (r >= 0)
         g->coord_todo = false;
     else
         node_log(n, NODE_DEBUG, "liveness ring: reporting the coordinator '%s': %s; trying again",
@@ -301,7 +282,10 @@ static void check_coord_suspicion(struct node *n, struct node_ring *g)
 {
     if (g->coord_todo) {
         struct ea_error err = {0};
-        if (rdzv_coord_suspect(n->rdzv, &g->coord_x, &err) >= 0)
+        int r = rdzv_coord_suspect(n->rdzv, &g->coord_x, &err);
+        if (r > 0 && g->coord_x.sus.round == g->round)
+            g->cut_round = g->round;
+        if (r >= 0)
             g->coord_todo = false;
     }
     struct rdzv_coord_suspicion cx;
@@ -345,6 +329,8 @@ int node_ring_suspect_member(struct node *n, const struct rdzv_suspicion *sus, i
                      sus->node_id, err.msg);
             return r;
         }
+        if (r > 0 && sus->round == g->round)
+            g->cut_round = g->round;
     }
     g->st.suspicions++;
     node_event(n, &(struct node_event){
@@ -400,23 +386,6 @@ static void on_suspect(struct node *n, struct node_ring *g, const struct ring_re
     flush_todo(n, g);
 }
 
-/* rounds/<r>/detect: when the fault began (the suspect's last beat) and was seen, so every
- * node's recovery clock times the same fault (create-only: the first wins). The JSON of
- * ph_detect_json (agent/observe/phases.c reads it). */
-static void publish_detect(struct node *n, const struct rdzv_suspicion *x)
-{
-    char v[384];
-    snprintf(v, sizeof(v),
-             "{\"fault_ms\":%lld,\"detected_ms\":%lld,\"cause\":\"node_lost\",\"node\":\"%s\","
-             "\"rank\":-1}",
-             (long long)(x->fault_ms > 0 ? x->fault_ms : x->detected_ms), (long long)x->detected_ms,
-             x->node_id);
-    struct ea_error err = {0};
-    if (rdzv_publish_round_key(n->rdzv, x->round, "detect", v, &err) < 0)
-        node_log(n, NODE_DEBUG, "could not publish the detect time of round %" PRId64 ": %s",
-                 x->round, err.msg);
-}
-
 static void evicted(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
                     const char *why, int r, const struct ea_error *err)
 {
@@ -449,14 +418,9 @@ static void false_alarm(struct node *n, struct node_ring *g, const struct rdzv_s
                       .kind = NODE_EV_CLEARED, .node = x->node_id, .by = x->by, .cause = x->cause});
 }
 
-/* A probe this node could not even start (no route from here): it says nothing of the suspect,
- * so this node neither evicts nor clears on it (docs/protocol.md "The liveness ring"). */
-static void no_evidence(struct node *n, const struct rdzv_suspicion *x, const char *cause)
+static enum probe_res res_of(const struct ring_report *x)
 {
-    node_log(n, NODE_INFO,
-             "liveness ring: could not probe node '%s' from here (%s): not confirming '%s''s "
-             "suspicion (%s)",
-             x->node_id, cause, x->by, x->cause);
+    return x->local ? PR_LOCAL : x->alive ? PR_ALIVE : PR_DEAD;
 }
 
 static void on_probe(struct node *n, struct node_ring *g, const struct ring_report *x)
@@ -465,36 +429,55 @@ static void on_probe(struct node *n, struct node_ring *g, const struct ring_repo
     if (node_walk_on_probe(n, g->walk[0], g->round, x) ||
         node_walk_on_probe(n, g->walk[1], g->round, x))
         return;
-    if (g->coord_probing && x->probe_id == g->coord_probe) {
+    if (g->coord_probing && (x->probe_id == g->coord_probe || x->probe_id == g->coord_wprobe)) {
+        *(x->probe_id == g->coord_probe ? &g->coord_sres : &g->coord_wres) = res_of(x);
+        if (g->coord_sres == PR_PENDING ||
+            (g->coord_sres == PR_DEAD && g->coord_wres == PR_PENDING))
+            return; /* the other probe's answer decides */
         g->coord_probing = false;
-        if (x->local) { /* nothing left this node: no word on the coordinator either way */
-            no_evidence(n, &g->coord_x.sus, x->cause);
+        if (g->coord_sres == PR_LOCAL) { /* nothing left this node: no word either way */
+            node_no_evidence(n, &g->coord_x.sus, x->cause);
             return;
         }
-        if (x->alive) { /* the coordinator answered this third member */
+        if (g->coord_sres == PR_DEAD && g->coord_wres != PR_ALIVE) {
+            node_unverified(n, &g->coord_x.sus);
+            return;
+        }
+        if (g->coord_sres == PR_ALIVE) { /* the coordinator answered this third member */
             false_alarm(n, g, &g->coord_x.sus);
             if (g->coord_from_key && rdzv_coord_suspect_clear(n->rdzv, &g->coord_x, &err) < 0)
                 node_log(n, NODE_DEBUG,
                          "liveness ring: clearing the suspicion of the coordinator: %s", err.msg);
             return;
         }
-        publish_detect(n, &g->coord_x.sus);
+        node_publish_detect(n, &g->coord_x.sus);
         int r = rdzv_evict_coord(n->rdzv, g->coord_x.sus.node_id, g->coord_lease, &err);
         evicted(n, g, &g->coord_x.sus, x->cause, r, &err);
         return;
     }
     for (size_t i = 0; g->cases && i < NODE_CASES_MAX; i++) {
         struct ring_case *k = &g->cases[i];
-        if (k->state != CASE_PROBING || k->probe != x->probe_id)
+        bool mine = (k->state == CASE_PROBING && k->probe == x->probe_id) ||
+                    ((k->state == CASE_PROBING || k->state == CASE_QUEUED) && k->wprobe &&
+                     k->wprobe == x->probe_id);
+        if (!mine)
             continue;
+        *(k->state == CASE_PROBING && k->probe == x->probe_id ? &k->sres : &k->wres) = res_of(x);
+        if (k->state == CASE_QUEUED || k->sres == PR_PENDING ||
+            (k->sres == PR_DEAD && k->wres == PR_PENDING))
+            return; /* the other probe's answer decides */
         k->state = CASE_DONE;
         if (g->cases_round != x->round || !rdzv_is_coordinator(n->rdzv))
             return;
-        if (x->local) { /* the key stays: a coordinator that can reach it may confirm it */
-            no_evidence(n, &k->c.sus, x->cause);
+        if (k->sres == PR_LOCAL) { /* the key stays: a coordinator that can reach it may */
+            node_no_evidence(n, &k->c.sus, x->cause);
             return;
         }
-        if (x->alive) { /* the suspect answered the coordinator's own probe */
+        if (k->sres == PR_DEAD && k->wres != PR_ALIVE) { /* the key stays, as above */
+            node_unverified(n, &k->c.sus);
+            return;
+        }
+        if (k->sres == PR_ALIVE) { /* the suspect answered the coordinator's own probe */
             false_alarm(n, g, &k->c.sus);
             if (rdzv_suspect_clear(n->rdzv, &k->c, &err) < 0)
                 node_log(n, NODE_DEBUG, "liveness ring: clearing the suspicion of '%s': %s",
@@ -503,7 +486,7 @@ static void on_probe(struct node *n, struct node_ring *g, const struct ring_repo
                 k->state = CASE_FREE; /* settled, its key gone: the slot takes the next case */
             return;
         }
-        publish_detect(n, &k->c.sus);
+        node_publish_detect(n, &k->c.sus);
         int r = rdzv_evict(n->rdzv, &k->c, &err);
         evicted(n, g, &k->c.sus, x->cause, r, &err);
         if (r >= 0) /* the lease revoked (its node key's delete on its way), or gone already */
@@ -581,17 +564,38 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
             s->group_world_size >= 3)
             continue;
         struct ring_case *k = case_for(g, &list[i]);
-        if (k) { /* one this node cannot reach at all is not probed: no evidence, no eviction */
-            k->state = reachable(g, &list[i].peer) ? CASE_QUEUED : CASE_DONE;
-            k->c = list[i];
-        }
+        if (!k)
+            continue;
+        /* one this node cannot reach at all is not probed: no evidence, no eviction; with
+         * correlated evidence (this node and the watchers in one failure domain, the suspect
+         * outside it) neither is one whose watcher it cannot probe */
+        k->c = list[i];
+        k->wprobe = 0;
+        k->sres = PR_PENDING;
+        k->wres = PR_ALIVE;
+        bool need_w = node_correlated_watcher(n, k->c.sus.by, k->c.sus.also, k->c.peer.domain,
+                                              &k->watcher) > 0;
+        if (need_w)
+            k->wres = PR_PENDING;
+        k->state = reachable(g, &k->c.peer) && (!need_w || reachable(g, &k->watcher))
+                       ? CASE_QUEUED
+                       : CASE_DONE;
     }
     for (size_t i = 0; i < NODE_CASES_MAX; i++) {
         struct ring_case *k = &g->cases[i];
         if (k->state != CASE_QUEUED)
             continue;
         struct ring_peer rp;
-        to_ring_peer(&k->c.peer, &rp);
+        if (k->wres == PR_PENDING && !k->wprobe) { /* the watcher first: a probe of it only */
+            node_to_ring_peer(&k->watcher, &rp);
+            uint64_t wid = ++g->probe_ids;
+            if (g->p.tr.probe(g->p.tr.ctx, wid, &rp, round, g->p.probe_ms, now) < 0) {
+                g->rescan = true;
+                break;
+            }
+            k->wprobe = wid;
+        }
+        node_to_ring_peer(&k->c.peer, &rp);
         uint64_t id = ++g->probe_ids;
         if (g->p.tr.probe(g->p.tr.ctx, id, &rp, round, g->p.probe_ms, now) < 0) {
             g->rescan = true; /* every probe slot busy: the next pass */
@@ -653,23 +657,25 @@ void node_ring_step(struct node *n, bool active, int64_t now)
         return;
     if (n->lease_lost && !g->was_lost) {
         g->was_lost = true;
-        /* lost again soon after rejoining (a flaky node): wait, so it cannot cause a round every
-         * few seconds; one TTL at first (the pace the lease alone would give), doubled for each
-         * further loss that soon (up to NODE_REJOIN_COOLDOWN_CAP_MS), so a node whose link keeps
-         * failing costs the run ever fewer rounds. "Soon" is within the last wait's length. */
-        int64_t window = ea_backoff_ms(g->p.cooldown_ms, g->strikes, NODE_REJOIN_COOLDOWN_CAP_MS);
-        if (g->rejoined_ms > 0 && now - g->rejoined_ms < window) {
-            g->strikes++;
-            int64_t wait = ea_backoff_ms(g->p.cooldown_ms, g->strikes, NODE_REJOIN_COOLDOWN_CAP_MS);
-            g->cooldown_until_ms = now + wait;
+        /* lost again soon after rejoining (a flaky node), or in the ring round in which it was
+         * cut from its neighbours (its lease revoked by the ring while it still reached the
+         * store): wait before rejoining (node_rejoin_wait), so it cannot cause a round every few
+         * seconds, and is not taken into a round where nobody can reach it at once */
+        bool cut = g->round > 0 && g->cut_round == g->round;
+        int64_t since = g->rejoined_ms > 0 ? now - g->rejoined_ms : -1;
+        int64_t wait = node_rejoin_wait(g->p.cooldown_ms, g->strikes, since, cut, &g->strikes);
+        g->cooldown_until_ms = now + wait;
+        if (wait > 0 && cut && g->strikes == 1)
+            node_log(n, NODE_WARN,
+                     "lost the lease in the round in which this node lost its ring links (an "
+                     "eviction by the ring while it reaches the store): waiting %.1f s before "
+                     "rejoining",
+                     (double)wait / 1000.0);
+        else if (wait > 0)
             node_log(n, NODE_WARN,
                      "lost the lease again %.1f s after rejoining (loss %d in a row): waiting "
                      "%.1f s before rejoining",
-                     (double)(now - g->rejoined_ms) / 1000.0, g->strikes + 1,
-                     (double)wait / 1000.0);
-        } else {
-            g->strikes = 0;
-        }
+                     (double)since / 1000.0, g->strikes + 1, (double)wait / 1000.0);
     } else if (!n->lease_lost && g->was_lost) {
         g->was_lost = false;
         g->rejoined_ms = now;

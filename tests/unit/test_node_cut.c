@@ -1,0 +1,555 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The node unit (agent/node/) when a failure domain is cut from its peers but still reaches the
+ * store (issue 41, docs/security.md "A rack cut at its switch"), on the memory store with a fake
+ * clock and a fake ring transport, as tests/unit/test_node.c: (1) a prober's failed probe that is
+ * correlated with the watcher's word (prober and watcher in one domain, the suspect outside it)
+ * evicts only when the prober reaches the watcher too — the coordinator's and the confirmer of a
+ * suspicion of the coordinator; (3) a node whose lease is revoked in the ring round in which it
+ * reported its own links broken waits one cooldown before rejoining, while any other first loss
+ * rejoins at once (node_rejoin_wait, a pure function).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ea_loop.h"
+#include "ea_time.h"
+#include "kv.h"
+#include "node.h"
+#include "session.h"
+#include "domain.h"
+#include "suspect.h"
+
+#define NN 4
+#define PREFIX "/elastic/nodecut/"
+#define TTL 9000
+
+struct probe_req {
+    uint64_t id;
+    char peer[RING_NAME_MAX + 1];
+    int64_t round;
+};
+
+struct fake_tr {
+    int64_t round;
+    char prev[RING_NAME_MAX + 1], next[RING_NAME_MAX + 1];
+    struct probe_req probes[16];
+    int n_probes;
+};
+
+struct counts {
+    int lease_lost, rejoined, suspect, evicted, cleared, fatal;
+};
+
+static struct kv *kv;
+static struct kv_ops faulty; /* the memory backend's ops, writes failing while `fail_writes` */
+static bool fail_writes;
+static int writes_tried;
+static struct ea_fake_clock fc;
+static struct node nodes[NN];
+static struct fake_tr tr[NN];
+static struct counts cnt[NN];
+static bool dead[NN];
+/* each node's --failure-domain (when the suite uses them): n0 (the coordinator: it joins first)
+ * and n1 in rackA, n2 and n3 in rackB; the ring alternates them: n0 n2 n1 n3 */
+static const char *const dom[NN] = {"rackA", "rackA", "rackB", "rackB"};
+static bool use_domains;
+
+static int f_txn(struct kv *k, const struct kv_cmp *c, size_t nc, const struct kv_op *o, size_t no,
+                 int64_t *rev, struct ea_error *err);
+static int f_put(struct kv *k, const char *key, const char *v, size_t len, int64_t lease,
+                 int64_t *rev, struct ea_error *err);
+static int f_grant(struct kv *k, int64_t ttl, int64_t *ret, struct ea_error *err);
+static const struct kv_ops *real_ops;
+
+static int f_txn(struct kv *k, const struct kv_cmp *c, size_t nc, const struct kv_op *o, size_t no,
+                 int64_t *rev, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->txn(k, c, nc, o, no, rev, err);
+}
+
+static int f_put(struct kv *k, const char *key, const char *v, size_t len, int64_t lease,
+                 int64_t *rev, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->put(k, key, v, len, lease, rev, err);
+}
+
+static int f_cas(struct kv *k, const char *key, const char *v, size_t len, int64_t expected,
+                 int64_t lease, int64_t *rev, struct kv_entry *cur, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->cas(k, key, v, len, expected, lease, rev, cur, err);
+}
+
+static int f_grant(struct kv *k, int64_t ttl, int64_t *ret, struct ea_error *err)
+{
+    writes_tried++;
+    if (fail_writes)
+        return ea_errorf(err, KV_ECONN, "injected: store down");
+    return real_ops->lease_grant(k, ttl, ret, err);
+}
+
+static void tr_set(void *ctx, int64_t round, int members, const char *prev, bool await_prev,
+                   const struct ring_peer *next, int64_t now)
+{
+    (void)members, (void)await_prev, (void)now;
+    struct fake_tr *t = ctx;
+    t->round = round;
+    snprintf(t->prev, sizeof(t->prev), "%s", prev ? prev : "");
+    snprintf(t->next, sizeof(t->next), "%s", next ? next->node_id : "");
+}
+
+static int tr_probe(void *ctx, uint64_t id, const struct ring_peer *peer, int64_t round,
+                    int64_t timeout_ms, int64_t now)
+{
+    (void)timeout_ms, (void)now;
+    struct fake_tr *t = ctx;
+    if (t->n_probes >= 16)
+        return -EBUSY;
+    struct probe_req *p = &t->probes[t->n_probes++];
+    p->id = id;
+    p->round = round;
+    snprintf(p->peer, sizeof(p->peer), "%s", peer->node_id);
+    return 0;
+}
+
+static void on_event(void *ctx, const struct node_event *e)
+{
+    struct counts *c = ctx;
+    c->lease_lost += e->kind == NODE_EV_LEASE_LOST;
+    c->rejoined += e->kind == NODE_EV_REJOINED;
+    c->suspect += e->kind == NODE_EV_SUSPECT;
+    c->evicted += e->kind == NODE_EV_EVICTED;
+    c->cleared += e->kind == NODE_EV_CLEARED;
+}
+
+static void on_fatal(void *ctx, enum node_fatal why, const char *msg)
+{
+    (void)why, (void)msg;
+    ((struct counts *)ctx)->fatal++;
+}
+
+static void setup(void)
+{
+    struct kv_config kc = {.backend = "memory"};
+    struct ea_error err = {0};
+    cr_assert_eq(kv_open(&kc, &kv, &err), 0, "%s", err.msg);
+    real_ops = kv->ops;
+    faulty = *real_ops;
+    faulty.txn = f_txn;
+    faulty.put = f_put;
+    faulty.lease_grant = f_grant;
+    faulty.cas = f_cas;
+    kv->ops = &faulty;
+    fail_writes = false;
+    /* an hour ahead of the real clock: the session's own calls that read it (rdzv_evict's and
+     * rdzv_suspects' derive) then see a time before every deadline the test set on the fake one,
+     * however slowly the machine runs the test (never after: a hold would end early) */
+    ea_fake_clock_init(&fc, ea_now_ms() + 3600 * 1000);
+    memset(tr, 0, sizeof(tr));
+    memset(cnt, 0, sizeof(cnt));
+    memset(dead, 0, sizeof(dead));
+    for (int i = 0; i < NN; i++) {
+        struct rdzv_config rc = {.prefix = PREFIX,
+                                 .params = {.min_nodes = 2,
+                                            .max_nodes = NN,
+                                            .settle_ms = 0,
+                                            .last_call_ms = 1000,
+                                            .max_restarts = 100,
+                                            .lease_ttl_ms = TTL,
+                                            .ring = true},
+                                 .lease_ttl_ms = TTL};
+        snprintf(rc.self.node_id, sizeof(rc.self.node_id), "n%d", i);
+        snprintf(rc.self.host, sizeof(rc.self.host), "h%d", i);
+        snprintf(rc.self.addr, sizeof(rc.self.addr), "127.0.0.1");
+        rc.self.nproc = 1;
+        rc.self.pid = 100 + i;
+        rc.self.live_port = 40000 + i;
+        snprintf(rc.self.domain, sizeof(rc.self.domain), "%s", use_domains ? dom[i] : "");
+        memset(&nodes[i], 0, sizeof(nodes[i]));
+        cr_assert_eq(rdzv_session_create(kv, &rc, &nodes[i].rdzv, &err), 0, "%s", err.msg);
+        struct node_params p = {.node_id = rc.self.node_id,
+                                .clock = &fc.clock,
+                                .join_timeout_ms = 60000,
+                                .ops = {.ctx = &cnt[i], .event = on_event, .fatal = on_fatal}};
+        node_init(&nodes[i], &p);
+        struct node_ring_params rp = {.tr = {.ctx = &tr[i], .set = tr_set, .probe = tr_probe},
+                                      .probe_ms = 600,
+                                      .cooldown_ms = TTL,
+                                      .await_prev = true};
+        cr_assert_eq(node_ring_open(&nodes[i], &rp), 0);
+        cr_assert_eq(rdzv_join(nodes[i].rdzv, &err), 0, "%s", err.msg);
+    }
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < NN; i++)
+        node_free(&nodes[i]);
+    kv->ops = real_ops;
+    kv_close(kv);
+}
+
+static void setup_domains(void)
+{
+    use_domains = true;
+    setup();
+}
+
+static void setup_plain(void)
+{
+    use_domains = false;
+    setup();
+}
+
+TestSuite(cut, .init = setup_plain, .fini = teardown, .timeout = 60);
+TestSuite(corr, .init = setup_domains, .fini = teardown, .timeout = 60);
+
+/* One pass of every live node: the store's events, the store's step, the ring's step. The clock
+ * moves only when the test says (advance). */
+static void pass(void)
+{
+    struct kv_event *ev = NULL;
+    size_t n = 0;
+    struct ea_error err = {0};
+    cr_assert_eq(kv_read_events(kv, &ev, &n, &err), 0, "%s", err.msg);
+    for (int i = 0; i < NN; i++) {
+        if (dead[i])
+            continue;
+        if (n)
+            cr_assert_geq(rdzv_apply_events_at(nodes[i].rdzv, ev, n, fc.now, &err), 0, "%s",
+                          err.msg);
+        struct node_step_in in = {.may_rejoin = true, .generation = 1, .done_still_valid = true};
+        node_step(&nodes[i], &in, fc.now);
+        node_ring_step(&nodes[i], true, fc.now);
+    }
+    kv_events_free(ev, n);
+}
+
+static void advance(int64_t ms)
+{
+    fc.now += ms;
+}
+
+static int64_t round_of(int i)
+{
+    const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
+    return s && s->status == RDZV_RUNNING && rdzv_self_member(nodes[i].rdzv) ? s->round : 0;
+}
+
+/* Run passes, 50 simulated ms apart, until every live node is in the same running round of
+ * `members` with its ring set (true) or 400 passes went by. */
+static bool settle(int members)
+{
+    for (int k = 0; k < 400; k++) {
+        pass();
+        bool ok = true;
+        int64_t r0 = -1;
+        for (int i = 0; i < NN && ok; i++) {
+            if (dead[i])
+                continue;
+            const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
+            int64_t r = round_of(i);
+            ok = r > 0 && s->group_world_size == members && tr[i].round == r && (r0 < 0 || r == r0);
+            r0 = r;
+        }
+        if (ok)
+            return true;
+        advance(50);
+    }
+    for (int i = 0; i < NN; i++) { /* what each node saw: for the failure's message */
+        const struct rdzv_state *s = rdzv_current(nodes[i].rdzv, NULL);
+        cr_log_warn("n%d%s: round %lld of %d, ring round %lld, lease_lost %d", i,
+                    dead[i] ? " (dead)" : "", (long long)round_of(i), s ? s->group_world_size : -1,
+                    (long long)tr[i].round, nodes[i].lease_lost);
+    }
+    return false;
+}
+
+static int coordinator(void)
+{
+    for (int i = 0; i < NN; i++)
+        if (!dead[i] && rdzv_is_coordinator(nodes[i].rdzv))
+            return i;
+    cr_assert_fail("no coordinator");
+    return -1;
+}
+
+static int index_of(const char *id)
+{
+    return id[0] == 'n' ? atoi(id + 1) : -1;
+}
+
+/* The ring's report to node w: its link to node x broke. */
+static void link_broke(int w, int x)
+{
+    struct ring_report r = {.kind = RING_REPORT_SUSPECT, .round = tr[w].round, .heard_ms = -1};
+    snprintf(r.node_id, sizeof(r.node_id), "n%d", x);
+    snprintf(r.cause, sizeof(r.cause), "closed");
+    r.outbound = strcmp(tr[w].next, r.node_id) == 0;
+    node_on_report(&nodes[w], &r);
+}
+
+static void probe_result(int w, const struct probe_req *p, bool alive, bool local)
+{
+    struct ring_report r = {.kind = RING_REPORT_PROBE,
+                            .round = p->round,
+                            .probe_id = p->id,
+                            .alive = alive,
+                            .local = local};
+    snprintf(r.node_id, sizeof(r.node_id), "%s", p->peer);
+    snprintf(r.cause, sizeof(r.cause), "%s", alive ? "answered" : "refused");
+    node_on_report(&nodes[w], &r);
+}
+
+/* A member that does not coordinate whose two neighbours do not either (so both report it). */
+static int plain_member(void)
+{
+    int c = coordinator();
+    for (int i = 0; i < NN; i++)
+        if (i != c && index_of(tr[i].next) != c && index_of(tr[i].prev) != c)
+            return i;
+    for (int i = 0; i < NN; i++)
+        if (i != c)
+            return i;
+    return -1;
+}
+
+static void revoke(int i);
+
+static bool lease_valid(int i)
+{
+    struct rdzv_ring_peer p;
+    char id[8];
+    snprintf(id, sizeof(id), "n%d", i);
+    int c = coordinator();
+    if (rdzv_ring_peer(nodes[c].rdzv, id, &p, NULL) < 0)
+        return false;
+    return real_ops->lease_keepalive(kv, p.lease, NULL, NULL) == 0;
+}
+
+
+/* Passes of every live node, 10 simulated ms apart. */
+static void passes(int k)
+{
+    while (k-- > 0) {
+        pass();
+        advance(10);
+    }
+}
+
+/* Revoke node i's lease behind its back (the coordinator evicted it, or it expired). */
+static void revoke(int i)
+{
+    struct rdzv_ring_peer p;
+    char id[8];
+    snprintf(id, sizeof(id), "n%d", i);
+    cr_assert_eq(
+        rdzv_ring_peer(nodes[coordinator() == i ? (i + 1) % NN : coordinator()].rdzv, id, &p, NULL),
+        0);
+    cr_assert_eq(real_ops->lease_revoke(kv, p.lease, NULL), 0);
+}
+
+/* ---- (3) the rejoin wait after an eviction of a node cut from its ring ---------------------- */
+
+Test(cut, the_rejoin_wait_is_a_pure_decision)
+{
+    int s = -1;
+    cr_assert_eq(node_rejoin_wait(TTL, 0, -1, false, &s), 0, "a plain first loss waits");
+    cr_assert_eq(s, 0);
+    cr_assert_eq(node_rejoin_wait(TTL, 0, -1, true, &s), TTL, "a cut loss: one TTL");
+    cr_assert_eq(s, 1);
+    cr_assert_eq(node_rejoin_wait(TTL, 0, 60000, true, &s), TTL, "long after a rejoin: one TTL");
+    cr_assert_eq(s, 1);
+    cr_assert_eq(node_rejoin_wait(TTL, 1, TTL / 2, true, &s), 2 * TTL, "cut again soon: doubled");
+    cr_assert_eq(s, 2);
+    cr_assert_eq(node_rejoin_wait(TTL, 1, TTL / 2, false, &s), 2 * TTL, "lost again soon");
+    cr_assert_eq(s, 2);
+    cr_assert_eq(node_rejoin_wait(TTL, 2, 10 * TTL, false, &s), 0, "a loss long after: none");
+    cr_assert_eq(s, 0);
+}
+
+/* x's lease is revoked (as the coordinator does on an eviction); the passes that follow until
+ * it finds out: its keepalive is due. */
+static void lose_lease(int x, struct node_step_in *hold)
+{
+    revoke(x);
+    advance(TTL / 3 + 1);
+    node_step(&nodes[x], hold, fc.now);
+    node_ring_step(&nodes[x], true, fc.now);
+    cr_assert(nodes[x].lease_lost);
+}
+
+/* x reported its own ring link broken (the store took the report: its lease was live) and then
+ * lost its lease in that round: cut from its neighbours while it reaches the store, it is not
+ * taken back at once (nobody could reach it over the ring: a storm of rounds) but after one
+ * cooldown. Without the fix it rejoined in the same pass. */
+Test(cut, a_node_evicted_while_cut_from_its_ring_waits_before_rejoining)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    int64_t gen = 0;
+    rdzv_current(nodes[x].rdzv, &gen);
+    struct node_step_in hold = {.may_rejoin = false, .generation = gen};
+    struct node_step_in go = {.may_rejoin = true, .generation = gen};
+    link_broke(x, index_of(tr[x].next));
+    link_broke(x, index_of(tr[x].prev));
+    cr_assert_eq(cnt[x].suspect, 2);
+    lose_lease(x, &hold);
+    cr_assert_not(node_may_rejoin(&nodes[x], fc.now), "a cut node may rejoin at once");
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 0, "rejoined at once after an eviction while cut");
+    advance(TTL - 1);
+    cr_assert_not(node_may_rejoin(&nodes[x], fc.now), "waited less than one cooldown");
+    advance(1);
+    cr_assert(node_may_rejoin(&nodes[x], fc.now));
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 1);
+}
+
+/* A first loss with the ring's links up, and one whose reports the store refused (a frozen node
+ * resumed after its eviction: its lease is gone when it reports), rejoin at once, as before. */
+Test(cut, a_first_loss_not_cut_from_the_ring_rejoins_at_once)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    int64_t gen = 0;
+    rdzv_current(nodes[x].rdzv, &gen);
+    struct node_step_in hold = {.may_rejoin = false, .generation = gen};
+    struct node_step_in go = {.may_rejoin = true, .generation = gen};
+    revoke(x);
+    link_broke(x, index_of(tr[x].next)); /* resumed: its report is refused (no lease) */
+    advance(TTL / 3 + 1);
+    node_step(&nodes[x], &hold, fc.now);
+    node_ring_step(&nodes[x], true, fc.now);
+    cr_assert(nodes[x].lease_lost);
+    cr_assert(node_may_rejoin(&nodes[x], fc.now), "a first loss not cut waits");
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 1);
+}
+
+/* ---- (1) correlated evidence: two vantage points in one failure domain ---------------------- */
+
+/* The probes node w asked for since `from`, of node `of`: how many, the last in *ret. */
+static int probes_of(int w, int from, int of, const struct probe_req **ret)
+{
+    int k = 0;
+    for (int i = from; i < tr[w].n_probes; i++)
+        if (index_of(tr[w].probes[i].peer) == of) {
+            k++;
+            *ret = &tr[w].probes[i];
+        }
+    return k;
+}
+
+/* n1 (rackA) reports its successor x (rackB); the coordinator n0 is in rackA too: its failed
+ * probe of x is one vantage point with n1's (rackA cut at its switch finds all of rackB dead),
+ * so it probes n1 as well. Returns x and the two probes. */
+static int correlated_suspicion(const struct probe_req **ps, const struct probe_req **pw)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    cr_assert_eq(coordinator(), 0);
+    int x = index_of(tr[1].next);
+    cr_assert(x == 2 || x == 3, "the ring does not alternate the domains: n1 -> %s", tr[1].next);
+    int before = tr[0].n_probes;
+    link_broke(1, x);
+    passes(5);
+    cr_assert_eq(probes_of(0, before, x, ps), 1, "the suspect was not probed");
+    cr_assert_eq(probes_of(0, before, 1, pw), 1, "the watcher of its own domain was not probed");
+    return x;
+}
+
+Test(corr, a_probe_from_the_watchers_domain_that_cannot_reach_the_watcher_evicts_nobody)
+{
+    const struct probe_req *ps = NULL, *pw = NULL;
+    int x = correlated_suspicion(&ps, &pw);
+    probe_result(0, ps, false, false);
+    probe_result(0, pw, false, false); /* the coordinator reaches nobody: its domain is cut */
+    passes(3);
+    cr_assert_eq(cnt[0].evicted, 0, "a healthy member outside the cut domain was evicted");
+    cr_assert(lease_valid(x));
+}
+
+Test(corr, a_probe_from_the_watchers_domain_that_reaches_the_watcher_evicts)
+{
+    const struct probe_req *ps = NULL, *pw = NULL;
+    int x = correlated_suspicion(&ps, &pw);
+    probe_result(0, pw, true, false); /* the watcher answers: the domain is not cut */
+    cr_assert_eq(cnt[0].evicted, 0, "evicted before the suspect's probe ended");
+    probe_result(0, ps, false, false);
+    cr_assert_eq(cnt[0].evicted, 1);
+    cr_assert_not(lease_valid(x));
+}
+
+/* The watcher outside the coordinator's domain: two independent vantage points, one probe. */
+Test(corr, a_suspicion_from_another_domain_needs_one_probe)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int before = tr[0].n_probes;
+    const struct probe_req *ps = NULL, *pw = NULL;
+    int w = index_of(tr[1].prev); /* rackB reports its successor n1 (rackA) */
+    cr_assert(w == 2 || w == 3, "the ring does not alternate the domains: n1 <- %s", tr[1].prev);
+    link_broke(w, 1);
+    passes(5);
+    cr_assert_eq(probes_of(0, before, 1, &ps), 1, "the suspect was not probed");
+    cr_assert_eq(probes_of(0, before, w, &pw), 0, "the watcher was probed");
+    probe_result(0, ps, false, false);
+    cr_assert_eq(cnt[0].evicted, 1);
+}
+
+/* w (rackB) suspects the coordinator n0 (rackA); the committed confirmer k is rackB too (both
+ * confirmers are outside the coordinator's domain): its failed probe of n0 counts only if it
+ * reaches w. Returns k. */
+static int correlated_coordinator_suspicion(const struct probe_req **pc,
+                                            const struct probe_req **pw)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    cr_assert_eq(coordinator(), 0);
+    int w = index_of(tr[0].prev);
+    cr_assert(w == 2 || w == 3, "the ring does not alternate the domains: n0 <- %s", tr[0].prev);
+    const struct rdzv_state *s = rdzv_current(nodes[w].rdzv, NULL);
+    int kr = rdzv_coord_confirmer_of(s, 0, rdzv_self_member(nodes[w].rdzv)->group_rank), k = -1;
+    for (int i = 0; i < NN; i++)
+        if (rdzv_self_member(nodes[i].rdzv)->group_rank == kr)
+            k = i;
+    cr_assert(k == 2 || k == 3, "the confirmer n%d is not in rackB", k);
+    cr_assert_neq(k, w);
+    int before = tr[k].n_probes;
+    link_broke(w, 0);
+    passes(5);
+    cr_assert_eq(probes_of(k, before, 0, pc), 1, "the confirmer did not probe the coordinator");
+    cr_assert_eq(probes_of(k, before, w, pw), 1, "the confirmer did not probe the watcher");
+    return k;
+}
+
+Test(corr, a_confirmer_in_the_watchers_domain_that_cannot_reach_it_keeps_the_coordinator)
+{
+    const struct probe_req *pc = NULL, *pw = NULL;
+    int k = correlated_coordinator_suspicion(&pc, &pw);
+    probe_result(k, pc, false, false);
+    probe_result(k, pw, false, false);
+    passes(3);
+    cr_assert_eq(cnt[k].evicted, 0, "the coordinator was evicted on one domain's word");
+    cr_assert(rdzv_is_coordinator(nodes[0].rdzv));
+}
+
+Test(corr, a_confirmer_in_the_watchers_domain_that_reaches_it_evicts_the_coordinator)
+{
+    const struct probe_req *pc = NULL, *pw = NULL;
+    int k = correlated_coordinator_suspicion(&pc, &pw);
+    probe_result(k, pc, false, false);
+    cr_assert_eq(cnt[k].evicted, 0, "evicted before the watcher's probe ended");
+    probe_result(k, pw, true, false);
+    cr_assert_eq(cnt[k].evicted, 1);
+}
