@@ -174,6 +174,10 @@ void node_on_report(struct node *n, const struct ring_report *x);
  * NODE_REJOIN_COOLDOWN_CAP_MS); *ret_strikes the new count. */
 int64_t node_rejoin_wait(int64_t cooldown_ms, int strikes, int64_t since_rejoin_ms, bool cut,
                          int *ret_strikes);
+/* node_step's: the lease is lost (the rejoin's wait decided now, node_rejoin_wait: the rejoin
+ * may follow in the same pass); this node rejoined. No-ops without the ring. */
+void node_ring_lease_lost(struct node *n, int64_t now);
+void node_ring_rejoined(struct node *n, int64_t now);
 /* False while a node that lost its lease again soon after rejoining (or in the ring round in
  * which it was cut from its neighbours) waits before rejoining. */
 bool node_may_rejoin(const struct node *n, int64_t now);

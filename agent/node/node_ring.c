@@ -78,7 +78,7 @@ struct node_ring {
     struct node_walk *walk[2];
 
     /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining or cut from
-     * the ring (node_rejoin_wait) */
+     * the ring (node_rejoin_wait); was_lost: the loss was seen (by node_step, or here) */
     bool was_lost;
     int strikes;
     int64_t rejoined_ms, cooldown_until_ms;
@@ -373,13 +373,14 @@ static void on_suspect(struct node *n, struct node_ring *g, const struct ring_re
     }
     const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
     if (rdzv_is_coordinator(n->rdzv) && s && s->group_world_size >= 3) {
-        /* a second vantage point: the suspect's other neighbour reports it too if it is gone,
-         * and the coordinator's probe confirms that; on its own word alone a coordinator cut
-         * off from the network would evict every node it probes */
+        /* a second vantage point: the suspect's other neighbour reports it too if it is gone
+         * (it goes into the key's `also`), and the coordinator's probe confirms that; on its
+         * own word alone a coordinator cut off from the network would evict every node it
+         * probes. Its key is written all the same: the store taking it says this node was
+         * alive then, so a lease lost in this round is a cut from the ring (node_rejoin_wait) */
         node_log(n, NODE_INFO,
                  "liveness ring: waiting for the other neighbour of '%s' to report it too",
                  x->node_id);
-        return;
     }
     if (g->n_unsent < NODE_UNSENT_MAX)
         g->unsent[g->n_unsent++] = sus;
@@ -648,6 +649,44 @@ static void hold_losses(struct node *n, struct node_ring *g, int64_t now)
     }
 }
 
+/* ---- the rejoin cooldown (node_rejoin_wait) ------------------------------------------------ */
+
+void node_ring_lease_lost(struct node *n, int64_t now)
+{
+    struct node_ring *g = n->ring;
+    if (!g || g->was_lost)
+        return;
+    g->was_lost = true;
+    /* lost again soon after rejoining (a flaky node), or in the ring round in which it was cut
+     * from its neighbours (its lease revoked by the ring while it still reached the store):
+     * wait before rejoining, so it cannot cause a round every few seconds, and is not taken
+     * into a round where nobody can reach it at once. Decided here, at the loss: the rejoin may
+     * follow in the same pass (its workers stopped already) */
+    bool cut = g->round > 0 && g->cut_round == g->round;
+    int64_t since = g->rejoined_ms > 0 ? now - g->rejoined_ms : -1;
+    int64_t wait = node_rejoin_wait(g->p.cooldown_ms, g->strikes, since, cut, &g->strikes);
+    g->cooldown_until_ms = now + wait;
+    if (wait > 0 && cut && g->strikes == 1)
+        node_log(n, NODE_WARN,
+                 "lost the lease in the round in which this node lost its ring links (an "
+                 "eviction by the ring while it reaches the store): waiting %.1f s before "
+                 "rejoining",
+                 (double)wait / 1000.0);
+    else if (wait > 0)
+        node_log(n, NODE_WARN,
+                 "lost the lease again %.1f s after rejoining (loss %d in a row): waiting %.1f s "
+                 "before rejoining",
+                 (double)since / 1000.0, g->strikes + 1, (double)wait / 1000.0);
+}
+
+void node_ring_rejoined(struct node *n, int64_t now)
+{
+    if (n->ring && n->ring->was_lost) {
+        n->ring->was_lost = false;
+        n->ring->rejoined_ms = now;
+    }
+}
+
 /* ---- every pass --------------------------------------------------------------------------- */
 
 void node_ring_step(struct node *n, bool active, int64_t now)
@@ -655,31 +694,11 @@ void node_ring_step(struct node *n, bool active, int64_t now)
     struct node_ring *g = n->ring;
     if (!g)
         return;
-    if (n->lease_lost && !g->was_lost) {
-        g->was_lost = true;
-        /* lost again soon after rejoining (a flaky node), or in the ring round in which it was
-         * cut from its neighbours (its lease revoked by the ring while it still reached the
-         * store): wait before rejoining (node_rejoin_wait), so it cannot cause a round every few
-         * seconds, and is not taken into a round where nobody can reach it at once */
-        bool cut = g->round > 0 && g->cut_round == g->round;
-        int64_t since = g->rejoined_ms > 0 ? now - g->rejoined_ms : -1;
-        int64_t wait = node_rejoin_wait(g->p.cooldown_ms, g->strikes, since, cut, &g->strikes);
-        g->cooldown_until_ms = now + wait;
-        if (wait > 0 && cut && g->strikes == 1)
-            node_log(n, NODE_WARN,
-                     "lost the lease in the round in which this node lost its ring links (an "
-                     "eviction by the ring while it reaches the store): waiting %.1f s before "
-                     "rejoining",
-                     (double)wait / 1000.0);
-        else if (wait > 0)
-            node_log(n, NODE_WARN,
-                     "lost the lease again %.1f s after rejoining (loss %d in a row): waiting "
-                     "%.1f s before rejoining",
-                     (double)since / 1000.0, g->strikes + 1, (double)wait / 1000.0);
-    } else if (!n->lease_lost && g->was_lost) {
-        g->was_lost = false;
-        g->rejoined_ms = now;
-    }
+    /* a loss node_step did not see (the agent's own fence lapsed), and the rejoin after it */
+    if (n->lease_lost)
+        node_ring_lease_lost(n, now);
+    else
+        node_ring_rejoined(n, now);
     follow_round(n, g, active, now);
     struct node_walk_env env = walk_env(g);
     node_walk_step(n, g->walk[0], &env, g->round, now);

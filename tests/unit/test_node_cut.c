@@ -418,6 +418,31 @@ Test(cut, a_node_evicted_while_cut_from_its_ring_waits_before_rejoining)
     cr_assert_eq(cnt[x].rejoined, 1);
 }
 
+/* The same when its workers had stopped already (its guards stopped them when the ring's links
+ * went): the rejoin would follow in the very pass that saw the loss, so the wait is decided there,
+ * not on the ring's next step. */
+Test(cut, a_cut_node_whose_workers_stopped_already_waits_too)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    int64_t gen = 0;
+    rdzv_current(nodes[x].rdzv, &gen);
+    struct node_step_in go = {.may_rejoin = true, .generation = gen};
+    link_broke(x, index_of(tr[x].next));
+    revoke(x);
+    advance(TTL / 3 + 1);
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert(nodes[x].lease_lost, "rejoined in the pass that saw the loss");
+    cr_assert_eq(cnt[x].rejoined, 0);
+    node_ring_step(&nodes[x], true, fc.now);
+    advance(TTL - 1);
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 0, "rejoined before one cooldown");
+    advance(1);
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 1);
+}
+
 /* A first loss with the ring's links up, and one whose reports the store refused (a frozen node
  * resumed after its eviction: its lease is gone when it reports), rejoin at once, as before. */
 Test(cut, a_first_loss_not_cut_from_the_ring_rejoins_at_once)
