@@ -84,8 +84,9 @@ struct node_ring {
     int64_t rejoined_ms, cooldown_until_ms;
     /* the ring round in which this node reported a broken link of its own and the store took
      * the report (so its lease was live then): a loss of the lease in that round is a ring
-     * eviction of a node cut from its neighbours that still reaches the store (0: none) */
-    int64_t cut_round;
+     * eviction of a node cut from its neighbours that still reaches the store (0: none); when;
+     * the last ring round this node was in (the loss is often seen after the run went on) */
+    int64_t cut_round, cut_ms, ring_last;
 };
 
 /* Whether this node can reach a peer at the address in its record: a loopback address only
@@ -177,6 +178,8 @@ static void follow_round(struct node *n, struct node_ring *g, bool active, int64
     g->p.tr.set(g->p.tr.ctx, round, round && s ? s->group_world_size : 0, prev,
                 g->p.await_prev && (!g->p.loopback || reach), have ? &rp : NULL, now);
     g->round = round;
+    if (round)
+        g->ring_last = round;
     snprintf(g->next, sizeof(g->next), "%s", next);
     snprintf(g->prev, sizeof(g->prev), "%s", prev);
     if (round)
@@ -186,14 +189,24 @@ static void follow_round(struct node *n, struct node_ring *g, bool active, int64
 
 /* ---- suspicions --------------------------------------------------------------------------- */
 
+/* The store took this node's report of a broken link of round `round` (with its lease: it was
+ * alive then): a loss of the lease soon after, in that round, is a cut (node_ring_lease_lost). */
+static void note_cut(struct node *n, struct node_ring *g, int64_t round)
+{
+    if (round && round == g->round) {
+        g->cut_round = round;
+        g->cut_ms = node_now(n);
+    }
+}
+
 static void flush_todo(struct node *n, struct node_ring *g)
 {
     size_t kept = 0;
     for (size_t i = 0; i < g->n_unsent; i++) {
         struct ea_error err = {0};
         int r = rdzv_suspect(n->rdzv, &g->unsent[i], &err);
-        if (r > 0 && g->unsent[i].round == g->round)
-            g->cut_round = g->round; /* written with this node's lease: it was alive, cut */
+        if (r > 0) /* written with this node's lease: it was alive, cut */
+            note_cut(n, g, g->unsent[i].round);
         if (r < 0 && g->unsent[i].round == g->round) {
             node_log(n, NODE_DEBUG, "liveness ring: reporting node '%s': %s; trying again",
                      g->unsent[i].node_id, err.msg);
@@ -267,8 +280,8 @@ static int suspect_coord(struct node *n, struct node_ring *g, const struct rdzv_
     g->coord_todo = true; /* retried by check_coord_suspicion */
     struct ea_error err = {0};
     int r = rdzv_coord_suspect(n->rdzv, &cx, &err);
-    if (r > 0 && cx.sus.round == g->round)
-        g->cut_round = g->round;
+    if (r > 0)
+        note_cut(n, g, cx.sus.round);
     if (r >= 0)
         g->coord_todo = false;
     else
@@ -283,8 +296,8 @@ static void check_coord_suspicion(struct node *n, struct node_ring *g)
     if (g->coord_todo) {
         struct ea_error err = {0};
         int r = rdzv_coord_suspect(n->rdzv, &g->coord_x, &err);
-        if (r > 0 && g->coord_x.sus.round == g->round)
-            g->cut_round = g->round;
+        if (r > 0)
+            note_cut(n, g, g->coord_x.sus.round);
         if (r >= 0)
             g->coord_todo = false;
     }
@@ -329,8 +342,8 @@ int node_ring_suspect_member(struct node *n, const struct rdzv_suspicion *sus, i
                      sus->node_id, err.msg);
             return r;
         }
-        if (r > 0 && sus->round == g->round)
-            g->cut_round = g->round;
+        if (r > 0)
+            note_cut(n, g, sus->round);
     }
     g->st.suspicions++;
     node_event(n, &(struct node_event){
@@ -662,7 +675,10 @@ void node_ring_lease_lost(struct node *n, int64_t now)
      * wait before rejoining, so it cannot cause a round every few seconds, and is not taken
      * into a round where nobody can reach it at once. Decided here, at the loss: the rejoin may
      * follow in the same pass (its workers stopped already) */
-    bool cut = g->round > 0 && g->cut_round == g->round;
+    /* its last ring round is the one it reported in (it has not linked in another since), and
+     * within one cooldown (the TTL) of the report: an eviction follows it within seconds */
+    bool cut = g->cut_round > 0 && g->cut_round == g->ring_last &&
+               now - g->cut_ms <= g->p.cooldown_ms;
     int64_t since = g->rejoined_ms > 0 ? now - g->rejoined_ms : -1;
     int64_t wait = node_rejoin_wait(g->p.cooldown_ms, g->strikes, since, cut, &g->strikes);
     g->cooldown_until_ms = now + wait;

@@ -603,11 +603,11 @@ static void no_storm(int64_t round, unsigned cut, int64_t t0)
                 revokes, (long long)round + 1, (long long)last, evicted);
     printf("rack (store reached): 30 s after the cut: %d revokes, %lld rounds\n", revokes,
            (long long)(last - round));
-    if (wrong || revokes > 12 || last - round > 8)
+    if (wrong || revokes > 12 || last - round > 10)
         show_logs();
     cr_assert_eq(wrong, 0, "survivors evicted (bits 0x%x): revokes %s", wrong, evicted);
     cr_assert_leq(revokes, 12, "a storm: %d revokes in the 30 s after the cut", revokes);
-    cr_assert_leq(last - round, 8, "a storm: %lld rounds in the 30 s after the cut",
+    cr_assert_leq(last - round, 10, "a storm: %lld rounds in the 30 s after the cut",
                   (long long)(last - round));
 }
 

@@ -418,6 +418,34 @@ Test(cut, a_node_evicted_while_cut_from_its_ring_waits_before_rejoining)
     cr_assert_eq(cnt[x].rejoined, 1);
 }
 
+/* As it happens in a run: the eviction is followed by a round without x, which x sees (it
+ * reaches the store) before its keepalive finds the lease gone: it is in no ring any more when
+ * the loss comes, and still waits. Every node steps with its workers stopped (the rejoin may
+ * follow in the pass that sees the loss). */
+Test(cut, a_cut_node_that_saw_the_run_go_on_without_it_waits_too)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    int64_t r0 = round_of(x);
+    link_broke(x, index_of(tr[x].next));
+    link_broke(x, index_of(tr[x].prev));
+    revoke(x);
+    int64_t lost = -1;
+    for (int k = 0; k < 400 && lost < 0; k++) {
+        pass();
+        if (nodes[x].lease_lost)
+            lost = fc.now;
+        else
+            advance(50);
+    }
+    cr_assert_geq(lost, 0, "x never found its lease gone");
+    cr_assert_eq(tr[x].round, 0, "x still in a ring when its loss came");
+    cr_assert_gt(round_of(coordinator()), r0, "the run did not go on without x");
+    cr_assert_eq(cnt[x].rejoined, 0, "rejoined at once after an eviction while cut");
+    cr_assert_not(node_may_rejoin(&nodes[x], lost + TTL - 1), "waited less than one cooldown");
+    cr_assert(node_may_rejoin(&nodes[x], lost + TTL));
+}
+
 /* The same when its workers had stopped already (its guards stopped them when the ring's links
  * went): the rejoin would follow in the very pass that saw the loss, so the wait is decided there,
  * not on the ring's next step. */
