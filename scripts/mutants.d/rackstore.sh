@@ -39,6 +39,9 @@ mutant --target test_node_cut --filter 'cut/a_cut_node_that_saw*' agent/node/nod
 mutant --target test_node_cut --filter 'cut/the_rejoin_wait*' agent/node/node_cut.c \
   's/    int s = quick ? strikes + 1 : cut ? 1 : 0;/    int s = quick ? strikes + 1 : 0;/' \
   '^test_node_cut$'
+# ... only within one cooldown of the report (an older one says nothing of the loss)
+mutant --target test_node_cut --filter 'cut/a_report_long_before*' agent/node/node_ring.c \
+  's/               now - g->cut_ms <= g->p.cooldown_ms;/               true;/' '^test_node_cut$'
 # ... decided at the loss, before a rejoin in the same pass
 mutant --target test_node_cut --filter 'cut/a_cut_node_whose_workers*' agent/node/node.c \
   's/        node_ring_lease_lost(n, now); \/\* the rejoin.s wait: before the rejoin below \*\//        (void)0;/' \

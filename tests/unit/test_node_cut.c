@@ -446,6 +446,24 @@ Test(cut, a_cut_node_that_saw_the_run_go_on_without_it_waits_too)
     cr_assert(node_may_rejoin(&nodes[x], lost + TTL));
 }
 
+/* A report long before the loss (more than one cooldown: an eviction follows its watcher's
+ * report within seconds) says nothing of the loss: a link that broke and came back, then a lease
+ * lost for another reason, rejoins at once. */
+Test(cut, a_report_long_before_the_loss_is_no_cut)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int x = plain_member();
+    int64_t gen = 0;
+    rdzv_current(nodes[x].rdzv, &gen);
+    struct node_step_in hold = {.may_rejoin = false, .generation = gen};
+    link_broke(x, index_of(tr[x].next));
+    cr_assert_eq(cnt[x].suspect, 1);
+    advance(TTL);
+    lose_lease(x, &hold);
+    cr_assert(node_may_rejoin(&nodes[x], fc.now), "a report %d ms old made the loss a cut",
+              TTL + TTL / 3 + 1);
+}
+
 /* The same when its workers had stopped already (its guards stopped them when the ring's links
  * went): the rejoin would follow in the very pass that saw the loss, so the wait is decided there,
  * not on the ring's next step. */
