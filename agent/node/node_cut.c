@@ -62,7 +62,6 @@ bool node_is_loopback(const char *addr)
     return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
-
 /* ---- correlated evidence -------------------------------------------------------------------- */
 
 int node_correlated_watcher(struct node *n, const char *by, const char *also,

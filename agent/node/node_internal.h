@@ -21,7 +21,7 @@ void node_take_warning(struct node *n);
  * the coordinator — counted and told as an event. < 0: a store error, to try again. */
 int node_ring_suspect_member(struct node *n, const struct rdzv_suspicion *sus, int rank);
 
-/* ---- correlated evidence (node_cut.c) ---------------------------------------------------------- */
+/* ---- correlated evidence (node_cut.c) ------------------------------------------------------- */
 
 /* This node is about to confirm the suspicion of a member in `suspect_domain` written by `by`
  * (`also`: the key's second watcher, or NULL): 1 when its probe would be correlated with their

@@ -591,9 +591,8 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
                                               &k->watcher) > 0;
         if (need_w)
             k->wres = PR_PENDING;
-        k->state = reachable(g, &k->c.peer) && (!need_w || reachable(g, &k->watcher))
-                       ? CASE_QUEUED
-                       : CASE_DONE;
+        bool can = reachable(g, &k->c.peer) && (!need_w || reachable(g, &k->watcher));
+        k->state = can ? CASE_QUEUED : CASE_DONE;
     }
     for (size_t i = 0; i < NODE_CASES_MAX; i++) {
         struct ring_case *k = &g->cases[i];

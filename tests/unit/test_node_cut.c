@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "domain.h"
 #include "ea_loop.h"
 #include "ea_time.h"
 #include "kv.h"
 #include "node.h"
 #include "session.h"
-#include "domain.h"
 #include "suspect.h"
 
 #define NN 4
@@ -338,7 +338,6 @@ static bool lease_valid(int i)
         return false;
     return real_ops->lease_keepalive(kv, p.lease, NULL, NULL) == 0;
 }
-
 
 /* Passes of every live node, 10 simulated ms apart. */
 static void passes(int k)
