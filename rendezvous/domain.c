@@ -152,3 +152,9 @@ int rdzv_coord_confirmer_of(const struct rdzv_state *s, int coord_rank, int by_r
         }
     return rdzv_coord_confirmer(n, coord_rank, by_rank);
 }
+
+bool rdzv_correlated(const char *prober, const char *by, const char *also, const char *suspect)
+{
+    return same_domain(prober, by) && (!also || same_domain(prober, also)) &&
+           !same_domain(prober, suspect);
+}

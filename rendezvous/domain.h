@@ -59,4 +59,14 @@ void rdzv_pick_confirmers(const struct rdzv_member *m, size_t n, int coord_rank,
  */
 int rdzv_coord_confirmer_of(const struct rdzv_state *s, int coord_rank, int by_rank);
 
+/*
+ * Whether a prober's failed probe of a suspect is correlated with the watcher's word
+ * (docs/security.md, "A rack cut at its switch"): the prober and the watcher (`by`, and `also`
+ * when the key has one: NULL when not) are in one failure domain and the suspect is outside it.
+ * When that domain is what failed (its switch down) both find every node outside it dead, and two
+ * vantage points there are one: such a probe counts only if the prober also reaches the watcher
+ * (the node unit probes it too). Domains "" or NULL share nothing (no domain, no correlation).
+ */
+bool rdzv_correlated(const char *prober, const char *by, const char *also, const char *suspect);
+
 #endif

@@ -35,6 +35,7 @@ static int peer_of(const struct rdzv_node *n, int64_t lease, struct rdzv_ring_pe
     snprintf(p.node_id, sizeof(p.node_id), "%s", n->node_id);
     snprintf(p.addr, sizeof(p.addr), "%s", n->live_addr[0] ? n->live_addr : n->addr);
     snprintf(p.ns, sizeof(p.ns), "%s", n->live_ns);
+    snprintf(p.domain, sizeof(p.domain), "%s", n->domain);
     *ret = p;
     return 0;
 }

@@ -24,6 +24,7 @@ struct rdzv_ring_peer {
     int64_t lease;            /* of its nodes/<id> key (from the store, not the record) */
     char ns[RDZV_ADDR_MAX];   /* live_ns: a loopback address's namespace, or "" */
     int ckpt_port;            /* its checkpoint replication port on addr, 0 none */
+    char domain[RDZV_DOMAIN_MAX]; /* its failure domain (the record's "domain"), "" none */
 };
 
 /* nodes/<node_id> as the ring needs it: from the mirror when this session mirrors the run, else

@@ -332,7 +332,7 @@ mutant --target test_liveness_ring --filter 'ring/no_route_here*' agent/liveness
 mutant --target test_liveness_ring --filter 'ring/no_route_here*' agent/liveness/ring.c \
   's/    } else if (e < 0 \&\& ring_local_error(-e)) {/    } else if (0) {/' '^test_liveness_ring$'
 mutant --target test_e2e_liveness_netns --filter 'liveness_netns/no_route*' agent/node/node_ring.c \
-  's/        if (x->local) { \/\* nothing left this node/        if (0) { \/* mutant/' \
+  's/        if (g->coord_sres == PR_LOCAL) { \/\* nothing left this node/        if (0) { \/* mutant/' \
   '^test_e2e_liveness_netns$'
 mutant --target test_liveness_ring --filter 'ring/a_big_round*' agent/liveness/ring.c \
   's/    return 2 \* r->silence + (spread < r->await_cap ? spread : r->await_cap);/    return 2 * r->silence + 0 * spread;/' \

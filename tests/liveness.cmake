@@ -33,3 +33,8 @@ ea_add_criterion_test(test_node_walk SOURCES unit/test_node_walk.c unit/node_fx.
 # and evicts them once it claims `coord` (scripts/mutants.d/node.sh)
 ea_add_criterion_test(test_node_succession SOURCES unit/test_node_succession.c unit/node_fx.c
                       LIBS ea_node SAFETY "succession/*")
+# issue 41: a failure domain cut from its peers that still reaches the store (agent/node/node_cut.c):
+# correlated evidence needs the watcher reached too; an eviction of a node cut from its ring
+# waits one cooldown before its rejoin (scripts/mutants.d/rackstore.sh)
+ea_add_criterion_test(test_node_cut SOURCES unit/test_node_cut.c unit/node_fx.c LIBS ea_node
+                      SAFETY "@(cut|corr)/*")

@@ -172,6 +172,7 @@ void node_step(struct node *n, const struct node_step_in *in, int64_t now)
                  "rejoining",
                  why);
         n->lease_lost = true;
+        node_ring_lease_lost(n, now); /* the rejoin's wait: before the rejoin below */
         node_event(n, &(struct node_event){.kind = NODE_EV_LEASE_LOST, .detail = why});
     } else if (r < 0) {
         node_store_problem(n, r, &err, now);
@@ -185,6 +186,7 @@ void node_step(struct node *n, const struct node_step_in *in, int64_t now)
         }
         n->rejoins++;
         n->lease_lost = false;
+        node_ring_rejoined(n, now);
         /* our workers of that generation are gone: the run must form a new round */
         n->reform_generation = in->generation;
         n->reform_pending = in->generation != 0;

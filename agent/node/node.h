@@ -165,7 +165,21 @@ void node_ring_free(struct node *n);
 void node_ring_step(struct node *n, bool active, int64_t now);
 /* A report of the ring (ring_take / live_take). */
 void node_on_report(struct node *n, const struct ring_report *x);
-/* False while a node that lost its lease again soon after rejoining waits before rejoining. */
+/* The rejoin cooldown's decision when the lease is lost (pure): `strikes` losses in a row so far,
+ * `since_rejoin_ms` since the last rejoin (-1: none), `cut`: the loss came in the ring round in
+ * which this node's own links broke and the store took its report of it (an eviction by the ring
+ * of a node cut from its neighbours that still reaches the store). A loss soon after a rejoin
+ * (within the last wait) is one strike more; a cut loss otherwise is the first; any other loss
+ * none. The wait before rejoining: 0, or cooldown_ms doubled per strike after the first (up to
+ * NODE_REJOIN_COOLDOWN_CAP_MS); *ret_strikes the new count. */
+int64_t node_rejoin_wait(int64_t cooldown_ms, int strikes, int64_t since_rejoin_ms, bool cut,
+                         int *ret_strikes);
+/* node_step's: the lease is lost (the rejoin's wait decided now, node_rejoin_wait: the rejoin
+ * may follow in the same pass); this node rejoined. No-ops without the ring. */
+void node_ring_lease_lost(struct node *n, int64_t now);
+void node_ring_rejoined(struct node *n, int64_t now);
+/* False while a node that lost its lease again soon after rejoining (or in the ring round in
+ * which it was cut from its neighbours) waits before rejoining. */
 bool node_may_rejoin(const struct node *n, int64_t now);
 int64_t node_ring_wake_ms(const struct node *n, int64_t now);
 /* In a ring of at least two now (the workers' fence is tight then). */

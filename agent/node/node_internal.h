@@ -21,6 +21,24 @@ void node_take_warning(struct node *n);
  * the coordinator — counted and told as an event. < 0: a store error, to try again. */
 int node_ring_suspect_member(struct node *n, const struct rdzv_suspicion *sus, int rank);
 
+/* ---- correlated evidence (node_cut.c) ------------------------------------------------------- */
+
+/* This node is about to confirm the suspicion of a member in `suspect_domain` written by `by`
+ * (`also`: the key's second watcher, or NULL): 1 when its probe would be correlated with their
+ * word (rdzv_correlated: this node and the watchers in one failure domain, the suspect outside
+ * it), with the watcher to probe as well in *ret (of a key this node wrote itself, `also`); 0
+ * when it is not (or a domain or the watcher's record is unknown: as before issue 41). */
+int node_correlated_watcher(struct node *n, const char *by, const char *also,
+                            const char *suspect_domain, struct rdzv_ring_peer *ret);
+
+/* rounds/<r>/detect for the suspicion x (create-only: the first wins). */
+void node_publish_detect(struct node *n, const struct rdzv_suspicion *x);
+/* Logged: a probe that could not leave this node (`cause`), or a failed probe correlated with
+ * the watcher's word whose probe of the watcher failed too: nothing is confirmed either way. */
+void node_no_evidence(struct node *n, const struct rdzv_suspicion *x, const char *cause);
+void node_unverified(struct node *n, const struct rdzv_suspicion *x);
+void node_to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret);
+
 /* ---- the successor walk (node_walk.c) --------------------------------------------------------- */
 
 /* A run of dead members past a suspected successor, found in one pass (docs/protocol.md "The

@@ -6,16 +6,12 @@
  * goes to a third member. A node that loses its lease again soon after rejoining waits before it
  * rejoins (no round storm). The ring's sockets are its host's (node_transport).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ea_time.h"
 #include "node.h"
@@ -29,11 +25,18 @@
  * it coordinates, while fresh: succession_probes) */
 enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_EVICTED, CASE_DONE, CASE_DEAD };
 
+/* A probe's outcome, as far as a confirmation goes. */
+enum probe_res { PR_PENDING, PR_ALIVE, PR_DEAD, PR_LOCAL };
+
 struct ring_case {
     enum case_state state;
     struct rdzv_suspect_case c;
     uint64_t probe;
     int64_t dead_ms;
+    /* correlated evidence (rdzv_correlated): the watcher, probed too; wprobe 0: not needed */
+    struct rdzv_ring_peer watcher;
+    uint64_t wprobe;
+    enum probe_res sres, wres;
 };
 
 struct node_ring {
@@ -65,7 +68,8 @@ struct node_ring {
     /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
      * watcher in a round of two) */
     bool coord_probing, coord_from_key;
-    uint64_t coord_probe;
+    uint64_t coord_probe, coord_wprobe; /* of the coordinator; of the watcher (0: not needed) */
+    enum probe_res coord_sres, coord_wres;
     int64_t coord_lease;
     struct rdzv_coord_suspicion coord_x;
     int64_t coord_seen_round, coord_seen_rev; /* the last rounds/<r>/coord_suspect looked at */
@@ -79,53 +83,17 @@ struct node_ring {
     /* past a suspected successor [0] and predecessor [1] (node_walk.c); NULL until a first walk */
     struct node_walk *walk[2];
 
-    /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining */
+    /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining or cut from
+     * the ring (node_rejoin_wait); was_lost: the loss was seen (by node_step, or here) */
     bool was_lost;
     int strikes;
     int64_t rejoined_ms, cooldown_until_ms;
+    /* the ring round in which this node reported a broken link of its own and the store took
+     * the report (so its lease was live then): a loss of the lease in that round is a ring
+     * eviction of a node cut from its neighbours that still reaches the store (0: none); when;
+     * the last ring round this node was in (the loss is often seen after the run went on) */
+    int64_t cut_round, cut_ms, ring_last;
 };
-
-/* ---- addresses ------------------------------------------------------------------------------ */
-
-bool node_numeric_addr(const char *addr, char *buf, size_t size)
-{
-    unsigned char tmp[sizeof(struct in6_addr)];
-    if (inet_pton(AF_INET, addr, tmp) == 1 || inet_pton(AF_INET6, addr, tmp) == 1) {
-        snprintf(buf, size, "%s", addr);
-        return true;
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    bool ok = getaddrinfo(addr, NULL, &hints, &res) == 0 && res &&
-              getnameinfo(res->ai_addr, res->ai_addrlen, buf, (socklen_t)size, NULL, 0,
-                          NI_NUMERICHOST) == 0;
-    if (res)
-        freeaddrinfo(res);
-    return ok;
-}
-
-void node_netns_id(char *buf, size_t size)
-{
-    char boot[64] = "";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f && fgets(boot, sizeof(boot), f))
-        boot[strcspn(boot, "\n")] = '\0';
-    if (f)
-        fclose(f);
-    struct stat st;
-    if (!boot[0] || stat("/proc/self/ns/net", &st) < 0)
-        snprintf(buf, size, "pid-%ld", (long)getpid()); /* unknown: reachable by nobody else */
-    else
-        snprintf(buf, size, "%s:%lu", boot, (unsigned long)st.st_ino);
-}
-
-bool node_is_loopback(const char *addr)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, addr, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-}
 
 /* Whether this node can reach a peer at the address in its record: a loopback address only
  * from the same host and network namespace (agents of a file store in network namespaces all
@@ -216,6 +184,8 @@ static void follow_round(struct node *n, struct node_ring *g, bool active, int64
     g->p.tr.set(g->p.tr.ctx, round, round && s ? s->group_world_size : 0, prev,
                 g->p.await_prev && (!g->p.loopback || reach), have ? &rp : NULL, now);
     g->round = round;
+    if (round)
+        g->ring_last = round;
     snprintf(g->next, sizeof(g->next), "%s", next);
     snprintf(g->prev, sizeof(g->prev), "%s", prev);
     if (round)
@@ -225,12 +195,24 @@ static void follow_round(struct node *n, struct node_ring *g, bool active, int64
 
 /* ---- suspicions --------------------------------------------------------------------------- */
 
+/* The store took this node's report of a broken link of round `round` (with its lease: it was
+ * alive then): a loss of the lease soon after, in that round, is a cut (node_ring_lease_lost). */
+static void note_cut(struct node *n, struct node_ring *g, int64_t round)
+{
+    if (round && round == g->round) {
+        g->cut_round = round;
+        g->cut_ms = node_now(n);
+    }
+}
+
 static void flush_todo(struct node *n, struct node_ring *g)
 {
     size_t kept = 0;
     for (size_t i = 0; i < g->n_unsent; i++) {
         struct ea_error err = {0};
         int r = rdzv_suspect(n->rdzv, &g->unsent[i], &err);
+        if (r > 0) /* written with this node's lease: it was alive, cut */
+            note_cut(n, g, g->unsent[i].round);
         if (r < 0 && g->unsent[i].round == g->round) {
             node_log(n, NODE_DEBUG, "liveness ring: reporting node '%s': %s; trying again",
                      g->unsent[i].node_id, err.msg);
@@ -238,14 +220,6 @@ static void flush_todo(struct node *n, struct node_ring *g)
         }
     }
     g->n_unsent = kept;
-}
-
-static void to_ring_peer(const struct rdzv_ring_peer *p, struct ring_peer *ret)
-{
-    memset(ret, 0, sizeof(*ret));
-    snprintf(ret->node_id, sizeof(ret->node_id), "%s", p->node_id);
-    snprintf(ret->addr, sizeof(ret->addr), "%s", p->addr);
-    ret->port = p->port;
 }
 
 /* Confirm a suspicion of the coordinator with a probe of this node's own, on a new connection:
@@ -263,10 +237,27 @@ static void confirm_coord(struct node *n, struct node_ring *g, const struct rdzv
         strcmp(holder, x->sus.node_id) != 0 || rdzv_ring_peer(n->rdzv, holder, &p, NULL) < 0 ||
         p.lease != lease || !reachable(g, &p))
         return;
-    to_ring_peer(&p, &rp);
+    /* this node and the watcher in one domain, the coordinator outside it: its probe counts only
+     * if it reaches the watcher too (a domain cut at its switch finds everybody outside dead) */
+    struct rdzv_ring_peer wp;
+    struct ring_peer wrp;
+    bool need_w = from_key && node_correlated_watcher(n, x->sus.by, NULL, p.domain, &wp) > 0;
+    if (need_w && !reachable(g, &wp))
+        return; /* the watcher cannot be probed from here: no second vantage point */
+    uint64_t wid = 0;
+    if (need_w) {
+        node_to_ring_peer(&wp, &wrp);
+        wid = ++g->probe_ids;
+        if (g->p.tr.probe(g->p.tr.ctx, wid, &wrp, x->sus.round, g->p.probe_ms, node_now(n)) < 0)
+            return;
+    }
+    node_to_ring_peer(&p, &rp);
     uint64_t id = ++g->probe_ids;
     if (g->p.tr.probe(g->p.tr.ctx, id, &rp, x->sus.round, g->p.probe_ms, node_now(n)) < 0)
-        return;
+        return; /* (a watcher's probe already sent is ignored when it ends) */
+    g->coord_wprobe = wid;
+    g->coord_sres = PR_PENDING;
+    g->coord_wres = need_w ? PR_PENDING : PR_ALIVE;
     g->coord_probing = true;
     g->coord_from_key = from_key;
     g->coord_probe = id;
@@ -296,7 +287,10 @@ static int suspect_coord(struct node *n, struct node_ring *g, const struct rdzv_
     g->coord_x = cx;
     g->coord_todo = true; /* retried by check_coord_suspicion */
     struct ea_error err = {0};
-    if (rdzv_coord_suspect(n->rdzv, &cx, &err) >= 0)
+    int r = rdzv_coord_suspect(n->rdzv, &cx, &err);
+    if (r > 0)
+        note_cut(n, g, cx.sus.round);
+    if (r >= 0)
         g->coord_todo = false;
     else
         node_log(n, NODE_DEBUG, "liveness ring: reporting the coordinator '%s': %s; trying again",
@@ -309,7 +303,10 @@ static void check_coord_suspicion(struct node *n, struct node_ring *g)
 {
     if (g->coord_todo) {
         struct ea_error err = {0};
-        if (rdzv_coord_suspect(n->rdzv, &g->coord_x, &err) >= 0)
+        int r = rdzv_coord_suspect(n->rdzv, &g->coord_x, &err);
+        if (r > 0)
+            note_cut(n, g, g->coord_x.sus.round);
+        if (r >= 0)
             g->coord_todo = false;
     }
     struct rdzv_coord_suspicion cx;
@@ -353,6 +350,8 @@ int node_ring_suspect_member(struct node *n, const struct rdzv_suspicion *sus, i
                      sus->node_id, err.msg);
             return r;
         }
+        if (r > 0)
+            note_cut(n, g, sus->round);
     }
     g->st.suspicions++;
     node_event(n, &(struct node_event){
@@ -395,34 +394,18 @@ static void on_suspect(struct node *n, struct node_ring *g, const struct ring_re
     }
     const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
     if (rdzv_is_coordinator(n->rdzv) && s && s->group_world_size >= 3) {
-        /* a second vantage point: the suspect's other neighbour reports it too if it is gone,
-         * and the coordinator's probe confirms that; on its own word alone a coordinator cut
-         * off from the network would evict every node it probes */
+        /* a second vantage point: the suspect's other neighbour reports it too if it is gone
+         * (it goes into the key's `also`), and the coordinator's probe confirms that; on its
+         * own word alone a coordinator cut off from the network would evict every node it
+         * probes. Its key is written all the same: the store taking it says this node was
+         * alive then, so a lease lost in this round is a cut from the ring (node_rejoin_wait) */
         node_log(n, NODE_INFO,
                  "liveness ring: waiting for the other neighbour of '%s' to report it too",
                  x->node_id);
-        return;
     }
     if (g->n_unsent < NODE_UNSENT_MAX)
         g->unsent[g->n_unsent++] = sus;
     flush_todo(n, g);
-}
-
-/* rounds/<r>/detect: when the fault began (the suspect's last beat) and was seen, so every
- * node's recovery clock times the same fault (create-only: the first wins). The JSON of
- * ph_detect_json (agent/observe/phases.c reads it). */
-static void publish_detect(struct node *n, const struct rdzv_suspicion *x)
-{
-    char v[384];
-    snprintf(v, sizeof(v),
-             "{\"fault_ms\":%lld,\"detected_ms\":%lld,\"cause\":\"node_lost\",\"node\":\"%s\","
-             "\"rank\":-1}",
-             (long long)(x->fault_ms > 0 ? x->fault_ms : x->detected_ms), (long long)x->detected_ms,
-             x->node_id);
-    struct ea_error err = {0};
-    if (rdzv_publish_round_key(n->rdzv, x->round, "detect", v, &err) < 0)
-        node_log(n, NODE_DEBUG, "could not publish the detect time of round %" PRId64 ": %s",
-                 x->round, err.msg);
 }
 
 static void evicted(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
@@ -457,21 +440,16 @@ static void false_alarm(struct node *n, struct node_ring *g, const struct rdzv_s
                       .kind = NODE_EV_CLEARED, .node = x->node_id, .by = x->by, .cause = x->cause});
 }
 
-/* A probe this node could not even start (no route from here): it says nothing of the suspect,
- * so this node neither evicts nor clears on it (docs/protocol.md "The liveness ring"). */
-static void no_evidence(struct node *n, const struct rdzv_suspicion *x, const char *cause)
+static enum probe_res res_of(const struct ring_report *x)
 {
-    node_log(n, NODE_INFO,
-             "liveness ring: could not probe node '%s' from here (%s): not confirming '%s''s "
-             "suspicion (%s)",
-             x->node_id, cause, x->by, x->cause);
+    return x->local ? PR_LOCAL : x->alive ? PR_ALIVE : PR_DEAD;
 }
 
 /* The coordinator's probe of a suspect went unanswered: revoke its lease. */
 static void evict_case(struct node *n, struct node_ring *g, struct ring_case *k, const char *why)
 {
     struct ea_error err = {0};
-    publish_detect(n, &k->c.sus);
+    node_publish_detect(n, &k->c.sus);
     int r = rdzv_evict(n->rdzv, &k->c, &err);
     evicted(n, g, &k->c.sus, why, r, &err);
     k->state = CASE_DONE;
@@ -485,41 +463,60 @@ static void on_probe(struct node *n, struct node_ring *g, const struct ring_repo
     if (node_walk_on_probe(n, g->walk[0], g->round, x) ||
         node_walk_on_probe(n, g->walk[1], g->round, x))
         return;
-    if (g->coord_probing && x->probe_id == g->coord_probe) {
+    if (g->coord_probing && (x->probe_id == g->coord_probe || x->probe_id == g->coord_wprobe)) {
+        *(x->probe_id == g->coord_probe ? &g->coord_sres : &g->coord_wres) = res_of(x);
+        if (g->coord_sres == PR_PENDING ||
+            (g->coord_sres == PR_DEAD && g->coord_wres == PR_PENDING))
+            return; /* the other probe's answer decides */
         g->coord_probing = false;
-        if (x->local) { /* nothing left this node: no word on the coordinator either way */
-            no_evidence(n, &g->coord_x.sus, x->cause);
+        if (g->coord_sres == PR_LOCAL) { /* nothing left this node: no word either way */
+            node_no_evidence(n, &g->coord_x.sus, x->cause);
             return;
         }
-        if (x->alive) { /* the coordinator answered this third member */
+        if (g->coord_sres == PR_DEAD && g->coord_wres != PR_ALIVE) {
+            node_unverified(n, &g->coord_x.sus);
+            return;
+        }
+        if (g->coord_sres == PR_ALIVE) { /* the coordinator answered this third member */
             false_alarm(n, g, &g->coord_x.sus);
             if (g->coord_from_key && rdzv_coord_suspect_clear(n->rdzv, &g->coord_x, &err) < 0)
                 node_log(n, NODE_DEBUG,
                          "liveness ring: clearing the suspicion of the coordinator: %s", err.msg);
             return;
         }
-        publish_detect(n, &g->coord_x.sus);
+        node_publish_detect(n, &g->coord_x.sus);
         int r = rdzv_evict_coord(n->rdzv, g->coord_x.sus.node_id, g->coord_lease, &err);
         evicted(n, g, &g->coord_x.sus, x->cause, r, &err);
         return;
     }
     for (size_t i = 0; g->cases && i < NODE_CASES_MAX; i++) {
         struct ring_case *k = &g->cases[i];
-        if (k->state != CASE_PROBING || k->probe != x->probe_id)
+        bool mine = (k->state == CASE_PROBING && k->probe == x->probe_id) ||
+                    ((k->state == CASE_PROBING || k->state == CASE_QUEUED) && k->wprobe &&
+                     k->wprobe == x->probe_id);
+        if (!mine)
             continue;
+        *(k->state == CASE_PROBING && k->probe == x->probe_id ? &k->sres : &k->wres) = res_of(x);
+        if (k->state == CASE_QUEUED || k->sres == PR_PENDING ||
+            (k->sres == PR_DEAD && k->wres == PR_PENDING))
+            return; /* the other probe's answer decides */
         k->state = CASE_DONE;
         if (g->cases_round != x->round)
             return;
         if (!rdzv_is_coordinator(n->rdzv)) { /* a succession probe (succession_probes) */
-            k->state = !x->alive && !x->local ? CASE_DEAD : CASE_FREE;
+            k->state = k->sres == PR_DEAD && k->wres == PR_ALIVE ? CASE_DEAD : CASE_FREE;
             k->dead_ms = node_now(n);
             return;
         }
-        if (x->local) { /* the key stays: a coordinator that can reach it may confirm it */
-            no_evidence(n, &k->c.sus, x->cause);
+        if (k->sres == PR_LOCAL) { /* the key stays: a coordinator that can reach it may */
+            node_no_evidence(n, &k->c.sus, x->cause);
             return;
         }
-        if (x->alive) { /* the suspect answered the coordinator's own probe */
+        if (k->sres == PR_DEAD && k->wres != PR_ALIVE) { /* the key stays, as above */
+            node_unverified(n, &k->c.sus);
+            return;
+        }
+        if (k->sres == PR_ALIVE) { /* the suspect answered the coordinator's own probe */
             false_alarm(n, g, &k->c.sus);
             if (rdzv_suspect_clear(n->rdzv, &k->c, &err) < 0)
                 node_log(n, NODE_DEBUG, "liveness ring: clearing the suspicion of '%s': %s",
@@ -576,7 +573,7 @@ static bool cases_of(struct node_ring *g, int64_t round)
     return true;
 }
 
-/* Probe every queued case. */
+/* Probe every queued case (with correlated evidence, its watcher first). */
 static void start_probes(struct node *n, struct node_ring *g, int64_t round, int64_t now)
 {
     for (size_t i = 0; i < NODE_CASES_MAX; i++) {
@@ -584,7 +581,16 @@ static void start_probes(struct node *n, struct node_ring *g, int64_t round, int
         if (k->state != CASE_QUEUED)
             continue;
         struct ring_peer rp;
-        to_ring_peer(&k->c.peer, &rp);
+        if (k->wres == PR_PENDING && !k->wprobe) { /* the watcher first: a probe of it only */
+            node_to_ring_peer(&k->watcher, &rp);
+            uint64_t wid = ++g->probe_ids;
+            if (g->p.tr.probe(g->p.tr.ctx, wid, &rp, round, g->p.probe_ms, now) < 0) {
+                g->rescan = true;
+                break;
+            }
+            k->wprobe = wid;
+        }
+        node_to_ring_peer(&k->c.peer, &rp);
         uint64_t id = ++g->probe_ids;
         if (g->p.tr.probe(g->p.tr.ctx, id, &rp, round, g->p.probe_ms, now) < 0) {
             g->rescan = true; /* every probe slot busy: the next pass */
@@ -595,6 +601,25 @@ static void start_probes(struct node *n, struct node_ring *g, int64_t round, int
         node_log(n, NODE_INFO, "liveness ring: '%s' suspects node '%s' (%s): probing it",
                  k->c.sus.by, k->c.sus.node_id, k->c.sus.cause);
     }
+}
+
+/* Take case c into slot k: queued for its probes, or done when this node cannot probe it: one
+ * this node cannot reach at all is not probed (no evidence, no eviction); with correlated
+ * evidence (this node and the watchers in one failure domain, the suspect outside it) neither is
+ * one whose watcher it cannot probe. */
+static void queue_case(struct node *n, struct node_ring *g, struct ring_case *k,
+                       const struct rdzv_suspect_case *c)
+{
+    k->c = *c;
+    k->wprobe = 0;
+    k->sres = PR_PENDING;
+    k->wres = PR_ALIVE;
+    bool need_w = node_correlated_watcher(n, k->c.sus.by, k->c.sus.also, k->c.peer.domain,
+                                          &k->watcher) > 0;
+    if (need_w)
+        k->wres = PR_PENDING;
+    bool can = reachable(g, &k->c.peer) && (!need_w || reachable(g, &k->watcher));
+    k->state = can ? CASE_QUEUED : CASE_DONE;
 }
 
 /* A suspicion this node wrote itself, that nobody else has seen: no second vantage point (the
@@ -633,10 +658,8 @@ static void succession_probes(struct node *n, struct node_ring *g, int64_t now)
             own_word_only(n, &list[i], s->group_world_size))
             continue;
         struct ring_case *k = case_for(g, &list[i]);
-        if (k && reachable(g, &list[i].peer)) {
-            k->state = CASE_QUEUED;
-            k->c = list[i];
-        }
+        if (k)
+            queue_case(n, g, k, &list[i]);
     }
     start_probes(n, g, round, now);
 }
@@ -689,10 +712,8 @@ static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
         if (own_word_only(n, &list[i], s->group_world_size))
             continue;
         struct ring_case *k = case_for(g, &list[i]);
-        if (k) { /* one this node cannot reach at all is not probed: no evidence, no eviction */
-            k->state = reachable(g, &list[i].peer) ? CASE_QUEUED : CASE_DONE;
-            k->c = list[i];
-        }
+        if (k)
+            queue_case(n, g, k, &list[i]);
     }
     start_probes(n, g, round, now);
 }
@@ -737,6 +758,47 @@ static void hold_losses(struct node *n, struct node_ring *g, int64_t now)
     }
 }
 
+/* ---- the rejoin cooldown (node_rejoin_wait) ------------------------------------------------ */
+
+void node_ring_lease_lost(struct node *n, int64_t now)
+{
+    struct node_ring *g = n->ring;
+    if (!g || g->was_lost)
+        return;
+    g->was_lost = true;
+    /* lost again soon after rejoining (a flaky node), or in the ring round in which it was cut
+     * from its neighbours (its lease revoked by the ring while it still reached the store):
+     * wait before rejoining, so it cannot cause a round every few seconds, and is not taken
+     * into a round where nobody can reach it at once. Decided here, at the loss: the rejoin may
+     * follow in the same pass (its workers stopped already) */
+    /* its last ring round is the one it reported in (it has not linked in another since), and
+     * within one cooldown (the TTL) of the report: an eviction follows it within seconds */
+    bool cut = g->cut_round > 0 && g->cut_round == g->ring_last &&
+               now - g->cut_ms <= g->p.cooldown_ms;
+    int64_t since = g->rejoined_ms > 0 ? now - g->rejoined_ms : -1;
+    int64_t wait = node_rejoin_wait(g->p.cooldown_ms, g->strikes, since, cut, &g->strikes);
+    g->cooldown_until_ms = now + wait;
+    if (wait > 0 && cut && g->strikes == 1)
+        node_log(n, NODE_WARN,
+                 "lost the lease in the round in which this node lost its ring links (an "
+                 "eviction by the ring while it reaches the store): waiting %.1f s before "
+                 "rejoining",
+                 (double)wait / 1000.0);
+    else if (wait > 0)
+        node_log(n, NODE_WARN,
+                 "lost the lease again %.1f s after rejoining (loss %d in a row): waiting %.1f s "
+                 "before rejoining",
+                 (double)since / 1000.0, g->strikes + 1, (double)wait / 1000.0);
+}
+
+void node_ring_rejoined(struct node *n, int64_t now)
+{
+    if (n->ring && n->ring->was_lost) {
+        n->ring->was_lost = false;
+        n->ring->rejoined_ms = now;
+    }
+}
+
 /* ---- every pass --------------------------------------------------------------------------- */
 
 void node_ring_step(struct node *n, bool active, int64_t now)
@@ -744,29 +806,11 @@ void node_ring_step(struct node *n, bool active, int64_t now)
     struct node_ring *g = n->ring;
     if (!g)
         return;
-    if (n->lease_lost && !g->was_lost) {
-        g->was_lost = true;
-        /* lost again soon after rejoining (a flaky node): wait, so it cannot cause a round every
-         * few seconds; one TTL at first (the pace the lease alone would give), doubled for each
-         * further loss that soon (up to NODE_REJOIN_COOLDOWN_CAP_MS), so a node whose link keeps
-         * failing costs the run ever fewer rounds. "Soon" is within the last wait's length. */
-        int64_t window = ea_backoff_ms(g->p.cooldown_ms, g->strikes, NODE_REJOIN_COOLDOWN_CAP_MS);
-        if (g->rejoined_ms > 0 && now - g->rejoined_ms < window) {
-            g->strikes++;
-            int64_t wait = ea_backoff_ms(g->p.cooldown_ms, g->strikes, NODE_REJOIN_COOLDOWN_CAP_MS);
-            g->cooldown_until_ms = now + wait;
-            node_log(n, NODE_WARN,
-                     "lost the lease again %.1f s after rejoining (loss %d in a row): waiting "
-                     "%.1f s before rejoining",
-                     (double)(now - g->rejoined_ms) / 1000.0, g->strikes + 1,
-                     (double)wait / 1000.0);
-        } else {
-            g->strikes = 0;
-        }
-    } else if (!n->lease_lost && g->was_lost) {
-        g->was_lost = false;
-        g->rejoined_ms = now;
-    }
+    /* a loss node_step did not see (the agent's own fence lapsed), and the rejoin after it */
+    if (n->lease_lost)
+        node_ring_lease_lost(n, now);
+    else
+        node_ring_rejoined(n, now);
     follow_round(n, g, active, now);
     struct node_walk_env env = walk_env(g);
     node_walk_step(n, g->walk[0], &env, g->round, now);

@@ -4,14 +4,14 @@
 # depend on the machine's load). Were the agent's e2e checks on agent/agent_liveness.c.
 # A probe the suspect answered clears it (no eviction); the coordinator's probe that failed evicts.
 mutant --target test_node --filter 'node/a_suspicion_whose_probe*' agent/node/node_ring.c \
-  's/        if (x->alive) { \/\* the suspect answered/        if (0) { \/* mutant: probe ignored/' \
+  's/        if (k->sres == PR_ALIVE) { \/\* the suspect answered/        if (0) { \/* mutant: probe ignored/' \
   '^test_node$'
 mutant --target test_node --filter 'node/a_suspicion_confirmed*' agent/node/node_ring.c \
   's/    int r = rdzv_evict(n->rdzv, \&k->c, \&err);/    int r = 0; \/* mutant: no evict *\//' \
   '^test_node$'
 # A probe that could not leave this node is no evidence: the key stays, nobody is evicted.
 mutant --target test_node --filter 'node/a_probe_that_could_not*' agent/node/node_ring.c \
-  's/        if (x->local) { \/\* the key stays/        if (0) { \/* mutant/' '^test_node$'
+  's/        if (k->sres == PR_LOCAL) { \/\* the key stays/        if (0) { \/* mutant/' '^test_node$'
 # A suspicion of the coordinator needs a third member's probe, and the coordinator never confirms
 # a suspicion on its own word alone (a node cut off would evict everybody).
 mutant --target test_node --filter 'node/a_suspicion_of_the_coordinator*' agent/node/node_ring.c \
@@ -23,8 +23,9 @@ mutant --target test_node --filter 'node/the_coordinators_word_alone*' agent/nod
 # The rejoin cooldown of a node that keeps losing its lease soon after rejoining, and its doubling.
 mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_ring.c \
   's/    return !n->ring || now >= n->ring->cooldown_until_ms;/    return true;/' '^test_node$'
-mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_ring.c \
-  's/            g->strikes++;/            (void)0; \/* mutant: strikes not counted *\//' '^test_node$'
+mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_cut.c \
+  's/    int s = quick ? strikes + 1 : cut ? 1 : 0;/    int s = quick ? strikes : cut ? 1 : 0; \/* mutant: strikes not counted *\//' \
+  '^test_node$'
 # A node without a lease leaves the ring; it rejoins only once its owner stopped the workers.
 mutant --target test_node --filter 'node/a_lost_lease*' agent/node/node_ring.c \
   's/m \&\& !n->lease_lost \&\& active ? s->round : 0;/m \&\& active ? s->round : 0;/' '^test_node$'
@@ -80,7 +81,7 @@ mutant --target test_node_succession --filter 'succession/a_suspect_that_did_not
   's/        if (now < g->succeed_until) { \/\* this node may coordinate/        if (0) { \/* mutant/' \
   '^test_node_succession$'
 mutant --target test_node_succession --filter 'succession/a_suspect_that_answered*' agent/node/node_ring.c \
-  's/            k->state = !x->alive \&\& !x->local ? CASE_DEAD : CASE_FREE;/            k->state = CASE_DEAD;/' \
+  's/            k->state = k->sres == PR_DEAD \&\& k->wres == PR_ALIVE ? CASE_DEAD : CASE_FREE;/            k->state = CASE_DEAD;/' \
   '^test_node_succession$'
 mutant --target test_node_succession --filter 'succession/a_verdict_older*' agent/node/node_ring.c \
   's/        if (now - k->dead_ms <= g->p.probe_ms)/        if (1)/' '^test_node_succession$'

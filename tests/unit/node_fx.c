@@ -10,6 +10,7 @@
 
 #include "ea_time.h"
 #include "session.h"
+#include "suspect.h"
 
 struct kv *kv;
 const struct kv_ops *real_ops;
@@ -101,6 +102,12 @@ static void on_fatal(void *ctx, enum node_fatal why, const char *msg)
 
 void nfx_setup(int n, const char *prefix, int port_base, int probe_max)
 {
+    nfx_setup_domains(n, prefix, port_base, probe_max, NULL);
+}
+
+void nfx_setup_domains(int n, const char *prefix, int port_base, int probe_max,
+                       const char *const *domains)
+{
     cr_assert(n >= 2 && n <= NFX_MAX && probe_max <= NFX_PROBES);
     nn = n;
     struct kv_config kc = {.backend = "memory"};
@@ -135,6 +142,7 @@ void nfx_setup(int n, const char *prefix, int port_base, int probe_max)
         rc.self.nproc = 1;
         rc.self.pid = 100 + i;
         rc.self.live_port = port_base + i;
+        snprintf(rc.self.domain, sizeof(rc.self.domain), "%s", domains ? domains[i] : "");
         tr[i].probe_max = probe_max;
         memset(&nodes[i], 0, sizeof(nodes[i]));
         cr_assert_eq(rdzv_session_create(kv, &rc, &nodes[i].rdzv, &err), 0, "%s", err.msg);
@@ -280,4 +288,37 @@ int node_of_rank(int r)
         if (!dead[i] && rank_of(i) == r)
             return i;
     return -1;
+}
+
+int plain_member(void)
+{
+    int c = coordinator();
+    for (int i = 0; i < nn; i++)
+        if (i != c && index_of(tr[i].next) != c && index_of(tr[i].prev) != c)
+            return i;
+    for (int i = 0; i < nn; i++)
+        if (i != c)
+            return i;
+    return -1;
+}
+
+bool lease_valid(int i)
+{
+    struct rdzv_ring_peer p;
+    char id[8];
+    snprintf(id, sizeof(id), "n%d", i);
+    int c = coordinator();
+    if (rdzv_ring_peer(nodes[c].rdzv, id, &p, NULL) < 0)
+        return false;
+    return real_ops->lease_keepalive(kv, p.lease, NULL, NULL) == 0;
+}
+
+void revoke(int i)
+{
+    struct rdzv_ring_peer p;
+    char id[8];
+    snprintf(id, sizeof(id), "n%d", i);
+    int c = coordinator();
+    cr_assert_eq(rdzv_ring_peer(nodes[c == i ? (i + 1) % nn : c].rdzv, id, &p, NULL), 0);
+    cr_assert_eq(real_ops->lease_revoke(kv, p.lease, NULL), 0);
 }

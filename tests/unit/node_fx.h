@@ -53,6 +53,9 @@ extern bool dead[NFX_MAX];
  * see a time before every deadline a test set on the fake one, however slowly the machine runs
  * the test (never after: a hold would end early). */
 void nfx_setup(int n, const char *prefix, int port_base, int probe_max);
+/* The same, node i with --failure-domain domains[i]. */
+void nfx_setup_domains(int n, const char *prefix, int port_base, int probe_max,
+                       const char *const *domains);
 void nfx_teardown(void);
 
 /* One pass of every live node: the store's events, the node's step, the ring's step. */
@@ -73,6 +76,12 @@ void link_broke(int w, int x);
 void probe_result(int w, const struct probe_req *p, bool alive, bool local);
 /* Node i's probe of node x from index `from` on, or NULL. */
 const struct probe_req *probe_of(int i, int x, int from);
+/* A member that does not coordinate whose two neighbours do not either (so both report it). */
+int plain_member(void);
+/* Node i's lease is still valid (as the coordinator's mirror has it). */
+bool lease_valid(int i);
+/* Revoke node i's lease behind its back (the coordinator evicted it, or it expired). */
+void revoke(int i);
 /* Node i's group rank in its round. */
 int rank_of(int i);
 /* The node of group rank r. */

@@ -32,19 +32,6 @@ static void setup(void)
 
 TestSuite(node, .init = setup, .fini = nfx_teardown, .timeout = 60);
 
-/* A member that does not coordinate whose two neighbours do not either (so both report it). */
-static int plain_member(void)
-{
-    int c = coordinator();
-    for (int i = 0; i < NN; i++)
-        if (i != c && index_of(tr[i].next) != c && index_of(tr[i].prev) != c)
-            return i;
-    for (int i = 0; i < NN; i++)
-        if (i != c)
-            return i;
-    return -1;
-}
-
 /* Both neighbours of x report it; the passes after: the coordinator's probe of x (or NULL). */
 static const struct probe_req *suspected_by_neighbours(int x)
 {
@@ -60,19 +47,6 @@ static const struct probe_req *suspected_by_neighbours(int x)
         if (index_of(tr[c].probes[i].peer) == x)
             return &tr[c].probes[i];
     return NULL;
-}
-
-static void revoke(int i);
-
-static bool lease_valid(int i)
-{
-    struct rdzv_ring_peer p;
-    char id[8];
-    snprintf(id, sizeof(id), "n%d", i);
-    int c = coordinator();
-    if (rdzv_ring_peer(nodes[c].rdzv, id, &p, NULL) < 0)
-        return false;
-    return real_ops->lease_keepalive(kv, p.lease, NULL, NULL) == 0;
 }
 
 Test(node, a_suspicion_confirmed_by_the_coordinators_probe_evicts)
@@ -393,18 +367,6 @@ Test(node, the_member_that_confirmed_the_coordinators_death_claims_at_once)
         claims += (int)st.claims;
     }
     cr_assert_eq(claims - before, 1, "%d claims of the coordinator's key", claims - before);
-}
-
-/* Revoke node i's lease behind its back (the coordinator evicted it, or it expired). */
-static void revoke(int i)
-{
-    struct rdzv_ring_peer p;
-    char id[8];
-    snprintf(id, sizeof(id), "n%d", i);
-    cr_assert_eq(
-        rdzv_ring_peer(nodes[coordinator() == i ? (i + 1) % NN : coordinator()].rdzv, id, &p, NULL),
-        0);
-    cr_assert_eq(real_ops->lease_revoke(kv, p.lease, NULL), 0);
 }
 
 Test(node, a_lost_lease_stops_the_node_and_it_rejoins_with_the_jittered_backoff)

@@ -503,3 +503,19 @@ Test(confirm, without_domains_the_answer_of_before)
                              .confirm = {1}};
     cr_assert_eq(rdzv_coord_confirmer_of(&two, 0, 1), -1);
 }
+
+/* Two vantage points in one failure domain are one when the suspect is outside it (a domain cut
+ * at its switch finds everybody outside dead): correlated. A suspect in the prober's own domain,
+ * a watcher (or a second watcher, `also`) outside it, or no domain at all: independent. */
+Test(confirm, correlated_evidence_is_one_domains_word)
+{
+    cr_assert(rdzv_correlated("rackA", "rackA", NULL, "rackB"));
+    cr_assert(rdzv_correlated("rackA", "rackA", "rackA", "rackB"));
+    cr_assert(rdzv_correlated("rackA", "rackA", NULL, ""), "a suspect without a domain is apart");
+    cr_assert_not(rdzv_correlated("rackA", "rackA", NULL, "rackA"), "a death inside the rack");
+    cr_assert_not(rdzv_correlated("rackA", "rackB", NULL, "rackB"), "a watcher outside");
+    cr_assert_not(rdzv_correlated("rackA", "rackA", "rackB", "rackB"), "a second word outside");
+    cr_assert_not(rdzv_correlated("rackA", "rackA", "", "rackB"), "a second word, no domain");
+    cr_assert_not(rdzv_correlated("", "", NULL, "rackB"), "no domains");
+    cr_assert_not(rdzv_correlated(NULL, NULL, NULL, NULL), "no domains");
+}
