@@ -186,6 +186,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         [CKPT_NOTE_FETCHED] = "checkpoint_fetched",
         [CKPT_NOTE_FETCH_FAILED] = "checkpoint_fetch_failed",
         [CKPT_NOTE_SUPERSEDED] = "checkpoint_superseded",
+        [CKPT_NOTE_SPARE_FAILED] = "checkpoint_spare_failed",
     };
     switch (n->kind) {
     case CKPT_NOTE_COMPLETE:
@@ -206,6 +207,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
     case CKPT_NOTE_REFUSED:
     case CKPT_NOTE_REPLICA_REFUSED:
     case CKPT_NOTE_FETCH_FAILED:
+    case CKPT_NOTE_SPARE_FAILED:
         log_warn("checkpoint store: %s", n->message);
         break;
     }
@@ -235,6 +237,7 @@ static void agent_checkpoint_step(struct agent *a, int64_t now)
     if (!a->ckpt)
         return;
     ckpt_repl_step(a->ckpt->c, now);
+    ckpt_spare_step(a->ckpt->c); /* a piece of the next save's memfd, off the worker's stall */
     struct ckpt_note n;
     while (ckpt_next_note(a->ckpt->c, &n) > 0)
         on_note(a, &n);
@@ -314,7 +317,11 @@ static void agent_checkpoint_observe(struct agent *a, const struct rdzv_state *s
 static int64_t checkpoint_wake(void *ctx)
 {
     struct agent *a = ctx;
-    return a->ckpt ? ckpt_repl_wake(a->ckpt->c) : -1;
+    if (!a->ckpt)
+        return -1;
+    int64_t r = ckpt_repl_wake(a->ckpt->c);
+    int64_t s = agent_in_run(a) ? ckpt_spare_wake(a->ckpt->c, ea_now_ms()) : -1; /* the tick's */
+    return r < 0 ? s : s < 0 ? r : r < s ? r : s;
 }
 
 /* ---- the component ----------------------------------------------------------------------- */
