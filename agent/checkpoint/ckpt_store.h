@@ -65,8 +65,9 @@ void ckpt_store_clear(struct ckpt_store *s);
  * -EINVAL (step outside 0..2^53, shards outside 1..65536, shard outside 0..shards-1, or shards
  * differing from what this step was saved with), -ESTALE (older than the newest complete step),
  * -EBUSY (that shard of that step is being saved already), -ENOSPC (does not fit the memory bound
- * even after dropping what may be dropped: steps older than `step` but never the newest complete
- * one; or the table is full). Every error with a message for the worker.
+ * even after dropping what may be dropped: the spare first, then steps older than `step` but
+ * never the newest complete one; or the table is full). Every error with a message for the
+ * worker.
  */
 int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int shard, int shards,
                        uint64_t len, uint64_t *ret_id, struct ea_error *err);
