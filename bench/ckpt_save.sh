@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The save stall of a 256 MB state: elastic-agent's checkpoint store against torch.save to a local
 # file, side by side in one worker (bench/ckpt_save_bench.py; issue 39). Usage:
-#   bench/ckpt_save.sh [BUILD_DIR]      (CK_MB, CK_REPEAT, CK_TMPDIR passed on)
+#   bench/ckpt_save.sh [BUILD_DIR]      (CK_MB, CK_REPEAT, CK_TMPDIR, CK_GAP passed on)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}

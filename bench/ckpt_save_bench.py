@@ -9,6 +9,9 @@ CK_REPEAT times (default 5), the median reported:
   torch.save         torch.save({"w": tensor}, FILE) into the page cache (no fsync)
   torch.save+fsync   the same, then os.fsync (the bytes on the local disk)
   store.load         checkpoint.load(step): a memory map of the agent's sealed memfd
+
+CK_GAP (seconds, default 0) pauses before each timed call, outside the measure: the training step
+between two saves, during which the agent prepares the next save's memory (its spare memfd).
 """
 import os
 import statistics
@@ -23,6 +26,7 @@ from elastic_agent import checkpoint as ck
 mb = int(os.environ.get("CK_MB", "256"))
 repeat = int(os.environ.get("CK_REPEAT", "5"))
 tmpdir = os.environ.get("CK_TMPDIR") or tempfile.gettempdir()
+gap = float(os.environ.get("CK_GAP", "0"))
 t = torch.randn(mb * (1 << 20) // 4)
 step = [0]
 
@@ -30,6 +34,8 @@ step = [0]
 def timed(fn):
     xs = []
     for _ in range(repeat):
+        if gap > 0:
+            time.sleep(gap)  # a training step between saves (not measured)
         t0 = time.perf_counter()
         fn()
         xs.append(time.perf_counter() - t0)
@@ -70,7 +76,8 @@ rows = [("store.save (raw)", timed(store_raw)), ("store.state_dict", timed(store
         ("torch.save", timed(torch_save)), ("torch.save+fsync", timed(torch_save_fsync)),
         ("store.load", timed(store_load))]
 os.unlink(path)
-print("state %d MB, %d runs each, torch %s, file in %s" % (mb, repeat, torch.__version__, tmpdir))
+print("state %d MB, %d runs each, torch %s, file in %s, %.2f s between calls" %
+      (mb, repeat, torch.__version__, tmpdir, gap))
 print("%-18s %10s %10s %10s" % ("way", "median s", "min s", "max s"))
 for name, (med, lo, hi) in rows:
     print("%-18s %10.3f %10.3f %10.3f" % (name, med, lo, hi))

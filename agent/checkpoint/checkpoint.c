@@ -74,6 +74,7 @@ int ckpt_create(const struct ckpt_config *cfg, struct ckpt **ret, int64_t *ret_r
     for (int i = 0; i < CKPT_MAX_CLIENTS; i++)
         c->cl[i].fd = -1;
     c->next_owner = 1;
+    c->spare_step = -1;
     snprintf(c->run, sizeof(c->run), "%s", cfg->run_id);
     ckpt_store_init(&c->store, cfg->run_id, cfg->memory);
     snprintf(c->dir, sizeof(c->dir), "%s", cfg->socket_dir);
@@ -247,8 +248,9 @@ static int on_save(struct ckpt *c, struct client *cl, const struct ckpt_req *q)
         ckpt_note_add(c, CKPT_NOTE_SUPERSEDED, q->step, (int)q->shard, (int)q->shards, 0,
                       "step %" PRId64 " is saved again with %d shards: its %zu shard(s) of another shard count "
                       "(a partial step of an older world) dropped", q->step, (int)q->shards, gone);
-    int r = ckpt_store_reserve(&c->store, cl->owner, q->step, (int)q->shard, (int)q->shards,
-                               q->len, &id, &e);
+    int spare = -1;
+    int r = ckpt_store_reserve_save(&c->store, cl->owner, q->step, (int)q->shard, (int)q->shards,
+                                    q->len, &id, &spare, &e);
     if (r < 0) {
         if (r == -ENOSPC)
             ckpt_note_add(c, CKPT_NOTE_NOFIT, q->step, (int)q->shard, (int)q->shards, q->len,
@@ -256,7 +258,8 @@ static int on_save(struct ckpt *c, struct client *cl, const struct ckpt_req *q)
                  e.msg);
         return reply(cl, -1, "err %s %s", code_name(r), e.msg);
     }
-    int fd = memfd_create("ckpt", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    /* the spare, already backed, cut down to the length (the pages past it freed); else fresh */
+    int fd = spare >= 0 ? spare : memfd_create("ckpt", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0 || ftruncate(fd, (off_t)q->len) < 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
         r = -errno;
@@ -302,6 +305,10 @@ static int on_commit(struct ckpt *c, struct client *cl, const struct ckpt_req *q
         return reply(cl, -1, "err %s %s", code_name(r), e.msg);
     }
     fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL);
+    if (step > c->spare_step || (step == c->spare_step && size > c->spare_want)) {
+        c->spare_step = step; /* the next spare: the newest step's largest save */
+        c->spare_want = size;
+    }
     const struct ckpt_entry *ce = ckpt_store_find(&c->store, step, shard);
     if (ce && c->cfg.persist_every > 0 && step % c->cfg.persist_every == 0)
         maybe_persist(c, ce);
@@ -511,4 +518,54 @@ int ckpt_breakpoint(struct ckpt *c)
         }
     }
     return queued;
+}
+
+/* ---- the spare memfd (docs/checkpoint.md "The spare") -------------------------------------- */
+
+/* The spare could not be made or backed: dropped, and not tried again before the next commit
+ * (the next save gets a fresh memfd, as without a spare). */
+static void spare_failed(struct ckpt *c, int errnum)
+{
+    ckpt_note_add(c, CKPT_NOTE_SPARE_FAILED, -1, -1, 0, c->store.spare_len,
+                  "no spare memfd of %" PRIu64 " bytes: %s (the next save allocates its own)",
+                  c->store.spare_len, strerror(errnum));
+    ckpt_store_spare_drop(&c->store);
+    c->spare_want = 0;
+}
+
+void ckpt_spare_step(struct ckpt *c)
+{
+    if (!c || c->spare_want == 0)
+        return;
+    struct ckpt_store *s = &c->store;
+    if (s->spare_len > 0 && s->spare_len < c->spare_want)
+        ckpt_store_spare_drop(s); /* the saves grew past it: one of their length instead */
+    if (s->spare_len == 0) {
+        if (ckpt_store_spare_begin(s, c->spare_want) < 0)
+            return; /* it does not fit beside what is held: again at a later pass */
+        int fd = memfd_create("ckpt", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0 || ftruncate(fd, (off_t)s->spare_len) < 0) {
+            int r = errno;
+            if (fd >= 0)
+                close(fd);
+            spare_failed(c, r);
+            return;
+        }
+        ckpt_store_spare_set(s, fd);
+    }
+    if (s->spare_done >= s->spare_len)
+        return;
+    /* one piece a pass: the loop is held for one piece's allocation, not the whole spare's */
+    uint64_t n = s->spare_len - s->spare_done;
+    n = n < CKPT_SPARE_PIECE ? n : CKPT_SPARE_PIECE;
+    if (fallocate(s->spare_fd, 0, (off_t)s->spare_done, (off_t)n) < 0) {
+        spare_failed(c, errno);
+        return;
+    }
+    s->spare_done += n;
+}
+
+int64_t ckpt_spare_wake(const struct ckpt *c, int64_t now)
+{
+    return c && c->store.spare_fd >= 0 && c->store.spare_done < c->store.spare_len ? now : -1;
 }

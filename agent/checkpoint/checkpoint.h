@@ -46,6 +46,7 @@ enum ckpt_note_kind {
     CKPT_NOTE_FETCH_FAILED,    /* a fetch failed (the worker got the reason) */
     CKPT_NOTE_SUPERSEDED,      /* a partial step of an older world dropped: saved again */
     CKPT_NOTE_LATEST_ALONE,    /* latest() answered from this store alone (nothing published) */
+    CKPT_NOTE_SPARE_FAILED,    /* the spare memfd could not be made or backed */
 };
 
 struct ckpt_note {
@@ -146,6 +147,18 @@ struct ckpt_fetch_stats {
     uint64_t fetched, fetched_bytes, served, refused, failed, views, published;
 };
 void ckpt_fetch_stats(const struct ckpt *c, struct ckpt_fetch_stats *ret);
+
+/*
+ * The spare memfd (docs/checkpoint.md "The spare"): once a save is committed, a memfd of the
+ * newest step's largest save is made, if it fits --checkpoint-memory beside what is held, and
+ * backed (fallocate) CKPT_SPARE_PIECE bytes a call, so that the next save of at most that length
+ * gets a memfd whose pages exist already (the worker's pwrite then allocates nothing). Called
+ * once a pass of the agent's loop, off any request; ckpt_spare_wake says when it has more to do
+ * (`now`: a piece is left) or -1.
+ */
+#define CKPT_SPARE_PIECE (UINT64_C(16) << 20)
+void ckpt_spare_step(struct ckpt *c);
+int64_t ckpt_spare_wake(const struct ckpt *c, int64_t now);
 
 /* The store (tests, the glue's status). */
 const struct ckpt_store *ckpt_store_of(const struct ckpt *c);

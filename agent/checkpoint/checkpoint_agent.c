@@ -312,6 +312,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
         [CKPT_NOTE_FETCH_FAILED] = "checkpoint_fetch_failed",
         [CKPT_NOTE_SUPERSEDED] = "checkpoint_superseded",
         [CKPT_NOTE_LATEST_ALONE] = "checkpoint_latest_alone",
+        [CKPT_NOTE_SPARE_FAILED] = "checkpoint_spare_failed",
     };
     switch (n->kind) {
     case CKPT_NOTE_COMPLETE:
@@ -333,6 +334,7 @@ static void on_note(struct agent *a, const struct ckpt_note *n)
     case CKPT_NOTE_REPLICA_REFUSED:
     case CKPT_NOTE_FETCH_FAILED:
     case CKPT_NOTE_LATEST_ALONE:
+    case CKPT_NOTE_SPARE_FAILED:
         log_warn("checkpoint store: %s", n->message);
         break;
     }
@@ -363,6 +365,7 @@ static void agent_checkpoint_step(struct agent *a, int64_t now)
         return;
     ckpt_repl_step(a->ckpt->c, now);
     coord_publish(a, a->ckpt, now);
+    ckpt_spare_step(a->ckpt->c); /* a piece of the next save's memfd, off the worker's stall */
     struct ckpt_note n;
     while (ckpt_next_note(a->ckpt->c, &n) > 0)
         on_note(a, &n);
@@ -447,6 +450,9 @@ static int64_t checkpoint_wake(void *ctx)
     if (!a->ckpt)
         return -1;
     int64_t w = ckpt_repl_wake(a->ckpt->c);
+    int64_t sp = agent_in_run(a) ? ckpt_spare_wake(a->ckpt->c, ea_now_ms()) : -1; /* the tick's */
+    if (sp >= 0 && (w < 0 || sp < w))
+        w = sp;
     const struct agent_ckpt *ac = a->ckpt;
     if (ac->round >= 0 && ac->pub_round != ac->round && rdzv_is_coordinator(a->node.rdzv)) {
         int64_t t = ac->pub_next > ac->round_ms + PUB_WAIT_MS ? ac->pub_next

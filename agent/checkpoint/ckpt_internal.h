@@ -46,6 +46,10 @@ struct ckpt {
     struct ckpt_repl *repl; /* the replication port (ckpt_repl.c), NULL when off */
     struct ckpt_fetch *fetch; /* fetching from members (ckpt_fetch.c), NULL when off */
     size_t nparked;         /* clients whose request waits (client.wait) */
+    /* the spare's length: the largest save committed of the newest step saved (0: none yet, or
+     * the last spare failed) */
+    uint64_t spare_want;
+    int64_t spare_step;
     struct ckpt_note notes[NOTES_MAX];
     size_t nnotes;
 };

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/* ckpt_store: bounds, the memory bound, commit verification, completion and eviction (pure). */
+/* ckpt_store: bounds, the memory bound, commit verification, completion and eviction, the spare
+ * (pure). */
 #include "ckpt_store.h"
 
 #include <errno.h>
@@ -11,7 +12,7 @@
 
 void ckpt_store_init(struct ckpt_store *s, const char *run, uint64_t limit)
 {
-    *s = (struct ckpt_store){.limit = limit, .next_id = 1, .complete = -1};
+    *s = (struct ckpt_store){.limit = limit, .next_id = 1, .complete = -1, .spare_fd = -1};
     snprintf(s->run, sizeof(s->run), "%s", run ? run : "");
 }
 
@@ -23,8 +24,39 @@ static void drop_at(struct ckpt_store *s, size_t i)
     s->e[i] = s->e[--s->n];
 }
 
+void ckpt_store_spare_drop(struct ckpt_store *s)
+{
+    if (s->spare_fd >= 0)
+        close(s->spare_fd);
+    s->spare_fd = -1;
+    s->spare_len = 0;
+    s->spare_done = 0;
+}
+
+int ckpt_store_spare_begin(struct ckpt_store *s, uint64_t len)
+{
+    if (s->spare_len > 0)
+        return -EEXIST;
+    if (len == 0)
+        return -EINVAL;
+    if (s->used + len > s->limit) /* beside everything held, pending saves too: drops nothing */
+        return -ENOSPC;
+    s->spare_len = len;
+    s->spare_done = 0;
+    return 0;
+}
+
+void ckpt_store_spare_set(struct ckpt_store *s, int fd)
+{
+    if (s->spare_len > 0 && s->spare_fd < 0)
+        s->spare_fd = fd;
+    else if (fd >= 0)
+        close(fd);
+}
+
 void ckpt_store_clear(struct ckpt_store *s)
 {
+    ckpt_store_spare_drop(s);
     while (s->n > 0)
         drop_at(s, s->n - 1);
     free(s->e);
@@ -52,8 +84,9 @@ static void drop_older(struct ckpt_store *s, int64_t step, bool keep_complete)
             drop_at(s, i);
 }
 
-int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int shard, int shards,
-                       uint64_t len, uint64_t *ret_id, struct ea_error *err)
+/* Reserve (ckpt_store.h); with ret_spare a worker's save, which takes the spare if it fits in it. */
+static int reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int shard, int shards,
+                   uint64_t len, uint64_t *ret_id, int *ret_spare, struct ea_error *err)
 {
     if (step < 0 || step > CKPT_MAX_STEP)
         return ea_errorf(err, -EINVAL, "step %" PRId64 " is outside 0..2^53", step);
@@ -75,9 +108,14 @@ int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int s
             return ea_errorf(err, -EBUSY, "shard %d of step %" PRId64 " is being saved already",
                              shard, step);
     }
+    /* the spare, taken, is this save's room; else it is the first thing dropped for room */
+    bool take = ret_spare && s->spare_fd >= 0 && len <= s->spare_len;
+    uint64_t spare = take ? 0 : s->spare_len;
     if (s->used + len - droppable(s, step) > s->limit) /* used + len: no overflow (len < 2^49) */
         return ea_errorf(err, -ENOSPC, "%" PRIu64 " bytes do not fit --checkpoint-memory (%"
                          PRIu64 " of %" PRIu64 " bytes in use)", len, s->used, s->limit);
+    if (s->used + spare + len > s->limit)
+        ckpt_store_spare_drop(s);
     if (s->used + len > s->limit)
         drop_older(s, step, true);
     if (s->n >= CKPT_MAX_ENTRIES)
@@ -94,7 +132,27 @@ int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int s
                                        .shard = shard, .shards = shards, .len = len, .fd = -1};
     s->used += len;
     *ret_id = s->e[s->n - 1].id;
+    if (ret_spare)
+        *ret_spare = take ? s->spare_fd : -1;
+    if (take) { /* handed out once: the store forgets it (its room is the save's now) */
+        s->spare_fd = -1;
+        s->spare_len = 0;
+        s->spare_done = 0;
+    }
     return 0;
+}
+
+int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int shard, int shards,
+                       uint64_t len, uint64_t *ret_id, struct ea_error *err)
+{
+    return reserve(s, owner, step, shard, shards, len, ret_id, NULL, err);
+}
+
+int ckpt_store_reserve_save(struct ckpt_store *s, uint64_t owner, int64_t step, int shard,
+                            int shards, uint64_t len, uint64_t *ret_id, int *ret_spare,
+                            struct ea_error *err)
+{
+    return reserve(s, owner, step, shard, shards, len, ret_id, ret_spare, err);
 }
 
 size_t ckpt_store_supersede(struct ckpt_store *s, int64_t step, int shards)

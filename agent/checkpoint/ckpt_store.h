@@ -3,8 +3,10 @@
  * ckpt_store: what the checkpoint store holds and the decisions about it, as pure functions: a
  * save's bounds (step, shard, shards, length) and the memory bound (--checkpoint-memory, pending
  * saves counted), a commit's verification (length and checksum), which step is complete (every
- * shard 0..shards-1 committed) and what is evicted once a newer one is. No I/O: an entry's fd is
- * the caller's memfd, closed here when the entry is dropped (tests pass -1).
+ * shard 0..shards-1 committed) and what is evicted once a newer one is, and the one spare memfd
+ * (prepared ahead of the next save, counted in the bound, dropped first, handed out once). No
+ * I/O: an entry's fd (and the spare's) is the caller's memfd, closed here when it is dropped
+ * (tests pass -1).
  */
 #ifndef EA_AGENT_CKPT_STORE_H
 #define EA_AGENT_CKPT_STORE_H
@@ -45,6 +47,12 @@ struct ckpt_store {
     uint64_t next_id;
     int64_t complete;   /* the newest complete step, -1 none */
     int complete_shards;
+    /* The spare (docs/checkpoint.md "The spare"): a memfd of spare_len bytes, backed ahead of the
+     * next save (spare_done of them so far), that a save of at most spare_len bytes takes instead
+     * of a fresh one. Counted in the bound from ckpt_store_spare_begin on; never reused. */
+    int spare_fd;       /* -1: none (yet) */
+    uint64_t spare_len; /* 0: no spare */
+    uint64_t spare_done;
 };
 
 void ckpt_store_init(struct ckpt_store *s, const char *run, uint64_t limit);
@@ -57,11 +65,31 @@ void ckpt_store_clear(struct ckpt_store *s);
  * -EINVAL (step outside 0..2^53, shards outside 1..65536, shard outside 0..shards-1, or shards
  * differing from what this step was saved with), -ESTALE (older than the newest complete step),
  * -EBUSY (that shard of that step is being saved already), -ENOSPC (does not fit the memory bound
- * even after dropping what may be dropped: steps older than `step` but never the newest complete
- * one; or the table is full). Every error with a message for the worker.
+ * even after dropping what may be dropped: the spare first, then steps older than `step` but
+ * never the newest complete one; or the table is full). Every error with a message for the
+ * worker.
  */
 int ckpt_store_reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int shard, int shards,
                        uint64_t len, uint64_t *ret_id, struct ea_error *err);
+/*
+ * A worker's save: ckpt_store_reserve, and when the spare holds `len` bytes or more it is handed
+ * over in *ret_spare (the caller's from then on: it truncates it to `len` and attaches it with
+ * ckpt_store_set_fd), else *ret_spare is -1 and the caller makes a fresh memfd. The spare is
+ * handed out once: the store forgets it. Replicas and fetches never take it (ckpt_store_reserve:
+ * they only drop it when they need its room).
+ */
+int ckpt_store_reserve_save(struct ckpt_store *s, uint64_t owner, int64_t step, int shard,
+                            int shards, uint64_t len, uint64_t *ret_id, int *ret_spare,
+                            struct ea_error *err);
+/*
+ * Start a spare of `len` bytes: 0 (it counts in the bound from now on; the caller makes its
+ * memfd and attaches it with ckpt_store_spare_set), -EEXIST (there is one), -EINVAL (len 0), or
+ * -ENOSPC (it does not fit beside everything held: a spare never drops anything).
+ */
+int ckpt_store_spare_begin(struct ckpt_store *s, uint64_t len);
+void ckpt_store_spare_set(struct ckpt_store *s, int fd);
+/* Drop the spare (its memfd closed, its room freed); none is a no-op. */
+void ckpt_store_spare_drop(struct ckpt_store *s);
 /*
  * A worker is about to save step `step` with `shards` shards: the committed shards of that step
  * saved with another shard count (a partial step of an older world: a run resumed from an older

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ckpt_cli.h"
 #include "ckpt_pump.h"
 #include "ckpt_disk.h"
 #include "elastic_agent_checkpoint.h"
@@ -262,41 +263,12 @@ static int64_t srv_open(uint64_t memory, const char *persist)
 
 static int cli_connect(void)
 {
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ckpt_socket_path(srv));
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
-    return fd;
+    return ckpt_cli_connect(srv);
 }
 
-
-
-/* Send `req`, serve the server until the reply comes (5 s deadline): the reply text in buf and
- * its fd (or -1). */
 static int ask(int fd, const char *req, size_t reqlen, char *buf, size_t size)
 {
-    cr_assert_eq(send(fd, req, reqlen, 0), (ssize_t)reqlen);
-    for (int i = 0; i < 500; i++) {
-        pump_ckpt(srv, 0);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 10) == 1)
-            break;
-    }
-    union {
-        char b[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = buf, .iov_len = size - 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-                       .msg_controllen = sizeof(u.b)};
-    ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    cr_assert_gt(n, 0, "no reply to '%.*s'", (int)reqlen, req);
-    buf[n] = 0;
-    int got = -1;
-    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-    if (h && h->cmsg_type == SCM_RIGHTS)
-        memcpy(&got, CMSG_DATA(h), sizeof(int));
-    return got;
+    return ckpt_cli_ask(srv, fd, req, reqlen, buf, size);
 }
 
 static int asks(int fd, const char *req, char *buf, size_t size)
