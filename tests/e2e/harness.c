@@ -421,8 +421,11 @@ char *h_fmt(const char *f, ...)
 
 void h_show_log(const struct h_agent *a)
 {
-    char cmd[1200];
-    snprintf(cmd, sizeof(cmd), "echo '---- %s' >&2; cat '%s' >&2", a->log, a->log);
+    char cmd[2400]; /* the agent's log, then the end of its workers' output (a hang shows where) */
+    snprintf(cmd, sizeof(cmd),
+             "echo '---- %s' >&2; cat '%s' >&2; if [ -s '%s' ]; then echo '---- %s (the last 40 "
+             "lines)' >&2; tail -n 40 '%s' >&2; fi",
+             a->log, a->log, a->out, a->out, a->out);
     int rc = system(cmd);
     (void)rc;
 }
