@@ -390,9 +390,11 @@ static void on_request(struct ckpt *c, struct client *cl, const char *buf, size_
     switch (q.op) {
     case CKPT_SAVE:
         on_save(c, cl, &q);
+        ckpt_store_reap(&c->store); /* what it dropped, freed after the reply */
         return;
     case CKPT_COMMIT:
         on_commit(c, cl, &q);
+        ckpt_store_reap(&c->store);
         return;
     case CKPT_LATEST: /* this store's newest complete step, or a newer one across members */
         if (!answer_latest(c, cl))
@@ -535,9 +537,12 @@ static void spare_failed(struct ckpt *c, int errnum)
 
 void ckpt_spare_step(struct ckpt *c)
 {
-    if (!c || c->spare_want == 0)
+    if (!c)
         return;
     struct ckpt_store *s = &c->store;
+    ckpt_store_reap(s); /* memfds the replication or a fetch dropped since the last pass */
+    if (c->spare_want == 0)
+        return;
     if (s->spare_len > 0 && s->spare_len < c->spare_want)
         ckpt_store_spare_drop(s); /* the saves grew past it: one of their length instead */
     if (s->spare_len == 0) {

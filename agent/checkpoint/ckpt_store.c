@@ -16,18 +16,33 @@ void ckpt_store_init(struct ckpt_store *s, const char *run, uint64_t limit)
     snprintf(s->run, sizeof(s->run), "%s", run ? run : "");
 }
 
+/* Close fd after the reply to the request that dropped it (ckpt_store_reap). */
+static void reap_later(struct ckpt_store *s, int fd)
+{
+    if (fd < 0)
+        return;
+    if (s->n_reap < CKPT_REAP_MAX)
+        s->reap[s->n_reap++] = fd;
+    else
+        close(fd);
+}
+
+void ckpt_store_reap(struct ckpt_store *s)
+{
+    while (s->n_reap > 0)
+        close(s->reap[--s->n_reap]);
+}
+
 static void drop_at(struct ckpt_store *s, size_t i)
 {
-    if (s->e[i].fd >= 0)
-        close(s->e[i].fd);
+    reap_later(s, s->e[i].fd);
     s->used -= s->e[i].len;
     s->e[i] = s->e[--s->n];
 }
 
 void ckpt_store_spare_drop(struct ckpt_store *s)
 {
-    if (s->spare_fd >= 0)
-        close(s->spare_fd);
+    reap_later(s, s->spare_fd);
     s->spare_fd = -1;
     s->spare_len = 0;
     s->spare_done = 0;
@@ -59,6 +74,7 @@ void ckpt_store_clear(struct ckpt_store *s)
     ckpt_store_spare_drop(s);
     while (s->n > 0)
         drop_at(s, s->n - 1);
+    ckpt_store_reap(s);
     free(s->e);
     s->e = NULL;
     s->cap = 0;

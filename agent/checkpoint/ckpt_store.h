@@ -38,6 +38,8 @@ struct ckpt_entry {
                        an own shard, never sent on */
 };
 
+#define CKPT_REAP_MAX 16 /* dropped memfds waiting to be closed (past it: closed at once) */
+
 struct ckpt_store {
     char run[CKPT_RUN_MAX];
     uint64_t limit; /* bytes, own shards and pending saves */
@@ -53,11 +55,17 @@ struct ckpt_store {
     int spare_fd;       /* -1: none (yet) */
     uint64_t spare_len; /* 0: no spare */
     uint64_t spare_done;
+    /* memfds dropped but not closed yet: closing one frees its pages (tens of ms for 256 MB),
+     * so a request that drops entries replies first and closes them after (ckpt_store_reap) */
+    int reap[CKPT_REAP_MAX];
+    size_t n_reap;
 };
 
 void ckpt_store_init(struct ckpt_store *s, const char *run, uint64_t limit);
 /* Close every entry's fd and free; the store is empty after it. */
 void ckpt_store_clear(struct ckpt_store *s);
+/* Close the memfds dropped since the last call (their pages are freed now, after the reply). */
+void ckpt_store_reap(struct ckpt_store *s);
 
 /*
  * Reserve room for shard `shard` of `shards` of step `step`, `len` bytes, for connection `owner`:
