@@ -35,7 +35,6 @@ import shutil
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -232,7 +231,7 @@ class Run:
         tmp = tempfile.mkdtemp(prefix="etcd-", dir=self.dir)
         if self.kind == "torchrun":
             self.rdzv_port = free_port()
-            first = self.start()
+            self.start()
 
             def listening():
                 try:
@@ -241,7 +240,6 @@ class Run:
                 except OSError:
                     return False
             self.pump_until(listening, 60)
-            del first
         else:
             self.etcd, self.endpoint = start_etcd(tmp)
             self.start()
@@ -297,41 +295,86 @@ class Run:
         steps = [(t, s) for t, s, _ in self.rank0_steps()]
         t0, tk = self.t_train, self.kills[0] if self.kills else self.t_end
         fit = [(t, s) for t, s in steps if t0 + 3 <= t <= tk]
-        # least squares: seconds per step
+        # before the first kill, least squares: seconds per step
         mt, ms = statistics.fmean(t for t, _ in fit), statistics.fmean(s for _, s in fit)
-        step_time = (sum((t - mt) * (s - ms) for t, s in fit)
-                     / sum((s - ms) ** 2 for _, s in fit))
+        step_fit = (sum((t - mt) * (s - ms) for t, s in fit)
+                    / sum((s - ms) ** 2 for _, s in fit))
+        # the whole run: the median of 10-step windows of consecutive steps (a window across a
+        # disruption is either broken, a step redone, or one outlier among hundreds)
+        run = [(t, s) for t, s in steps if t0 <= t <= self.t_end]
+        wins = [(run[i + 10][0] - run[i][0]) / 10 for i in range(len(run) - 10)
+                if all(run[i + j + 1][1] == run[i + j][1] + 1 for j in range(10))]
+        step_med = statistics.median(wins)
         before = [s for t, s in steps if t <= t0]
         at_t0 = before[-1] if before else steps[0][1] - 1  # its step 1 line may come after t0
         final = [s for t, s in steps if t <= self.t_end][-1]
-        good = (final - at_t0) * step_time / a.seconds
         starts = sum(1 for n in self.nodes for _, text in n.lines
                      if re.search(r"\[gp rank 0/\d+\] start: ", text))
-        return {"final": final, "at_t0": at_t0, "step_time": step_time, "wall": a.seconds,
-                "goodput": good, "kills": len(self.kills), "rounds": starts}
+        return {"final": final, "at_t0": at_t0, "step_fit": step_fit, "step_med": step_med,
+                "wall": a.seconds, "good_fit": (final - at_t0) * step_fit / a.seconds,
+                "good_med": (final - at_t0) * step_med / a.seconds,
+                "lost": a.seconds - (final - at_t0) * step_med,
+                "kills": len(self.kills), "rounds": starts}
+
+    @classmethod
+    def load(cls, d, args):
+        """A run's logs as finish() left them (bench/goodput.py --analyse)."""
+        r = cls.__new__(cls)
+        r.args, r.dir = args, d
+        r.workload, r.kind = os.path.basename(d).split("-", 1)
+        r.nodes, r.kills, r.samples, r.error, r.load = [], [], {}, None, None
+        started, killed = {}, {}
+        with open(os.path.join(d, "events.txt")) as f:
+            for line in f:
+                t, what = line.split(None, 1)
+                what = what.strip()
+                if what.startswith("start "):
+                    started[what[6:]] = float(t)
+                elif what.startswith("kill "):
+                    killed[what[5:]] = float(t)
+                    r.kills.append(float(t))
+                elif what == "every rank training at world 4":
+                    r.t_train = float(t)
+                elif what.startswith("load "):
+                    r.load = tuple(tuple(float(x) for x in v.split(",")) for v in what[5:].split())
+        r.t_end = r.t_train + args.seconds
+        for name in sorted(started, key=lambda k: started[k]):
+            n = argparse.Namespace(name=name, started=started[name], killed_at=killed.get(name),
+                                   lines=[])
+            with open(os.path.join(d, f"{name}.log")) as f:
+                for line in f:
+                    t, _, text = line.strip("\n").lstrip().partition(" ")
+                    n.lines.append((float(t), text))
+            r.nodes.append(n)
+        return r
 
     def disruptions(self):
-        """Per kill and per replacement: the time until every rank of the next world trained,
-        the step it resumed from and the step rank 0 had reached."""
+        """Per kill and per replacement: the time until every rank of the next world trained;
+        the pause (rank 0's last step of the old world to its first of the new one), the step
+        it resumed from and the steps redone (the last step of the old world - that step)."""
         out = []
         steps = self.rank0_steps()
         marks = [(t, "kill", 3) for t in self.kills]
         marks += [(n.started, "join", 4) for n in self.nodes[4:]]
         for t, what, world in sorted(marks):
             back = self.all_first(world, t)
-            before = [s for ts, s, _ in steps if ts <= t]
-            res = None
-            r = re.compile(r"\[gp rank 0/%d\] start: resumed from step (\d+)" % world)
+            first = None
+            r = re.compile(r"\[gp rank 0/%d\] first step: (\d+)" % world)
             for n in self.nodes:
                 for ts, text in n.lines:
                     m = r.search(text)
-                    if ts >= t and m and (res is None or ts < res[0]):
-                        res = (ts, int(m.group(1)))
+                    if ts >= t and m and (first is None or ts < first[0]):
+                        first = (ts, int(m.group(1)) - 1)
                         break
-            out.append({"t": t - self.t_train, "what": what,
-                        "back": None if back is None else back - t,
-                        "step_before": before[-1] if before else None,
-                        "resumed": res[1] if res else None})
+            prev = [(ts, s) for ts, s, _ in steps if ts < (first[0] if first else 1e18)]
+            d = {"t": t - self.t_train, "what": what,
+                 "back": None if back is None else back - t,
+                 "step_before": prev[-1][1] if prev else None,
+                 "resumed": first[1] if first else None, "pause": None, "redone": None}
+            if first and prev:
+                d["pause"] = first[0] - prev[-1][0]
+                d["redone"] = prev[-1][1] - first[1]
+            out.append(d)
         return out
 
     def memory(self):
@@ -363,6 +406,33 @@ class Run:
         return rows
 
 
+def print_disruptions(r):
+    for d in r.disruptions():
+        back = "never" if d["back"] is None else f"{d['back']:.2f} s"
+        pause = "" if d["pause"] is None else (
+            f"; training paused {d['pause']:.2f} s, {d['redone']} step(s) redone")
+        print(f"    t0+{d['t']:6.1f} {d['what']}: every rank of the next world training after "
+              f"{back}; rank 0 was at step {d['step_before']}, resumed from {d['resumed']}"
+              f"{pause}", flush=True)
+
+
+def table(runs):
+    print("\n| workload | config | final step (at t0) | undisturbed step time: run median "
+          "(before the 1st kill) | wall | goodput (with the step time before the 1st kill) "
+          "| time lost | kills | rounds | load before → after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        ld = f"{r.load[0][0]:.1f} → {r.load[1][0]:.1f}" if r.load else "-"
+        if r.error:
+            print(f"| {r.workload} | {r.kind} | failed: {r.error} | | | | | | | {ld} |")
+            continue
+        x = r.result()
+        print(f"| {r.workload} | {r.kind} | {x['final']} ({x['at_t0']}) | {x['step_med']:.4f} s "
+              f"({x['step_fit']:.4f} s) | {x['wall']:.0f} s | **{100 * x['good_med']:.1f} %** "
+              f"({100 * x['good_fit']:.1f} %) | {x['lost']:.1f} s | {x['kills']} | {x['rounds']} "
+              f"| {ld} |")
+
+
 def mb(x):
     return f"{x / 2**20:.2f}"
 
@@ -387,7 +457,20 @@ def main():
     p.add_argument("--wait", type=float, default=180, help="seconds for world 4 to train")
     p.add_argument("--out", help="keep the logs here (default: a temp dir, removed)")
     p.add_argument("--cgroup-prefix", help="workers' cgroups: /sys/fs/cgroup/cpu/PREFIX-w<pid>")
+    p.add_argument("--analyse", metavar="DIR",
+                   help="print the figures of the runs whose logs --out DIR kept; run nothing")
     args = p.parse_args()
+    if args.analyse:
+        runs = []
+        for name in sorted(os.listdir(args.analyse)):
+            d = os.path.join(args.analyse, name)
+            if os.path.exists(os.path.join(d, "events.txt")):
+                r = Run.load(d, args)
+                runs.append(r)
+                print(f"== {r.workload} {r.kind}")
+                print_disruptions(r)
+        table(runs)
+        return
     if not os.path.exists(args.bin):
         args.bin = os.path.join(ROOT, "build/elastic-agent")
     workloads = ["ddp", "zero"] if args.workload == "both" else [args.workload]
@@ -411,35 +494,24 @@ def main():
                 r = current.run()
                 current = None
                 r.load = (up0, os.getloadavg())
+                with open(os.path.join(r.dir, "events.txt"), "a") as f:
+                    f.write("%9.3f load %s\n" % (r.now(), " ".join(
+                        ",".join("%.2f" % x for x in ld) for ld in r.load)))
                 runs.append(r)
                 if r.error:
                     print(f"  FAILED: {r.error} (logs {r.dir})", flush=True)
                     continue
                 res = r.result()
-                print(f"  final step {res['final']}, step time {res['step_time']:.4f} s, "
-                      f"goodput {100 * res['goodput']:.1f} %, rounds {res['rounds']}, "
-                      f"load after {r.load[1][0]:.2f}", flush=True)
-                for d in r.disruptions():
-                    back = "never" if d["back"] is None else f"{d['back']:.2f} s"
-                    print(f"    t0+{d['t']:6.1f} {d['what']}: every rank of the next world "
-                          f"training after {back}; rank 0 was at step {d['step_before']}, "
-                          f"resumed from {d['resumed']}", flush=True)
+                print(f"  final step {res['final']}, step time {res['step_med']:.4f} s "
+                      f"(before the first kill {res['step_fit']:.4f} s), goodput "
+                      f"{100 * res['good_med']:.1f} % ({100 * res['good_fit']:.1f} %), "
+                      f"rounds {res['rounds']}, load after {r.load[1][0]:.2f}", flush=True)
+                print_disruptions(r)
     finally:
         if current is not None:
             current.finish("interrupted")
         cap.sweep()
-    print("\n| workload | config | final step | undisturbed step time | wall | goodput | kills "
-          "| rounds | load before → after |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in runs:
-        ld = f"{r.load[0][0]:.1f} → {r.load[1][0]:.1f}"
-        if r.error:
-            print(f"| {r.workload} | {r.kind} | failed: {r.error} | | | | | | {ld} |")
-            continue
-        x = r.result()
-        print(f"| {r.workload} | {r.kind} | {x['final']} (from {x['at_t0']}) | "
-              f"{x['step_time']:.4f} s | {x['wall']:.0f} s | **{100 * x['goodput']:.1f} %** | "
-              f"{x['kills']} | {x['rounds']} | {ld} |")
+    table(runs)
     for r in runs:
         if args.memory and not r.error:
             print("\nmemory per agent (MB; steady = median before the first kill, peak = max "
