@@ -366,7 +366,7 @@ class Run:
                     if ts >= t and m and (first is None or ts < first[0]):
                         first = (ts, int(m.group(1)) - 1)
                         break
-            prev = [(ts, s) for ts, s, _ in steps if ts < (first[0] if first else 1e18)]
+            prev = [(ts, s) for ts, s, _ in steps if ts < (first[0] if first else t)]
             d = {"t": t - self.t_train, "what": what,
                  "back": None if back is None else back - t,
                  "step_before": prev[-1][1] if prev else None,
