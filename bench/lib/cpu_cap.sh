@@ -9,6 +9,9 @@
 prefix=$1 quota=$2 period=$3
 shift 3
 d="$prefix-w$$"
-mkdir "$d" && echo "$period" >"$d/cpu.cfs_period_us" && echo "$quota" >"$d/cpu.cfs_quota_us" &&
-  echo $$ >"$d/cgroup.procs" || { echo "cpu_cap: cannot enter $d" >&2; exit 126; }
+if ! { mkdir "$d" && echo "$period" >"$d/cpu.cfs_period_us" &&
+        echo "$quota" >"$d/cpu.cfs_quota_us" && echo $$ >"$d/cgroup.procs"; }; then
+  echo "cpu_cap: cannot enter $d" >&2
+  exit 126
+fi
 exec "$@"
