@@ -92,11 +92,44 @@ static uint64_t droppable(const struct ckpt_store *s, int64_t step)
     return b;
 }
 
-static void drop_older(struct ckpt_store *s, int64_t step, bool keep_complete)
+/* A newer committed entry of entry i's shard (of the same shard count) is held. */
+static bool superseded(const struct ckpt_store *s, size_t i)
+{
+    const struct ckpt_entry *e = &s->e[i];
+    for (size_t j = 0; j < s->n; j++)
+        if (j != i && s->e[j].committed && s->e[j].shard == e->shard &&
+            s->e[j].shards == e->shards && s->e[j].step > e->step)
+            return true;
+    return false;
+}
+
+/* Room for len more bytes (a save or replica of `step`): committed entries of older steps are
+ * dropped one at a time, the oldest first, until it fits — first those a newer entry of their
+ * shard supersedes, then the newest of a shard; never the store's newest complete step. A node
+ * so keeps its own and its predecessor's newest shards until the next ones commit: a save that
+ * needs room does not leave it, for that moment, without the only copy of a dead node's shard. */
+static void make_room(struct ckpt_store *s, int64_t step, uint64_t len)
+{
+    for (int pass = 0; pass < 2 && s->used + len > s->limit; pass++)
+        while (s->used + len > s->limit) {
+            size_t victim = SIZE_MAX;
+            for (size_t i = 0; i < s->n; i++) {
+                const struct ckpt_entry *e = &s->e[i];
+                if (e->step < step && e->step != s->complete && e->committed &&
+                    (pass == 1 || superseded(s, i)) &&
+                    (victim == SIZE_MAX || e->step < s->e[victim].step))
+                    victim = i;
+            }
+            if (victim == SIZE_MAX)
+                break;
+            drop_at(s, victim);
+        }
+}
+
+static void drop_older(struct ckpt_store *s, int64_t step)
 {
     for (size_t i = s->n; i-- > 0;)
-        if (s->e[i].step < step && (!keep_complete || s->e[i].step != s->complete) &&
-            (s->e[i].committed || !keep_complete))
+        if (s->e[i].step < step)
             drop_at(s, i);
 }
 
@@ -132,8 +165,7 @@ static int reserve(struct ckpt_store *s, uint64_t owner, int64_t step, int shard
                          PRIu64 " of %" PRIu64 " bytes in use)", len, s->used, s->limit);
     if (s->used + spare + len > s->limit)
         ckpt_store_spare_drop(s);
-    if (s->used + len > s->limit)
-        drop_older(s, step, true);
+    make_room(s, step, len);
     if (s->n >= CKPT_MAX_ENTRIES)
         return ea_errorf(err, -ENOSPC, "the store holds %d shards already", CKPT_MAX_ENTRIES);
     if (s->n == s->cap) {
@@ -256,7 +288,7 @@ int ckpt_store_commit(struct ckpt_store *s, uint64_t owner, uint64_t id, uint64_
     if (step > s->complete && step_complete(s, step, shards)) {
         s->complete = step;
         s->complete_shards = shards;
-        drop_older(s, step, false); /* pending older saves too: their commit gets -ENOENT */
+        drop_older(s, step); /* pending older saves too: their commit gets -ENOENT */
         return 1;
     }
     return 0;

@@ -55,3 +55,8 @@ mutant --target test_ckpt_repl --filter 'ckpt_repl/a_connection_that_says*' $P2 
 mutant --target test_rdzv_state --filter 'state/node_record_ckpt_port*' rendezvous/state.c 's/        if (r == 0 \&\& cp \&\& (cpv < 1 || cpv > 65535))/        if (0)/' '^test_rdzv_state$'
 # --checkpoint-bandwidth: the sender keeps to its cap (on the step's clock: a fake one in the test)
 mutant --target test_ckpt_repl --filter 'ckpt_repl/the_sender_keeps*' agent/checkpoint/ckpt_repl.c 's/            if (r->cfg.bytes_per_sec > 0 \&\& (double)n > r->tokens)/            if (0)/' '^test_ckpt_repl$'
+# Room for a save or replica is made the oldest first, superseded entries before a shard's newest
+# (a replica's only copy stays until the next one commits), only as much as needed.
+mutant --target test_checkpoint --filter 'ckpt_store/a_shards_newest*' $S 's/                    (pass == 1 || superseded(s, i)) \&\&/                    (1) \&\&/' "$T"
+mutant --target test_checkpoint --filter 'ckpt_store/a_shards_newest*' $S 's/                    (victim == SIZE_MAX || e->step < s->e\[victim\].step))/                    (victim == SIZE_MAX || e->step > s->e[victim].step))/' "$T"
+mutant --target test_checkpoint --filter 'ckpt_store/room_for_a_big*' $S 's/        while (s->used + len > s->limit) {/        for (int once = 1; once-- > 0;) {/' "$T"

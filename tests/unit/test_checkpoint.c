@@ -167,6 +167,52 @@ Test(ckpt_store, older_incomplete_steps_make_room_for_a_newer_save)
     (void)b;
 }
 
+/* Room is made the oldest first and only as much as needed, superseded entries before the
+ * newest of a shard: a replica's newest step stays until the next one commits (the goodput bench
+ * found a save's room taking every older step, replicas too: a node then briefly held no copy of
+ * its dead predecessor's shard). */
+Test(ckpt_store, room_is_made_the_oldest_first_keeping_each_shards_newest)
+{
+    ckpt_store_init(&st, "r", 25);
+    uint64_t a = reserve_ok(1, 1, 1, 4, 10); /* replicas of shard 1 of 4 (no step complete) */
+    cr_assert_eq(ckpt_store_commit(&st, 1, a, 10, false, 0, 0, NULL), 0);
+    uint64_t b = reserve_ok(1, 2, 1, 4, 10);
+    cr_assert_eq(ckpt_store_commit(&st, 1, b, 10, false, 0, 0, NULL), 0);
+    reserve_ok(1, 3, 1, 4, 10);
+    cr_assert_eq(ckpt_store_find(&st, 1, 1), NULL, "step 1, superseded, made the room");
+    cr_assert_neq(ckpt_store_find(&st, 2, 1), NULL, "step 2, shard 1's newest, dropped too");
+    cr_assert_eq(st.used, 20);
+}
+
+Test(ckpt_store, a_shards_newest_goes_only_when_nothing_older_is_left)
+{
+    ckpt_store_init(&st, "r", 40);
+    uint64_t r1 = reserve_ok(1, 1, 1, 4, 10); /* a replica: the only copy of shard 1 */
+    cr_assert_eq(ckpt_store_commit(&st, 1, r1, 10, false, 0, 0, NULL), 0);
+    for (int64_t step = 2; step <= 4; step++) { /* own shard 0, three steps */
+        uint64_t id = reserve_ok(1, step, 0, 4, 10);
+        cr_assert_eq(ckpt_store_commit(&st, 1, id, 10, false, 0, 0, NULL), 0);
+    }
+    reserve_ok(1, 5, 0, 4, 10); /* 40 held: one goes */
+    cr_assert_eq(ckpt_store_find(&st, 2, 0), NULL, "the oldest superseded entry goes");
+    cr_assert_neq(ckpt_store_find(&st, 3, 0), NULL, "not a newer one");
+    cr_assert_neq(ckpt_store_find(&st, 1, 1), NULL, "not the replica's only copy, though older");
+    reserve_ok(1, 6, 2, 4, 10);
+    cr_assert_eq(ckpt_store_find(&st, 3, 0), NULL);
+    cr_assert_neq(ckpt_store_find(&st, 1, 1), NULL);
+}
+
+Test(ckpt_store, room_for_a_big_save_takes_as_many_entries_as_it_needs)
+{
+    ckpt_store_init(&st, "r", 30);
+    for (int64_t step = 1; step <= 3; step++) {
+        uint64_t id = reserve_ok(1, step, 0, 4, 10);
+        cr_assert_eq(ckpt_store_commit(&st, 1, id, 10, false, 0, 0, NULL), 0);
+    }
+    reserve_ok(1, 4, 0, 4, 30);
+    cr_assert_eq(st.used, 30, "the bound held: %llu bytes", (unsigned long long)st.used);
+}
+
 /* ---- the request parser -------------------------------------------------------------------- */
 
 static int parse(const char *s, struct ckpt_req *q)
