@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* ckpt_cli.h: a worker's side of the checkpoint socket, for the unit tests that run a store
- * in-process (test_checkpoint.c, test_ckpt_spare.c): connect, and one request answered while the
+ * in-process (test_checkpoint.c, test_ckpt_spare.c, test_ckpt_repl.c, test_ckpt_fetch.c): connect, and one request answered while the
  * test serves the store (deadlines on events, not on timing). */
 #ifndef EA_TESTS_CKPT_CLI_H
 #define EA_TESTS_CKPT_CLI_H
@@ -26,18 +26,10 @@ static inline int ckpt_cli_connect(const struct ckpt *srv)
     return fd;
 }
 
-/* Send `req`, serve the store until the reply comes (5 s deadline): the reply text in buf and
- * its fd (or -1). */
-static inline int ckpt_cli_ask(struct ckpt *srv, int fd, const char *req, size_t reqlen,
-                               char *buf, size_t size)
+/* The reply waiting on fd (not blocking): its text in buf and its fd (or -1); a failed
+ * assertion naming the request when there is none. */
+static inline int ckpt_cli_recv(int fd, const char *req, size_t reqlen, char *buf, size_t size)
 {
-    cr_assert_eq(send(fd, req, reqlen, 0), (ssize_t)reqlen);
-    for (int i = 0; i < 500; i++) {
-        pump_ckpt(srv, 0);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 10) == 1)
-            break;
-    }
     union {
         char b[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
@@ -53,6 +45,21 @@ static inline int ckpt_cli_ask(struct ckpt *srv, int fd, const char *req, size_t
     if (h && h->cmsg_type == SCM_RIGHTS)
         memcpy(&got, CMSG_DATA(h), sizeof(int));
     return got;
+}
+
+/* Send `req`, serve the store until the reply comes (5 s deadline): the reply text in buf and
+ * its fd (or -1). */
+static inline int ckpt_cli_ask(struct ckpt *srv, int fd, const char *req, size_t reqlen,
+                               char *buf, size_t size)
+{
+    cr_assert_eq(send(fd, req, reqlen, 0), (ssize_t)reqlen);
+    for (int i = 0; i < 500; i++) {
+        pump_ckpt(srv, 0);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) == 1)
+            break;
+    }
+    return ckpt_cli_recv(fd, req, reqlen, buf, size);
 }
 
 #endif

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ckpt_cli.h"
 #include "ckpt_proto.h"
 #include "ckpt_pump.h"
 #include "ckpt_store.h"
@@ -398,21 +399,7 @@ static int reply_of(int fd, const char *req, char *buf, size_t size)
     struct pollfd p = {.fd = fd, .events = POLLIN};
     while (poll(&p, 1, 0) == 0 && ea_now_ms() < end)
         serve();
-    union {
-        char b[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = buf, .iov_len = size - 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-                       .msg_controllen = sizeof(u.b)};
-    ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    cr_assert_gt(n, 0, "no reply to '%s'", req);
-    buf[n] = 0;
-    int got = -1;
-    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-    if (h && h->cmsg_type == SCM_RIGHTS)
-        memcpy(&got, CMSG_DATA(h), sizeof(int));
-    return got;
+    return ckpt_cli_recv(fd, req, strlen(req), buf, size);
 }
 
 static int ask(int fd, const char *req, char *buf, size_t size)
