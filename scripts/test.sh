@@ -276,7 +276,7 @@ mutant --target test_liveness_ring --filter 'ring/a_new_round_with_another*' age
   '^test_liveness_ring$'
 mutant --target test_liveness_ring --filter 'ring/a_predecessor_that_never*' \
   agent/liveness/ring.c 's/        now >= r->in_deadline) {/        0) {/' '^test_liveness_ring$'
-mutant --target test_nic_e2e --filter 'nic/host_order_restart*' agent/node/node_ring.c \
+mutant --target test_nic_e2e --filter 'nic/host_order_restart*' agent/node/node_ring_internal.h \
   's/    return !p->ns\[0\] || !g->ns\[0\] || strcmp(p->ns, g->ns) == 0;/    return true;/' '^test_nic_e2e$'
 # In-place re-assignment (issue 32 part 2): the agent's generation check on a re-assignment, the
 # Python helper's, the ack's deadline, the ack's parse.
@@ -331,7 +331,7 @@ mutant --target test_liveness_ring --filter 'ring/no_route_here*' agent/liveness
   's/    if (e < 0 \&\& ring_local_error(-e)) {/    if (0) {/' '^test_liveness_ring$'
 mutant --target test_liveness_ring --filter 'ring/no_route_here*' agent/liveness/ring.c \
   's/    } else if (e < 0 \&\& ring_local_error(-e)) {/    } else if (0) {/' '^test_liveness_ring$'
-mutant --target test_e2e_liveness_netns --filter 'liveness_netns/no_route*' agent/node/node_ring.c \
+mutant --target test_e2e_liveness_netns --filter 'liveness_netns/no_route*' agent/node/node_confirm.c \
   's/        if (g->coord_sres == PR_LOCAL) { \/\* nothing left this node/        if (0) { \/* mutant/' \
   '^test_e2e_liveness_netns$'
 mutant --target test_liveness_ring --filter 'ring/a_big_round*' agent/liveness/ring.c \

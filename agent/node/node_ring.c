@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * node_ring: the node's decisions on the liveness ring (node.h): follows each running round with
- * the ring, writes a suspicion when a link breaks, and, as coordinator, confirms each suspicion
- * with a probe of its own before it revokes the suspect's lease; a suspicion of the coordinator
- * goes to a third member. A node that loses its lease again soon after rejoining waits before it
- * rejoins (no round storm). The ring's sockets are its host's (node_transport).
+ * the ring, writes a suspicion when a link breaks (a suspicion of the coordinator goes to a third
+ * member), and routes the probes' answers to the confirmations (node_confirm.c: the coordinator
+ * confirms each suspicion with a probe of its own before it revokes the suspect's lease). A node
+ * that loses its lease again soon after rejoining waits before it rejoins (no round storm). The
+ * ring's sockets are its host's (node_transport).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,92 +17,9 @@
 #include "ea_time.h"
 #include "node.h"
 #include "node_internal.h"
+#include "node_ring_internal.h"
 #include "domain.h"
 #include "suspect.h"
-
-/* EVICTED: its lease revoked, until the coordinator's mirror no longer has its node key (the
- * round waits for that: hold_losses). DEAD: this node's own probe, made while it confirmed a
- * suspicion of the coordinator and before it coordinated, went unanswered at dead_ms (used once
- * it coordinates, while fresh: succession_probes) */
-enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_EVICTED, CASE_DONE, CASE_DEAD };
-
-/* A probe's outcome, as far as a confirmation goes. */
-enum probe_res { PR_PENDING, PR_ALIVE, PR_DEAD, PR_LOCAL };
-
-struct ring_case {
-    enum case_state state;
-    struct rdzv_suspect_case c;
-    uint64_t probe;
-    int64_t dead_ms;
-    /* correlated evidence (rdzv_correlated): the watcher, probed too; wprobe 0: not needed */
-    struct rdzv_ring_peer watcher;
-    uint64_t wprobe;
-    enum probe_res sres, wres;
-};
-
-struct node_ring {
-    struct node_ring_params p;
-    char ns[RDZV_ADDR_MAX]; /* this host and network namespace ("" any) */
-
-    /* the ring as handed to the transport */
-    int64_t round;
-    char next[RDZV_ID_MAX], prev[RDZV_ID_MAX];
-    int64_t peer_retry_ms;
-    /* the successor's node record as last read: the same while its slot is (no read a round) */
-    char peer_id[RDZV_ID_MAX];
-    int64_t peer_slot;
-    struct ring_peer peer_rp;
-    bool peer_have, peer_reach;
-
-    struct rdzv_suspicion unsent[NODE_UNSENT_MAX];
-    size_t n_unsent;
-
-    /* the coordinator's confirmations in cases_round (allocated when this node first
-     * coordinates: most nodes never do) */
-    struct ring_case *cases;
-    int64_t cases_round;
-    uint64_t seen_changes;
-    bool rescan;
-    bool holding;               /* the next round waits for the confirmations (hold_losses) */
-    int64_t hold_from, hold_to; /* since when; until when, as last told to the session */
-
-    /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
-     * watcher in a round of two) */
-    bool coord_probing, coord_from_key;
-    uint64_t coord_probe, coord_wprobe; /* of the coordinator; of the watcher (0: not needed) */
-    enum probe_res coord_sres, coord_wres;
-    int64_t coord_lease;
-    struct rdzv_coord_suspicion coord_x;
-    int64_t coord_seen_round, coord_seen_rev; /* the last rounds/<r>/coord_suspect looked at */
-    bool coord_todo;                          /* coord_x still to be written */
-    /* while this node confirms a suspicion of the coordinator (it claims `coord` if it dies): until
-     * when it probes the round's other suspects too, and when it last listed them */
-    int64_t succeed_until, succeed_listed;
-
-    uint64_t probe_ids;
-    struct node_ring_stats st;
-    /* past a suspected successor [0] and predecessor [1] (node_walk.c); NULL until a first walk */
-    struct node_walk *walk[2];
-
-    /* the rejoin cooldown: `strikes` losses in a row, each soon after rejoining or cut from
-     * the ring (node_rejoin_wait); was_lost: the loss was seen (by node_step, or here) */
-    bool was_lost;
-    int strikes;
-    int64_t rejoined_ms, cooldown_until_ms;
-    /* the ring round in which this node reported a broken link of its own and the store took
-     * the report (so its lease was live then): a loss of the lease in that round is a ring
-     * eviction of a node cut from its neighbours that still reaches the store (0: none); when;
-     * the last ring round this node was in (the loss is often seen after the run went on) */
-    int64_t cut_round, cut_ms, ring_last;
-};
-
-/* Whether this node can reach a peer at the address in its record: a loopback address only
- * from the same host and network namespace (agents of a file store in network namespaces all
- * publish 127.0.0.1: without this each would find every other dead). */
-static bool reachable(const struct node_ring *g, const struct rdzv_ring_peer *p)
-{
-    return !p->ns[0] || !g->ns[0] || strcmp(p->ns, g->ns) == 0;
-}
 
 int node_ring_open(struct node *n, const struct node_ring_params *p)
 {
@@ -153,7 +71,7 @@ static void follow_round(struct node *n, struct node_ring *g, bool active, int64
         struct rdzv_ring_peer p;
         struct ea_error err = {0};
         int r = rdzv_ring_peer(n->rdzv, next, &p, &err);
-        if (r == 0 && !(reach = reachable(g, &p))) {
+        if (r == 0 && !(reach = node_ring_reachable(g, &p))) {
             node_log(n, NODE_DEBUG,
                      "liveness ring: node '%s' has a loopback address in another network "
                      "namespace: no link to it",
@@ -235,14 +153,14 @@ static void confirm_coord(struct node *n, struct node_ring *g, const struct rdzv
     struct ring_peer rp;
     if (g->coord_probing || !rdzv_coord_holder(n->rdzv, holder, sizeof(holder), &lease) ||
         strcmp(holder, x->sus.node_id) != 0 || rdzv_ring_peer(n->rdzv, holder, &p, NULL) < 0 ||
-        p.lease != lease || !reachable(g, &p))
+        p.lease != lease || !node_ring_reachable(g, &p))
         return;
     /* this node and the watcher in one domain, the coordinator outside it: its probe counts only
      * if it reaches the watcher too (a domain cut at its switch finds everybody outside dead) */
     struct rdzv_ring_peer wp;
     struct ring_peer wrp;
     bool need_w = from_key && node_correlated_watcher(n, x->sus.by, NULL, p.domain, &wp) > 0;
-    if (need_w && !reachable(g, &wp))
+    if (need_w && !node_ring_reachable(g, &wp))
         return; /* the watcher cannot be probed from here: no second vantage point */
     uint64_t wid = 0;
     if (need_w) {
@@ -408,128 +326,6 @@ static void on_suspect(struct node *n, struct node_ring *g, const struct ring_re
     flush_todo(n, g);
 }
 
-static void evicted(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
-                    const char *why, int r, const struct ea_error *err)
-{
-    if (r < 0) {
-        node_log(n, NODE_WARN, "liveness ring: could not revoke the lease of node '%s': %s",
-                 x->node_id, err->msg);
-        return;
-    }
-    if (r == 0)
-        return; /* gone already, or rejoined under a new lease */
-    g->st.evictions++;
-    node_log(n, NODE_WARN,
-             "liveness ring: node '%s' did not answer a probe either (%s; '%s' saw: %s): its "
-             "lease is revoked, the run goes on without it",
-             x->node_id, why, x->by, x->cause);
-    node_event(n, &(struct node_event){.kind = NODE_EV_EVICTED,
-                                       .node = x->node_id,
-                                       .by = x->by,
-                                       .cause = x->cause,
-                                       .detail = why});
-}
-
-static void false_alarm(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x)
-{
-    g->st.false_alarms++;
-    node_log(n, NODE_INFO,
-             "liveness ring: node '%s' answered a probe: a false alarm ('%s' saw: %s)", x->node_id,
-             x->by, x->cause);
-    node_event(n, &(struct node_event){
-                      .kind = NODE_EV_CLEARED, .node = x->node_id, .by = x->by, .cause = x->cause});
-}
-
-static enum probe_res res_of(const struct ring_report *x)
-{
-    return x->local ? PR_LOCAL : x->alive ? PR_ALIVE : PR_DEAD;
-}
-
-/* The coordinator's probe of a suspect went unanswered: revoke its lease. */
-static void evict_case(struct node *n, struct node_ring *g, struct ring_case *k, const char *why)
-{
-    struct ea_error err = {0};
-    node_publish_detect(n, &k->c.sus);
-    int r = rdzv_evict(n->rdzv, &k->c, &err);
-    evicted(n, g, &k->c.sus, why, r, &err);
-    k->state = CASE_DONE;
-    if (r >= 0) /* the lease revoked (its node key's delete on its way), or gone already */
-        k->state = r > 0 ? CASE_EVICTED : CASE_FREE;
-}
-
-static void on_probe(struct node *n, struct node_ring *g, const struct ring_report *x)
-{
-    struct ea_error err = {0};
-    if (node_walk_on_probe(n, g->walk[0], g->round, x) ||
-        node_walk_on_probe(n, g->walk[1], g->round, x))
-        return;
-    if (g->coord_probing && (x->probe_id == g->coord_probe || x->probe_id == g->coord_wprobe)) {
-        *(x->probe_id == g->coord_probe ? &g->coord_sres : &g->coord_wres) = res_of(x);
-        if (g->coord_sres == PR_PENDING ||
-            (g->coord_sres == PR_DEAD && g->coord_wres == PR_PENDING))
-            return; /* the other probe's answer decides */
-        g->coord_probing = false;
-        if (g->coord_sres == PR_LOCAL) { /* nothing left this node: no word either way */
-            node_no_evidence(n, &g->coord_x.sus, x->cause);
-            return;
-        }
-        if (g->coord_sres == PR_DEAD && g->coord_wres != PR_ALIVE) {
-            node_unverified(n, &g->coord_x.sus);
-            return;
-        }
-        if (g->coord_sres == PR_ALIVE) { /* the coordinator answered this third member */
-            false_alarm(n, g, &g->coord_x.sus);
-            if (g->coord_from_key && rdzv_coord_suspect_clear(n->rdzv, &g->coord_x, &err) < 0)
-                node_log(n, NODE_DEBUG,
-                         "liveness ring: clearing the suspicion of the coordinator: %s", err.msg);
-            return;
-        }
-        node_publish_detect(n, &g->coord_x.sus);
-        int r = rdzv_evict_coord(n->rdzv, g->coord_x.sus.node_id, g->coord_lease, &err);
-        evicted(n, g, &g->coord_x.sus, x->cause, r, &err);
-        return;
-    }
-    for (size_t i = 0; g->cases && i < NODE_CASES_MAX; i++) {
-        struct ring_case *k = &g->cases[i];
-        bool mine = (k->state == CASE_PROBING && k->probe == x->probe_id) ||
-                    ((k->state == CASE_PROBING || k->state == CASE_QUEUED) && k->wprobe &&
-                     k->wprobe == x->probe_id);
-        if (!mine)
-            continue;
-        *(k->state == CASE_PROBING && k->probe == x->probe_id ? &k->sres : &k->wres) = res_of(x);
-        if (k->state == CASE_QUEUED || k->sres == PR_PENDING ||
-            (k->sres == PR_DEAD && k->wres == PR_PENDING))
-            return; /* the other probe's answer decides */
-        k->state = CASE_DONE;
-        if (g->cases_round != x->round)
-            return;
-        if (!rdzv_is_coordinator(n->rdzv)) { /* a succession probe (succession_probes) */
-            k->state = k->sres == PR_DEAD && k->wres == PR_ALIVE ? CASE_DEAD : CASE_FREE;
-            k->dead_ms = node_now(n);
-            return;
-        }
-        if (k->sres == PR_LOCAL) { /* the key stays: a coordinator that can reach it may */
-            node_no_evidence(n, &k->c.sus, x->cause);
-            return;
-        }
-        if (k->sres == PR_DEAD && k->wres != PR_ALIVE) { /* the key stays, as above */
-            node_unverified(n, &k->c.sus);
-            return;
-        }
-        if (k->sres == PR_ALIVE) { /* the suspect answered the coordinator's own probe */
-            false_alarm(n, g, &k->c.sus);
-            if (rdzv_suspect_clear(n->rdzv, &k->c, &err) < 0)
-                node_log(n, NODE_DEBUG, "liveness ring: clearing the suspicion of '%s': %s",
-                         x->node_id, err.msg);
-            else
-                k->state = CASE_FREE; /* settled, its key gone: the slot takes the next case */
-            return;
-        }
-        evict_case(n, g, k, x->cause);
-        return;
-    }
-}
-
 void node_on_report(struct node *n, const struct ring_report *x)
 {
     struct node_ring *g = n->ring;
@@ -538,224 +334,7 @@ void node_on_report(struct node *n, const struct ring_report *x)
     if (x->kind == RING_REPORT_SUSPECT)
         on_suspect(n, g, x);
     else
-        on_probe(n, g, x);
-}
-
-/* ---- the coordinator's confirmations ------------------------------------------------------ */
-
-static struct ring_case *case_for(struct node_ring *g, const struct rdzv_suspect_case *c)
-{
-    struct ring_case *free_slot = NULL;
-    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
-        struct ring_case *k = &g->cases[i];
-        if (k->state == CASE_FREE) {
-            if (!free_slot)
-                free_slot = k;
-        } else if (strcmp(k->c.sus.node_id, c->sus.node_id) == 0 &&
-                   (k->c.key_rev == c->key_rev || k->state != CASE_DONE)) {
-            return NULL; /* this very key is handled already, or the node (its key rewritten
-                            with a second watcher, `also`, while probed) */
-        }
-    }
-    return free_slot;
-}
-
-/* The case table of `round` (allocated when first needed: most nodes never confirm anything). */
-static bool cases_of(struct node_ring *g, int64_t round)
-{
-    if (!g->cases && !(g->cases = calloc(NODE_CASES_MAX, sizeof(*g->cases))))
-        return false; /* out of memory: the lease sees the dead, later */
-    if (round != g->cases_round) {
-        memset(g->cases, 0, NODE_CASES_MAX * sizeof(*g->cases));
-        g->cases_round = round;
-        g->rescan = true;
-    }
-    return true;
-}
-
-/* Probe every queued case (with correlated evidence, its watcher first). */
-static void start_probes(struct node *n, struct node_ring *g, int64_t round, int64_t now)
-{
-    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
-        struct ring_case *k = &g->cases[i];
-        if (k->state != CASE_QUEUED)
-            continue;
-        struct ring_peer rp;
-        if (k->wres == PR_PENDING && !k->wprobe) { /* the watcher first: a probe of it only */
-            node_to_ring_peer(&k->watcher, &rp);
-            uint64_t wid = ++g->probe_ids;
-            if (g->p.tr.probe(g->p.tr.ctx, wid, &rp, round, g->p.probe_ms, now) < 0) {
-                g->rescan = true;
-                break;
-            }
-            k->wprobe = wid;
-        }
-        node_to_ring_peer(&k->c.peer, &rp);
-        uint64_t id = ++g->probe_ids;
-        if (g->p.tr.probe(g->p.tr.ctx, id, &rp, round, g->p.probe_ms, now) < 0) {
-            g->rescan = true; /* every probe slot busy: the next pass */
-            break;
-        }
-        k->probe = id;
-        k->state = CASE_PROBING;
-        node_log(n, NODE_INFO, "liveness ring: '%s' suspects node '%s' (%s): probing it",
-                 k->c.sus.by, k->c.sus.node_id, k->c.sus.cause);
-    }
-}
-
-/* Take case c into slot k: queued for its probes, or done when this node cannot probe it: one
- * this node cannot reach at all is not probed (no evidence, no eviction); with correlated
- * evidence (this node and the watchers in one failure domain, the suspect outside it) neither is
- * one whose watcher it cannot probe. */
-static void queue_case(struct node *n, struct node_ring *g, struct ring_case *k,
-                       const struct rdzv_suspect_case *c)
-{
-    k->c = *c;
-    k->wprobe = 0;
-    k->sres = PR_PENDING;
-    k->wres = PR_ALIVE;
-    bool need_w = node_correlated_watcher(n, k->c.sus.by, k->c.sus.also, k->c.peer.domain,
-                                          &k->watcher) > 0;
-    if (need_w)
-        k->wres = PR_PENDING;
-    bool can = reachable(g, &k->c.peer) && (!need_w || reachable(g, &k->watcher));
-    k->state = can ? CASE_QUEUED : CASE_DONE;
-}
-
-/* A suspicion this node wrote itself, that nobody else has seen: no second vantage point (the
- * suspect's other neighbour, when it saw it too, is in `also`). */
-static bool own_word_only(const struct node *n, const struct rdzv_suspect_case *c, int world)
-{
-    return strcmp(c->sus.by, n->node_id) == 0 && !c->sus.also[0] && world >= 3;
-}
-
-/* While this node confirms a suspicion of the coordinator it probes the round's other suspects
- * too, its verdicts kept (CASE_DEAD): a burst that took the coordinator (a rack) took others,
- * and once this node claims `coord` it evicts them at once, not after a second probe's deadline
- * (docs/protocol.md "Coordinator succession"). One listing of the round's suspect keys every
- * third of a probe's deadline, only in that window. */
-static void succession_probes(struct node *n, struct node_ring *g, int64_t now)
-{
-    const struct rdzv_state *s = rdzv_current(n->rdzv, NULL);
-    int64_t round = s && s->status == RDZV_RUNNING ? s->round : 0;
-    if (now >= g->succeed_until || !round || now - g->succeed_listed < g->p.probe_ms / 3 ||
-        !cases_of(g, round))
-        return;
-    g->succeed_listed = now;
-    size_t room = 0;
-    for (size_t i = 0; i < NODE_CASES_MAX; i++)
-        room += g->cases[i].state == CASE_FREE;
-    struct rdzv_suspect_case list[NODE_CASES_MAX];
-    size_t nl = 0;
-    struct ea_error err = {0};
-    if (room && rdzv_suspects_peek(n->rdzv, round, list, room, &nl, &err) < 0)
-        node_log(n, NODE_DEBUG, "liveness ring: listing the round's suspicions: %s", err.msg);
-    char holder[RDZV_ID_MAX] = "";
-    int64_t lease = 0;
-    rdzv_coord_holder(n->rdzv, holder, sizeof(holder), &lease);
-    for (size_t i = 0; i < nl; i++) {
-        if (strcmp(list[i].sus.node_id, holder) == 0 ||
-            own_word_only(n, &list[i], s->group_world_size))
-            continue;
-        struct ring_case *k = case_for(g, &list[i]);
-        if (k)
-            queue_case(n, g, k, &list[i]);
-    }
-    start_probes(n, g, round, now);
-}
-
-/* Once it coordinates: the succession probes that went unanswered within a probe's deadline are
- * evicted now; older ones are probed again. */
-static void succession_verdicts(struct node *n, struct node_ring *g, int64_t now)
-{
-    for (size_t i = 0; i < NODE_CASES_MAX; i++) {
-        struct ring_case *k = &g->cases[i];
-        if (k->state != CASE_DEAD)
-            continue;
-        if (now - k->dead_ms <= g->p.probe_ms)
-            evict_case(n, g, k, "no answer to its probe while the coordinator was suspected");
-        else
-            k->state = CASE_QUEUED;
-    }
-}
-
-static void confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
-{
-    int64_t gen = 0;
-    const struct rdzv_state *s = rdzv_current(n->rdzv, &gen);
-    int64_t round = s && s->status == RDZV_RUNNING ? s->round : 0;
-    if (!cases_of(g, round))
-        return;
-    succession_verdicts(n, g, now);
-    uint64_t changes = rdzv_changes(n->rdzv);
-    if (!round || (changes == g->seen_changes && !g->rescan))
-        return;
-    g->seen_changes = changes;
-    g->rescan = false;
-    /* no more cases than free slots are taken out: the rest stay due for a later pass (a key
-     * taken out and dropped would wait for the suspect's lease) */
-    size_t room = 0;
-    for (size_t i = 0; i < NODE_CASES_MAX; i++)
-        room += g->cases[i].state == CASE_FREE;
-    struct rdzv_suspect_case list[NODE_CASES_MAX];
-    size_t nl = 0;
-    struct ea_error err = {0};
-    if (room && rdzv_suspects(n->rdzv, list, room, &nl, &err) < 0) {
-        node_log(n, NODE_DEBUG, "liveness ring: listing suspicions: %s", err.msg);
-        g->rescan = true;
-    }
-    if (!room || rdzv_suspects_due(n->rdzv)) /* more than one pass takes: the next one */
-        g->rescan = true;
-    node_take_warning(n);
-    for (size_t i = 0; i < nl; i++) {
-        /* written by this node (before it coordinated) and seen by nobody else */
-        if (own_word_only(n, &list[i], s->group_world_size))
-            continue;
-        struct ring_case *k = case_for(g, &list[i]);
-        if (k)
-            queue_case(n, g, k, &list[i]);
-    }
-    start_probes(n, g, round, now);
-}
-
-/* An evicted suspect's node key is still in the coordinator's mirror (its delete not seen yet). */
-static bool still_listed(struct node *n, const struct ring_case *k)
-{
-    struct rdzv_ring_peer p;
-    return rdzv_ring_peer(n->rdzv, k->c.sus.node_id, &p, NULL) == 0 && p.lease == k->c.peer.lease;
-}
-
-/* While cases are queued or probed (or keys wait for a slot), and until the node keys of those it
- * evicted are gone from its mirror, the coordinator's next round waits, at most
- * NODE_LOSS_HOLD_MAX_MS from the first: the members one burst takes (a rack, a failure domain)
- * leave in one round, not one round each, every survivor restarting its workers each time. */
-static void hold_losses(struct node *n, struct node_ring *g, int64_t now)
-{
-    bool busy = g->rescan;
-    for (size_t i = 0; g->cases && i < NODE_CASES_MAX; i++) {
-        struct ring_case *k = &g->cases[i];
-        if (k->state == CASE_EVICTED && !still_listed(n, k))
-            k->state = CASE_FREE; /* its delete arrived: settled, the slot free */
-        busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||
-               k->state == CASE_EVICTED || k->state == CASE_DEAD;
-    }
-    int64_t to = 0;
-    if (busy) {
-        if (!g->holding)
-            g->hold_from = now;
-        g->holding = true;
-        to = now + g->p.probe_ms; /* every probe in flight has ended by then */
-        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)
-            to = g->hold_from + NODE_LOSS_HOLD_MAX_MS;
-    } else if (g->holding) {
-        g->holding = false; /* lifted: planned at once */
-    } else {
-        return;
-    }
-    if (to != g->hold_to) {
-        g->hold_to = to;
-        rdzv_hold_losses(n->rdzv, to);
-    }
+        node_ring_on_probe(n, g, x);
 }
 
 /* ---- the rejoin cooldown (node_rejoin_wait) ------------------------------------------------ */
@@ -818,13 +397,13 @@ void node_ring_step(struct node *n, bool active, int64_t now)
     if (g->n_unsent)
         flush_todo(n, g);
     if (rdzv_is_coordinator(n->rdzv)) {
-        confirm_suspects(n, g, now);
-        hold_losses(n, g, now);
+        node_confirm_suspects(n, g, now);
+        node_hold_losses(n, g, now);
     } else {
         check_coord_suspicion(n, g);
         if (now < g->succeed_until) { /* this node may coordinate in a moment: the round waits */
-            succession_probes(n, g, now);
-            hold_losses(n, g, now);
+            node_succession_probes(n, g, now);
+            node_hold_losses(n, g, now);
         }
     }
 }

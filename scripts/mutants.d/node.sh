@@ -3,14 +3,14 @@
 # memory store with a fake clock and a fake ring transport (no real time: the verdict does not
 # depend on the machine's load). Were the agent's e2e checks on agent/agent_liveness.c.
 # A probe the suspect answered clears it (no eviction); the coordinator's probe that failed evicts.
-mutant --target test_node --filter 'node/a_suspicion_whose_probe*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/a_suspicion_whose_probe*' agent/node/node_confirm.c \
   's/        if (k->sres == PR_ALIVE) { \/\* the suspect answered/        if (0) { \/* mutant: probe ignored/' \
   '^test_node$'
-mutant --target test_node --filter 'node/a_suspicion_confirmed*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/a_suspicion_confirmed*' agent/node/node_confirm.c \
   's/    int r = rdzv_evict(n->rdzv, \&k->c, \&err);/    int r = 0; \/* mutant: no evict *\//' \
   '^test_node$'
 # A probe that could not leave this node is no evidence: the key stays, nobody is evicted.
-mutant --target test_node --filter 'node/a_probe_that_could_not*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/a_probe_that_could_not*' agent/node/node_confirm.c \
   's/        if (k->sres == PR_LOCAL) { \/\* the key stays/        if (0) { \/* mutant/' '^test_node$'
 # A suspicion of the coordinator needs a third member's probe, and the coordinator never confirms
 # a suspicion on its own word alone (a node cut off would evict everybody).
@@ -42,7 +42,7 @@ mutant --target test_node --filter 'node/a_store_unreachable*' agent/node/node.c
 # issue 41: a settled case (a false alarm cleared, a lease revoked) frees its slot, and no more
 # cases are taken out than there are free slots: a death after a round's burst of false alarms is
 # probed, not left to its lease (at 10,000 nodes the table filled and a death took 12.5-15.2 s).
-mutant --target test_node --filter 'node/settled_false_alarms*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/settled_false_alarms*' agent/node/node_confirm.c \
   's/                k->state = CASE_FREE; \/\* settled, its key gone/                (void)0; \/* mutant/' \
   '^test_node$'
 # issue 41: while the coordinator confirms suspicions its next round waits (rdzv_hold_losses), so
@@ -50,12 +50,12 @@ mutant --target test_node --filter 'node/settled_false_alarms*' agent/node/node_
 # (a coordinator that has just taken over) hold a loss too, a step at a time.
 mutant --target test_rdzv_plan --filter 'plan/a_loss_waits*' rendezvous/plan.c \
   's/    if (v->loss_hold_ms > hold) \/\* the ring/    if (0) \/* mutant/' '^test_rdzv_plan$'
-mutant --target test_node --filter 'node/a_burst_of_deaths*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/a_burst_of_deaths*' agent/node/node_confirm.c \
   's/        busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||/        busy = busy || 0 ||/' \
   '^test_node$'
-mutant --target test_node --filter 'node/a_round_waits_for_every*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/a_round_waits_for_every*' agent/node/node_confirm.c \
   's/               k->state == CASE_EVICTED || k->state == CASE_DEAD;/               0;/' '^test_node$'
-mutant --target test_node --filter 'node/a_probe_that_never_ends*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/a_probe_that_never_ends*' agent/node/node_confirm.c \
   '0,/        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)/s//        if (0)/' '^test_node$'
 mutant --target test_node --filter 'node/a_loss_waits_for_suspicions*' rendezvous/suspect.c \
   's/    if (!s->cfg.params.ring || !rdzv_suspects_due(s)) {/    if (1) {/' '^test_node$'
@@ -63,7 +63,7 @@ mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/
   's/        s->takeover_ms = now_ms + (s->revoked_coord_lease ? 0 : takeover_delay_ms(s));/        s->takeover_ms = now_ms + takeover_delay_ms(s);/' '^test_node$'
 mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/suspect.c \
   's/    s->revoked_coord_lease = lease;/    (void)lease;/' '^test_node$'
-mutant --target test_node --filter 'node/the_coordinators_own_key*' agent/node/node_ring.c \
+mutant --target test_node --filter 'node/the_coordinators_own_key*' agent/node/node_confirm.c \
   's/    return strcmp(c->sus.by, n->node_id) == 0 \&\& !c->sus.also\[0\] \&\& world >= 3;/    return strcmp(c->sus.by, n->node_id) == 0 \&\& world >= 3;/' '^test_node$'
 mutant --target test_node --filter 'node/the_coordinators_own_key*' rendezvous/suspect.c \
   's/        r = second_word(s, key, \&cur, x->by, err);/        r = KV_ECONFLICT;/' '^test_node$'
@@ -80,11 +80,11 @@ mutant --target test_rdzv_suspect --filter 'suspect/a_third_member_confirms*' re
 mutant --target test_node_succession --filter 'succession/a_suspect_that_did_not*' agent/node/node_ring.c \
   's/        if (now < g->succeed_until) { \/\* this node may coordinate/        if (0) { \/* mutant/' \
   '^test_node_succession$'
-mutant --target test_node_succession --filter 'succession/a_suspect_that_answered*' agent/node/node_ring.c \
+mutant --target test_node_succession --filter 'succession/a_suspect_that_answered*' agent/node/node_confirm.c \
   's/            k->state = k->sres == PR_DEAD \&\& k->wres == PR_ALIVE ? CASE_DEAD : CASE_FREE;/            k->state = CASE_DEAD;/' \
   '^test_node_succession$'
-mutant --target test_node_succession --filter 'succession/a_verdict_older*' agent/node/node_ring.c \
+mutant --target test_node_succession --filter 'succession/a_verdict_older*' agent/node/node_confirm.c \
   's/        if (now - k->dead_ms <= g->p.probe_ms)/        if (1)/' '^test_node_succession$'
-mutant --target test_node_succession --filter 'succession/a_suspect_only_the_confirmer*' agent/node/node_ring.c \
+mutant --target test_node_succession --filter 'succession/a_suspect_only_the_confirmer*' agent/node/node_confirm.c \
   's/            own_word_only(n, \&list\[i\], s->group_world_size))/            0)/' \
   '^test_node_succession$'

@@ -15,15 +15,15 @@ mutant --target test_node_cut --filter 'corr/a_probe_from_the_watchers_domain_th
   '^test_node_cut$'
 # ... counts only if the prober reached the watcher too: the coordinator's confirmation ...
 mutant --target test_node_cut --filter 'corr/a_probe_from_the_watchers_domain_that_cannot*' \
-  agent/node/node_ring.c \
+  agent/node/node_confirm.c \
   's/        if (k->sres == PR_DEAD \&\& k->wres != PR_ALIVE) {/        if (0) {/' '^test_node_cut$'
 # ... and the confirmer's of a suspicion of the coordinator, which waits for both answers
 mutant --target test_node_cut \
-  --filter 'corr/a_confirmer_in_the_watchers_domain_that_cannot*' agent/node/node_ring.c \
+  --filter 'corr/a_confirmer_in_the_watchers_domain_that_cannot*' agent/node/node_confirm.c \
   's/        if (g->coord_sres == PR_DEAD \&\& g->coord_wres != PR_ALIVE) {/        if (0) {/' \
   '^test_node_cut$'
 mutant --target test_node_cut --filter 'corr/a_confirmer_in_the_watchers_domain_that_reaches*' \
-  agent/node/node_ring.c \
+  agent/node/node_confirm.c \
   's/            (g->coord_sres == PR_DEAD \&\& g->coord_wres == PR_PENDING))/            0)/' \
   '^test_node_cut$'
 # (3) a lease lost in the ring round in which the node's own report of a broken link was taken
