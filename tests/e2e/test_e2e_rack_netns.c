@@ -562,8 +562,12 @@ static int64_t cut_the_rack(int64_t round, unsigned cut, bool coord_cut)
     int ai = domain_of(after);
     cr_assert(ai >= 0 && ai < N && !(cut & (1u << ai)),
               "the coordinator after the cut is '%s', not a survivor", after);
-    if (coord_cut) { /* one takeover: a claim wins, a bounded number are tried (issue 41: <= 3) */
-        cr_assert_eq(won, 1, "the coordinator's key was taken %d times (%s)", won, who);
+    if (coord_cut) { /* a bounded number of claims (issue 41: <= 3), a survivor's the last */
+        /* gone with the store, one claim wins; a rack that still reaches the store holds the
+         * first in line to succeed (group rank 1, delay 0), which may win the key first and lose
+         * it to the survivors' confirmer in turn (CI, 2026-11-29: n1 then n3) */
+        cr_assert(won == 1 || (!on_etcd && won == 2), "the coordinator's key was taken %d times (%s)",
+                  won, who);
         cr_assert(tried >= 1 && tried <= 3, "%lld claims of the coordinator's key", tried);
     } else {
         cr_assert_str_eq(after, before, "the coordinator changed");
