@@ -17,8 +17,8 @@ mutant --target test_node --filter 'node/a_probe_that_could_not*' agent/node/nod
 mutant --target test_node --filter 'node/a_suspicion_of_the_coordinator*' agent/node/node_ring.c \
   's/    if (rdzv_coord_confirmer_of(s, cx.coord_rank, cx.by_rank) < 0) {/    if (1) { \/* mutant: the watcher alone *\//' \
   '^test_node$'
-mutant --target test_node --filter 'node/the_coordinators_word_alone*' agent/node/node_ring.c \
-  's/if (rdzv_is_coordinator(n->rdzv) \&\& s \&\& s->group_world_size >= 3) {/if (!s) {/;s/    return strcmp(c->sus.by, n->node_id) == 0 \&\& !c->sus.also\[0\] \&\& world >= 3;/    return false;/' \
+mutant --target test_node --filter 'node/the_coordinators_word_alone*' agent/node/node_confirm.c \
+  's/    return strcmp(c->sus.by, n->node_id) == 0 \&\& !c->sus.also\[0\] \&\& world >= 3;/    return false;/' \
   '^test_node$'
 # The rejoin cooldown of a node that keeps losing its lease soon after rejoining, and its doubling.
 mutant --target test_node --filter 'node/a_node_that_loses*' agent/node/node_ring.c \
