@@ -205,9 +205,10 @@ static int suspect_coord(struct node *n, struct node_ring *g, const struct rdzv_
     g->coord_x = cx;
     g->coord_todo = true; /* retried by check_coord_suspicion */
     struct ea_error err = {0};
+    /* no note_cut: the key is written without this node's lease, so the store taking it says
+     * nothing of whether this node was alive (a frozen node resumed after its eviction writes it
+     * too, and must rejoin at once) */
     int r = rdzv_coord_suspect(n->rdzv, &cx, &err);
-    if (r > 0)
-        note_cut(n, g, cx.sus.round);
     if (r >= 0)
         g->coord_todo = false;
     else
@@ -221,10 +222,7 @@ static void check_coord_suspicion(struct node *n, struct node_ring *g)
 {
     if (g->coord_todo) {
         struct ea_error err = {0};
-        int r = rdzv_coord_suspect(n->rdzv, &g->coord_x, &err);
-        if (r > 0)
-            note_cut(n, g, g->coord_x.sus.round);
-        if (r >= 0)
+        if (rdzv_coord_suspect(n->rdzv, &g->coord_x, &err) >= 0) /* no note_cut: no lease */
             g->coord_todo = false;
     }
     struct rdzv_coord_suspicion cx;

@@ -50,3 +50,8 @@ mutant --target test_node_cut --filter 'cut/a_cut_node_whose_workers*' agent/nod
 mutant --target test_node_cut --filter 'cut/a_first_loss_not_cut*' agent/node/node_ring.c \
   's/        if (r > 0) \/\* written with this node.s lease: it was alive, cut \*\//        if (1)/' \
   '^test_node_cut$'
+# A report of the coordinator (rounds/<r>/coord_suspect, written without the writer's lease) is no
+# proof that the writer was alive: a frozen node resumed next to the coordinator rejoins at once.
+mutant --target test_node_cut --filter 'cut/a_report_of_the_coordinator*' agent/node/node_ring.c \
+  's/    int r = rdzv_coord_suspect(n->rdzv, \&cx, \&err);/    int r = rdzv_coord_suspect(n->rdzv, \&cx, \&err); if (r > 0) note_cut(n, g, cx.sus.round);/' \
+  '^test_node_cut$'

@@ -189,6 +189,30 @@ Test(cut, a_first_loss_not_cut_from_the_ring_rejoins_at_once)
     cr_assert_eq(cnt[x].rejoined, 1);
 }
 
+/* The same when the broken link is to the coordinator: its suspicion (rounds/<r>/coord_suspect) is
+ * written without the writer's lease, so the store taking it says nothing of whether the writer
+ * was alive (CI: a frozen node resumed next to the coordinator waited a TTL to rejoin). */
+Test(cut, a_report_of_the_coordinator_is_no_proof_of_being_alive)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator(), x = index_of(tr[c].next);
+    int64_t gen = 0;
+    rdzv_current(nodes[x].rdzv, &gen);
+    struct node_step_in hold = {.may_rejoin = false, .generation = gen};
+    struct node_step_in go = {.may_rejoin = true, .generation = gen};
+    revoke(x);
+    int wrote = writes_tried;
+    link_broke(x, c); /* resumed: it reports the coordinator, a key without a lease */
+    cr_assert_gt(writes_tried, wrote, "no report of the coordinator written");
+    advance(TTL / 3 + 1);
+    node_step(&nodes[x], &hold, fc.now);
+    node_ring_step(&nodes[x], true, fc.now);
+    cr_assert(nodes[x].lease_lost);
+    cr_assert(node_may_rejoin(&nodes[x], fc.now), "a lease-less report made the loss a cut");
+    node_step(&nodes[x], &go, fc.now);
+    cr_assert_eq(cnt[x].rejoined, 1);
+}
+
 /* ---- (1) correlated evidence: two vantage points in one failure domain ---------------------- */
 
 /* The probes node w asked for since `from`, of node `of`: how many, the last in *ret. */
