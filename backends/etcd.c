@@ -611,6 +611,27 @@ static int etcd_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err)
     return call_discard(kv, &rpc, &rq.base, err);
 }
 
+static int etcd_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                                  struct ea_error *err)
+{
+    Etcdserverpb__LeaseRevokeRequest *rq = calloc(n ? n : 1, sizeof(*rq));
+    const ProtobufCMessage **reqs = calloc(n ? n : 1, sizeof(*reqs));
+    int rc = rq && reqs ? 0 : ea_errorf(err, -ENOMEM, "etcd lease revoke: out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rq[i] = (Etcdserverpb__LeaseRevokeRequest)ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        rq[i].id = leases[i];
+        reqs[i] = &rq[i].base;
+    }
+    const struct etcd_rpc rpc = {ETCD_M_LEASE_REVOKE,
+                                 &etcdserverpb__lease_revoke_response__descriptor, 0,
+                                 "lease revoke"};
+    if (rc == 0)
+        rc = etcd_unary_each((struct etcd *)kv, &rpc, reqs, n, ret_codes, err);
+    free(reqs);
+    free(rq);
+    return rc;
+}
+
 int etcd_compact(struct kv *kv, int64_t revision, struct ea_error *err)
 {
     if (!kv || kv->ops != &kv_etcd_ops)
@@ -640,6 +661,7 @@ const struct kv_ops kv_etcd_ops = {
     .lease_grant = etcd_lease_grant,
     .lease_keepalive = etcd_lease_keepalive,
     .lease_revoke = etcd_lease_revoke,
+    .lease_revoke_each = etcd_lease_revoke_each,
     .watch = etcd_watch,
     .watch_cancel = etcd_watch_cancel,
     .event_fd = etcd_event_fd,

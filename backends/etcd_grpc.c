@@ -12,6 +12,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,101 +297,197 @@ struct call_result {
     char details[256];
 };
 
-/* One attempt of a unary call on endpoint `ep`. 0 with cr->code set (and *ret when OK), or a
- * KV_E* code when the call could not even be made or its answer is unreadable. */
-static int unary_once(struct etcd *e, size_t ep, const char *method, const ProtobufCMessage *req,
-                      const ProtobufCMessageDescriptor *resp_desc, int64_t deadline_ms,
-                      int with_token, ProtobufCMessage **ret, struct call_result *cr)
-{
+/* One unary call in flight: everything start_call() set up and finish_call() releases. */
+struct ucall {
+    grpc_call *call;
     grpc_metadata md[2];
+    size_t nmd;
+    grpc_byte_buffer *send_bb, *recv_bb;
+    grpc_metadata_array init_md, trail_md;
+    grpc_slice details;
+    grpc_op ops[6];
+    bool started;
+    struct call_result cr;
+};
+
+/* Start a unary call on endpoint `ep` whose completion arrives on `cq` with tag u->ops. u->started
+ * false when gRPC refused it (u->cr says why); finish_call() either way. */
+static void start_call(struct etcd *e, size_t ep, const char *method, const ProtobufCMessage *req,
+                       int64_t deadline_ms, int with_token, grpc_completion_queue *cq,
+                       struct ucall *u)
+{
+    memset(u, 0, sizeof(*u));
     pthread_mutex_lock(&e->lock);
     grpc_channel *ch = etcd_channel(e, ep);
-    size_t nmd = etcd_metadata_fill(e, md);
+    u->nmd = etcd_metadata_fill(e, u->md);
     pthread_mutex_unlock(&e->lock);
-    if (!with_token && nmd > 1) {
-        etcd_metadata_release(md + 1, 1);
-        nmd = 1;
+    if (!with_token && u->nmd > 1) {
+        etcd_metadata_release(u->md + 1, 1);
+        u->nmd = 1;
     }
-
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-                                               grpc_slice_from_static_string(method), NULL,
-                                               etcd_deadline(deadline_ms), NULL);
+    u->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                       grpc_slice_from_static_string(method), NULL,
+                                       etcd_deadline(deadline_ms), NULL);
     size_t n = protobuf_c_message_get_packed_size(req);
     grpc_slice s = grpc_slice_malloc(n);
     protobuf_c_message_pack(req, GRPC_SLICE_START_PTR(s));
-    grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(&s, 1);
+    u->send_bb = grpc_raw_byte_buffer_create(&s, 1);
     grpc_slice_unref(s);
 
-    grpc_metadata_array init_md, trail_md;
-    grpc_metadata_array_init(&init_md);
-    grpc_metadata_array_init(&trail_md);
-    grpc_byte_buffer *recv_bb = NULL;
-    grpc_slice details = grpc_empty_slice();
-    cr->code = GRPC_STATUS_UNKNOWN;
-    cr->details[0] = '\0';
+    grpc_metadata_array_init(&u->init_md);
+    grpc_metadata_array_init(&u->trail_md);
+    u->details = grpc_empty_slice();
+    u->cr.code = GRPC_STATUS_UNKNOWN;
 
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
+    grpc_op *ops = u->ops;
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = nmd;
-    ops[0].data.send_initial_metadata.metadata = md;
+    ops[0].data.send_initial_metadata.count = u->nmd;
+    ops[0].data.send_initial_metadata.metadata = u->md;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send_bb;
+    ops[1].data.send_message.send_message = u->send_bb;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &u->init_md;
     ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv_bb;
+    ops[4].data.recv_message.recv_message = &u->recv_bb;
     ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
-    ops[5].data.recv_status_on_client.status = &cr->code;
-    ops[5].data.recv_status_on_client.status_details = &details;
+    ops[5].data.recv_status_on_client.trailing_metadata = &u->trail_md;
+    ops[5].data.recv_status_on_client.status = &u->cr.code;
+    ops[5].data.recv_status_on_client.status_details = &u->details;
 
+    grpc_call_error ce = grpc_call_start_batch(u->call, ops, 6, ops, NULL);
+    u->started = ce == GRPC_CALL_OK;
+    if (!u->started)
+        snprintf(u->cr.details, sizeof(u->cr.details), "gRPC refused the call: %s",
+                 grpc_call_error_to_string(ce));
+}
+
+/* After the call's completion (or a refused start): 0 with u->cr.code set (and *ret when OK), or
+ * a KV_E* code when the call could not even be made or its answer is unreadable. Frees the call. */
+static int finish_call(struct ucall *u, const ProtobufCMessageDescriptor *resp_desc,
+                       ProtobufCMessage **ret)
+{
     int rc = 0;
-    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, ops, NULL);
-    if (ce == GRPC_CALL_OK) {
-        /* The call carries the deadline: the batch completes by then at the latest. */
-        grpc_completion_queue_pluck(cq, ops, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        size_t dl = GRPC_SLICE_LENGTH(details);
-        if (dl >= sizeof(cr->details))
-            dl = sizeof(cr->details) - 1;
-        memcpy(cr->details, GRPC_SLICE_START_PTR(details), dl);
-        cr->details[dl] = '\0';
-        if (cr->code == GRPC_STATUS_OK) {
+    if (u->started) {
+        size_t dl = GRPC_SLICE_LENGTH(u->details);
+        if (dl >= sizeof(u->cr.details))
+            dl = sizeof(u->cr.details) - 1;
+        memcpy(u->cr.details, GRPC_SLICE_START_PTR(u->details), dl);
+        u->cr.details[dl] = '\0';
+        if (u->cr.code == GRPC_STATUS_OK) {
             ProtobufCMessage *msg = NULL;
             grpc_byte_buffer_reader r;
-            if (recv_bb && grpc_byte_buffer_reader_init(&r, recv_bb)) {
+            if (u->recv_bb && grpc_byte_buffer_reader_init(&r, u->recv_bb)) {
                 grpc_slice all = grpc_byte_buffer_reader_readall(&r);
                 grpc_byte_buffer_reader_destroy(&r);
                 msg = protobuf_c_message_unpack(resp_desc, NULL, GRPC_SLICE_LENGTH(all),
                                                 GRPC_SLICE_START_PTR(all));
                 grpc_slice_unref(all);
             }
-            if (msg)
+            if (msg && ret)
                 *ret = msg;
+            else if (msg)
+                protobuf_c_message_free_unpacked(msg, NULL);
             else
                 rc = KV_ECORRUPT;
         }
     } else {
         rc = KV_ECONN;
-        snprintf(cr->details, sizeof(cr->details), "gRPC refused the call: %s",
-                 grpc_call_error_to_string(ce));
     }
-    if (recv_bb)
-        grpc_byte_buffer_destroy(recv_bb);
-    grpc_byte_buffer_destroy(send_bb);
-    grpc_slice_unref(details);
-    grpc_metadata_array_destroy(&init_md);
-    grpc_metadata_array_destroy(&trail_md);
-    etcd_metadata_release(md, nmd);
-    grpc_call_unref(call);
+    if (u->recv_bb)
+        grpc_byte_buffer_destroy(u->recv_bb);
+    grpc_byte_buffer_destroy(u->send_bb);
+    grpc_slice_unref(u->details);
+    grpc_metadata_array_destroy(&u->init_md);
+    grpc_metadata_array_destroy(&u->trail_md);
+    etcd_metadata_release(u->md, u->nmd);
+    grpc_call_unref(u->call);
+    return rc;
+}
+
+static void cq_drain_destroy(grpc_completion_queue *cq, bool pluck)
+{
     grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
+    for (;;) {
+        grpc_event ev = pluck ? grpc_completion_queue_pluck(cq, NULL,
+                                                            gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+                              : grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                                           NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
     }
     grpc_completion_queue_destroy(cq);
+}
+
+/* One attempt of a unary call on endpoint `ep`. 0 with cr->code set (and *ret when OK), or a
+ * KV_E* code when the call could not even be made or its answer is unreadable. */
+static int unary_once(struct etcd *e, size_t ep, const char *method, const ProtobufCMessage *req,
+                      const ProtobufCMessageDescriptor *resp_desc, int64_t deadline_ms,
+                      int with_token, ProtobufCMessage **ret, struct call_result *cr)
+{
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    struct ucall u;
+    start_call(e, ep, method, req, deadline_ms, with_token, cq, &u);
+    if (u.started) /* the call carries the deadline: the batch completes by then at the latest */
+        grpc_completion_queue_pluck(cq, u.ops, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    int rc = finish_call(&u, resp_desc, ret);
+    *cr = u.cr;
+    cq_drain_destroy(cq, true);
     return rc;
+}
+
+int etcd_unary_each(struct etcd *e, const struct etcd_rpc *rpc, const ProtobufCMessage *const *reqs,
+                    size_t n, int *ret_codes, struct ea_error *err)
+{
+    if (etcd_forked(e, err))
+        return KV_EINVAL;
+    struct ucall *u = calloc(n < ETCD_EACH_MAX ? n : ETCD_EACH_MAX, sizeof(*u));
+    if (n && !u)
+        return ea_errorf(err, -ENOMEM, "etcd %s: out of memory", rpc->what);
+    int first = 0;
+    for (size_t at = 0; at < n; at += ETCD_EACH_MAX) {
+        size_t m = n - at < ETCD_EACH_MAX ? n - at : ETCD_EACH_MAX;
+        int64_t deadline = ea_now_ms() + e->timeout_ms;
+        pthread_mutex_lock(&e->lock);
+        size_t ep = e->current;
+        pthread_mutex_unlock(&e->lock);
+        bool direct = etcd_auth_ensure(e, ep, deadline, NULL) == 0;
+        grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+        size_t in_flight = 0;
+        for (size_t i = 0; direct && i < m; i++) {
+            start_call(e, ep, rpc->method, reqs[at + i], deadline, 1, cq, &u[i]);
+            in_flight += u[i].started;
+        }
+        while (in_flight) { /* each call carries the deadline: all complete by then */
+            grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                                       NULL);
+            in_flight -= ev.type == GRPC_OP_COMPLETE;
+        }
+        for (size_t i = 0; i < m; i++) {
+            int rc = KV_ECONN;
+            if (direct) {
+                rc = finish_call(&u[i], rpc->resp_desc, NULL);
+                if (rc == 0 && u[i].cr.code != GRPC_STATUS_OK)
+                    rc = etcd_status_to_kv(u[i].cr.code, u[i].cr.details);
+            }
+            struct ea_error one = {0};
+            if (rc == KV_ECONN || rc == KV_EAUTH) { /* failover and login again: one at a time */
+                ProtobufCMessage *out = NULL;
+                rc = etcd_unary(e, rpc, reqs[at + i], &out, &one);
+                if (rc == 0)
+                    protobuf_c_message_free_unpacked(out, NULL);
+            } else if (rc) {
+                ea_errorf(&one, rc, "etcd %s at %s: %s", rpc->what, e->eps[ep].addr,
+                          rc == KV_ECORRUPT ? "unreadable response" : u[i].cr.details);
+            }
+            ret_codes[at + i] = rc;
+            if (rc && !first && (first = rc) && err)
+                *err = one;
+        }
+        cq_drain_destroy(cq, false);
+    }
+    free(u);
+    return 0;
 }
 
 void etcd_auth_invalidate(struct etcd *e)

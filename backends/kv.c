@@ -240,6 +240,22 @@ int kv_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err)
     return kv->ops->lease_revoke(kv, lease, err);
 }
 
+int kv_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                         struct ea_error *err)
+{
+    if (kv->ops->lease_revoke_each)
+        return kv->ops->lease_revoke_each(kv, leases, n, ret_codes, err);
+    bool failed = false;
+    for (size_t i = 0; i < n; i++) {
+        struct ea_error one = {0};
+        ret_codes[i] = kv->ops->lease_revoke(kv, leases[i], &one);
+        if (ret_codes[i] < 0 && !failed && err)
+            *err = one;
+        failed = failed || ret_codes[i] < 0;
+    }
+    return 0;
+}
+
 int kv_watch(struct kv *kv, const char *prefix, int64_t from_revision, int64_t *ret_watch_id,
              struct ea_error *err)
 {

@@ -161,6 +161,14 @@ struct kv_ops {
                            struct ea_error *err);
     /* Revoke: every key attached is deleted at once. Unknown lease: KV_ENOLEASE. */
     int (*lease_revoke)(struct kv *kv, int64_t lease, struct ea_error *err);
+    /*
+     * Optional (NULL: kv_lease_revoke_each() calls lease_revoke n times). Revoke n leases,
+     * together where the backend can (etcd: the requests in flight at once, about one round trip
+     * for the batch). ret_codes[i]: lease_revoke's answer for leases[i]. 0 when every revoke was
+     * tried (err: the first failure's message), or an error with none tried.
+     */
+    int (*lease_revoke_each)(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                             struct ea_error *err);
 
     /*
      * Watch every key with `prefix`, delivering every change with revision >= from_revision
@@ -241,6 +249,8 @@ int kv_del(struct kv *kv, const char *key, struct ea_error *err);
 int kv_lease_grant(struct kv *kv, int64_t ttl_ms, int64_t *ret_lease, struct ea_error *err);
 int kv_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, struct ea_error *err);
 int kv_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err);
+int kv_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                         struct ea_error *err);
 int kv_watch(struct kv *kv, const char *prefix, int64_t from_revision, int64_t *ret_watch_id,
              struct ea_error *err);
 void kv_watch_cancel(struct kv *kv, int64_t watch_id);

@@ -14,7 +14,8 @@
 
 /* Deletes of stale suspect keys one rdzv_suspects() call makes at most (the rest next time: the
  * deletes themselves are changes): a pass of the agent's loop stays short. */
-#define SUSPECT_CLEAN_MAX 16
+#define SUSPECT_CLEAN_MAX 64
+_Static_assert(SUSPECT_CLEAN_MAX <= KV_TXN_OPS_MAX, "one transaction deletes a pass's stale keys");
 
 static void count_request(struct rdzv_session *s, bool write)
 {
@@ -188,6 +189,30 @@ static int delete_fenced(struct rdzv_session *s, const char *key, int64_t rev, s
     if (i >= 0 && s->m.keys[i].mod_revision == rev)
         rdzv_mirror_del(&s->m, key); /* the watch would, later */
     return r;
+}
+
+/* Delete keys[0..n) (n <= KV_TXN_OPS_MAX) in one transaction, each fenced on its mod_revision:
+ * 0 and every key freed, or nonzero with nothing deleted and nothing freed (one was rewritten
+ * meanwhile, or the store failed: the caller goes key by key). A round's evictions leave that
+ * many keys behind; one write for them, not one each. */
+static int delete_all_fenced(struct rdzv_session *s, char **keys, const int64_t *revs, size_t n)
+{
+    struct kv_cmp cmps[SUSPECT_CLEAN_MAX];
+    struct kv_op ops[SUSPECT_CLEAN_MAX];
+    for (size_t k = 0; k < n; k++) {
+        cmps[k] = (struct kv_cmp){keys[k], revs[k]};
+        ops[k] = (struct kv_op){.key = keys[k], .del = true};
+    }
+    count_request(s, true);
+    if (kv_txn(s->kv, cmps, n, ops, n, NULL, NULL) != 0)
+        return -1;
+    for (size_t k = 0; k < n; k++) {
+        ssize_t i = rdzv_mirror_find(&s->m, keys[k]);
+        if (i >= 0 && s->m.keys[i].mod_revision == revs[k])
+            rdzv_mirror_del(&s->m, keys[k]); /* the watch would, later */
+        free(keys[k]);
+    }
+    return 0;
 }
 
 /* "suspect/<round>/<node-id>" (rel, after the prefix) into its parts; false when malformed. */
@@ -425,6 +450,8 @@ int rdzv_suspects(struct rdzv_session *s, struct rdzv_suspect_case *ret, size_t 
             q->overflow = true; /* looked at again by the scan that follows */
     }
     q->n_due = left;
+    if (cleaned > 1 && delete_all_fenced(s, stale, stale_rev, cleaned) == 0)
+        cleaned = 0; /* one transaction took them all */
     for (size_t k = 0; k < cleaned; k++) {
         if (r == 0)
             r = delete_fenced(s, stale[k], stale_rev[k], err);
@@ -477,26 +504,51 @@ void rdzv_hold_losses(struct rdzv_session *s, int64_t until_ms)
         s->plan_wake_ms = until_ms; /* planned again when it ends (or at once, lifted) */
 }
 
-int rdzv_evict(struct rdzv_session *s, const struct rdzv_suspect_case *c, struct ea_error *err)
+/* Whether c's lease is the one to revoke: its node key is on it now (never a lease the node has
+ * rejoined with since), and it is not this node's. */
+static bool evictable(struct rdzv_session *s, const struct rdzv_suspect_case *c)
 {
     char key[KEY_MAX];
     rdzv_key_of(s, key, "nodes/%s", c->sus.node_id);
     ssize_t i = rdzv_mirror_find(&s->m, key);
-    /* only the lease the suspect's node key is on now: never one it has rejoined with since */
-    if (i < 0 || c->peer.lease == 0 || s->m.keys[i].lease != c->peer.lease ||
-        c->peer.lease == s->lease)
-        return 0;
-    count_request(s, true);
-    int r = kv_lease_revoke(s->kv, c->peer.lease, err);
-    if (r == KV_ENOLEASE) { /* expired meanwhile */
-        ea_error_clear(err);
-        return 0;
+    return i >= 0 && c->peer.lease != 0 && s->m.keys[i].lease == c->peer.lease &&
+           c->peer.lease != s->lease;
+}
+
+int rdzv_evict_each(struct rdzv_session *s, const struct rdzv_suspect_case *const *cs, size_t n,
+                    int *ret, struct ea_error *err)
+{
+    int64_t *leases = calloc(n ? n : 1, sizeof(*leases));
+    size_t *at = calloc(n ? n : 1, sizeof(*at));
+    int *codes = calloc(n ? n : 1, sizeof(*codes));
+    int r = leases && at && codes ? 0 : ea_errorf(err, -ENOMEM, "out of memory");
+    size_t m = 0;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        ret[i] = 0;
+        if (!evictable(s, cs[i]))
+            continue;
+        leases[m] = cs[i]->peer.lease;
+        at[m++] = i;
+        count_request(s, true);
     }
-    if (r < 0)
-        return r;
-    struct ea_error derr = {0}; /* the key goes with the round anyway: best effort */
-    rdzv_suspect_clear(s, c, &derr);
-    return 1;
+    /* the revokes together: a burst's evictions cost about one round trip, not one each (the
+     * suspect keys are not deleted here: each was kept aside when handed out, and is deleted
+     * once its round is over, in batches) */
+    if (r == 0 && m)
+        r = kv_lease_revoke_each(s->kv, leases, m, codes, err);
+    for (size_t j = 0; r == 0 && j < m; j++)
+        ret[at[j]] = codes[j] == 0 ? 1 : codes[j] == KV_ENOLEASE ? 0 : codes[j];
+    free(codes);
+    free(at);
+    free(leases);
+    return r;
+}
+
+int rdzv_evict(struct rdzv_session *s, const struct rdzv_suspect_case *c, struct ea_error *err)
+{
+    int one = 0;
+    int r = rdzv_evict_each(s, &c, 1, &one, err);
+    return r < 0 ? r : one;
 }
 
 bool rdzv_coord_holder(const struct rdzv_session *s, char *node_id, size_t size, int64_t *ret_lease)

@@ -104,9 +104,14 @@ int rdzv_suspect_clear(struct rdzv_session *s, const struct rdzv_suspect_case *c
 void rdzv_hold_losses(struct rdzv_session *s, int64_t until_ms);
 
 /* The coordinator's probe failed: revoke the suspect's lease iff its node key is still on
- * c->peer.lease (a node that rejoined meanwhile has another), then delete the suspect key. 1
- * revoked, 0 nothing to do (gone already, or rejoined), or a store error. */
+ * c->peer.lease (a node that rejoined meanwhile has another). 1 revoked, 0 nothing to do (gone
+ * already, or rejoined), or a store error. The suspect key stays until its round is over
+ * (rdzv_suspects deletes it then, with the round's others in one write). */
 int rdzv_evict(struct rdzv_session *s, const struct rdzv_suspect_case *c, struct ea_error *err);
+/* rdzv_evict for n cases at once, the revokes in flight together (kv_lease_revoke_each): ret[i]
+ * is rdzv_evict's answer for cs[i]. 0, or an error with nothing revoked (out of memory). */
+int rdzv_evict_each(struct rdzv_session *s, const struct rdzv_suspect_case *const *cs, size_t n,
+                    int *ret, struct ea_error *err);
 
 /*
  * A suspicion of the coordinator: rounds/<r>/coord_suspect (create-only, every node receives

@@ -238,13 +238,13 @@ mutant --target test_warm --filter 'warm/spare_without_a_ready_line*' \
 # The liveness ring (issue 31): its revoke, its tight fence, its confirming probe, its cooldown,
 # and the checks on what reaches its port or the store.
 mutant --target test_e2e_liveness --filter 'liveness/sigkill*' rendezvous/suspect.c \
-  's/    int r = kv_lease_revoke(s->kv, c->peer.lease, err);/    int r = 0; \/* mutant: no revoke *\//' \
+  's/        r = kv_lease_revoke_each(s->kv, leases, m, codes, err);/        r = 0; \/* mutant: no revoke *\//' \
   '^test_e2e_liveness$'
 mutant --target test_e2e_liveness --filter 'liveness/sigstop*' agent/liveness/live.c \
   's/        f = now + l->fence_ms;/        f = l->lease_until; \/* mutant: no tight fence *\//' \
   '^test_e2e_liveness$'
 mutant --target test_rdzv_suspect --filter 'suspect/a_revoke_never*' rendezvous/suspect.c \
-  's/ || s->m.keys\[i\].lease != c->peer.lease ||/ ||/' '^test_rdzv_suspect$'
+  's/ \&\& s->m.keys\[i\].lease == c->peer.lease \&\&/ \&\&/' '^test_rdzv_suspect$'
 mutant --target test_liveness_ring --filter 'ring/hellos_are_checked*' \
   agent/liveness/ring.c 's/if (strcmp(h->run, r->run) != 0)/if (0)/' '^test_liveness_ring$'
 mutant --target test_liveness_ring --filter 'ring/hellos_are_checked*' \

@@ -29,6 +29,10 @@ ea_add_criterion_test(test_node SOURCES unit/test_node.c unit/node_fx.c LIBS ea_
 # (scripts/mutants.d/walk.sh)
 ea_add_criterion_test(test_node_walk SOURCES unit/test_node_walk.c unit/node_fx.c LIBS ea_node
                       SAFETY "walk/*")
+# issue 41: a burst's failed probes evicted together, and its round waiting a beat for the burst's
+# last member (scripts/mutants.d/burst.sh)
+ea_add_criterion_test(test_node_burst SOURCES unit/test_node_burst.c unit/node_fx.c LIBS ea_node
+                      SAFETY "burst/*")
 # issue 41: the member confirming the coordinator's death probes the round's other suspects too,
 # and evicts them once it claims `coord` (scripts/mutants.d/node.sh)
 ea_add_criterion_test(test_node_succession SOURCES unit/test_node_succession.c unit/node_fx.c

@@ -34,6 +34,8 @@
  * gone), its next round waits (rdzv_hold_losses) so that one burst's evictions leave in one
  * round: at most this long after the burst began. */
 #define NODE_LOSS_HOLD_MAX_MS 1000
+/* So many cases in one hold make a burst: the round waits a beat after its last (hold_losses). */
+#define NODE_BURST_MIN 4
 /* Suspicion writes waiting for the store. */
 #define NODE_UNSENT_MAX 8
 /* Reading the successor's node record failed: try again after this long. */

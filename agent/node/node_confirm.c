@@ -52,16 +52,41 @@ static enum probe_res res_of(const struct ring_report *x)
     return x->local ? PR_LOCAL : x->alive ? PR_ALIVE : PR_DEAD;
 }
 
-/* The coordinator's probe of a suspect went unanswered: revoke its lease. */
-static void evict_case(struct node *n, struct node_ring *g, struct ring_case *k, const char *why)
+/* The coordinator's probe of a suspect went unanswered: its lease is revoked at the end of the
+ * pass, with the others confirmed in it (node_evict_confirmed). */
+static void evict_case(struct node_ring *g, struct ring_case *k, const char *why)
 {
+    snprintf(k->why, sizeof(k->why), "%s", why);
+    k->state = CASE_CONFIRMED;
+    g->n_confirmed++;
+}
+
+void node_evict_confirmed(struct node *n, struct node_ring *g)
+{
+    if (!g->n_confirmed || !g->cases)
+        return;
+    g->n_confirmed = 0;
+    struct ring_case *ks[NODE_CASES_MAX];
+    const struct rdzv_suspect_case *cs[NODE_CASES_MAX];
+    int rs[NODE_CASES_MAX];
+    size_t m = 0;
+    for (size_t i = 0; i < NODE_CASES_MAX; i++)
+        if (g->cases[i].state == CASE_CONFIRMED) {
+            ks[m] = &g->cases[i];
+            cs[m++] = &g->cases[i].c;
+        }
+    if (!m)
+        return;
+    node_publish_detect(n, &ks[0]->c.sus); /* create-only: the round's first loss is its fault */
     struct ea_error err = {0};
-    node_publish_detect(n, &k->c.sus);
-    int r = rdzv_evict(n->rdzv, &k->c, &err);
-    evicted(n, g, &k->c.sus, why, r, &err);
-    k->state = CASE_DONE;
-    if (r >= 0) /* the lease revoked (its node key's delete on its way), or gone already */
-        k->state = r > 0 ? CASE_EVICTED : CASE_FREE;
+    if (rdzv_evict_each(n->rdzv, cs, m, rs, &err) < 0)
+        for (size_t j = 0; j < m; j++)
+            rs[j] = err.code ? err.code : -1;
+    for (size_t j = 0; j < m; j++) {
+        struct ring_case *k = ks[j];
+        evicted(n, g, &k->c.sus, k->why, rs[j], &err);
+        k->state = rs[j] > 0 ? CASE_EVICTED : rs[j] == 0 ? CASE_FREE : CASE_DONE;
+    }
 }
 
 void node_ring_on_probe(struct node *n, struct node_ring *g, const struct ring_report *x)
@@ -132,7 +157,7 @@ void node_ring_on_probe(struct node *n, struct node_ring *g, const struct ring_r
                 k->state = CASE_FREE; /* settled, its key gone: the slot takes the next case */
             return;
         }
-        evict_case(n, g, k, x->cause);
+        evict_case(g, k, x->cause);
         return;
     }
 }
@@ -270,7 +295,7 @@ static void succession_verdicts(struct node *n, struct node_ring *g, int64_t now
         if (k->state != CASE_DEAD)
             continue;
         if (now - k->dead_ms <= g->p.probe_ms)
-            evict_case(n, g, k, "no answer to its probe while the coordinator was suspected");
+            evict_case(g, k, "no answer to its probe while the coordinator was suspected");
         else
             k->state = CASE_QUEUED;
     }
@@ -309,8 +334,11 @@ void node_confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
         if (own_word_only(n, &list[i], s->group_world_size))
             continue;
         struct ring_case *k = case_for(g, &list[i]);
-        if (k)
+        if (k) {
             queue_case(n, g, k, &list[i]);
+            g->burst++;
+            g->last_case_ms = now;
+        }
     }
     start_probes(n, g, round, now);
 }
@@ -325,7 +353,10 @@ static bool still_listed(struct node *n, const struct ring_case *k)
 /* While cases are queued or probed (or keys wait for a slot), and until the node keys of those it
  * evicted are gone from its mirror, the coordinator's next round waits, at most
  * NODE_LOSS_HOLD_MAX_MS from the first: the members one burst takes (a rack, a failure domain)
- * leave in one round, not one round each, every survivor restarting its workers each time. */
+ * leave in one round, not one round each, every survivor restarting its workers each time. A
+ * burst (NODE_BURST_MIN cases or more) is waited for a beat longer after its last case: its
+ * members' watchers see them silent over about one beat interval, not all at once (a probe's
+ * deadline is the interval times the misses, 3 by default). */
 void node_hold_losses(struct node *n, struct node_ring *g, int64_t now)
 {
     bool busy = g->rescan;
@@ -334,19 +365,26 @@ void node_hold_losses(struct node *n, struct node_ring *g, int64_t now)
         if (k->state == CASE_EVICTED && !still_listed(n, k))
             k->state = CASE_FREE; /* its delete arrived: settled, the slot free */
         busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||
-               k->state == CASE_EVICTED || k->state == CASE_DEAD;
+               k->state == CASE_CONFIRMED || k->state == CASE_EVICTED || k->state == CASE_DEAD;
     }
+    int64_t beat = g->p.probe_ms / 3, cap = NODE_LOSS_HOLD_MAX_MS;
+    if (cap < g->p.probe_ms)
+        cap = g->p.probe_ms; /* a slow ring's burst is seen over a longer time */
+    bool settling = g->holding && g->burst >= NODE_BURST_MIN && now < g->last_case_ms + beat;
     int64_t to = 0;
-    if (busy) {
+    if (busy || settling) {
         if (!g->holding)
             g->hold_from = now;
         g->holding = true;
-        to = now + g->p.probe_ms; /* every probe in flight has ended by then */
-        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)
-            to = g->hold_from + NODE_LOSS_HOLD_MAX_MS;
+        to = busy ? now + g->p.probe_ms /* every probe in flight has ended by then */
+                  : g->last_case_ms + beat;
+        if (to > g->hold_from + cap)
+            to = g->hold_from + cap;
     } else if (g->holding) {
         g->holding = false; /* lifted: planned at once */
+        g->burst = 0;
     } else {
+        g->burst = 0;
         return;
     }
     if (to != g->hold_to) {

@@ -396,6 +396,7 @@ void node_ring_step(struct node *n, bool active, int64_t now)
         flush_todo(n, g);
     if (rdzv_is_coordinator(n->rdzv)) {
         node_confirm_suspects(n, g, now);
+        node_evict_confirmed(n, g);
         node_hold_losses(n, g, now);
     } else {
         check_coord_suspicion(n, g);
@@ -416,6 +417,8 @@ int64_t node_ring_wake_ms(const struct node *n, int64_t now)
     const struct node_ring *g = n->ring;
     if (!g)
         return -1;
+    if (g->n_confirmed)
+        return now;
     if (g->n_unsent || g->rescan || g->coord_todo || node_walk_due(g->walk[0]) ||
         node_walk_due(g->walk[1]))
         return now + NODE_PEER_RETRY_MS / 5;

@@ -15,11 +15,20 @@
 #include "node_internal.h"
 #include "suspect.h"
 
-/* EVICTED: its lease revoked, until the coordinator's mirror no longer has its node key (the
- * round waits for that: hold_losses). DEAD: this node's own probe, made while it confirmed a
+/* CONFIRMED: its probe went unanswered; its lease is revoked with the pass's others
+ * (evict_confirmed: the revokes in flight together). EVICTED: its lease revoked, until the
+ * coordinator's mirror no longer has its node key (the round waits for that: hold_losses). DEAD: this node's own probe, made while it confirmed a
  * suspicion of the coordinator and before it coordinated, went unanswered at dead_ms (used once
  * it coordinates, while fresh: succession_probes) */
-enum case_state { CASE_FREE, CASE_QUEUED, CASE_PROBING, CASE_EVICTED, CASE_DONE, CASE_DEAD };
+enum case_state {
+    CASE_FREE,
+    CASE_QUEUED,
+    CASE_PROBING,
+    CASE_CONFIRMED,
+    CASE_EVICTED,
+    CASE_DONE,
+    CASE_DEAD
+};
 
 /* A probe's outcome, as far as a confirmation goes. */
 enum probe_res { PR_PENDING, PR_ALIVE, PR_DEAD, PR_LOCAL };
@@ -33,6 +42,7 @@ struct ring_case {
     struct rdzv_ring_peer watcher;
     uint64_t wprobe;
     enum probe_res sres, wres;
+    char why[96]; /* CONFIRMED: what its probe met */
 };
 
 struct node_ring {
@@ -58,8 +68,11 @@ struct node_ring {
     int64_t cases_round;
     uint64_t seen_changes;
     bool rescan;
+    size_t n_confirmed;         /* cases CONFIRMED, to evict at the end of the pass */
     bool holding;               /* the next round waits for the confirmations (hold_losses) */
     int64_t hold_from, hold_to; /* since when; until when, as last told to the session */
+    size_t burst;               /* cases taken while holding; the last one when */
+    int64_t last_case_ms;
 
     /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
      * watcher in a round of two) */
@@ -104,6 +117,8 @@ static inline bool node_ring_reachable(const struct node_ring *g, const struct r
 void node_ring_on_probe(struct node *n, struct node_ring *g, const struct ring_report *x);
 /* The coordinator: probe the suspects its watch delivered, evict those that did not answer. */
 void node_confirm_suspects(struct node *n, struct node_ring *g, int64_t now);
+/* Revoke the leases of the cases confirmed dead since the last call, together. */
+void node_evict_confirmed(struct node *n, struct node_ring *g);
 /* While confirmations are in flight, the next round waits (a burst leaves in one round). */
 void node_hold_losses(struct node *n, struct node_ring *g, int64_t now);
 /* The member confirming the coordinator's death probes the round's other suspects too. */

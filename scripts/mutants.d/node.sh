@@ -7,7 +7,7 @@ mutant --target test_node --filter 'node/a_suspicion_whose_probe*' agent/node/no
   's/        if (k->sres == PR_ALIVE) { \/\* the suspect answered/        if (0) { \/* mutant: probe ignored/' \
   '^test_node$'
 mutant --target test_node --filter 'node/a_suspicion_confirmed*' agent/node/node_confirm.c \
-  's/    int r = rdzv_evict(n->rdzv, \&k->c, \&err);/    int r = 0; \/* mutant: no evict *\//' \
+  's/    if (rdzv_evict_each(n->rdzv, cs, m, rs, \&err) < 0)/    if (1) \/* mutant: no evict *\//' \
   '^test_node$'
 # A probe that could not leave this node is no evidence: the key stays, nobody is evicted.
 mutant --target test_node --filter 'node/a_probe_that_could_not*' agent/node/node_confirm.c \
@@ -54,9 +54,9 @@ mutant --target test_node --filter 'node/a_burst_of_deaths*' agent/node/node_con
   's/        busy = busy || k->state == CASE_QUEUED || k->state == CASE_PROBING ||/        busy = busy || 0 ||/' \
   '^test_node$'
 mutant --target test_node --filter 'node/a_round_waits_for_every*' agent/node/node_confirm.c \
-  's/               k->state == CASE_EVICTED || k->state == CASE_DEAD;/               0;/' '^test_node$'
+  's/               k->state == CASE_CONFIRMED || k->state == CASE_EVICTED || k->state == CASE_DEAD;/               0;/' '^test_node$'
 mutant --target test_node --filter 'node/a_probe_that_never_ends*' agent/node/node_confirm.c \
-  '0,/        if (to > g->hold_from + NODE_LOSS_HOLD_MAX_MS)/s//        if (0)/' '^test_node$'
+  '0,/        if (to > g->hold_from + cap)/s//        if (0)/' '^test_node$'
 mutant --target test_node --filter 'node/a_loss_waits_for_suspicions*' rendezvous/suspect.c \
   's/    if (!s->cfg.params.ring || !rdzv_suspects_due(s)) {/    if (1) {/' '^test_node$'
 mutant --target test_node --filter 'node/the_member_that_confirmed*' rendezvous/session.c \

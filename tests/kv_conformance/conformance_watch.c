@@ -117,6 +117,41 @@ Test(kv_watch, a_lease_is_revoked_from_another_handle)
     kv_close(other);
 }
 
+/* A burst of evictions (rendezvous/suspect.c rdzv_evict_each): many leases revoked in one call,
+ * each answered as lease_revoke would, an unknown one among them not failing the rest; more
+ * than one batch of the etcd backend's (ETCD_EACH_MAX, 128) in flight. */
+Test(kv_watch, many_leases_are_revoked_in_one_call)
+{
+    enum { M = 140 };
+    int64_t ls[M + 1];
+    static char key[M][256];
+    for (int i = 0; i < M; i++) {
+        ls[i] = grant(ttl(10000));
+        char name[16];
+        snprintf(name, sizeof(name), "r%03d", i);
+        snprintf(key[i], sizeof(key[i]), "%s", K(name));
+        kvt_put_lease(KV, key[i], "v", ls[i]);
+    }
+    ls[M] = 1; /* unknown: a positive id none of the granted has */
+    for (int i = 0; i < M; i++)
+        if (ls[i] >= ls[M])
+            ls[M] = ls[i] + 1;
+    int codes[M + 1];
+    memset(codes, 0x7f, sizeof(codes));
+    struct ea_error err = {0};
+    cr_assert_eq(kv_lease_revoke_each(KV, ls, M + 1, codes, &err), 0, "%s", err.msg);
+    for (int i = 0; i < M; i++) {
+        cr_assert_eq(codes[i], 0, "lease %d: %d", i, codes[i]);
+        cr_assert(!present(key[i]), "%s went with its lease", key[i]);
+    }
+    cr_assert_eq(codes[M], KV_ENOLEASE, "the unknown lease: %d", codes[M]);
+    cr_assert(strlen(err.msg) > 0, "the failure is named");
+    memset(codes, 0, sizeof(codes));
+    cr_assert_eq(kv_lease_revoke_each(KV, ls, 2, codes, &err), 0, "%s", err.msg);
+    cr_assert_eq(codes[0], KV_ENOLEASE, "revoked already");
+    cr_assert_eq(kv_lease_revoke_each(KV, ls, 0, codes, &err), 0, "nothing to do");
+}
+
 Test(kv_watch, lease_expiry_deletes_keys_and_notifies_watchers)
 {
     int64_t t = ttl(300);

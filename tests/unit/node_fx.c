@@ -16,6 +16,7 @@ struct kv *kv;
 const struct kv_ops *real_ops;
 bool fail_writes;
 int writes_tried;
+int revoke_batches, revokes;
 struct ea_fake_clock fc;
 struct node nodes[NFX_MAX];
 struct fake_tr tr[NFX_MAX];
@@ -58,6 +59,16 @@ static int f_grant(struct kv *k, int64_t ttl, int64_t *ret, struct ea_error *err
     if (fail_writes)
         return ea_errorf(err, KV_ECONN, "injected: store down");
     return real_ops->lease_grant(k, ttl, ret, err);
+}
+
+static int f_revoke_each(struct kv *k, const int64_t *leases, size_t n, int *ret_codes,
+                         struct ea_error *err)
+{
+    revoke_batches++;
+    revokes += (int)n;
+    for (size_t i = 0; i < n; i++)
+        ret_codes[i] = real_ops->lease_revoke(k, leases[i], err);
+    return 0;
 }
 
 static void tr_set(void *ctx, int64_t round, int members, const char *prev, bool await_prev,
@@ -119,9 +130,10 @@ void nfx_setup_domains(int n, const char *prefix, int port_base, int probe_max,
     faulty.put = f_put;
     faulty.lease_grant = f_grant;
     faulty.cas = f_cas;
+    faulty.lease_revoke_each = f_revoke_each;
     kv->ops = &faulty;
     fail_writes = false;
-    writes_tried = 0;
+    writes_tried = revoke_batches = revokes = 0;
     ea_fake_clock_init(&fc, ea_now_ms() + 3600 * 1000);
     memset(tr, 0, sizeof(tr));
     memset(cnt, 0, sizeof(cnt));
@@ -256,7 +268,7 @@ void link_broke(int w, int x)
     node_on_report(&nodes[w], &r);
 }
 
-void probe_result(int w, const struct probe_req *p, bool alive, bool local)
+void probe_answer(int w, const struct probe_req *p, bool alive, bool local)
 {
     struct ring_report r = {.kind = RING_REPORT_PROBE,
                             .round = p->round,
@@ -266,6 +278,12 @@ void probe_result(int w, const struct probe_req *p, bool alive, bool local)
     snprintf(r.node_id, sizeof(r.node_id), "%s", p->peer);
     snprintf(r.cause, sizeof(r.cause), "%s", local ? "no route" : alive ? "answered" : "refused");
     node_on_report(&nodes[w], &r);
+}
+
+void probe_result(int w, const struct probe_req *p, bool alive, bool local)
+{
+    probe_answer(w, p, alive, local);
+    node_ring_step(&nodes[w], true, fc.now); /* as the agent's pass: its reports, then its step */
 }
 
 const struct probe_req *probe_of(int i, int x, int from)

@@ -41,6 +41,7 @@ extern struct kv *kv;
 extern const struct kv_ops *real_ops;
 extern bool fail_writes;
 extern int writes_tried;
+extern int revoke_batches, revokes; /* kv_lease_revoke_each calls, and the leases in them */
 extern struct ea_fake_clock fc;
 extern struct node nodes[NFX_MAX];
 extern struct fake_tr tr[NFX_MAX];
@@ -72,8 +73,10 @@ int coordinator(void);
 int index_of(const char *id);
 /* The ring's report to node w: its link to node x broke. */
 void link_broke(int w, int x);
-/* The ring's answer to node w's probe p. */
+/* The ring's answer to node w's probe p, and w's step after it (as in the agent's pass). */
 void probe_result(int w, const struct probe_req *p, bool alive, bool local);
+/* The answer alone: several of them then one step is a pass that took several reports. */
+void probe_answer(int w, const struct probe_req *p, bool alive, bool local);
 /* Node i's probe of node x from index `from` on, or NULL. */
 const struct probe_req *probe_of(int i, int x, int from);
 /* A member that does not coordinate whose two neighbours do not either (so both report it). */

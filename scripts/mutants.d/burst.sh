@@ -1,0 +1,27 @@
+# shellcheck shell=bash
+# issue 41 item 2: a burst of deaths leaves in one round at the cost of about one store round trip
+# (agent/node/node_confirm.c, rendezvous/suspect.c, backends/etcd_grpc.c), each decided without
+# real time: test_node_burst (the memory store, a fake clock, a fake ring transport),
+# test_rdzv_suspect (the file store, no clock in the verdict) and the KV conformance suite on a
+# real etcd (answers, not timings).
+# The failed probes of one pass are revoked in one call, not one call each.
+mutant --target test_node_burst --filter 'burst/one_pass*' rendezvous/suspect.c \
+  's/        r = kv_lease_revoke_each(s->kv, leases, m, codes, err);/        for (size_t q = 0; q < m; q++) r = kv_lease_revoke_each(s->kv, leases + q, 1, codes + q, err);/' \
+  '^test_node_burst_safety$'
+# A burst's round waits a beat after its last case (a member seen silent a little later).
+mutant --target test_node_burst --filter 'burst/a_member_seen*' agent/node/node_confirm.c \
+  's/    bool settling = g->holding \&\& g->burst >= NODE_BURST_MIN \&\&/    bool settling = 0 \&\&/' \
+  '^test_node_burst_safety$'
+# The beat is bounded by the last case, and a lone death is no burst.
+mutant --target test_node_burst --filter 'burst/the_beat*' agent/node/node_confirm.c \
+  's/ \&\& now < g->last_case_ms + beat;/ \&\& now < g->hold_from + cap;/' \
+  '^test_node_burst_safety$'
+mutant --target test_node_burst --filter 'burst/the_beat*' agent/node/node_confirm.c \
+  's/g->burst >= NODE_BURST_MIN \&\&/g->burst >= 1 \&\&/' '^test_node_burst_safety$'
+# The stale keys' one transaction is fenced on each key's revision.
+mutant --target test_rdzv_suspect --filter 'suspect/a_stale_key_rewritten*' rendezvous/suspect.c \
+  's/    if (kv_txn(s->kv, cmps, n, ops, n, NULL, NULL) != 0)/    if (kv_txn(s->kv, cmps, 0, ops, n, NULL, NULL) != 0)/' \
+  '^test_rdzv_suspect$'
+# etcd's revokes in flight together: each answered as its own (an unknown lease is KV_ENOLEASE).
+mutant --target test_kv_conformance_etcd --filter 'kv_watch/many_leases*' backends/etcd_grpc.c \
+  's/            ret_codes\[at + i\] = rc;/            ret_codes[at + i] = 0;/' '^test_kv_conformance_etcd$'
