@@ -21,10 +21,11 @@
 
 /* Connections that have not said hello yet (more: the oldest is closed). */
 #define RING_PENDING_MAX 8
-/* Probes in flight at once. */
-#define RING_PROBES_MAX 32
-/* Reports waiting to be taken (more: the oldest is dropped). */
-#define RING_REPORTS_MAX 64
+/* Probes in flight at once (the coordinator's of a burst: a tenth of a fleet at a probe's deadline
+ * per this many). */
+#define RING_PROBES_MAX 128
+/* Reports waiting to be taken (more: the oldest is dropped): every probe's, and the links'. */
+#define RING_REPORTS_MAX (RING_PROBES_MAX + 64)
 /* pollfds: the listener, the pending connections, the two links, the probes. */
 #define RING_POLL_MAX (1 + RING_PENDING_MAX + 2 + RING_PROBES_MAX)
 /* A connection must have said hello within this long (or misses x interval, if longer). */

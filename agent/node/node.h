@@ -28,8 +28,9 @@
  * each wait spread over half to one and a half times the delay. */
 #define NODE_RETRY_BASE_MS 200
 #define NODE_RETRY_CAP_MS 5000
-/* Suspicions one round can have confirmed (more wait for the next scan). */
-#define NODE_CASES_MAX 64
+/* Suspicions the coordinator confirms at once (more wait for a free slot); allocated by the node
+ * that confirms (about 1 KiB each), never by the others. */
+#define NODE_CASES_MAX 512
 /* While the coordinator confirms suspicions (and until the node keys of those it evicted are
  * gone), its next round waits (rdzv_hold_losses) so that one burst's evictions leave in one
  * round: at most this long after the burst began. */

@@ -187,6 +187,8 @@ static bool cases_of(struct node_ring *g, int64_t round)
 {
     if (!g->cases && !(g->cases = calloc(NODE_CASES_MAX, sizeof(*g->cases))))
         return false; /* out of memory: the lease sees the dead, later */
+    if (!g->listed && !(g->listed = calloc(NODE_CASES_MAX, sizeof(*g->listed))))
+        return false;
     if (round != g->cases_round) {
         memset(g->cases, 0, NODE_CASES_MAX * sizeof(*g->cases));
         g->cases_round = round;
@@ -267,7 +269,7 @@ void node_succession_probes(struct node *n, struct node_ring *g, int64_t now)
     size_t room = 0;
     for (size_t i = 0; i < NODE_CASES_MAX; i++)
         room += g->cases[i].state == CASE_FREE;
-    struct rdzv_suspect_case list[NODE_CASES_MAX];
+    struct rdzv_suspect_case *list = g->listed;
     size_t nl = 0;
     struct ea_error err = {0};
     if (room && rdzv_suspects_peek(n->rdzv, round, list, room, &nl, &err) < 0)
@@ -319,7 +321,7 @@ void node_confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
     size_t room = 0;
     for (size_t i = 0; i < NODE_CASES_MAX; i++)
         room += g->cases[i].state == CASE_FREE;
-    struct rdzv_suspect_case list[NODE_CASES_MAX];
+    struct rdzv_suspect_case *list = g->listed;
     size_t nl = 0;
     struct ea_error err = {0};
     if (room && rdzv_suspects(n->rdzv, list, room, &nl, &err) < 0) {
@@ -336,7 +338,8 @@ void node_confirm_suspects(struct node *n, struct node_ring *g, int64_t now)
         struct ring_case *k = case_for(g, &list[i]);
         if (k) {
             queue_case(n, g, k, &list[i]);
-            g->burst++;
+            if (!g->burst++)
+                g->first_case_ms = now;
             g->last_case_ms = now;
         }
     }
@@ -354,9 +357,10 @@ static bool still_listed(struct node *n, const struct ring_case *k)
  * evicted are gone from its mirror, the coordinator's next round waits, at most
  * NODE_LOSS_HOLD_MAX_MS from the first: the members one burst takes (a rack, a failure domain)
  * leave in one round, not one round each, every survivor restarting its workers each time. A
- * burst (NODE_BURST_MIN cases or more) is waited for a beat longer after its last case: its
- * members' watchers see them silent over about one beat interval, not all at once (a probe's
- * deadline is the interval times the misses, 3 by default). */
+ * burst (NODE_BURST_MIN cases or more) is waited for after its last case as long as it took to
+ * arrive so far, a beat at most: its members' watchers see them silent over up to about one beat
+ * interval (a probe's deadline is the interval times the misses, 3 by default), and a burst
+ * that trickled in has more to come than one seen at once. */
 void node_hold_losses(struct node *n, struct node_ring *g, int64_t now)
 {
     bool busy = g->rescan;
@@ -370,14 +374,20 @@ void node_hold_losses(struct node *n, struct node_ring *g, int64_t now)
     int64_t beat = g->p.probe_ms / 3, cap = NODE_LOSS_HOLD_MAX_MS;
     if (cap < g->p.probe_ms)
         cap = g->p.probe_ms; /* a slow ring's burst is seen over a longer time */
-    bool settling = g->holding && g->burst >= NODE_BURST_MIN && now < g->last_case_ms + beat;
+    /* as long as the burst took to arrive so far, a beat at most: a rack seen in one pass does
+     * not wait, a tenth seen over an interval waits for its last members */
+    int64_t quiet = g->last_case_ms - g->first_case_ms;
+    if (quiet > beat)
+        quiet = beat;
+    int64_t settled = g->last_case_ms + quiet;
+    bool settling = g->holding && g->burst >= NODE_BURST_MIN && now < settled;
     int64_t to = 0;
     if (busy || settling) {
         if (!g->holding)
             g->hold_from = now;
         g->holding = true;
         to = busy ? now + g->p.probe_ms /* every probe in flight has ended by then */
-                  : g->last_case_ms + beat;
+                  : settled;
         if (to > g->hold_from + cap)
             to = g->hold_from + cap;
     } else if (g->holding) {

@@ -39,6 +39,7 @@ void node_ring_free(struct node *n)
     if (!n->ring)
         return;
     free(n->ring->cases);
+    free(n->ring->listed);
     node_walk_free(n->ring->walk[0]);
     node_walk_free(n->ring->walk[1]);
     free(n->ring);

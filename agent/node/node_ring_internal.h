@@ -65,14 +65,15 @@ struct node_ring {
     /* the coordinator's confirmations in cases_round (allocated when this node first
      * coordinates: most nodes never do) */
     struct ring_case *cases;
+    struct rdzv_suspect_case *listed; /* a listing's scratch, NODE_CASES_MAX, with `cases` */
     int64_t cases_round;
     uint64_t seen_changes;
     bool rescan;
     size_t n_confirmed;         /* cases CONFIRMED, to evict at the end of the pass */
     bool holding;               /* the next round waits for the confirmations (hold_losses) */
     int64_t hold_from, hold_to; /* since when; until when, as last told to the session */
-    size_t burst;               /* cases taken while holding; the last one when */
-    int64_t last_case_ms;
+    size_t burst;               /* cases taken while holding; the first and last one when */
+    int64_t first_case_ms, last_case_ms;
 
     /* a confirmation of a suspicion of the coordinator (this node is its third member, or the
      * watcher in a round of two) */

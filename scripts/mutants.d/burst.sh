@@ -12,11 +12,17 @@ mutant --target test_node_burst --filter 'burst/one_pass*' rendezvous/suspect.c 
 mutant --target test_node_burst --filter 'burst/a_member_seen*' agent/node/node_confirm.c \
   's/    bool settling = g->holding \&\& g->burst >= NODE_BURST_MIN \&\&/    bool settling = 0 \&\&/' \
   '^test_node_burst_safety$'
-# The beat is bounded by the last case, and a lone death is no burst.
-mutant --target test_node_burst --filter 'burst/the_beat*' agent/node/node_confirm.c \
-  's/ \&\& now < g->last_case_ms + beat;/ \&\& now < g->hold_from + cap;/' \
+# The wait is as long as the burst took to arrive, a beat at most, after its last case; a burst
+# seen at once does not wait; fewer than NODE_BURST_MIN cases are no burst.
+mutant --target test_node_burst --filter 'burst/a_trickle*' agent/node/node_confirm.c \
+  's/    int64_t settled = g->last_case_ms + quiet;/    int64_t settled = g->hold_from + cap;/' \
   '^test_node_burst_safety$'
-mutant --target test_node_burst --filter 'burst/the_beat*' agent/node/node_confirm.c \
+mutant --target test_node_burst --filter 'burst/a_trickle*' agent/node/node_confirm.c \
+  's/    if (quiet > beat)/    if (0)/' '^test_node_burst_safety$'
+mutant --target test_node_burst --filter 'burst/a_burst_seen_at_once*' agent/node/node_confirm.c \
+  's/    int64_t quiet = g->last_case_ms - g->first_case_ms;/    int64_t quiet = beat;/' \
+  '^test_node_burst_safety$'
+mutant --target test_node_burst --filter 'burst/two_deaths*' agent/node/node_confirm.c \
   's/g->burst >= NODE_BURST_MIN \&\&/g->burst >= 1 \&\&/' '^test_node_burst_safety$'
 # The stale keys' one transaction is fenced on each key's revision.
 mutant --target test_rdzv_suspect --filter 'suspect/a_stale_key_rewritten*' rendezvous/suspect.c \

@@ -6,7 +6,7 @@
  * (the etcd backend has them in flight at once) and one write of the round's detect time, where
  * each eviction cost three store writes one after the other. A burst's round then waits a beat
  * after its last case, so a member whose watcher saw it silent a little later leaves in the same
- * round; a lone death does not wait.
+ * round, and one seen at once (a rack) or a lone death does not wait.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -83,20 +83,35 @@ Test(burst, one_pass_of_failed_probes_is_evicted_together)
     cr_assert_eq(round_of(c), r0 + 1, "the survivors went through more than one round");
 }
 
-/* Mutation (scripts/mutants.d/burst.sh): no beat after a burst's last case -> the round goes on
+/* The round goes on once no case is open: the time from the evicted members' answers until then
+ * (passes 10 simulated ms apart, at most `max` ms). */
+static int64_t until_round(int c, int64_t r, int64_t max)
+{
+    int64_t t0 = fc.now;
+    while (round_of(c) == r && fc.now - t0 < max) {
+        pass();
+        advance(10);
+    }
+    cr_assert_neq(round_of(c), r, "no round %lld ms after the burst's evictions", (long long)max);
+    return fc.now - t0;
+}
+
+/* Mutation (scripts/mutants.d/burst.sh): no wait after a burst's last case -> the round goes on
  * without the first four as soon as their keys are gone, and the fifth costs a second round. */
 Test(burst, a_member_seen_silent_a_little_later_leaves_in_the_same_round)
 {
     cr_assert(settle(NN), "no round of %d", NN);
     int c = coordinator();
     int64_t r0 = round_of(c);
-    for (int i = 0; i < 4; i++)
-        dies(c, 2 + 2 * i);
-    passes(5);
+    dies(c, 2), dies(c, 4);
+    passes(3);
+    advance(150); /* the burst arrives over 180 ms */
+    dies(c, 6), dies(c, 8);
+    passes(3);
     cr_assert_eq(answer_dead(c, 0), 4);
     int probed = tr[c].n_probes;
     passes(5); /* 50 ms: their keys gone, the round would go on now */
-    cr_assert_eq(round_of(c), r0, "a round went on within a beat of the burst's last case");
+    cr_assert_eq(round_of(c), r0, "a round went on right after a burst that trickled in");
     dies(c, 10);
     passes(3);
     cr_assert_eq(answer_dead(c, probed), 1, "the fifth suspect was not probed");
@@ -105,9 +120,8 @@ Test(burst, a_member_seen_silent_a_little_later_leaves_in_the_same_round)
     cr_assert_eq(round_of(c), r0 + 1, "the burst took %lld rounds", (long long)(round_of(c) - r0));
 }
 
-/* A burst waits a beat, no more: with nothing after its last case the round goes on. A lone
- * death is not a burst: its round goes on once its key is gone. */
-Test(burst, the_beat_is_bounded_and_a_lone_death_does_not_wait)
+/* A burst seen in one pass (a rack) waits for nothing more. Mutation: the wait always a beat. */
+Test(burst, a_burst_seen_at_once_does_not_wait)
 {
     cr_assert(settle(NN), "no round of %d", NN);
     int c = coordinator();
@@ -115,27 +129,43 @@ Test(burst, the_beat_is_bounded_and_a_lone_death_does_not_wait)
     for (int i = 0; i < 4; i++)
         dies(c, 2 + 2 * i);
     passes(5);
-    int64_t t_last = fc.now; /* the last case was taken by now */
     cr_assert_eq(answer_dead(c, 0), 4);
-    while (round_of(c) == r0 && fc.now - t_last < 4 * BEAT_MS) {
-        pass();
-        advance(10);
-    }
-    cr_assert_eq(round_of(c), r0 + 1);
-    cr_assert_leq(fc.now - t_last, BEAT_MS + 100, "the round waited %lld ms after the last case",
-                  (long long)(fc.now - t_last));
-    int64_t r1 = round_of(c);
-    cr_assert(settle(NN - 4));
-    int probed = tr[c].n_probes;
+    int64_t t = until_round(c, r0, 4 * BEAT_MS);
+    cr_assert_lt(t, BEAT_MS / 2, "the round waited %lld ms", (long long)t);
+}
+
+/* A burst that trickles in for longer than a beat waits a beat after its last case, no more.
+ * Mutations: the wait as long as the burst took, unbounded; the wait until the hold's cap. */
+Test(burst, a_trickle_waits_a_beat_at_most)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator();
+    int64_t r0 = round_of(c);
+    dies(c, 2), dies(c, 4);
+    passes(3);
+    advance(2 * BEAT_MS);
+    dies(c, 6), dies(c, 8);
+    passes(3);
+    cr_assert_eq(answer_dead(c, 0), 4);
+    int64_t t = until_round(c, r0, 10 * BEAT_MS);
+    cr_assert_leq(t, BEAT_MS + 40, "the round waited %lld ms after the last case", (long long)t);
+    cr_assert_geq(t, BEAT_MS / 2, "the round did not wait for the rest of the trickle (%lld ms)",
+                  (long long)t);
+}
+
+/* Fewer than NODE_BURST_MIN cases are no burst, however they arrive: their round goes on once
+ * their keys are gone. Mutation: every case a burst -> the round waits. */
+Test(burst, two_deaths_apart_do_not_wait)
+{
+    cr_assert(settle(NN), "no round of %d", NN);
+    int c = coordinator();
+    int64_t r0 = round_of(c);
     dies(c, 2);
     passes(3);
-    int64_t t0 = fc.now;
-    cr_assert_eq(answer_dead(c, probed), 1);
-    while (round_of(c) == r1 && fc.now - t0 < 4 * BEAT_MS) {
-        pass();
-        advance(10);
-    }
-    cr_assert_eq(round_of(c), r1 + 1);
-    cr_assert_lt(fc.now - t0, BEAT_MS / 2, "a lone death waited %lld ms",
-                 (long long)(fc.now - t0));
+    advance(BEAT_MS / 2);
+    dies(c, 6);
+    passes(3);
+    cr_assert_eq(answer_dead(c, 0), 2);
+    int64_t t = until_round(c, r0, 4 * BEAT_MS);
+    cr_assert_lt(t, BEAT_MS / 4, "the round waited %lld ms", (long long)t);
 }
