@@ -372,8 +372,9 @@ void node_hold_losses(struct node *n, struct node_ring *g, int64_t now)
                k->state == CASE_CONFIRMED || k->state == CASE_EVICTED || k->state == CASE_DEAD;
     }
     int64_t beat = g->p.probe_ms / 3, cap = NODE_LOSS_HOLD_MAX_MS;
-    if (cap < g->p.probe_ms)
-        cap = g->p.probe_ms; /* a slow ring's burst is seen over a longer time */
+    if (cap < g->p.probe_ms + beat)
+        cap = g->p.probe_ms + beat; /* a slow ring's burst is seen over a probe's deadline, and
+                                       the last of it probed a beat later */
     /* as long as the burst took to arrive so far, a beat at most: a rack seen in one pass does
      * not wait, a tenth seen over an interval waits for its last members */
     int64_t quiet = g->last_case_ms - g->first_case_ms;
