@@ -96,6 +96,17 @@ static int64_t until_round(int c, int64_t r, int64_t max)
     return fc.now - t0;
 }
 
+/* Four members die, two and `gap` ms later two more; the coordinator's probes of them answered. */
+static void trickle(int c, int64_t gap)
+{
+    dies(c, 2), dies(c, 4);
+    passes(3);
+    advance(gap);
+    dies(c, 6), dies(c, 8);
+    passes(3);
+    cr_assert_eq(answer_dead(c, 0), 4);
+}
+
 /* Mutation (scripts/mutants.d/burst.sh): no wait after a burst's last case -> the round goes on
  * without the first four as soon as their keys are gone, and the fifth costs a second round. */
 Test(burst, a_member_seen_silent_a_little_later_leaves_in_the_same_round)
@@ -103,12 +114,7 @@ Test(burst, a_member_seen_silent_a_little_later_leaves_in_the_same_round)
     cr_assert(settle(NN), "no round of %d", NN);
     int c = coordinator();
     int64_t r0 = round_of(c);
-    dies(c, 2), dies(c, 4);
-    passes(3);
-    advance(150); /* the burst arrives over 180 ms */
-    dies(c, 6), dies(c, 8);
-    passes(3);
-    cr_assert_eq(answer_dead(c, 0), 4);
+    trickle(c, 150); /* the burst arrives over 180 ms */
     int probed = tr[c].n_probes;
     passes(5); /* 50 ms: their keys gone, the round would go on now */
     cr_assert_eq(round_of(c), r0, "a round went on right after a burst that trickled in");
@@ -141,12 +147,7 @@ Test(burst, a_trickle_waits_a_beat_at_most)
     cr_assert(settle(NN), "no round of %d", NN);
     int c = coordinator();
     int64_t r0 = round_of(c);
-    dies(c, 2), dies(c, 4);
-    passes(3);
-    advance(2 * BEAT_MS);
-    dies(c, 6), dies(c, 8);
-    passes(3);
-    cr_assert_eq(answer_dead(c, 0), 4);
+    trickle(c, 2 * BEAT_MS);
     int64_t t = until_round(c, r0, 10 * BEAT_MS);
     cr_assert_leq(t, BEAT_MS + 40, "the round waited %lld ms after the last case", (long long)t);
     cr_assert_geq(t, BEAT_MS / 2, "the round did not wait for the rest of the trickle (%lld ms)",
