@@ -437,8 +437,10 @@ static int unary_once(struct etcd *e, size_t ep, const char *method, const Proto
 }
 
 int etcd_unary_each(struct etcd *e, const struct etcd_rpc *rpc, const ProtobufCMessage *const *reqs,
-                    size_t n, int *ret_codes, struct ea_error *err)
+                    size_t n, int *ret_codes, ProtobufCMessage **ret_resps, struct ea_error *err)
 {
+    for (size_t i = 0; ret_resps && i < n; i++)
+        ret_resps[i] = NULL;
     if (etcd_forked(e, err))
         return KV_EINVAL;
     struct ucall *u = calloc(n < ETCD_EACH_MAX ? n : ETCD_EACH_MAX, sizeof(*u));
@@ -465,17 +467,20 @@ int etcd_unary_each(struct etcd *e, const struct etcd_rpc *rpc, const ProtobufCM
         }
         for (size_t i = 0; i < m; i++) {
             int rc = KV_ECONN;
+            ProtobufCMessage **out = ret_resps ? &ret_resps[at + i] : NULL;
             if (direct) {
-                rc = finish_call(&u[i], rpc->resp_desc, NULL);
+                rc = finish_call(&u[i], rpc->resp_desc, out);
                 if (rc == 0 && u[i].cr.code != GRPC_STATUS_OK)
                     rc = etcd_status_to_kv(u[i].cr.code, u[i].cr.details);
             }
             struct ea_error one = {0};
             if (rc == KV_ECONN || rc == KV_EAUTH) { /* failover and login again: one at a time */
-                ProtobufCMessage *out = NULL;
-                rc = etcd_unary(e, rpc, reqs[at + i], &out, &one);
-                if (rc == 0)
-                    protobuf_c_message_free_unpacked(out, NULL);
+                ProtobufCMessage *again = NULL;
+                rc = etcd_unary(e, rpc, reqs[at + i], &again, &one);
+                if (rc == 0 && out)
+                    *out = again;
+                else if (rc == 0)
+                    protobuf_c_message_free_unpacked(again, NULL);
             } else if (rc) {
                 ea_errorf(&one, rc, "etcd %s at %s: %s", rpc->what, e->eps[ep].addr,
                           rc == KV_ECORRUPT ? "unreadable response" : u[i].cr.details);

@@ -140,13 +140,15 @@ int etcd_unary(struct etcd *e, const struct etcd_rpc *rpc, const ProtobufCMessag
                ProtobufCMessage **ret, struct ea_error *err);
 /* Most calls etcd_unary_each() has in flight at once. */
 #define ETCD_EACH_MAX 128
-/* n requests of one kind whose responses say nothing beyond success, in flight together (at
- * most ETCD_EACH_MAX at a time) on the member in use: a burst of writes costs about one round
- * trip, not n. ret_codes[i]: 0 or request i's KV_E* code; a request that met a connection or
- * token failure went again through etcd_unary (failover, login). 0, or -ENOMEM / KV_EINVAL
- * with nothing sent; err gets the first failed request's message. */
+/* n requests of one kind in flight together (at most ETCD_EACH_MAX at a time) on the member in
+ * use: a burst costs about one round trip, not n. ret_codes[i]: 0 or request i's KV_E* code; a
+ * request that met a connection or token failure went again through etcd_unary (failover,
+ * login). ret_resps (may be NULL): ret_resps[i] is request i's response where ret_codes[i] is 0,
+ * else NULL (the caller frees each). A one-message call of a streaming method (a lease
+ * keepalive) goes as one call each. 0, or -ENOMEM / KV_EINVAL with nothing sent; err gets the
+ * first failed request's message. */
 int etcd_unary_each(struct etcd *e, const struct etcd_rpc *rpc, const ProtobufCMessage *const *reqs,
-                    size_t n, int *ret_codes, struct ea_error *err);
+                    size_t n, int *ret_codes, ProtobufCMessage **ret_resps, struct ea_error *err);
 
 /* Make sure a token is held when auth is configured (Authenticate on endpoint `ep`). Called
  * without e->lock. */

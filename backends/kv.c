@@ -240,20 +240,36 @@ int kv_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err)
     return kv->ops->lease_revoke(kv, lease, err);
 }
 
-int kv_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
-                         struct ea_error *err)
+/* The fallback of the _each ops: one request after the other, the first failure named. */
+static int each_one(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                    struct ea_error *err, bool revoke)
 {
-    if (kv->ops->lease_revoke_each)
-        return kv->ops->lease_revoke_each(kv, leases, n, ret_codes, err);
     bool failed = false;
     for (size_t i = 0; i < n; i++) {
         struct ea_error one = {0};
-        ret_codes[i] = kv->ops->lease_revoke(kv, leases[i], &one);
+        ret_codes[i] = revoke ? kv->ops->lease_revoke(kv, leases[i], &one)
+                              : kv->ops->lease_keepalive(kv, leases[i], NULL, &one);
         if (ret_codes[i] < 0 && !failed && err)
             *err = one;
         failed = failed || ret_codes[i] < 0;
     }
     return 0;
+}
+
+int kv_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                         struct ea_error *err)
+{
+    if (kv->ops->lease_revoke_each)
+        return kv->ops->lease_revoke_each(kv, leases, n, ret_codes, err);
+    return each_one(kv, leases, n, ret_codes, err, true);
+}
+
+int kv_lease_keepalive_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                            struct ea_error *err)
+{
+    if (kv->ops->lease_keepalive_each)
+        return kv->ops->lease_keepalive_each(kv, leases, n, ret_codes, err);
+    return each_one(kv, leases, n, ret_codes, err, false);
 }
 
 int kv_watch(struct kv *kv, const char *prefix, int64_t from_revision, int64_t *ret_watch_id,

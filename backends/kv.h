@@ -169,6 +169,11 @@ struct kv_ops {
      */
     int (*lease_revoke_each)(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
                              struct ea_error *err);
+    /* Optional (NULL: kv_lease_keepalive_each() calls lease_keepalive n times). Renew n leases
+     * once each, together where the backend can; ret_codes and the answer as lease_revoke_each.
+     * For a process that holds many leases (bench/rdzv_sim.c: 625 sessions a process). */
+    int (*lease_keepalive_each)(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                                struct ea_error *err);
 
     /*
      * Watch every key with `prefix`, delivering every change with revision >= from_revision
@@ -251,6 +256,8 @@ int kv_lease_keepalive(struct kv *kv, int64_t lease, int64_t *ret_ttl_ms, struct
 int kv_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err);
 int kv_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
                          struct ea_error *err);
+int kv_lease_keepalive_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                            struct ea_error *err);
 int kv_watch(struct kv *kv, const char *prefix, int64_t from_revision, int64_t *ret_watch_id,
              struct ea_error *err);
 void kv_watch_cancel(struct kv *kv, int64_t watch_id);

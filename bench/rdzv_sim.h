@@ -28,6 +28,36 @@ struct opts {
                         every round committed in it is a false eviction's */
 };
 
+enum rec_type {
+    REC_JOINING = 1,
+    REC_JOINED,
+    REC_WROTE,
+    REC_SEEN,
+    REC_FATAL,
+    REC_KILLED,
+    REC_READY, /* the node could start its workers: it has its assignment and the round's master */
+    REC_RING,  /* at a child's end, its nodes' ring counters: bytes = suspicions written or held,
+                  keys = evictions, claims = false alarms */
+};
+
+/* One report from a child to the parent (written atomically: < PIPE_BUF). */
+struct rec {
+    int type;
+    int node;
+    int64_t round;
+    int members;
+    int coord;       /* the node coordinates */
+    int64_t t_ms;    /* CLOCK_MONOTONIC, the same clock in every process */
+    int64_t ev_ms;   /* REC_SEEN: when the store's events that brought the round were read */
+    uint64_t bytes;  /* rdzv_stats: bytes received so far */
+    uint64_t keys;   /* rdzv_stats: keys written so far */
+    uint64_t claims; /* rdzv_stats: claims of `coord` so far */
+};
+
+/* The "agent" of nodes [first, first+count): join all, then serve them until told to stop
+ * (sim_child.c). Its reports go to `out` (struct rec), its commands come from `ctl`. */
+int child_main(const struct opts *o, int first, int count, int out, int ctl);
+
 /* Parse argv into *o (which holds the defaults): -1 to go on, else the exit code (0 after
  * --help, 2 for a usage error, with the usage printed). */
 int sim_parse_opts(int argc, char **argv, struct opts *o);

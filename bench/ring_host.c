@@ -285,18 +285,27 @@ void ring_host_destroy(struct ring_host *h)
     free(h->evs), free(h->q), free(h);
 }
 
-void ring_host_reports(struct ring_host *h, void (*handle)(void *ctx, const struct ring_report *x))
+void ring_host_reports(struct ring_host *h, size_t max,
+                       void (*handle)(void *ctx, const struct ring_report *x))
 {
     uint64_t c;
     if (read(h->efd, &c, sizeof(c)) < 0) {
         /* nothing signalled: the queue may still hold reports of an earlier pass */
     }
     pthread_mutex_lock(&h->mu);
-    size_t n = h->nq;
+    size_t n = h->nq < max ? h->nq : max;
     struct queued *q = n ? malloc(n * sizeof(*q)) : NULL;
-    if (q)
+    if (q) {
         memcpy(q, h->q, n * sizeof(*q));
-    h->nq = q ? 0 : h->nq;
+        memmove(h->q, h->q + n, (h->nq - n) * sizeof(*q));
+        h->nq -= n;
+    }
+    if (h->nq) { /* the rest: readable again */
+        uint64_t one = 1;
+        if (write(h->efd, &one, sizeof(one)) < 0) {
+            /* the counter is already set: readable anyway */
+        }
+    }
     pthread_mutex_unlock(&h->mu);
     for (size_t i = 0; q && i < n; i++)
         handle(q[i].g->ctx, &q[i].x);

@@ -756,12 +756,21 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     return r;
 }
 
+int64_t rdzv_keepalive_due(struct rdzv_session *s, int64_t now_ms)
+{
+    return s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms ? 0 : s->lease;
+}
+
 int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
-    if (s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms)
+    if (!rdzv_keepalive_due(s, now_ms))
         return 0;
+    return rdzv_keepalive_done(s, now_ms, kv_lease_keepalive(s->kv, s->lease, NULL, err), err);
+}
+
+int rdzv_keepalive_done(struct rdzv_session *s, int64_t now_ms, int r, struct ea_error *err)
+{
     s->stats.requests++;
-    int r = kv_lease_keepalive(s->kv, s->lease, NULL, err);
     if (r == 0) {
         s->renewed_ms = now_ms; /* sent at now_ms: the store's TTL restarted no earlier */
         s->keepalive_due_ms = now_ms + s->cfg.lease_ttl_ms / 3;

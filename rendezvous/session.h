@@ -69,6 +69,12 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
  * 2/3 of its TTL (the store may expire it soon) — this node may be fenced out; the caller must
  * stop its workers and rdzv_join() again. Other errors are transient. */
 int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err);
+/* rdzv_keepalive in two halves, for a caller that renews many sessions' leases in one request
+ * (kv_lease_keepalive_each; bench/rdzv_sim.c): the lease to renew if due at `now_ms` (0: not
+ * due), then the renewal's answer r (0 or a KV_E* code), sent at now_ms: rdzv_keepalive's
+ * return for it. */
+int64_t rdzv_keepalive_due(struct rdzv_session *s, int64_t now_ms);
+int rdzv_keepalive_done(struct rdzv_session *s, int64_t now_ms, int r, struct ea_error *err);
 
 /* Monotonic time until which the lease is surely valid: its last grant or renewal was sent at
  * some t and the store cannot expire it before t + TTL. 0 before the first grant. The agent hands

@@ -536,8 +536,13 @@ int rdzv_evict_each(struct rdzv_session *s, const struct rdzv_suspect_case *cons
      * once its round is over, in batches) */
     if (r == 0 && m)
         r = kv_lease_revoke_each(s->kv, leases, m, codes, err);
-    for (size_t j = 0; r == 0 && j < m; j++)
+    bool failed = false;
+    for (size_t j = 0; r == 0 && j < m; j++) {
         ret[at[j]] = codes[j] == 0 ? 1 : codes[j] == KV_ENOLEASE ? 0 : codes[j];
+        failed = failed || ret[at[j]] < 0;
+    }
+    if (r == 0 && !failed)
+        ea_error_clear(err); /* a lease gone already is no failure */
     free(codes);
     free(at);
     free(leases);

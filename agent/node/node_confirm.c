@@ -18,9 +18,10 @@
 static void evicted(struct node *n, struct node_ring *g, const struct rdzv_suspicion *x,
                     const char *why, int r, const struct ea_error *err)
 {
-    if (r < 0) {
-        node_log(n, NODE_WARN, "liveness ring: could not revoke the lease of node '%s': %s",
-                 x->node_id, err->msg);
+    if (r < 0) { /* a batch carries one message, its first failure's: this case's is its code */
+        node_log(n, NODE_WARN, "liveness ring: could not revoke the lease of node '%s': %s%s%s%s",
+                 x->node_id, kv_strerror(r), err->msg[0] ? " (the batch's first failure: " : "",
+                 err->msg, err->msg[0] ? ")" : "");
         return;
     }
     if (r == 0)

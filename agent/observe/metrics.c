@@ -297,6 +297,13 @@ static int t_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *re
     return done(kv, t0, kv_lease_revoke_each(INNER(kv), leases, n, ret_codes, err));
 }
 
+static int t_keepalive_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                            struct ea_error *err)
+{
+    int64_t t0 = begin();
+    return done(kv, t0, kv_lease_keepalive_each(INNER(kv), leases, n, ret_codes, err));
+}
+
 static int t_watch(struct kv *kv, const char *prefix, int64_t from, int64_t *ret_id,
                    struct ea_error *err)
 {
@@ -334,6 +341,7 @@ static const struct kv_ops timed_ops = {
     .lease_keepalive = t_keepalive,
     .lease_revoke = t_revoke,
     .lease_revoke_each = t_revoke_each,
+    .lease_keepalive_each = t_keepalive_each,
     .watch = t_watch,
     .watch_cancel = t_watch_cancel,
     .event_fd = t_event_fd,

@@ -152,6 +152,35 @@ Test(kv_watch, many_leases_are_revoked_in_one_call)
     cr_assert_eq(kv_lease_revoke_each(KV, ls, 0, codes, &err), 0, "nothing to do");
 }
 
+/* Many leases renewed in one call (bench/rdzv_sim.c: a process's 625 sessions): each answered as
+ * lease_keepalive would, more than one batch of the etcd backend's in flight; a revoked lease
+ * and an unknown one are reported lost (etcd answers them with TTL 0), not renewed. */
+Test(kv_watch, many_leases_are_renewed_in_one_call)
+{
+    enum { M = 140 };
+    int64_t ls[M + 2];
+    for (int i = 0; i < M + 1; i++)
+        ls[i] = grant(ttl(10000));
+    kvt_put_lease(KV, K("kept"), "v", ls[0]);
+    struct ea_error err = {0};
+    cr_assert_eq(kv_lease_revoke(KV, ls[M], &err), 0, "%s", err.msg);
+    ls[M + 1] = 1; /* unknown: a positive id none of the granted has */
+    for (int i = 0; i <= M; i++)
+        if (ls[i] >= ls[M + 1])
+            ls[M + 1] = ls[i] + 1;
+    int codes[M + 2];
+    memset(codes, 0x7f, sizeof(codes));
+    cr_assert_eq(kv_lease_keepalive_each(KV, ls, M + 2, codes, &err), 0, "%s", err.msg);
+    for (int i = 0; i < M; i++)
+        cr_assert_eq(codes[i], 0, "lease %d: %d", i, codes[i]);
+    cr_assert_eq(codes[M], KV_ENOLEASE, "the revoked lease: %d", codes[M]);
+    cr_assert_eq(codes[M + 1], KV_ENOLEASE, "the unknown lease: %d", codes[M + 1]);
+    cr_assert(strlen(err.msg) > 0, "the failure is named");
+    cr_assert(present(K("kept")), "a renewed lease keeps its key");
+    cr_assert_eq(kv_lease_keepalive(KV, ls[0], NULL, &err), 0, "still alive: %s", err.msg);
+    cr_assert_eq(kv_lease_keepalive_each(KV, ls, 0, codes, &err), 0, "nothing to do");
+}
+
 Test(kv_watch, lease_expiry_deletes_keys_and_notifies_watchers)
 {
     int64_t t = ttl(300);
