@@ -611,47 +611,59 @@ static int etcd_lease_revoke(struct kv *kv, int64_t lease, struct ea_error *err)
     return call_discard(kv, &rpc, &rq.base, err);
 }
 
-static int etcd_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
-                                  struct ea_error *err)
+/* n lease requests of one kind (a revoke, or a keepalive: both carry the lease id alone) in
+ * flight together (etcd_unary_each); resps as etcd_unary_each's ret_resps (may be NULL). */
+static int lease_each(struct kv *kv, const int64_t *leases, size_t n, bool keepalive,
+                      int *ret_codes, ProtobufCMessage **resps, struct ea_error *err)
 {
-    Etcdserverpb__LeaseRevokeRequest *rq = calloc(n ? n : 1, sizeof(*rq));
+    union lease_req {
+        Etcdserverpb__LeaseRevokeRequest revoke;
+        Etcdserverpb__LeaseKeepAliveRequest keepalive;
+    } *rq = calloc(n ? n : 1, sizeof(*rq));
     const ProtobufCMessage **reqs = calloc(n ? n : 1, sizeof(*reqs));
-    int rc = rq && reqs ? 0 : ea_errorf(err, -ENOMEM, "etcd lease revoke: out of memory");
+    const struct etcd_rpc rpc =
+        keepalive ? (struct etcd_rpc){ETCD_M_LEASE_KEEPALIVE,
+                                      &etcdserverpb__lease_keep_alive_response__descriptor, 1,
+                                      "lease keepalive"}
+                  : (struct etcd_rpc){ETCD_M_LEASE_REVOKE,
+                                      &etcdserverpb__lease_revoke_response__descriptor, 0,
+                                      "lease revoke"};
+    int rc = rq && reqs ? 0 : ea_errorf(err, -ENOMEM, "etcd %s: out of memory", rpc.what);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        rq[i] = (Etcdserverpb__LeaseRevokeRequest)ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
-        rq[i].id = leases[i];
-        reqs[i] = &rq[i].base;
+        if (keepalive) {
+            rq[i].keepalive =
+                (Etcdserverpb__LeaseKeepAliveRequest)ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+            rq[i].keepalive.id = leases[i];
+            reqs[i] = &rq[i].keepalive.base;
+        } else {
+            rq[i].revoke =
+                (Etcdserverpb__LeaseRevokeRequest)ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+            rq[i].revoke.id = leases[i];
+            reqs[i] = &rq[i].revoke.base;
+        }
     }
-    const struct etcd_rpc rpc = {ETCD_M_LEASE_REVOKE,
-                                 &etcdserverpb__lease_revoke_response__descriptor, 0,
-                                 "lease revoke"};
     if (rc == 0)
-        rc = etcd_unary_each((struct etcd *)kv, &rpc, reqs, n, ret_codes, NULL, err);
+        rc = etcd_unary_each((struct etcd *)kv, &rpc, reqs, n, ret_codes, resps, err);
     free(reqs);
     free(rq);
     return rc;
 }
 
+static int etcd_lease_revoke_each(struct kv *kv, const int64_t *leases, size_t n, int *ret_codes,
+                                  struct ea_error *err)
+{
+    return lease_each(kv, leases, n, false, ret_codes, NULL, err);
+}
+
 /* Each renewal a call of its own on the LeaseKeepAlive method (one request, one answer), all in
  * flight together: the keepalive stream takes one lease at a time, and n renewals one after the
- * other cost n round trips (rdzv-sim's 625 sessions a process, bench/rdzv_sim.c). */
+ * other cost n round trips (rdzv-sim's 625 sessions a process, bench/sim_child.c). */
 static int etcd_lease_keepalive_each(struct kv *kv, const int64_t *leases, size_t n,
                                      int *ret_codes, struct ea_error *err)
 {
-    Etcdserverpb__LeaseKeepAliveRequest *rq = calloc(n ? n : 1, sizeof(*rq));
-    const ProtobufCMessage **reqs = calloc(n ? n : 1, sizeof(*reqs));
     ProtobufCMessage **resps = calloc(n ? n : 1, sizeof(*resps));
-    int rc = rq && reqs && resps ? 0 : ea_errorf(err, -ENOMEM, "etcd lease keepalive: out of memory");
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        rq[i] = (Etcdserverpb__LeaseKeepAliveRequest)ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
-        rq[i].id = leases[i];
-        reqs[i] = &rq[i].base;
-    }
-    const struct etcd_rpc rpc = {ETCD_M_LEASE_KEEPALIVE,
-                                 &etcdserverpb__lease_keep_alive_response__descriptor, 1,
-                                 "lease keepalive"};
-    if (rc == 0)
-        rc = etcd_unary_each((struct etcd *)kv, &rpc, reqs, n, ret_codes, resps, err);
+    int rc = resps ? lease_each(kv, leases, n, true, ret_codes, resps, err)
+                   : ea_errorf(err, -ENOMEM, "etcd lease keepalive: out of memory");
     bool named = false;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         named = named || ret_codes[i] != 0;
@@ -669,8 +681,6 @@ static int etcd_lease_keepalive_each(struct kv *kv, const int64_t *leases, size_
         if (resps[i])
             protobuf_c_message_free_unpacked(resps[i], NULL);
     free(resps);
-    free(reqs);
-    free(rq);
     return rc;
 }
 

@@ -52,8 +52,9 @@ void ring_host_set(void *ctx, int64_t round, int members, const char *prev, bool
 int ring_host_probe(void *ctx, uint64_t id, const struct ring_peer *peer, int64_t round,
                     int64_t timeout_ms, int64_t now);
 
-/* Take up to `max` queued reports, the oldest first: `handle(ctx, report)` for each (the caller
- * hands it to its node: node_on_report). The rest stay queued, the fd readable. */
+/* Take the queued reports of up to `max` rings (64 at most), the oldest first, every report of
+ * each: `handle(ctx, report)` for each (the caller hands it to its node: node_on_report). The
+ * rest stay queued, the fd readable. */
 void ring_host_reports(struct ring_host *h, size_t max,
                        void (*handle)(void *ctx, const struct ring_report *x));
 

@@ -131,11 +131,33 @@ static void kill_node(struct sim_node *n, int out)
 }
 
 /* A ring report of one of this process's nodes (ring_host_reports): its node decides. */
+static struct sim_node *touched[64]; /* the nodes of one ring_host_reports call (64 rings) */
+static size_t n_touched;
+
 static void on_ring_report(void *ctx, const struct ring_report *x)
 {
     struct sim_node *n = ctx;
-    if (!n->dead)
-        node_on_report(&n->node, x);
+    if (n->dead)
+        return;
+    node_on_report(&n->node, x);
+    bool seen = false;
+    for (size_t i = 0; i < n_touched && !seen; i++)
+        seen = touched[i] == n;
+    if (!seen && n_touched < sizeof(touched) / sizeof(touched[0]))
+        touched[n_touched++] = n;
+}
+
+/* The ring reports of up to `rings` nodes, each node then stepped at once, as an agent steps its
+ * node after a report in the same pass (a confirmer's probe answer, the claim, the evictions
+ * follow one another without waiting for the node's turn among 625). */
+static void take_reports(struct ring_host *host, size_t rings)
+{
+    n_touched = 0;
+    ring_host_reports(host, rings, on_ring_report);
+    for (size_t i = 0; i < n_touched; i++)
+        if (!touched[i]->dead)
+            node_ring_step(&touched[i]->node, true, ea_now_ms());
+    n_touched = 0;
 }
 
 /* What one child serves: its nodes, their store connection and their rings. */
@@ -193,7 +215,8 @@ static void kill_now(struct child *c)
  * cores and held up its nodes' events and suspicions. */
 static void renew(struct child *c, int64_t now, bool late)
 {
-    int *at = malloc((size_t)c->count * sizeof(*at)), *codes = malloc((size_t)c->count * sizeof(*codes));
+    int *at = malloc((size_t)c->count * sizeof(*at));
+    int *codes = malloc((size_t)c->count * sizeof(*codes));
     int64_t *leases = malloc((size_t)c->count * sizeof(*leases));
     if (!at || !codes || !leases)
         fatal(c->out, c->first, "renew", &(struct ea_error){.msg = "out of memory"});
@@ -264,7 +287,7 @@ static void pump(struct child *c)
     if (c->quit)
         return;
     if (p[1].revents)
-        ring_host_reports(c->host, 8, on_ring_report);
+        take_reports(c->host, 8);
     if (p[0].revents)
         apply_batch(c);
 }
@@ -400,7 +423,7 @@ int child_main(const struct opts *o, int first, int count, int out, int ctl)
         if (ch.quit)
             break;
         if (pfd[2].revents)
-            ring_host_reports(host, 64, on_ring_report);
+            take_reports(host, 64);
         /* The store's events first, and those that arrived while the last batch was applied
          * (one commit reaches the 625 sessions' watches as 625 events, which may come in a few
          * batches) before the next ticks: a node's events do not wait for other nodes' ticks.

@@ -763,7 +763,7 @@ int64_t rdzv_keepalive_due(struct rdzv_session *s, int64_t now_ms)
 
 int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
 {
-    if (!rdzv_keepalive_due(s, now_ms))
+    if (s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms)
         return 0;
     return rdzv_keepalive_done(s, now_ms, kv_lease_keepalive(s->kv, s->lease, NULL, err), err);
 }

@@ -42,6 +42,7 @@ struct probe {
 
 struct ring {
     char run[RING_NAME_MAX + 1], self[RING_NAME_MAX + 1];
+    uint64_t closed; /* sockets closed so far (ring_sockets_closed) */
     int64_t interval, silence; /* ms: beat period; misses x interval */
     int64_t await_cap;         /* ms: the most the fan-out adds to a first link's deadline */
     bool await_prev;
@@ -81,22 +82,25 @@ static void report(struct ring *r, const struct ring_report *x)
     r->reports[r->n_reports++] = *x;
 }
 
-static void close_fd(int *fd)
+/* Close one of r's sockets (counted: ring_sockets_closed). */
+static void close_fd(struct ring *r, int *fd)
 {
-    if (*fd >= 0)
+    if (*fd >= 0) {
         close(*fd);
+        r->closed++;
+    }
     *fd = -1;
 }
 
 /* A bye on a link being closed on purpose (best effort: a full buffer means a dead peer). */
-static void bye(int *fd)
+static void bye(struct ring *r, int *fd)
 {
     if (*fd >= 0) {
         char b = RING_BYE;
         ssize_t w = send(*fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)w;
     }
-    close_fd(fd);
+    close_fd(r, fd);
 }
 
 int ring_create(const struct ring_params *p, struct ring **ret, struct ea_error *err)
@@ -129,13 +133,13 @@ void ring_destroy(struct ring *r)
 {
     if (!r)
         return;
-    bye(&r->od.fd);
-    bye(&r->in_fd);
+    bye(r, &r->od.fd);
+    bye(r, &r->in_fd);
     for (size_t i = 0; i < RING_PENDING_MAX; i++)
-        close_fd(&r->pend[i].fd);
+        close_fd(r, &r->pend[i].fd);
     for (size_t i = 0; i < RING_PROBES_MAX; i++)
-        close_fd(&r->probes[i].d.fd);
-    close_fd(&r->listen_fd);
+        close_fd(r, &r->probes[i].d.fd);
+    close_fd(r, &r->listen_fd);
     free(r);
 }
 
@@ -174,7 +178,8 @@ static int dial_start(struct dial *d, const struct ring_peer *p, int64_t deadlin
     if (d->connected || errno == EINPROGRESS)
         return 0;
     int e = -errno;
-    close_fd(&d->fd);
+    close(d->fd); /* never handed out: nobody has it registered */
+    d->fd = -1;
     return e;
 }
 
@@ -272,7 +277,7 @@ static void out_suspect(struct ring *r, const char *cause, int64_t now)
         report(r, &x);
         r->out_suspected = true;
     }
-    close_fd(&r->od.fd);
+    close_fd(r, &r->od.fd);
     r->out = OUT_WAIT; /* try again: a false alarm heals when the link comes back */
     r->out_retry = now + r->out_backoff;
     r->out_backoff = r->out_backoff * 2 > 10 * r->interval ? 10 * r->interval : r->out_backoff * 2;
@@ -282,7 +287,7 @@ static void out_suspect(struct ring *r, const char *cause, int64_t now)
  * differs; or this node could not send it anything). */
 static void out_later(struct ring *r, int64_t now, int64_t after)
 {
-    close_fd(&r->od.fd);
+    close_fd(r, &r->od.fd);
     r->out = OUT_WAIT;
     r->out_retry = now + after;
 }
@@ -412,7 +417,7 @@ static void out_step(struct ring *r, short revents, int64_t now)
         return;
     int e = revents & (POLLIN | POLLERR | POLLHUP) ? link_read(r->od.fd, &r->out_heard, now) : 1;
     if (e == 0) { /* the successor ended its round first: reconnect when ours changes too */
-        close_fd(&r->od.fd);
+        close_fd(r, &r->od.fd);
         r->out = OUT_BYE;
         return;
     }
@@ -453,7 +458,7 @@ static void in_step(struct ring *r, short revents, int64_t now)
         return;
     int e = revents & (POLLIN | POLLERR | POLLHUP) ? link_read(r->in_fd, &r->in_heard, now) : 1;
     if (e == 0) {
-        close_fd(&r->in_fd);
+        close_fd(r, &r->in_fd);
         return;
     }
     if (e > 0 && now >= r->in_heard + r->silence)
@@ -467,7 +472,7 @@ static void in_step(struct ring *r, short revents, int64_t now)
         link_cause(c, sizeof(c), e, now - r->in_heard);
         in_report(r, c);
     }
-    close_fd(&r->in_fd);
+    close_fd(r, &r->in_fd);
 }
 
 /* ---- accepting: hellos -------------------------------------------------------------------- */
@@ -492,7 +497,7 @@ static void pending_step(struct ring *r, struct pending *p, short revents, int64
     if (revents & (POLLIN | POLLERR | POLLHUP)) {
         ssize_t n = recv(p->fd, p->buf + p->len, sizeof(p->buf) - p->len, MSG_DONTWAIT);
         if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
-            close_fd(&p->fd); /* closed (or reset) before a hello */
+            close_fd(r, &p->fd); /* closed (or reset) before a hello */
             return;
         }
         if (n > 0)
@@ -502,7 +507,7 @@ static void pending_step(struct ring *r, struct pending *p, short revents, int64
         int d = ring_hello_decode(p->buf, p->len, &h, &used, NULL);
         /* a bad hello, or bytes after it before our answer: not our protocol */
         if (d < 0 || (d > 0 && used != p->len)) {
-            close_fd(&p->fd);
+            close_fd(r, &p->fd);
             return;
         }
         if (d > 0) {
@@ -511,7 +516,7 @@ static void pending_step(struct ring *r, struct pending *p, short revents, int64
             ring_answer_encode(st, r->round, a);
             ssize_t w = send(p->fd, a, sizeof(a), MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w == (ssize_t)sizeof(a) && st == RING_OK && h.kind == RING_KIND_LINK) {
-                close_fd(&r->in_fd); /* the predecessor reconnected: the newer link wins */
+                close_fd(r, &r->in_fd); /* the predecessor reconnected: the newer link wins */
                 r->in_fd = p->fd;
                 r->in_heard = now;
                 r->in_sent = 0;
@@ -520,12 +525,12 @@ static void pending_step(struct ring *r, struct pending *p, short revents, int64
                 p->fd = -1;
                 return;
             }
-            close_fd(&p->fd);
+            close_fd(r, &p->fd);
             return;
         }
     }
     if (p->fd >= 0 && now >= p->deadline)
-        close_fd(&p->fd); /* no hello in time */
+        close_fd(r, &p->fd); /* no hello in time */
 }
 
 static void accept_all(struct ring *r, int64_t now)
@@ -544,7 +549,7 @@ static void accept_all(struct ring *r, int64_t now)
                 oldest = &r->pend[i];
         }
         if (!slot) { /* full: whoever waited longest without a hello gives way */
-            close_fd(&oldest->fd);
+            close_fd(r, &oldest->fd);
             slot = oldest;
         }
         int one = 1;
@@ -569,7 +574,7 @@ static void probe_done(struct ring *r, struct probe *p, bool alive, bool local, 
     snprintf(x.node_id, sizeof(x.node_id), "%s", p->node);
     snprintf(x.cause, sizeof(x.cause), "%s", cause);
     report(r, &x);
-    close_fd(&p->d.fd);
+    close_fd(r, &p->d.fd);
 }
 
 int ring_probe(struct ring *r, uint64_t id, const struct ring_peer *peer, int64_t round,
@@ -587,7 +592,7 @@ int ring_probe(struct ring *r, uint64_t id, const struct ring_peer *peer, int64_
     snprintf(p->node, sizeof(p->node), "%s", peer->node_id);
     int e = dial_start(&p->d, peer, now + timeout_ms);
     if (e == 0 && p->d.connected && (e = send_hello(r, &p->d, RING_KIND_PROBE, p->node, round)) < 0)
-        close_fd(&p->d.fd);
+        close_fd(r, &p->d.fd);
     char c[64];
     if (e == -EAFNOSUPPORT) { /* not a numeric address: no evidence either way, so no eviction */
         probe_done(r, p, true, false, "not probed: not a numeric address");
@@ -644,7 +649,7 @@ void ring_set(struct ring *r, int64_t round, int members, const char *prev, bool
     bool keep_out = round && nid[0] && same_next && r->out == OUT_UP;
     r->round = round;
     if (!keep_in) {
-        bye(&r->in_fd);
+        bye(r, &r->in_fd);
         r->in_suspected = r->in_ever = false;
         snprintf(r->prev, sizeof(r->prev), "%s", round ? prev : "");
         r->in_set = now;
@@ -652,7 +657,7 @@ void ring_set(struct ring *r, int64_t round, int members, const char *prev, bool
     }
     if (keep_out)
         return;
-    bye(&r->od.fd);
+    bye(r, &r->od.fd);
     r->out = OUT_NONE;
     r->out_suspected = false;
     memset(&r->next, 0, sizeof(r->next));
@@ -670,6 +675,11 @@ static short revents_of(const struct pollfd *fds, size_t nfds, int fd)
         if (fds[i].fd == fd)
             return fds[i].revents;
     return 0;
+}
+
+uint64_t ring_sockets_closed(const struct ring *r)
+{
+    return r->closed;
 }
 
 size_t ring_pollfds(const struct ring *r, struct pollfd *fds, size_t max)

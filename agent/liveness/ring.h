@@ -116,6 +116,10 @@ int ring_probe(struct ring *r, uint64_t id, const struct ring_peer *peer, int64_
 
 /* Fill up to `max` pollfds; returns how many. */
 size_t ring_pollfds(const struct ring *r, struct pollfd *fds, size_t max);
+/* How many of its sockets r has closed so far. While it has not changed, none of the numbers
+ * ring_pollfds() gave can have been reused for another socket (bench/ring_host.c keeps the
+ * rings' sockets in one epoll set, and re-registers a ring's sockets only when it changed). */
+uint64_t ring_sockets_closed(const struct ring *r);
 /* Handle the revents of the fds ring_pollfds() filled, and the deadlines due at `now`; call
  * after every poll, also when it timed out. */
 void ring_on_poll(struct ring *r, const struct pollfd *fds, size_t nfds, int64_t now);
