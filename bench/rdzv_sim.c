@@ -3,8 +3,9 @@
  * rdzv-sim: many rendezvous participants against one etcd, cheaply (bench issue, metric 7).
  * Each simulated node is a real rdzv session (rendezvous/session.c) with its own lease, node key,
  * watches and assignment, exactly as an agent's; only the worker launching is left out. The
- * nodes are spread over --procs processes, each running one poll() loop over its sessions, which
- * share one store connection per process (each session still has its own lease and watches), so
+ * nodes are spread over --procs processes (bench/sim_child.c), each running one poll() loop over
+ * its sessions, which share one store connection per process (each session still has its own
+ * lease, renewed with the process's other due leases in one batch, and its own watches), so
  * 10,000 nodes cost 10,000 sessions instead of 10,000 agents, exec-guards and workers.
  *
  * Phase 1: every node joins (--min N/2 --max N: commits when all N are in); measured: last join ->

@@ -36,3 +36,7 @@ mutant --target test_kv_conformance_etcd --filter 'kv_watch/many_leases*' backen
 mutant --target test_kv_conformance_etcd --filter 'kv_watch/many_leases_are_renewed*' backends/etcd.c \
   's/        if (ret_codes\[i\] == 0 \&\& (!r || r->ttl <= 0)) {/        if (0) {/' \
   '^test_kv_conformance_etcd$'
+# The ring counts the sockets it closes: rdzv-sim's ring host re-registers a ring's sockets only
+# after one closed (a reused number is a new socket epoll does not know).
+mutant --target test_liveness_ring --filter 'ring/a_killed_peer*' agent/liveness/ring.c \
+  's/        r->closed++;/        (void)r;/' '^test_liveness_ring$'
