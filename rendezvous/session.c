@@ -756,45 +756,6 @@ int rdzv_tick(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
     return r;
 }
 
-int64_t rdzv_keepalive_due(struct rdzv_session *s, int64_t now_ms)
-{
-    return s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms ? 0 : s->lease;
-}
-
-int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
-{
-    if (s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms)
-        return 0;
-    return rdzv_keepalive_done(s, now_ms, kv_lease_keepalive(s->kv, s->lease, NULL, err), err);
-}
-
-int rdzv_keepalive_done(struct rdzv_session *s, int64_t now_ms, int r, struct ea_error *err)
-{
-    s->stats.requests++;
-    if (r == 0) {
-        s->renewed_ms = now_ms; /* sent at now_ms: the store's TTL restarted no earlier */
-        s->keepalive_due_ms = now_ms + s->cfg.lease_ttl_ms / 3;
-        return 1;
-    }
-    /* Give up on the lease at 2/3 of its TTL without a renewal: the store may expire it at
-     * TTL, and this node must have begun stopping its workers before the others can declare it
-     * dead and move on (a partitioned node never keeps running an abandoned generation). The
-     * clock is read again: the failed request itself took time. */
-    int64_t after = ea_now_ms();
-    int64_t give_up = s->renewed_ms + s->cfg.lease_ttl_ms * 2 / 3;
-    if (r != KV_ENOLEASE && after < give_up) {
-        int64_t retry = after + s->cfg.lease_ttl_ms / 10;
-        s->keepalive_due_ms = retry < give_up ? retry : give_up;
-        return r;
-    }
-    if (r != KV_ENOLEASE)
-        ea_error_wrap(err, r, "lease not renewed for %.1f s (TTL %.1f s)",
-                      (double)(after - s->renewed_ms) / 1000.0,
-                      (double)s->cfg.lease_ttl_ms / 1000.0);
-    s->keepalive_due_ms = -1;
-    return KV_ENOLEASE;
-}
-
 int64_t rdzv_wake_ms(const struct rdzv_session *s)
 {
     int64_t t = -1, c[] = {s->plan_wake_ms, s->keepalive_due_ms, s->takeover_ms,

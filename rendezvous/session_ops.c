@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* rdzv session: what a node reports (failures, done, reform, close), per-round values, leave,
- * and the read accessors. Every write here is O(1) bytes and reaches the coordinator or every
- * node as one small key. */
+ * the read accessors, and the lease's renewal. Every write here is O(1) bytes and reaches the
+ * coordinator or every node as one small key. */
 #include "session_internal.h"
 
 #include <errno.h>
@@ -296,4 +296,45 @@ void rdzv_stats_get(const struct rdzv_session *s, struct rdzv_stats *ret)
 uint64_t rdzv_resync_count(const struct rdzv_session *s)
 {
     return s->resyncs;
+}
+
+/* ---- the lease's renewal ---- */
+
+int64_t rdzv_keepalive_due(struct rdzv_session *s, int64_t now_ms)
+{
+    return s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms ? 0 : s->lease;
+}
+
+int rdzv_keepalive(struct rdzv_session *s, int64_t now_ms, struct ea_error *err)
+{
+    if (s->keepalive_due_ms < 0 || now_ms < s->keepalive_due_ms)
+        return 0;
+    return rdzv_keepalive_done(s, now_ms, kv_lease_keepalive(s->kv, s->lease, NULL, err), err);
+}
+
+int rdzv_keepalive_done(struct rdzv_session *s, int64_t now_ms, int r, struct ea_error *err)
+{
+    s->stats.requests++;
+    if (r == 0) {
+        s->renewed_ms = now_ms; /* sent at now_ms: the store's TTL restarted no earlier */
+        s->keepalive_due_ms = now_ms + s->cfg.lease_ttl_ms / 3;
+        return 1;
+    }
+    /* Give up on the lease at 2/3 of its TTL without a renewal: the store may expire it at
+     * TTL, and this node must have begun stopping its workers before the others can declare it
+     * dead and move on (a partitioned node never keeps running an abandoned generation). The
+     * clock is read again: the failed request itself took time. */
+    int64_t after = ea_now_ms();
+    int64_t give_up = s->renewed_ms + s->cfg.lease_ttl_ms * 2 / 3;
+    if (r != KV_ENOLEASE && after < give_up) {
+        int64_t retry = after + s->cfg.lease_ttl_ms / 10;
+        s->keepalive_due_ms = retry < give_up ? retry : give_up;
+        return r;
+    }
+    if (r != KV_ENOLEASE)
+        ea_error_wrap(err, r, "lease not renewed for %.1f s (TTL %.1f s)",
+                      (double)(after - s->renewed_ms) / 1000.0,
+                      (double)s->cfg.lease_ttl_ms / 1000.0);
+    s->keepalive_due_ms = -1;
+    return KV_ENOLEASE;
 }
