@@ -130,10 +130,10 @@ static void kill_node(struct sim_node *n, int out)
     n->s = NULL;
 }
 
-/* A ring report of one of this process's nodes (ring_host_reports): its node decides. */
 static struct sim_node *touched[64]; /* the nodes of one ring_host_reports call (64 rings) */
 static size_t n_touched;
 
+/* A ring report of one of this process's nodes (ring_host_reports): its node decides. */
 static void on_ring_report(void *ctx, const struct ring_report *x)
 {
     struct sim_node *n = ctx;
